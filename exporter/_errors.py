@@ -1,0 +1,81 @@
+"""The exception tree of opsaudit and the exit code each error maps to.
+
+Every layer raises subclasses of `OpsauditError`; the CLI turns them into messages and exit
+codes. No message ever contains the API key.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """Process exit codes, documented in the README (cron monitors them)."""
+
+    OK = 0
+    PARTIAL = 1  # some projects failed; the rest were committed
+    USAGE = 2  # bad flags or configuration (click's convention)
+    AUTH = 3  # missing, invalid or revoked API key
+    LOCKED = 4  # another sync holds the data directory
+    FATAL = 5  # nothing could be synced: API unreachable, discovery failed, unexpected error
+    STATE = 6  # corrupt, foreign or newer-version state or data
+    SQL = 7  # a query failed (bad SQL, unknown table, ...)
+
+
+class OpsauditError(Exception):
+    """Base of every error opsaudit raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.FATAL
+
+
+class ConfigError(OpsauditError):
+    """Bad configuration: a missing key, a malformed URL, an unusable data directory."""
+
+    exit_code = ExitCode.USAGE
+
+
+class ApiError(OpsauditError):
+    """The management API could not be used as expected."""
+
+    def __init__(self, message: str, *, status: int | None = None, request_id: str | None = None):
+        if request_id:
+            message = f"{message} (request id {request_id})"
+        super().__init__(message)
+        self.status = status
+        self.request_id = request_id
+
+
+class AuthError(ApiError):
+    """The API answered 401: the key is missing, invalid or revoked."""
+
+    exit_code = ExitCode.AUTH
+
+
+class NotFoundError(ApiError):
+    """The API answered 404 for a project or an operation."""
+
+
+class ScopeError(ApiError):
+    """The API refused a listing for a scope reason (e.g. 400 org_id is required)."""
+
+
+class TransientError(ApiError):
+    """A retryable failure that kept failing: 429, 5xx, dropped connection, malformed body."""
+
+
+class StorageError(OpsauditError):
+    """The data directory or the state database cannot be used safely."""
+
+    exit_code = ExitCode.STATE
+
+
+class LockHeldError(OpsauditError):
+    """Another sync holds the data directory's lock."""
+
+    exit_code = ExitCode.LOCKED
+
+
+class QueryError(OpsauditError):
+    """A SQL query failed."""
+
+    exit_code = ExitCode.SQL

@@ -1,0 +1,66 @@
+"""RFC 3339 timestamps to exact UTC instants.
+
+The API sends whole seconds with `Z` in bodies and microseconds in cursors (PRODUCT.md); we accept
+any RFC 3339 form: a fraction of any length or none, `Z`/`z` or a numeric offset.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:?\d{2})?$"
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+UTC_US = pa.timestamp("us", tz="UTC")
+
+
+def parse_rfc3339(text: str) -> datetime:
+    """Parse one RFC 3339 timestamp to an aware UTC datetime (microsecond precision).
+
+    Digits past the sixth of the fraction are truncated; a missing offset means UTC.
+    """
+    m = _RFC3339.match(text.strip())
+    if not m:
+        raise ValueError(f"not an RFC 3339 timestamp: {text!r}")
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    frac = (m.group(7) or "")[:6].ljust(6, "0")
+    dt = datetime(year, month, day, hour, minute, second, int(frac), tzinfo=timezone.utc)
+    off = m.group(8)
+    if off and off not in ("Z", "z"):
+        sign = 1 if off[0] == "+" else -1
+        digits = off[1:].replace(":", "")
+        dt -= sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+    return dt
+
+
+def to_micros(text: str) -> int:
+    """Microseconds since the Unix epoch of an RFC 3339 timestamp."""
+    delta = parse_rfc3339(text) - _EPOCH
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(us: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=us)
+
+
+def format_micros(us: int) -> str:
+    """RFC 3339 with microseconds and `Z`, for logs and state."""
+    return from_micros(us).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def timestamps_array(values: list[str | None]) -> pa.TimestampArray:
+    """A column of RFC 3339 strings (or None) as `timestamp[us, UTC]`.
+
+    Arrow's C parser handles the forms the API sends; anything it rejects falls back to
+    `parse_rfc3339` per value, so an odd offset costs time, never correctness.
+    """
+    strings = pa.array(values, type=pa.string())
+    try:
+        return pc.cast(strings, UTC_US)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.array([None if v is None else parse_rfc3339(v) for v in values], type=UTC_US)

@@ -1,0 +1,302 @@
+"""The management API client: one pooled httpx client, pacing, bounded retries, typed errors.
+
+Every request goes through `ApiClient.get_json`, which paces (see `_pacing`), retries what is
+safe to retry (429, 423, 5xx, dropped connections, timeouts, truncated or malformed bodies),
+and maps the rest to the `_errors` tree. The key lives only in the Authorization header: it is
+never put in a message, a log line or an exception.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import httpx
+import orjson
+import tenacity
+
+from exporter._errors import (
+    ApiError,
+    AuthError,
+    ConfigError,
+    NotFoundError,
+    ScopeError,
+    TransientError,
+)
+from exporter._pacing import Pacer
+
+log = logging.getLogger("opsaudit.client")
+
+_RETRY_STATUSES = frozenset({423, 429, 500, 502, 503, 504})
+DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=60.0, write=10.0, pool=120.0)
+
+
+@dataclass
+class RequestStats:
+    """Counters of one run, read by the sync summary and the benchmarks."""
+
+    requests: int = 0
+    responses_429: int = 0
+    retries: int = 0
+    by_route: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count(self, route: str, status: int | None) -> None:
+        with self._lock:
+            self.requests += 1
+            self.by_route[route] = self.by_route.get(route, 0) + 1
+            if status == 429:
+                self.responses_429 += 1
+
+    def count_retry(self) -> None:
+        with self._lock:
+            self.retries += 1
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try before a request becomes a per-project error."""
+
+    max_attempts: int = 8
+    max_elapsed: float = 300.0  # seconds across all attempts of one request
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+
+
+class _Retryable(Exception):
+    """One failed attempt that may succeed if repeated."""
+
+    def __init__(self, reason: str, retry_after: float | None = None, status: int | None = None):
+        super().__init__(reason)
+        self.retry_after = retry_after
+        self.status = status
+
+
+def _retry_after_seconds(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None  # an HTTP date: rare; fall back to backoff
+
+
+def _error_message(response: httpx.Response) -> tuple[str, str | None]:
+    """The server's message and request id, from the JSON error body or the header."""
+    request_id = response.headers.get("X-Neon-Ret-Request-Id")
+    message = ""
+    try:
+        body = orjson.loads(response.content)
+        if isinstance(body, dict):
+            message = str(body.get("message") or "")
+            request_id = request_id or body.get("request_id")
+    except orjson.JSONDecodeError:
+        pass
+    return message or response.reason_phrase or f"HTTP {response.status_code}", request_id
+
+
+def validate_base_url(base_url: str) -> str:
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(
+            f"--base-url {base_url!r} is not an http(s) URL; "
+            "expected something like https://console.neon.tech/api/v2/"
+        )
+    return base_url.rstrip("/") + "/"
+
+
+class ApiClient:
+    """A thread-safe client of the management API (spec sections 4 and 5)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        pacer: Pacer | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        max_connections: int = 16,
+        transport: httpx.BaseTransport | None = None,
+    ):
+        if not api_key or not api_key.strip():
+            raise AuthError(
+                "no API key: set NEON_API_KEY or pass --api-key-file "
+                "(create one in the console under account or organization settings)"
+            )
+        self.base_url = validate_base_url(base_url)
+        self.pacer = pacer or Pacer()
+        self.retry = retry or RetryPolicy()
+        self.stats = RequestStats()
+        self._any_success = False
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers={
+                "Authorization": f"Bearer {api_key.strip()}",
+                "Accept": "application/json",
+                "User-Agent": "opsaudit/0.1",
+            },
+            timeout=timeout,
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            transport=transport,
+            trust_env=False,
+        )
+
+    def __repr__(self) -> str:  # never show the key
+        return f"ApiClient({self.base_url!r})"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the endpoints opsaudit uses ------------------------------------------------------
+
+    def list_operations(
+        self, project_id: str, *, limit: int, cursor: str | None = None
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"limit": limit}
+        if cursor is not None:
+            params["cursor"] = cursor
+        return self.get_json(
+            f"projects/{quote(project_id, safe='')}/operations",
+            params,
+            route="GET /projects/{project_id}/operations",
+            expect="operations",
+        )
+
+    def get_operation(self, project_id: str, operation_id: str) -> dict[str, Any]:
+        body = self.get_json(
+            f"projects/{quote(project_id, safe='')}/operations/{quote(operation_id, safe='')}",
+            None,
+            route="GET /projects/{project_id}/operations/{operation_id}",
+            expect="operation",
+        )
+        return body["operation"]  # type: ignore[no-any-return]
+
+    def list_projects(
+        self, *, limit: int, cursor: str | None = None, org_id: str | None = None
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"limit": limit}
+        if cursor is not None:
+            params["cursor"] = cursor
+        if org_id is not None:
+            params["org_id"] = org_id
+        return self.get_json("projects", params, route="GET /projects", expect="projects")
+
+    def list_shared_projects(self, *, limit: int, cursor: str | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"limit": limit}
+        if cursor is not None:
+            params["cursor"] = cursor
+        return self.get_json(
+            "projects/shared", params, route="GET /projects/shared", expect="projects"
+        )
+
+    def list_organizations(self) -> list[dict[str, Any]]:
+        body = self.get_json(
+            "users/me/organizations",
+            None,
+            route="GET /users/me/organizations",
+            expect="organizations",
+        )
+        return body["organizations"]  # type: ignore[no-any-return]
+
+    # -- the request loop -----------------------------------------------------------------
+
+    def get_json(
+        self, path: str, params: dict[str, Any] | None, *, route: str, expect: str
+    ) -> dict[str, Any]:
+        """GET `path`, retrying what is retryable; return the decoded body.
+
+        `expect` is the key the body must carry: a 200 without it is retried (PRODUCT.md: "Rarely
+        a 200 carries no expected key").
+        """
+        policy = self.retry
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(_Retryable),
+            stop=tenacity.stop_after_attempt(policy.max_attempts)
+            | tenacity.stop_after_delay(policy.max_elapsed),
+            wait=self._wait,
+            before_sleep=self._before_sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(self._attempt, path, params, route, expect)
+        except _Retryable as exc:
+            raise TransientError(
+                f"{route} kept failing after {policy.max_attempts} attempts: {exc}",
+                status=exc.status,
+            ) from None
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, _Retryable) and exc.retry_after is not None:
+            return exc.retry_after
+        # Exponential backoff with full jitter: spreads retries of parallel workers.
+        ceiling = min(
+            self.retry.backoff_max, self.retry.backoff_initial * 2 ** (state.attempt_number - 1)
+        )
+        return random.uniform(ceiling / 2, ceiling)
+
+    def _before_sleep(self, state: tenacity.RetryCallState) -> None:
+        self.stats.count_retry()
+        exc = state.outcome.exception() if state.outcome else None
+        log.info("retrying after %s (attempt %d)", exc, state.attempt_number)
+
+    def _attempt(
+        self, path: str, params: dict[str, Any] | None, route: str, expect: str
+    ) -> dict[str, Any]:
+        self.pacer.acquire(route)
+        try:
+            response = self._http.get(path, params=params)
+        except httpx.TimeoutException as exc:
+            self.stats.count(route, None)
+            raise _Retryable(f"timed out ({type(exc).__name__})") from None
+        except httpx.TransportError as exc:
+            self.stats.count(route, None)
+            raise _Retryable(f"connection failed ({type(exc).__name__})") from None
+        status = response.status_code
+        self.stats.count(route, status)
+        if status == 200:
+            try:
+                body = orjson.loads(response.content)
+            except orjson.JSONDecodeError:
+                raise _Retryable("malformed or truncated JSON body", status=status) from None
+            if not isinstance(body, dict) or expect not in body:
+                raise _Retryable(f"200 without {expect!r} in the body", status=status)
+            self._any_success = True
+            self.pacer.on_success()
+            return body
+        message, request_id = _error_message(response)
+        if status in _RETRY_STATUSES:
+            retry_after = _retry_after_seconds(response)
+            if status == 429:
+                self.pacer.on_throttled(retry_after)
+            raise _Retryable(f"HTTP {status} {message[:200]}", retry_after, status)
+        if status == 401:
+            if self._any_success:
+                problem = "the API key stopped working during the run (revoked?)"
+            else:
+                problem = "the API key was rejected (invalid or revoked)"
+            raise AuthError(
+                f"{problem}: 401 from {route}; create a new key in the console and update "
+                "NEON_API_KEY or --api-key-file",
+                status=status,
+                request_id=request_id,
+            )
+        if status == 404:
+            raise NotFoundError(f"{route}: not found", status=status, request_id=request_id)
+        if status == 400 and "org_id" in message:
+            raise ScopeError(message, status=status, request_id=request_id)
+        raise ApiError(f"{route}: HTTP {status}: {message}", status=status, request_id=request_id)

@@ -1,0 +1,108 @@
+"""Which projects a run covers: organizations, shared projects, paging, explicit scoping.
+
+`GET /projects` pages 10 at a time by default, so we always page with limit 100 (the smaller of
+the two documented maxima, PRODUCT.md) until a short or empty page. A personal key must name an
+organization (400 "org_id is required"), so its organizations are listed first; an organization
+key implies its org; a project-scoped key may not list at all, which is why `--project` works
+without any listing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from exporter._client import ApiClient
+from exporter._errors import ApiError, AuthError, ScopeError
+
+log = logging.getLogger("opsaudit.discovery")
+
+PROJECTS_PAGE = 100
+
+
+@dataclass
+class Discovery:
+    """The projects in scope and how far the listing can be trusted."""
+
+    projects: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> listing object
+    # The listing covered the whole scope: projects missing from it may be marked deleted.
+    complete: bool = True
+    # The org ids whose listing is complete (for deletion marking within --org-id).
+    orgs_listed: list[str | None] = field(default_factory=list)
+    explicit: bool = False  # scope given by --project: no listing at all
+    unavailable: list[str] = field(default_factory=list)
+
+
+def _page_projects(
+    client: ApiClient, *, org_id: str | None, shared: bool = False
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        if shared:
+            body = client.list_shared_projects(limit=PROJECTS_PAGE, cursor=cursor)
+        else:
+            body = client.list_projects(limit=PROJECTS_PAGE, cursor=cursor, org_id=org_id)
+        page = body.get("projects")
+        if not isinstance(page, list):
+            raise ApiError("malformed project listing: 'projects' is not a list")
+        for project in page:
+            if isinstance(project, dict) and isinstance(project.get("id"), str):
+                if org_id is not None and "org_id" not in project:
+                    project = {**project, "org_id": org_id}
+                out.append(project)
+        pagination = body.get("pagination")
+        next_cursor = pagination.get("cursor") if isinstance(pagination, dict) else None
+        if len(page) < PROJECTS_PAGE or not next_cursor or next_cursor == cursor:
+            return out
+        cursor = next_cursor
+
+
+def discover(
+    client: ApiClient, *, project_ids: list[str] | None = None, org_ids: list[str] | None = None
+) -> Discovery:
+    """List the projects in scope (see the module docstring for the rules)."""
+    found = Discovery()
+    if project_ids:
+        found.explicit = True
+        found.complete = False
+        for pid in project_ids:
+            found.projects[pid] = {"id": pid}
+        return found
+    orgs: list[str | None]
+    if org_ids:
+        orgs = list(org_ids)
+    else:
+        try:
+            orgs = [o["id"] for o in client.list_organizations() if isinstance(o, dict)]
+        except AuthError:
+            raise
+        except ApiError as exc:
+            # Organization and project-scoped keys cannot list the user's organizations.
+            log.info("no organization listing for this key (%s); listing its projects", exc)
+            orgs = []
+    if not orgs:
+        try:
+            for p in _page_projects(client, org_id=None):
+                found.projects[p["id"]] = p
+            found.orgs_listed.append(None)
+        except ScopeError as exc:
+            raise ApiError(
+                f"the key needs an organization to list projects ({exc}); pass --org-id"
+            ) from None
+        return found
+    for org in orgs:
+        for p in _page_projects(client, org_id=org):
+            found.projects[p["id"]] = p
+        found.orgs_listed.append(org)
+    if not org_ids:
+        # Projects other users shared with this user belong to no org it lists.
+        try:
+            for p in _page_projects(client, org_id=None, shared=True):
+                found.projects.setdefault(p["id"], p)
+        except AuthError:
+            raise
+        except ApiError as exc:
+            log.info("no shared-project listing for this key (%s)", exc)
+    return found

@@ -83,6 +83,7 @@ PROJECTS_SCHEMA = pa.schema(
         ("last_synced_at", UTC_US),
         ("checkpoint_at", UTC_US),
         ("last_error", pa.string()),
+        ("open_operations", pa.int64()),
     ]
 )
 

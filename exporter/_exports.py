@@ -36,7 +36,7 @@ def export_tables(dataset: Dataset) -> None:
     """Rewrite projects.parquet and sync_runs.parquet from the state, then the views file."""
     projects = dataset.state.query(
         "SELECT id, name, region_id, pg_version, platform_id, provisioner, org_id, owner_id, "
-        "created_at, updated_at, raw, first_seen_us, last_seen_us, deleted_us, last_synced_us, "
+        "created_us, updated_us, raw, first_seen_us, last_seen_us, deleted_us, last_synced_us, "
         "checkpoint_us, last_error, "
         "(SELECT count(*) FROM open_ops o WHERE o.project_id = p.id) "
         "FROM projects p ORDER BY id"

@@ -29,7 +29,7 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE projects (
     id TEXT PRIMARY KEY,
     name TEXT, region_id TEXT, pg_version INTEGER, platform_id TEXT, provisioner TEXT,
-    org_id TEXT, owner_id TEXT, created_at TEXT, updated_at TEXT, raw TEXT,
+    org_id TEXT, owner_id TEXT, created_us INTEGER, updated_us INTEGER, raw TEXT,
     first_seen_us INTEGER NOT NULL,
     last_seen_us INTEGER,          -- last listing that showed it
     deleted_us INTEGER,            -- first listing without it, or a 404 on its operations

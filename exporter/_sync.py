@@ -237,7 +237,7 @@ def _record_projects(dataset: Dataset, found: Discovery, started: int) -> None:
                 con.execute(
                     "UPDATE projects SET name = ?, region_id = ?, pg_version = ?, "
                     "platform_id = ?, provisioner = ?, org_id = ?, owner_id = ?, "
-                    "created_at = ?, updated_at = ?, raw = ?, last_seen_us = ?, deleted_us = NULL "
+                    "created_us = ?, updated_us = ?, raw = ?, last_seen_us = ?, deleted_us = NULL "
                     "WHERE id = ?",
                     (
                         p.get("name"),

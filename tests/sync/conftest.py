@@ -1,0 +1,94 @@
+"""Fixtures for the sync engine tests: a simulator on loopback and ways to read the data back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import pytest
+
+from exporter._sync import RunSummary, SyncConfig, sync
+from exporter._walk import WalkLimits
+
+
+@pytest.fixture
+def make_sim() -> Iterator[Any]:
+    from exporter.simulator import SimConfig, Simulator
+
+    started: list[Simulator] = []
+
+    def factory(**kwargs: Any) -> Simulator:
+        sim = Simulator(SimConfig(**kwargs)).start()
+        started.append(sim)
+        return sim
+
+    yield factory
+    for sim in started:
+        sim.stop()
+
+
+def run_sync(sim: Any, data_dir: Path, key: str | None = None, **kwargs: Any) -> RunSummary:
+    """One sync against the simulator, unpaced, with fast retries."""
+    from exporter._client import RetryPolicy
+
+    kwargs.setdefault("max_rps", None)
+    kwargs.setdefault("retry", RetryPolicy(max_attempts=12, backoff_initial=0.01, backoff_max=0.05))
+    kwargs.setdefault("commit_seconds", 0.2)
+    page_size = kwargs.pop("page_size", None)
+    if page_size is not None:
+        kwargs["limits"] = WalkLimits(page_size=page_size, flush_rows=max(page_size * 3, 10))
+    config = SyncConfig(
+        data_dir=data_dir, api_key=key or sim.personal_key, base_url=sim.base_url, **kwargs
+    )
+    return sync(config)
+
+
+def read_versions(data_dir: Path) -> list[dict[str, Any]]:
+    """Every row of operation_versions, read straight from the Parquet files."""
+    files = list((data_dir / "operation_versions").glob("*/*.parquet"))
+    if not files:
+        return []
+    con = duckdb.connect()
+    rel = con.execute(
+        "SELECT * FROM read_parquet(?, hive_partitioning = true) ORDER BY id, version",
+        [[str(f) for f in files]],
+    )
+    cols = [d[0] for d in rel.description]
+    return [dict(zip(cols, row)) for row in rel.fetchall()]
+
+
+def latest_raw(data_dir: Path) -> dict[str, dict[str, Any]]:
+    """Op id -> the latest stored state's raw JSON; fails on a duplicate (id, version)."""
+    rows = read_versions(data_dir)
+    keys = [(r["id"], r["version"]) for r in rows]
+    assert len(keys) == len(set(keys)), "an (id, version) pair appears twice"
+    latest: dict[str, dict[str, Any]] = {}
+    for r in rows:  # ordered by id, version
+        latest[r["id"]] = orjson.loads(r["raw"])
+    return latest
+
+
+def assert_no_identical_versions(data_dir: Path) -> None:
+    seen: set[tuple[str, str]] = set()
+    for r in read_versions(data_dir):
+        key = (r["id"], r["raw"])
+        assert key not in seen, f"identical version twice for {r['id']}"
+        seen.add(key)
+
+
+def assert_matches_truth(sim: Any, data_dir: Path, project_ids: list[str] | None = None) -> None:
+    truth = sim.ground_truth(project_ids)
+    latest = latest_raw(data_dir)
+    if project_ids is not None:
+        latest = {k: v for k, v in latest.items() if v["project_id"] in set(project_ids)}
+    missing = set(truth) - set(latest)
+    extra = set(latest) - set(truth)
+    assert not missing, f"{len(missing)} operations missing, e.g. {sorted(missing)[:3]}"
+    assert not extra, f"{len(extra)} unexpected operations, e.g. {sorted(extra)[:3]}"
+    differing = [k for k in truth if truth[k] != latest[k]]
+    assert not differing, (
+        f"{len(differing)} operations differ, e.g. {truth[differing[0]]} vs {latest[differing[0]]}"
+    )

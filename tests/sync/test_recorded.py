@@ -1,0 +1,137 @@
+"""The exporter against bodies recorded from the real API (tests/assets/recorded-responses.json)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from exporter._sync import SyncConfig, sync
+
+from .conftest import read_versions
+
+RECORDED = json.loads(
+    (Path(__file__).parents[1] / "assets" / "recorded-responses.json").read_text()
+)
+KEY = "recorded-test-key-0123456789"
+
+
+class _Recorded(BaseHTTPRequestHandler):
+    """Serves the recorded bodies verbatim; anything else is a JSON 404."""
+
+    protocol_version = "HTTP/1.1"
+    log: list[str]
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        query = parse_qs(url.query)
+        self.server.log.append(self.path)  # type: ignore[attr-defined]
+        if self.headers.get("Authorization") != f"Bearer {KEY}":
+            return self._send(401, '{"code":"","message":"authentication required"}')
+        path = url.path.removeprefix("/api/v2")
+        if path == "/projects":
+            body = RECORDED["get_projects"] if "cursor" not in query else '{"projects":[]}'
+            return self._send(200, body)
+        if path == "/projects/solitary-cell-58208823/operations":
+            if "cursor" in query:
+                return self._send(200, '{"operations":[]}')
+            return self._send(200, RECORDED["get_operations_solitary_cell"])
+        if (
+            path
+            == "/projects/solitary-cell-58208823/operations/d6ad21e4-725d-493f-a495-43867ad88d09"
+        ):
+            return self._send(200, RECORDED["get_operation_d6ad21e4"])
+        return self._send(404, '{"code":"","message":"not found"}')
+
+    def _send(self, status: int, body: str) -> None:
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def recorded_server() -> Iterator[tuple[str, list[str]]]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorded)
+    server.log = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/api/v2", server.log  # type: ignore[attr-defined]
+    server.shutdown()
+    server.server_close()
+
+
+def test_recorded_operations_page_is_stored_exactly(
+    recorded_server: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    base_url, log = recorded_server
+    summary = sync(
+        SyncConfig(tmp_path, KEY, base_url, project_ids=["solitary-cell-58208823"], max_rps=None)
+    )
+    assert summary.outcome == "ok"
+    assert summary.new_operations == 2
+    rows = read_versions(tmp_path)
+    by_id = {r["id"]: r for r in rows}
+    start = by_id["d6ad21e4-725d-493f-a495-43867ad88d09"]
+    timeline = by_id["69de6dd4-597f-404f-a095-c96702407d7b"]
+    assert start["action"] == "start_compute" and start["status"] == "scheduling"
+    assert start["endpoint_id"] == "ep-lingering-surf-a5926aiu"
+    assert timeline["endpoint_id"] is None  # absent in the recorded body
+    assert timeline["total_duration_ms"] == 31 and start["total_duration_ms"] == 0
+    assert start["created_at"] == datetime(2025, 1, 16, 21, 2, 4, tzinfo=timezone.utc)
+    assert str(start["created_date"]) == "2025-01-16"
+    assert (
+        json.loads(timeline["raw"])
+        == json.loads(RECORDED["get_operations_solitary_cell"])["operations"][1]
+    )
+    # One page sufficed: two operations are fewer than the limit (no request past the end).
+    assert [p.split("?")[0] for p in log] == ["/api/v2/projects/solitary-cell-58208823/operations"]
+    assert "limit=1000" in log[0]
+
+
+def test_recorded_open_operations_are_reread_and_unchanged_states_not_duplicated(
+    recorded_server: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    base_url, _ = recorded_server
+    config = SyncConfig(
+        tmp_path, KEY, base_url, project_ids=["solitary-cell-58208823"], max_rps=None
+    )
+    sync(config)
+    second = sync(config)
+    assert second.outcome == "ok"
+    assert second.new_operations == 0 and second.changed_operations == 0
+    assert len(read_versions(tmp_path)) == 2
+    assert second.open_operations == 2  # scheduling and running are not terminal
+
+
+def test_recorded_project_listing(recorded_server: tuple[str, list[str]], tmp_path: Path) -> None:
+    import duckdb
+
+    base_url, log = recorded_server
+    summary = sync(SyncConfig(tmp_path, KEY, base_url, max_rps=None))
+    assert summary.outcome == "ok"
+    row = duckdb.sql(
+        f"SELECT id, name, region_id, pg_version, created_at FROM read_parquet('{tmp_path}/projects/projects.parquet')"
+    ).fetchall()
+    assert row == [
+        (
+            "dry-hall-87167252",
+            "pytest-5484",
+            "aws-us-east-2",
+            17,
+            datetime(2025, 1, 16, 21, 2, 3, tzinfo=timezone.utc),
+        ),
+    ]
+    assert any("limit=100" in p for p in log if p.startswith("/api/v2/projects?"))

@@ -1,0 +1,119 @@
+"""Backfill and incremental syncs against the simulator equal its ground truth exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter import _discovery
+
+from .conftest import assert_matches_truth, assert_no_identical_versions, read_versions, run_sync
+
+
+def test_backfill_of_many_projects_equals_ground_truth(
+    make_sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pages of 10 projects make the listing page even with a few dozen projects.
+    monkeypatch.setattr(_discovery, "PROJECTS_PAGE", 10)
+    sim = make_sim(seed=11, projects=28, days=2, ops_per_project_per_day=300)
+    summary = run_sync(sim, tmp_path, page_size=100, concurrency=4)
+    assert summary.outcome == "ok", summary.errors
+    assert summary.projects_total == len(sim.project_ids()) >= 28
+    assert_matches_truth(sim, tmp_path)
+    assert_no_identical_versions(tmp_path)
+    assert summary.new_operations == len(sim.ground_truth())
+
+
+def test_ties_at_page_boundaries_lose_and_duplicate_nothing(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=3, projects=1, days=1, ops_per_project_per_day=50)
+    pid = sim.project_ids()[0]
+    run_sync(sim, tmp_path, page_size=7)
+    # New operations sharing one second with each other straddle several page boundaries.
+    sim.advance(1)
+    sim.add_operations(pid, 23, same_second=True)
+    run_sync(sim, tmp_path, page_size=7)
+    # More arrive in that very same second after the sync: they must still be picked up.
+    sim.add_operations(pid, 5, same_second=True)
+    run_sync(sim, tmp_path, page_size=7)
+    assert_matches_truth(sim, tmp_path)
+    assert_no_identical_versions(tmp_path)
+
+
+def test_incremental_sync_records_every_observed_state(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=5, projects=2, days=1, ops_per_project_per_day=120)
+    pid = sim.project_ids()[0]
+    run_sync(sim, tmp_path)
+    [op_id] = sim.add_operations(pid, 1, action="apply_config", status="running")
+    history = [
+        {"status": "failed", "failures_count": 1, "error": "compute unavailable"},
+        {"status": "running", "failures_count": 1},
+        {"status": "failed", "failures_count": 2, "error": "compute unavailable again"},
+        {"status": "running", "failures_count": 2},
+        {"status": "finished", "failures_count": 2},
+    ]
+    first = run_sync(sim, tmp_path)
+    assert first.new_operations == 1
+    for change in history:
+        sim.advance(5)
+        sim.update_operation(op_id, **change)
+        summary = run_sync(sim, tmp_path)
+        assert summary.changed_operations == 1, change
+    quiet = run_sync(sim, tmp_path)
+    assert quiet.new_operations == 0 and quiet.changed_operations == 0
+    versions = [r for r in read_versions(tmp_path) if r["id"] == op_id]
+    assert [r["status"] for r in versions] == [
+        "running",
+        "failed",
+        "running",
+        "failed",
+        "running",
+        "finished",
+    ]
+    assert [r["failures_count"] for r in versions] == [0, 1, 1, 2, 2, 2]
+    assert [r["version"] for r in versions] == [1, 2, 3, 4, 5, 6]
+    assert_matches_truth(sim, tmp_path)
+    assert quiet.open_operations == sum(
+        1
+        for o in sim.ground_truth().values()
+        if o["status"] not in ("finished", "cancelled", "skipped")
+    )
+
+
+def test_live_progress_then_quiet_sync_equals_ground_truth(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=8, projects=4, days=1, ops_per_project_per_day=400)
+    run_sync(sim, tmp_path, page_size=50)
+    for _ in range(4):
+        sim.advance(120)  # new operations arrive, open ones progress or fail and retry
+        run_sync(sim, tmp_path, page_size=50)
+    assert_matches_truth(sim, tmp_path)
+    assert_no_identical_versions(tmp_path)
+
+
+def test_mutations_during_the_walk_then_one_quiet_sync(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=9, projects=6, days=2, ops_per_project_per_day=500)
+    sim.start_live(tick_seconds=0.01, sim_seconds_per_tick=20.0)
+    try:
+        for _ in range(3):
+            run_sync(sim, tmp_path, page_size=40, concurrency=3)
+    finally:
+        sim.stop_live()
+    run_sync(sim, tmp_path, page_size=40)
+    assert_matches_truth(sim, tmp_path)
+    assert_no_identical_versions(tmp_path)
+
+
+def test_no_change_incremental_costs_one_page_per_project(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=12, projects=5, days=1, ops_per_project_per_day=200)
+    # Settle every operation so that no open operation needs a refresh.
+    for op_id, op in sim.ground_truth().items():
+        if op["status"] not in ("finished", "cancelled", "skipped"):
+            sim.update_operation(op_id, status="finished")
+    run_sync(sim, tmp_path)
+    sim.reset_stats()
+    summary = run_sync(sim, tmp_path)
+    stats = sim.stats()
+    ops_requests = stats["by_route"].get("GET /projects/{project_id}/operations", 0)
+    assert ops_requests == len(sim.project_ids())
+    assert summary.new_operations == 0

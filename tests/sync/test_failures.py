@@ -1,0 +1,151 @@
+"""Faults, throttling, keys and scopes: the dataset stays exact and errors are clear."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from exporter.cli import cli
+from exporter.simulator import Faults, RateLimits
+
+from .conftest import assert_matches_truth, assert_no_identical_versions, read_versions, run_sync
+
+
+def test_injected_faults_and_throttling_still_give_ground_truth(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    sim = make_sim(seed=21, projects=6, days=1, ops_per_project_per_day=400)
+    sim.faults = Faults(
+        p_5xx=0.08, p_drop=0.05, p_slow=0.05, slow_seconds=0.05, p_truncate=0.05, seed=2
+    )
+    sim.rate_limits = RateLimits(
+        enabled=True, per_minute=700, per_route_per_second=40, retry_after=True, time_scale=60.0
+    )
+    summary = run_sync(sim, tmp_path, page_size=50, concurrency=4)
+    assert summary.outcome == "ok", summary.errors
+    faults = sim.stats()["faults"]
+    assert faults["5xx"] > 0 and faults["drop"] > 0 and faults["truncate"] > 0
+    assert summary.retries > 0
+    sim.advance(60)
+    run_sync(sim, tmp_path, page_size=50, concurrency=4)
+    sim.faults = Faults()
+    run_sync(sim, tmp_path, page_size=50)
+    assert_matches_truth(sim, tmp_path)
+    assert_no_identical_versions(tmp_path)
+
+
+def test_revoked_key_mid_sync_stops_with_auth_exit_code(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=22, projects=8, days=2, ops_per_project_per_day=400)
+    key = sim.org_key(sim.org_ids[0])
+    sim.faults = Faults(p_slow=1.0, slow_seconds=0.02, seed=1)
+    import threading
+
+    timer = threading.Timer(0.3, sim.revoke_key, args=(key,))
+    timer.start()
+    result = CliRunner().invoke(
+        cli,
+        ["sync", "--data-dir", str(tmp_path), "--base-url", sim.base_url, "--max-rps", "0"],
+        env={"NEON_API_KEY": key},
+    )
+    timer.join()
+    assert result.exit_code == 3, result.output
+    assert "stopped working during the run" in result.output
+    assert key not in result.output
+    # Whatever was committed before the revocation is consistent and resumable with a new key.
+    sim.faults = Faults()
+    summary = run_sync(sim, tmp_path, key=sim.org_key(sim.org_ids[0]))
+    assert summary.outcome == "ok"
+    assert_matches_truth(sim, tmp_path, sim.project_ids(sim.org_ids[0]))
+    assert_no_identical_versions(tmp_path)
+
+
+def test_invalid_key_is_exit_3_and_never_printed(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=23, projects=1, days=1)
+    secret = "napi_not-a-real-key-0123456789abcdef"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "sync",
+            "--data-dir",
+            str(tmp_path),
+            "--base-url",
+            sim.base_url,
+            "--log-format",
+            "json",
+            "-vv",
+        ],
+        env={"NEON_API_KEY": secret},
+    )
+    assert result.exit_code == 3
+    assert "rejected (invalid or revoked)" in result.output
+    assert secret not in result.output
+
+
+def test_missing_key_is_exit_3(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["sync", "--data-dir", str(tmp_path), "--base-url", "http://127.0.0.1:9/api/v2"]
+    )
+    assert result.exit_code == 3
+    assert "no API key" in result.output
+
+
+def test_project_scoped_key_with_project_flag(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=24, projects=3, days=1)
+    pid = sim.project_ids()[1]
+    summary = run_sync(sim, tmp_path, key=sim.project_key(pid), project_ids=[pid])
+    assert summary.outcome == "ok" and summary.projects_total == 1
+    assert_matches_truth(sim, tmp_path, [pid])
+    assert {r["project_id"] for r in read_versions(tmp_path)} == {pid}
+
+
+def test_project_scoped_key_listing_sees_its_project(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=25, projects=3, days=1)
+    pid = sim.project_ids()[2]
+    summary = run_sync(sim, tmp_path, key=sim.project_key(pid))
+    assert summary.outcome == "ok" and summary.projects_total == 1
+    assert_matches_truth(sim, tmp_path, [pid])
+
+
+def test_deleted_project_keeps_its_history(make_sim: Any, tmp_path: Path) -> None:
+    import duckdb
+
+    sim = make_sim(seed=26, projects=3, days=1)
+    gone = sim.project_ids()[0]
+    before = {k for k, v in sim.ground_truth([gone]).items()}
+    run_sync(sim, tmp_path)
+    sim.delete_project(gone)
+    summary = run_sync(sim, tmp_path)
+    assert summary.outcome == "ok"
+    kept = {r["id"] for r in read_versions(tmp_path) if r["project_id"] == gone}
+    assert kept == before
+    [(deleted_at, last_seen)] = duckdb.sql(
+        f"SELECT deleted_at, last_seen_at FROM read_parquet('{tmp_path}/projects/projects.parquet') WHERE id = '{gone}'"
+    ).fetchall()
+    assert deleted_at is not None and last_seen is not None and deleted_at > last_seen
+
+
+def test_key_never_lands_in_any_file(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=27, projects=2, days=1)
+    sim.faults = Faults(p_5xx=0.1, seed=3)
+    run_sync(sim, tmp_path)
+    needle = sim.personal_key.encode()
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert needle not in path.read_bytes(), path
+
+
+def test_unknown_actions_statuses_and_fields_are_kept(make_sim: Any, tmp_path: Path) -> None:
+    import orjson
+
+    sim = make_sim(seed=28, projects=1, days=1)
+    pid = sim.project_ids()[0]
+    [op_id] = sim.add_operations(pid, 1, action="quantum_rebalance", status="pondering")
+    sim.update_operation(op_id, shiny_new_field={"nested": [1, 2]})
+    run_sync(sim, tmp_path)
+    [row] = [r for r in read_versions(tmp_path) if r["id"] == op_id]
+    assert row["action"] == "quantum_rebalance" and row["status"] == "pondering"
+    assert orjson.loads(row["raw"])["shiny_new_field"] == {"nested": [1, 2]}
+    summary = run_sync(sim, tmp_path)
+    assert summary.open_operations >= 1  # an unknown status is not terminal

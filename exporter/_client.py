@@ -183,7 +183,7 @@ class ApiClient:
             route="GET /projects/{project_id}/operations/{operation_id}",
             expect="operation",
         )
-        return body["operation"]  # type: ignore[no-any-return]
+        return body["operation"]
 
     def list_projects(
         self, *, limit: int, cursor: str | None = None, org_id: str | None = None
@@ -210,7 +210,7 @@ class ApiClient:
             route="GET /users/me/organizations",
             expect="organizations",
         )
-        return body["organizations"]  # type: ignore[no-any-return]
+        return body["organizations"]
 
     # -- the request loop -----------------------------------------------------------------
 

@@ -105,4 +105,4 @@ def created_micros(ops: Sequence[dict[str, Any]]) -> list[int]:
     values = [op.get("created_at") for op in ops]
     if not all(isinstance(v, str) for v in values):
         raise ValueError("an operation has no created_at")
-    return timestamps_array(values).cast(pa.int64()).to_pylist()  # type: ignore[no-any-return]
+    return timestamps_array(values).cast(pa.int64()).to_pylist()

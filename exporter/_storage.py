@@ -131,29 +131,32 @@ def _fsync_dir(path: Path) -> None:
 class Dataset:
     """One data directory: its state database, its lock and its Parquet files."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, *, lock: bool = True, wait: bool = False):
+        """Open the data directory, creating it if needed; with `lock`, take the sync lock
+        first, so that two runs never race on a new state file."""
         self.root = Path(root)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             (self.root / STAGING_DIR).mkdir(exist_ok=True)
         except OSError as exc:
             raise StorageError(f"cannot use data directory {self.root}: {exc.strerror}") from None
-        state_path = self.root / STATE_FILE
-        if not state_path.exists() and any((self.root / VERSIONS_DIR).glob("*/*.parquet")):
-            raise StorageError(
-                f"{self.root} holds Parquet data but no {STATE_FILE}: syncing into it would "
-                "duplicate history. Restore the state file or use an empty --data-dir."
-            )
-        self.state = StateDB(state_path)
         self._lock = DataDirLock(self.root / LOCK_FILE)
+        if lock:
+            self._lock.acquire(wait)
+        try:
+            state_path = self.root / STATE_FILE
+            if not state_path.exists() and any((self.root / VERSIONS_DIR).glob("*/*.parquet")):
+                raise StorageError(
+                    f"{self.root} holds Parquet data but no {STATE_FILE}: syncing into it would "
+                    "duplicate history. Restore the state file or use an empty --data-dir."
+                )
+            self.state = StateDB(state_path)
+        except BaseException:
+            self._lock.release()
+            raise
 
     def close(self) -> None:
         self.state.close()
-
-    def lock(self, wait: bool = False) -> None:
-        self._lock.acquire(wait)
-
-    def unlock(self) -> None:
         self._lock.release()
 
     # -- writing ----------------------------------------------------------------------------

@@ -277,14 +277,10 @@ def sync(config: SyncConfig, observer: Observer | None = None) -> RunSummary:
     authentication failure or a failed discovery is reported in the summary's outcome.
     """
     notify: Observer = observer or (lambda event, data: None)
-    dataset = Dataset(config.data_dir)
+    dataset = Dataset(config.data_dir, lock=True, wait=config.wait_for_lock)
     try:
-        dataset.lock(wait=config.wait_for_lock)
-        try:
-            dataset.recover()
-            return _run(dataset, config, notify)
-        finally:
-            dataset.unlock()
+        dataset.recover()
+        return _run(dataset, config, notify)
     finally:
         dataset.close()
 

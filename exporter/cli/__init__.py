@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import click
 
-from exporter.cli._common import run_guarded
+from exporter.cli._common import OpsauditGroup, run_guarded
 
 __all__ = ["cli", "main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=OpsauditGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(package_name="opsaudit", prog_name="opsaudit")
 def cli() -> None:
     """Export a hosted-Postgres platform's operation history to Parquet and query it with DuckDB."""

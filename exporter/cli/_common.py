@@ -35,6 +35,17 @@ def fail(error: OpsauditError) -> None:
     sys.exit(int(error.exit_code))
 
 
+class OpsauditGroup(click.Group):
+    """A group that turns our errors into a one-line message and their exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OpsauditError as error:
+            click.echo(f"Error: {error}", err=True)
+            ctx.exit(int(error.exit_code))
+
+
 def run_guarded(command: click.Group) -> None:
     """Run the click group; map our errors to their exit codes, never a traceback."""
     try:
@@ -46,4 +57,11 @@ def run_guarded(command: click.Group) -> None:
         sys.exit(130)
 
 
-__all__ = ["DEFAULT_BASE_URL", "ExitCode", "data_dir_option", "fail", "run_guarded"]
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "ExitCode",
+    "OpsauditGroup",
+    "data_dir_option",
+    "fail",
+    "run_guarded",
+]

@@ -13,7 +13,7 @@ import click
 import orjson
 
 from exporter._client import validate_base_url
-from exporter._errors import ConfigError, LockHeldError, StorageError
+from exporter._errors import ConfigError, StorageError
 from exporter._pacing import DEFAULT_MAX_RPS
 from exporter._storage import PROJECTS_FILE, SYNC_RUNS_FILE, Dataset
 from exporter._sync import RunSummary, SyncConfig, sync
@@ -301,17 +301,10 @@ def _human_seconds(seconds: int) -> str:
 @click.option("--wait", "wait_for_lock", is_flag=True, help="Wait for a running sync.")
 def compact_command(data_dir: Path, wait_for_lock: bool) -> None:
     """Merge small Parquet files (sync also does this at the end of each run)."""
-    dataset = Dataset(data_dir)
+    dataset = Dataset(data_dir, lock=True, wait=wait_for_lock)
     try:
-        try:
-            dataset.lock(wait=wait_for_lock)
-        except LockHeldError as exc:
-            fail(exc)
-        try:
-            dataset.recover()
-            removed = dataset.compact()
-        finally:
-            dataset.unlock()
+        dataset.recover()
+        removed = dataset.compact()
     finally:
         dataset.close()
     click.echo(f"compaction removed {removed} file(s)")

@@ -1,0 +1,183 @@
+"""Storage safety: lock, corrupt/foreign/newer state, staged commits, recovery, compaction."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+
+from exporter._errors import LockHeldError, StorageError
+from exporter._records import versions_table
+from exporter._storage import Dataset
+from exporter.cli import cli
+
+from .conftest import read_versions
+
+
+def _sync_cli(data_dir: Path, *extra: str) -> tuple[int, str]:
+    result = CliRunner().invoke(
+        cli,
+        ["sync", "--data-dir", str(data_dir), "--base-url", "http://127.0.0.1:9/api/v2", *extra],
+        env={"NEON_API_KEY": "k"},
+    )
+    return result.exit_code, result.output
+
+
+def _op(i: int, day: int = 16, status: str = "finished") -> dict[str, object]:
+    return {
+        "id": f"00000000-0000-0000-0000-{i:012d}",
+        "project_id": "p-1",
+        "branch_id": "br-1",
+        "action": "check_availability",
+        "status": status,
+        "failures_count": 0,
+        "created_at": f"2025-01-{day:02d}T10:00:{i % 60:02d}Z",
+        "updated_at": f"2025-01-{day:02d}T10:00:{i % 60:02d}Z",
+        "total_duration_ms": i,
+    }
+
+
+def _commit(ds: Dataset, ops: list[dict[str, object]], tag: str) -> None:
+    table = versions_table(ops, [1] * len(ops), [0] * len(ops), "run-test")
+    staged = ds.stage_versions(table, tag)
+    with ds.state.transaction() as con:
+        ds.register_pending(con, staged, "run-test")
+    ds.publish(staged)
+
+
+def test_corrupt_state_file_is_exit_6_and_left_untouched(tmp_path: Path) -> None:
+    state = tmp_path / "state.sqlite"
+    tmp_path.mkdir(exist_ok=True)
+    state.write_bytes(b"this is not a database at all" * 100)
+    before = state.read_bytes()
+    code, output = _sync_cli(tmp_path)
+    assert code == 6
+    assert "corrupt or not an opsaudit state file" in output
+    assert state.read_bytes() == before
+
+
+def test_foreign_sqlite_file_is_exit_6(tmp_path: Path) -> None:
+    con = sqlite3.connect(tmp_path / "state.sqlite")
+    con.execute("CREATE TABLE t (x)")
+    con.execute("PRAGMA application_id = 42")
+    con.commit()
+    con.close()
+    code, output = _sync_cli(tmp_path)
+    assert code == 6
+    assert "another application" in output
+
+
+def test_newer_state_version_is_exit_6(tmp_path: Path) -> None:
+    Dataset(tmp_path).close()
+    con = sqlite3.connect(tmp_path / "state.sqlite")
+    con.execute("UPDATE meta SET value = '99' WHERE key = 'format_version'")
+    con.commit()
+    con.close()
+    code, output = _sync_cli(tmp_path)
+    assert code == 6
+    assert "newer opsaudit" in output
+
+
+def test_data_without_state_is_refused(tmp_path: Path) -> None:
+    part = tmp_path / "operation_versions" / "created_date=2025-01-16"
+    part.mkdir(parents=True)
+    (part / "x.parquet").write_bytes(b"PAR1")
+    with pytest.raises(StorageError, match="no state.sqlite"):
+        Dataset(tmp_path)
+
+
+def test_lock_held_is_exit_4(tmp_path: Path) -> None:
+    holder = Dataset(tmp_path)
+    try:
+        code, output = _sync_cli(tmp_path)
+        assert code == 4
+        assert "another opsaudit sync is running" in output
+        with pytest.raises(LockHeldError):
+            Dataset(tmp_path)
+    finally:
+        holder.close()
+
+
+def test_bad_base_url_is_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli,
+        ["sync", "--data-dir", str(tmp_path), "--base-url", "ftp:/nowhere"],
+        env={"NEON_API_KEY": "k"},
+    )
+    assert result.exit_code == 2
+    assert "--base-url" in result.output
+
+
+def test_recover_publishes_committed_and_drops_uncommitted(tmp_path: Path) -> None:
+    ds = Dataset(tmp_path)
+    committed = ds.stage_versions(versions_table([_op(1)], [1], [0], "r"), "a")
+    uncommitted = ds.stage_versions(versions_table([_op(2)], [1], [0], "r"), "b")
+    with ds.state.transaction() as con:
+        ds.register_pending(con, committed, "r")
+    ds.close()  # "killed" before publish
+    ds = Dataset(tmp_path)
+    ds.recover()
+    ds.close()
+    assert [r["total_duration_ms"] for r in read_versions(tmp_path)] == [1]
+    assert not (tmp_path / uncommitted[0].staged).exists()
+    assert list((tmp_path / "_staging").iterdir()) == []
+
+
+def test_versions_split_by_created_date(tmp_path: Path) -> None:
+    ds = Dataset(tmp_path)
+    _commit(ds, [_op(1, day=16), _op(2, day=17), _op(3, day=17)], "t")
+    ds.close()
+    parts = sorted(p.name for p in (tmp_path / "operation_versions").iterdir())
+    assert parts == ["created_date=2025-01-16", "created_date=2025-01-17"]
+    assert [str(r["created_date"]) for r in read_versions(tmp_path)] == [
+        "2025-01-16",
+        "2025-01-17",
+        "2025-01-17",
+    ]
+
+
+def test_compaction_bounds_files_and_loses_nothing(tmp_path: Path) -> None:
+    ds = Dataset(tmp_path)
+    for i in range(20):
+        _commit(ds, [_op(i * 3 + k) for k in range(3)], f"t{i}")
+    part = tmp_path / "operation_versions" / "created_date=2025-01-16"
+    assert len(list(part.glob("*.parquet"))) == 20
+    before = read_versions(tmp_path)
+    removed = ds.compact()
+    ds.close()
+    assert removed == 19
+    assert len(list(part.glob("*.parquet"))) == 1
+    assert read_versions(tmp_path) == before
+    assert pa.__version__  # pyarrow in use
+
+
+def test_compaction_crash_is_finished_by_recovery(tmp_path: Path) -> None:
+    ds = Dataset(tmp_path)
+    for i in range(10):
+        _commit(ds, [_op(i)], f"t{i}")
+    before = read_versions(tmp_path)
+    # Simulate a kill right after the compaction's state commit, before publish/delete.
+    paths = [r[0] for r in ds.state.query("SELECT path FROM files")]
+    table = versions_table([_op(i) for i in range(10)], [1] * 10, [0] * 10, "run-test")
+    staged = ds._write_staged(
+        table,
+        "operation_versions/created_date=2025-01-16/part-compact-x.parquet",
+        "created_date=2025-01-16",
+    )
+    with ds.state.transaction() as con:
+        ds.register_pending(con, [staged], "compaction")
+        con.executemany("UPDATE files SET state = 'deleting' WHERE path = ?", [(p,) for p in paths])
+    ds.close()
+    ds = Dataset(tmp_path)
+    ds.recover()
+    ds.close()
+    after = read_versions(tmp_path)
+    key = lambda r: r["id"]  # noqa: E731
+    assert sorted(after, key=key) == sorted(before, key=key)
+    assert (
+        len(list((tmp_path / "operation_versions" / "created_date=2025-01-16").glob("*.parquet")))
+        == 1
+    )

@@ -103,6 +103,7 @@ class ProjectWalk:
         self.open = dict(checkpoint.open_ops)  # current view, updated as chunks are emitted
         self.seen: set[str] = set()  # open ids refreshed this run
         self.chunk = Chunk(self.pid)
+        self.density: float | None = None  # microseconds between operations near the walk's end
 
     # -- classification -------------------------------------------------------------------
 
@@ -230,6 +231,8 @@ class ProjectWalk:
                     lowest, tail_ids = c, {op_id}
                 elif c == lowest:
                     tail_ids.add(op_id)
+            if len(ops) > 1 and created[0] > created[-1]:
+                self.density = (created[0] - created[-1]) / (len(ops) - 1)
             reached = cp.checkpoint_us is not None and created[-1] < cp.checkpoint_us
             if reached:
                 cursor = next_cursor
@@ -261,12 +264,12 @@ class ProjectWalk:
             return
         extend_left = self.limits.max_extend_pages
         limit = self.limits.page_size
-        density: float | None = None  # microseconds per operation near the walk's end
         while not at_end and cursor and extend_left > 0 and lowest is not None:
             below = [o for o in pending if o.created_us < lowest]
             if not below:
                 break
             span = lowest - min(o.created_us for o in below)
+            density = self.density
             pages_needed = 1 if density is None else math.ceil(span / max(density, 1.0) / limit)
             if pages_needed > min(len(below), extend_left):
                 break  # GETs are cheaper
@@ -282,7 +285,7 @@ class ProjectWalk:
                 if op["id"] in self.open and op["id"] not in self.seen:
                     self._record(op, c, observed)
             if len(ops) > 1 and created[0] > created[-1]:
-                density = (created[0] - created[-1]) / (len(ops) - 1)
+                self.density = (created[0] - created[-1]) / (len(ops) - 1)
             lowest = min(lowest, created[-1])
             if len(ops) < limit or not next_cursor or next_cursor == cursor:
                 at_end = True

@@ -85,7 +85,7 @@ def test_data_without_state_is_refused(tmp_path: Path) -> None:
     part = tmp_path / "operation_versions" / "created_date=2025-01-16"
     part.mkdir(parents=True)
     (part / "x.parquet").write_bytes(b"PAR1")
-    with pytest.raises(StorageError, match="no state.sqlite"):
+    with pytest.raises(StorageError, match=r"no state\.sqlite"):
         Dataset(tmp_path)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
+import msgspec
 import orjson
 import tenacity
 
@@ -65,6 +66,24 @@ class RetryPolicy:
     max_elapsed: float = 300.0  # seconds across all attempts of one request
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
+
+
+class _RawOperations(msgspec.Struct):
+    """Only the byte slices of a page's operations: `raw` keeps exactly what the server sent."""
+
+    operations: list[msgspec.Raw]
+
+
+_RAW_DECODER = msgspec.json.Decoder(_RawOperations)
+
+
+@dataclass(frozen=True)
+class OperationsPage:
+    """One page of `GET /projects/{id}/operations`."""
+
+    operations: list[dict[str, Any]]
+    raw: list[msgspec.Raw]  # each operation's JSON text, as sent
+    cursor: str | None  # pagination.cursor, passed back verbatim
 
 
 class _Retryable(Exception):
@@ -165,16 +184,21 @@ class ApiClient:
 
     def list_operations(
         self, project_id: str, *, limit: int, cursor: str | None = None
-    ) -> dict[str, Any]:
+    ) -> OperationsPage:
         params: dict[str, Any] = {"limit": limit}
         if cursor is not None:
             params["cursor"] = cursor
-        return self.get_json(
+        body, raw = self.get_json(
             f"projects/{quote(project_id, safe='')}/operations",
             params,
             route="GET /projects/{project_id}/operations",
             expect="operations",
+            raw_operations=True,
         )
+        ops = body["operations"]
+        pagination = body.get("pagination")
+        next_cursor = pagination.get("cursor") if isinstance(pagination, dict) else None
+        return OperationsPage(ops, raw, next_cursor if isinstance(next_cursor, str) else None)
 
     def get_operation(self, project_id: str, operation_id: str) -> dict[str, Any]:
         body = self.get_json(
@@ -215,8 +239,14 @@ class ApiClient:
     # -- the request loop -----------------------------------------------------------------
 
     def get_json(
-        self, path: str, params: dict[str, Any] | None, *, route: str, expect: str
-    ) -> dict[str, Any]:
+        self,
+        path: str,
+        params: dict[str, Any] | None,
+        *,
+        route: str,
+        expect: str,
+        raw_operations: bool = False,
+    ) -> Any:
         """GET `path`, retrying what is retryable; return the decoded body.
 
         `expect` is the key the body must carry: a 200 without it is retried (PRODUCT.md: "Rarely
@@ -232,7 +262,7 @@ class ApiClient:
             reraise=True,
         )
         try:
-            return retrying(self._attempt, path, params, route, expect)
+            return retrying(self._attempt, path, params, route, expect, raw_operations)
         except _Retryable as exc:
             raise TransientError(
                 f"{route} kept failing after {policy.max_attempts} attempts: {exc}",
@@ -255,8 +285,13 @@ class ApiClient:
         log.info("retrying after %s (attempt %d)", exc, state.attempt_number)
 
     def _attempt(
-        self, path: str, params: dict[str, Any] | None, route: str, expect: str
-    ) -> dict[str, Any]:
+        self,
+        path: str,
+        params: dict[str, Any] | None,
+        route: str,
+        expect: str,
+        raw_operations: bool,
+    ) -> Any:
         self.pacer.acquire(route)
         try:
             response = self._http.get(path, params=params)
@@ -277,6 +312,12 @@ class ApiClient:
                 raise _Retryable(f"200 without {expect!r} in the body", status=status)
             self._any_success = True
             self.pacer.on_success()
+            if raw_operations:
+                try:
+                    raw = _RAW_DECODER.decode(response.content).operations
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    raise _Retryable("'operations' is not a list", status=status) from None
+                return body, raw
             return body
         message, request_id = _error_message(response)
         if status in _RETRY_STATUSES:

@@ -8,10 +8,13 @@ know yet are never lost.
 
 from __future__ import annotations
 
+import array
 import hashlib
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
 import orjson
 import pyarrow as pa
 
@@ -78,22 +81,45 @@ def _timestamps(values: list[Any]) -> pa.Array:
         return pa.array(out, type=UTC_US)
 
 
+_ENCODER = msgspec.json.Encoder()
+
+
+def encode_raw(op: dict[str, Any]) -> bytes:
+    """JSON text of an operation we only have decoded (a single-operation GET)."""
+    return _ENCODER.encode(op)
+
+
+def _raw_column(raws: Sequence[Any]) -> pa.Array:
+    """A string column straight from JSON byte slices: one join, no per-value Arrow calls."""
+    data = b"".join(raws)
+    offsets = array.array("q", [0])
+    offsets.extend(itertools.accumulate(len(r) for r in raws))
+    return pa.LargeStringArray.from_buffers(
+        len(raws), pa.py_buffer(offsets), pa.py_buffer(data)
+    ).cast(pa.string())
+
+
 def versions_table(
     ops: Sequence[dict[str, Any]],
+    raws: Sequence[Any],
+    created_us: Sequence[int],
     versions: Sequence[int],
     observed_us: Sequence[int],
     run_id: str,
 ) -> pa.Table:
-    """The `operation_versions` rows for these operation objects (DESIGN.md columns)."""
+    """The `operation_versions` rows for these operation objects (DESIGN.md columns).
+
+    `raws` holds each object's JSON text (bytes or buffers), `created_us` its parsed created_at.
+    """
     columns: dict[str, pa.Array] = {}
     for name in _STRING_FIELDS:
         columns[name] = _strings([op.get(name) for op in ops])
     for name in _INT_FIELDS:
         columns[name] = _ints([op.get(name) for op in ops])
-    for name in ("retry_at", "created_at", "updated_at"):
+    for name in ("retry_at", "updated_at"):
         columns[name] = _timestamps([op.get(name) for op in ops])
-    dumps = orjson.dumps
-    columns["raw"] = pa.array([dumps(op) for op in ops], type=pa.string())
+    columns["created_at"] = pa.array(created_us, type=pa.int64()).cast(UTC_US)
+    columns["raw"] = _raw_column(raws)
     columns["version"] = pa.array(versions, type=pa.int32())
     columns["observed_at"] = pa.array(observed_us, type=pa.int64()).cast(UTC_US)
     columns["run_id"] = pa.array([run_id] * len(ops), type=pa.string())

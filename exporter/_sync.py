@@ -124,8 +124,15 @@ class _Committer(threading.Thread):
         if self.error is not None:
             raise StorageError(f"cannot commit: {self.error}")
         if chunk.ops:
-            chunk.table = versions_table(chunk.ops, chunk.versions, chunk.observed_us, self.run_id)
-            chunk.ops = []
+            chunk.table = versions_table(
+                chunk.ops,
+                chunk.raws,
+                chunk.created_us,
+                chunk.versions,
+                chunk.observed_us,
+                self.run_id,
+            )
+            chunk.ops, chunk.raws = [], []
         self.queue.put(chunk)
 
     def close(self) -> None:

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from exporter._client import ApiClient
 from exporter._errors import ApiError, NotFoundError
-from exporter._records import created_micros, fingerprint, is_terminal
+from exporter._records import created_micros, encode_raw, fingerprint, is_terminal
 from exporter._state import OpenOp, ProjectCheckpoint
 
 log = logging.getLogger("opsaudit.walk")
@@ -48,6 +48,8 @@ class Chunk:
 
     project_id: str
     ops: list[dict[str, Any]] = field(default_factory=list)
+    raws: list[Any] = field(default_factory=list)  # each op's JSON text
+    created_us: list[int] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
     observed_us: list[int] = field(default_factory=list)
     open_upserts: dict[str, OpenOp] = field(default_factory=dict)
@@ -107,7 +109,7 @@ class ProjectWalk:
 
     # -- classification -------------------------------------------------------------------
 
-    def _record(self, op: dict[str, Any], created: int, observed: int) -> None:
+    def _record(self, op: dict[str, Any], raw: Any, created: int, observed: int) -> None:
         """Add `op` to the chunk if it is new or a changed open operation."""
         op_id = op["id"]
         self.seen.add(op_id)
@@ -124,6 +126,8 @@ class ProjectWalk:
             self.chunk.new += 1
         c = self.chunk
         c.ops.append(op)
+        c.raws.append(raw)
+        c.created_us.append(created)
         c.versions.append(version)
         c.observed_us.append(observed)
         if is_terminal(op):
@@ -165,22 +169,20 @@ class ProjectWalk:
 
     # -- the walk -------------------------------------------------------------------------
 
-    def _page(self, cursor: str | None) -> tuple[list[dict[str, Any]], list[int], str | None, int]:
-        body = self.client.list_operations(self.pid, limit=self.limits.page_size, cursor=cursor)
+    def _page(
+        self, cursor: str | None
+    ) -> tuple[list[dict[str, Any]], list[Any], list[int], str | None, int]:
+        page = self.client.list_operations(self.pid, limit=self.limits.page_size, cursor=cursor)
         observed = now_us()
         self.result.pages += 1
-        ops = body.get("operations")
-        if not isinstance(ops, list) or not all(
-            isinstance(o, dict) and isinstance(o.get("id"), str) for o in ops
-        ):
+        ops = page.operations
+        if not all(isinstance(o, dict) and isinstance(o.get("id"), str) for o in ops):
             raise ApiError(f"project {self.pid}: malformed operations page (no id on an item)")
         try:
             created = created_micros(ops)
         except ValueError as exc:
             raise ApiError(f"project {self.pid}: malformed operations page ({exc})") from None
-        pagination = body.get("pagination")
-        next_cursor = pagination.get("cursor") if isinstance(pagination, dict) else None
-        return ops, created, next_cursor if isinstance(next_cursor, str) else None, observed
+        return ops, page.raw, created, page.cursor, observed
 
     def run(self) -> WalkResult:
         try:
@@ -208,7 +210,7 @@ class ProjectWalk:
             if self.cancel.is_set():
                 raise InterruptedError("run cancelled")
             try:
-                ops, created, next_cursor, observed = self._page(cursor)
+                ops, raws, created, next_cursor, observed = self._page(cursor)
             except (ApiError, InterruptedError):
                 # Keep what this walk already read: commit it with the cursor to resume from.
                 self.chunk.progress = (top, frozenset(top_ids), cursor) if top is not None else None
@@ -217,7 +219,7 @@ class ProjectWalk:
             if not ops:
                 at_end = True
                 break
-            for op, c in zip(ops, created):
+            for op, raw, c in zip(ops, raws, created):
                 op_id = op["id"]
                 if lowest is not None and (c > lowest or (c == lowest and op_id in tail_ids)):
                     continue  # already read in this walk (overlapping pages)
@@ -226,7 +228,7 @@ class ProjectWalk:
                 elif c == top:
                     top_ids.add(op_id)
                 if op_id in self.open or self._is_new(op_id, c):
-                    self._record(op, c, observed)
+                    self._record(op, raw, c, observed)
                 if lowest is None or c < lowest:
                     lowest, tail_ids = c, {op_id}
                 elif c == lowest:
@@ -274,16 +276,16 @@ class ProjectWalk:
             if pages_needed > min(len(below), extend_left):
                 break  # GETs are cheaper
             try:
-                ops, created, next_cursor, observed = self._page(cursor)
+                ops, raws, created, next_cursor, observed = self._page(cursor)
             except ApiError:
                 self._flush()
                 raise
             extend_left -= 1
             if not ops:
                 break
-            for op, c in zip(ops, created):
+            for op, raw, c in zip(ops, raws, created):
                 if op["id"] in self.open and op["id"] not in self.seen:
-                    self._record(op, c, observed)
+                    self._record(op, raw, c, observed)
             if len(ops) > 1 and created[0] > created[-1]:
                 self.density = (created[0] - created[-1]) / (len(ops) - 1)
             lowest = min(lowest, created[-1])
@@ -308,7 +310,13 @@ class ProjectWalk:
                 raise
             finally:
                 self.result.gets += 1
-            self._record(op, entry.created_us, now_us())
+            if not isinstance(op, dict) or op.get("id") != entry.id:
+                raise ApiError(f"project {self.pid}: malformed operation {entry.id}")
+            try:
+                [op_created] = created_micros([op])
+            except ValueError as exc:
+                raise ApiError(f"project {self.pid}: malformed operation ({exc})") from None
+            self._record(op, encode_raw(op), op_created, now_us())
             self.seen.add(entry.id)
             if entry.id in self.open and self.open[entry.id] is entry:
                 # Unchanged: remember that it was checked, so the GET rotation stays fair.

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from exporter._errors import LockHeldError, StorageError
-from exporter._records import versions_table
+from exporter._records import created_micros, encode_raw, versions_table
 from exporter._storage import Dataset
 from exporter.cli import cli
 
@@ -40,8 +40,19 @@ def _op(i: int, day: int = 16, status: str = "finished") -> dict[str, object]:
     }
 
 
+def _table(ops: list[dict[str, object]]) -> pa.Table:
+    return versions_table(
+        ops,
+        [encode_raw(o) for o in ops],
+        created_micros(ops),
+        [1] * len(ops),
+        [0] * len(ops),
+        "run-test",
+    )
+
+
 def _commit(ds: Dataset, ops: list[dict[str, object]], tag: str) -> None:
-    table = versions_table(ops, [1] * len(ops), [0] * len(ops), "run-test")
+    table = _table(ops)
     staged = ds.stage_versions(table, tag)
     with ds.state.transaction() as con:
         ds.register_pending(con, staged, "run-test")
@@ -113,8 +124,8 @@ def test_bad_base_url_is_usage_error(tmp_path: Path) -> None:
 
 def test_recover_publishes_committed_and_drops_uncommitted(tmp_path: Path) -> None:
     ds = Dataset(tmp_path)
-    committed = ds.stage_versions(versions_table([_op(1)], [1], [0], "r"), "a")
-    uncommitted = ds.stage_versions(versions_table([_op(2)], [1], [0], "r"), "b")
+    committed = ds.stage_versions(_table([_op(1)]), "a")
+    uncommitted = ds.stage_versions(_table([_op(2)]), "b")
     with ds.state.transaction() as con:
         ds.register_pending(con, committed, "r")
     ds.close()  # "killed" before publish
@@ -161,7 +172,7 @@ def test_compaction_crash_is_finished_by_recovery(tmp_path: Path) -> None:
     before = read_versions(tmp_path)
     # Simulate a kill right after the compaction's state commit, before publish/delete.
     paths = [r[0] for r in ds.state.query("SELECT path FROM files")]
-    table = versions_table([_op(i) for i in range(10)], [1] * 10, [0] * 10, "run-test")
+    table = _table([_op(i) for i in range(10)])
     staged = ds._write_staged(
         table,
         "operation_versions/created_date=2025-01-16/part-compact-x.parquet",

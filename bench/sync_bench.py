@@ -1,0 +1,260 @@
+"""Sync benchmarks against the simulator (issue 6): requests vs minimum, CPU/op, RSS, pacing.
+
+The simulator runs in its own process; each sync runs as `python -m exporter sync` in a child
+process whose CPU time (user + sys) and peak RSS come from wait4's rusage, so the figures are the
+client's alone. Results are printed as one JSON object per scenario and appended to
+bench/results/sync.jsonl.
+
+    python bench/sync_bench.py requests            # backfill + no-change incremental ratios
+    python bench/sync_bench.py cpu --ops 1000000   # CPU per exported operation
+    python bench/sync_bench.py rss --ops 200000 1000000 2000000
+    python bench/sync_bench.py paced --scale 10    # real limits (time-scaled): wall/floor, 429 share
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+
+
+def _serve(conn: Any, config: dict[str, Any], limits: dict[str, Any] | None) -> None:
+    from exporter.simulator import RateLimits, SimConfig, Simulator
+
+    sim = Simulator(SimConfig(**config))
+    if limits:
+        sim.rate_limits = RateLimits(**limits)
+    sim.start()
+    conn.send(
+        {
+            "base_url": sim.base_url,
+            "key": sim.personal_key,
+            "projects": len(sim.project_ids()),
+            "ops": {pid: len(sim.ground_truth([pid])) for pid in sim.project_ids()},
+            "orgs": len(sim.org_ids),
+        }
+    )
+    conn.recv()  # block until told to stop
+    sim.stop()
+
+
+class SimProcess:
+    """The simulator in a separate process, so its CPU never counts as the client's."""
+
+    def __init__(self, config: dict[str, Any], limits: dict[str, Any] | None = None):
+        self.parent, child = mp.Pipe()
+        self.proc = mp.get_context("spawn").Process(target=_serve, args=(child, config, limits))
+        self.proc.start()
+        self.info: dict[str, Any] = self.parent.recv()
+
+    def stats(self) -> dict[str, Any]:
+        base = self.info["base_url"].rsplit("/api/v2", 1)[0]
+        return httpx.get(f"{base}/_sim/stats").json()  # type: ignore[no-any-return]
+
+    def reset(self) -> None:
+        base = self.info["base_url"].rsplit("/api/v2", 1)[0]
+        httpx.post(f"{base}/_sim/reset")
+
+    def close(self) -> None:
+        self.parent.send("stop")
+        self.proc.join(30)
+
+
+def run_sync(sim: SimProcess, data_dir: Path, *extra: str) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        "NEON_API_KEY": sim.info["key"],
+        "OPSAUDIT_BASE_URL": sim.info["base_url"],
+        "OPSAUDIT_DATA_DIR": str(data_dir),
+    }
+    cmd = [sys.executable, "-m", "exporter", "sync", "--log-format", "json", *extra]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    summary = [json.loads(line) for line in out.splitlines() if b'"summary"' in line]
+    if proc.returncode != 0 or not summary:
+        raise SystemExit(f"sync failed with exit code {proc.returncode}: {out[-2000:]!r}")
+    return {
+        "wall_s": round(wall, 3),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+        "max_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "summary": summary[0],
+    }
+
+
+def minimum_requests(info: dict[str, Any], new_per_project: dict[str, int] | None = None) -> int:
+    """PRODUCT.md: ceil((n+1)/1000) pages per project plus ceil((P+1)/100) per org listed."""
+    ops = new_per_project if new_per_project is not None else info["ops"]
+    pages = sum(math.ceil((n + 1) / 1000) for n in ops.values())
+    listing = info["orgs"] * math.ceil((info["projects"] / max(info["orgs"], 1) + 1) / 100)
+    return pages + listing
+
+
+def record(name: str, result: dict[str, Any]) -> None:
+    result = {
+        "bench": name,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}",
+        **result,
+    }
+    print(json.dumps(result))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    with open(RESULTS / "sync.jsonl", "a") as fh:
+        fh.write(json.dumps(result) + "\n")
+
+
+def bench_requests(args: argparse.Namespace) -> None:
+    config = {
+        "seed": 1,
+        "projects": args.projects,
+        "days": args.days,
+        "ops_per_project_per_day": args.ops_per_day,
+    }
+    sim = SimProcess(config)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            back = run_sync(sim, Path(tmp), "--max-rps", "0")
+            used = sim.stats()["requests"]
+            minimum = minimum_requests(sim.info)
+            record(
+                "requests-backfill",
+                {
+                    "ops": sum(sim.info["ops"].values()),
+                    "projects": sim.info["projects"],
+                    "requests": used,
+                    "minimum": minimum,
+                    "ratio": round(used / minimum, 4),
+                    **back,
+                },
+            )
+            sim.reset()
+            inc = run_sync(sim, Path(tmp), "--max-rps", "0")
+            used = sim.stats()["requests"]
+            minimum = minimum_requests(sim.info, {p: 0 for p in sim.info["ops"]})
+            record(
+                "requests-incremental-no-change",
+                {
+                    "projects": sim.info["projects"],
+                    "requests": used,
+                    "minimum": minimum,
+                    "ratio": round(used / minimum, 4),
+                    "open_operations": inc["summary"]["open_operations"],
+                    **inc,
+                },
+            )
+    finally:
+        sim.close()
+
+
+def bench_cpu(args: argparse.Namespace) -> None:
+    for total in args.ops:
+        projects = args.projects
+        per_day = max(1, total // (projects * args.days))
+        sim = SimProcess(
+            {"seed": 2, "projects": projects, "days": args.days, "ops_per_project_per_day": per_day}
+        )
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                res = run_sync(sim, Path(tmp), "--max-rps", "0", "--concurrency", "4")
+                n = res["summary"]["versions_written"]
+                record(
+                    "cpu",
+                    {
+                        "ops": n,
+                        "cpu_us_per_op": round(res["cpu_s"] / n * 1e6, 2),
+                        "ops_per_s": round(n / res["wall_s"]),
+                        **res,
+                    },
+                )
+        finally:
+            sim.close()
+
+
+def bench_paced(args: argparse.Namespace) -> None:
+    scale = args.scale
+    limits = {
+        "enabled": True,
+        "per_minute": 700,
+        "per_route_per_second": 40,
+        "retry_after": True,
+        "time_scale": scale,
+    }
+    sim = SimProcess(
+        {
+            "seed": 3,
+            "projects": args.projects,
+            "days": args.days,
+            "ops_per_project_per_day": args.ops_per_day,
+        },
+        limits,
+    )
+    allowed = 700 / 60 * scale
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            res = run_sync(sim, Path(tmp), "--max-rps", f"{allowed:.3f}", "--concurrency", "4")
+            stats = sim.stats()
+            floor = stats["requests"] / allowed
+            record(
+                "paced",
+                {
+                    "time_scale": scale,
+                    "requests": stats["requests"],
+                    "responses_429": stats["responses_429"],
+                    "share_429": round(stats["responses_429"] / stats["requests"], 4),
+                    "floor_s": round(floor, 3),
+                    "wall_over_floor": round(res["wall_s"] / floor, 3),
+                    **res,
+                },
+            )
+    finally:
+        sim.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="bench", required=True)
+    p = sub.add_parser("requests")
+    p.add_argument("--projects", type=int, default=25)
+    p.add_argument("--days", type=int, default=10)
+    p.add_argument("--ops-per-day", type=int, default=300)
+    p = sub.add_parser("cpu")
+    p.add_argument("--ops", type=int, nargs="+", default=[500_000])
+    p.add_argument("--projects", type=int, default=20)
+    p.add_argument("--days", type=int, default=60)
+    p = sub.add_parser("rss")
+    p.add_argument("--ops", type=int, nargs="+", default=[200_000, 1_000_000, 2_000_000])
+    p.add_argument("--projects", type=int, default=20)
+    p.add_argument("--days", type=int, default=120)
+    p = sub.add_parser("paced")
+    p.add_argument("--scale", type=float, default=10.0)
+    p.add_argument("--projects", type=int, default=60)
+    p.add_argument("--days", type=int, default=5)
+    p.add_argument("--ops-per-day", type=int, default=400)
+    args = parser.parse_args()
+    {"requests": bench_requests, "cpu": bench_cpu, "rss": bench_cpu, "paced": bench_paced}[
+        args.bench
+    ](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,3 +1,102 @@
-"""Placeholder: filled in by its issue."""
+"""`opsaudit demo`: the simulator, a sync, the report and what to try next, with no key."""
 
-COMMANDS: list = []
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from exporter._demo import DEFAULT_DAYS, DEFAULT_PROJECTS, OPS_PER_PROJECT_PER_DAY, run_demo
+from exporter.cli._sync import _Progress, _setup_logging
+
+# The query suggested at the end: short, and it shows that the whole history is there.
+_EXAMPLE_SQL = (
+    "SELECT action, count(*) AS n, count(*) FILTER (status = 'failed') AS failed "
+    "FROM operations GROUP BY action ORDER BY n DESC"
+)
+
+
+@click.command("demo")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    show_default="a new temporary directory, kept",
+    help="New or empty directory for the demo dataset.",
+)
+@click.option(
+    "--projects",
+    type=click.IntRange(1, 1000),
+    default=DEFAULT_PROJECTS,
+    show_default=True,
+    help="Projects in the simulated account.",
+)
+@click.option(
+    "--days",
+    type=click.IntRange(1, 180),
+    default=DEFAULT_DAYS,
+    show_default=True,
+    help="Days of history per project.",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Progress line on stderr (default: when stderr is a terminal).",
+)
+def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool | None) -> None:
+    """Sync a simulated account (no key, no network) and print the report."""
+    _setup_logging("text", 0)
+    expected = projects * days * OPS_PER_PROJECT_PER_DAY
+    click.echo(
+        f"Simulating an account with {projects} projects and {days} days of history "
+        f"(about {expected:,} operations) on 127.0.0.1, then syncing it ...",
+        err=True,
+    )
+    show = sys.stderr.isatty() if progress is None else progress
+    observer = _Progress(show)
+    try:
+        result = run_demo(data_dir, observer, projects=projects, days=days)
+    finally:
+        observer.finish()
+    summary = result.summary
+    click.echo(summary.line(), err=True)
+    if summary.error:
+        click.echo(f"Error: {summary.error}", err=True)
+    if summary.exit_code != 0:
+        sys.exit(int(summary.exit_code))
+
+    click.echo("")
+    _print_report(result.data_dir)
+
+    where = shlex.quote(str(result.data_dir))
+    click.echo("")
+    kept = " (a temporary directory, kept for you: delete it when done)" if result.temporary else ""
+    click.echo(f"The dataset is in {result.data_dir}{kept}.")
+    click.echo("Next, try:")
+    click.echo(f"  opsaudit query --data-dir {where} {shlex.quote(_EXAMPLE_SQL)}")
+    click.echo(f"  opsaudit report --data-dir {where} --format markdown")
+    click.echo(f"  opsaudit status --data-dir {where}")
+    click.echo(
+        f"  duckdb {shlex.quote(str(result.views_db))}"
+        "    # the DuckDB CLI: every view is defined there"
+    )
+    click.echo(
+        f"  OPSAUDIT_DATA_DIR={where} jupyter execute notebooks/overview.ipynb"
+        "    # the overview notebook, from a clone with '.[test]' installed"
+    )
+
+
+def _print_report(data_dir: Path) -> None:
+    from exporter._report import build_report, render_report
+    from exporter._sql import connect
+
+    con = connect(data_dir)
+    try:
+        click.echo(render_report(build_report(con), "table"))
+    finally:
+        con.close()
+
+
+COMMANDS: list[click.Command] = [demo_command]

@@ -1,0 +1,114 @@
+"""`opsaudit demo` end to end: sync, report, and next commands that work on the same data."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner, Result
+
+from exporter.cli import cli
+
+pytestmark = pytest.mark.slow
+
+
+def invoke(*args: str) -> Result:
+    result = CliRunner().invoke(cli, list(args), prog_name="opsaudit", catch_exceptions=False)
+    return result
+
+
+def query(data_dir: Path, sql: str) -> list[dict[str, Any]]:
+    result = invoke("query", "--data-dir", str(data_dir), "--format", "json", sql)
+    assert result.exit_code == 0, result.output
+    rows: list[dict[str, Any]] = orjson.loads(result.stdout)
+    return rows
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Result]:
+    """One small demo run (4 projects x 5 days), shared by the tests below."""
+    data_dir = tmp_path_factory.mktemp("demo") / "data"
+    result = invoke(
+        "demo", "--data-dir", str(data_dir), "--projects", "4", "--days", "5", "--no-progress"
+    )
+    return data_dir, result
+
+
+def test_demo_succeeds_and_says_what_next(demo: tuple[Path, Result]) -> None:
+    data_dir, result = demo
+    assert result.exit_code == 0, result.output
+    assert "sync ok: 4/4 projects" in result.stderr
+    out = result.stdout
+    assert f"The dataset is in {data_dir}." in out
+    assert "Next, try:" in out
+    assert f"duckdb {data_dir / 'opsaudit.duckdb'}" in out
+    assert (data_dir / "opsaudit.duckdb").exists()
+    assert "notebooks/overview.ipynb" in out
+
+
+def test_report_agrees_with_query(demo: tuple[Path, Result]) -> None:
+    data_dir, result = demo
+    assert result.exit_code == 0, result.output
+    report = invoke("report", "--data-dir", str(data_dir), "--format", "json")
+    assert report.exit_code == 0, report.output
+    data = orjson.loads(report.stdout)
+    assert set(data) >= {"failures", "durations", "action_mix"}
+
+    counts = {
+        r["action"]: r["n"]
+        for r in query(data_dir, "SELECT action, count(*) AS n FROM operations GROUP BY action")
+    }
+    assert sum(counts.values()) > 1000
+    assert {r["action"]: r["operations"] for r in data["action_mix"]} == counts
+
+    failed = {
+        r["action"]: r["n"]
+        for r in query(
+            data_dir,
+            "SELECT action, count(*) AS n FROM operations WHERE failures_count > 0 GROUP BY action",
+        )
+    }
+    assert failed, "the demo account has failures"
+    report_failed = {r["action"]: r["failed"] for r in data["failures"] if r["failed"]}
+    assert report_failed == failed
+
+
+def test_printed_next_commands_run(demo: tuple[Path, Result]) -> None:
+    """Every `opsaudit ...` line the demo prints works as printed."""
+    _, result = demo
+    lines = [
+        line.strip().split("    #")[0]
+        for line in result.stdout.splitlines()
+        if line.strip().startswith("opsaudit ")
+    ]
+    assert [shlex.split(line)[1] for line in lines] == ["query", "report", "status"]
+    for line in lines:
+        run = invoke(*shlex.split(line)[1:])
+        assert run.exit_code == 0, (line, run.output)
+        assert run.stdout.strip()
+
+
+def test_demo_default_dir_is_temporary_and_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    result = invoke("demo", "--projects", "1", "--days", "1", "--no-progress")
+    assert result.exit_code == 0, result.output
+    made = [p for p in tmp_path.iterdir() if p.name.startswith("opsaudit-demo-")]
+    assert len(made) == 1
+    assert f"The dataset is in {made[0]} (a temporary directory, kept" in result.stdout
+    assert (made[0] / "opsaudit.duckdb").exists()
+
+
+def test_demo_refuses_a_non_empty_dir(tmp_path: Path) -> None:
+    (tmp_path / "something").write_text("x")
+    result = invoke("demo", "--data-dir", str(tmp_path), "--no-progress")
+    assert result.exit_code == 2
+    assert "give it a new or empty directory" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["something"]

@@ -87,8 +87,10 @@ def table(data, columns):
     display(Markdown("\\n".join(lines)))
 
 
-totals = rows("SELECT count(*) AS operations, count(DISTINCT project_id) AS projects, "
-              "min(created_at) AS first, max(created_at) AS last FROM operations")[0]
+totals = rows(
+    "SELECT count(*) AS operations, count(DISTINCT project_id) AS projects, "
+    "min(created_at) AS first, max(created_at) AS last FROM operations"
+)[0]
 totals""",
     ),
     (

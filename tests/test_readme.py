@@ -1,0 +1,70 @@
+"""The README tells the truth: real `--help` text, real set-up commands, every code and variable."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+
+from exporter._errors import ExitCode
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def _script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+update_readme = _script("update_readme")
+check_setup = _script("check_setup_commands")
+
+
+def test_command_reference_matches_real_help() -> None:
+    assert update_readme.render(README) == README, "run python scripts/update_readme.py"
+
+
+def test_command_reference_covers_every_command() -> None:
+    names = update_readme.command_names()
+    assert {"sync", "status", "compact", "demo"} <= set(names)
+    for name in names:
+        assert f"$ opsaudit {name} --help\nUsage: opsaudit {name} " in README, name
+
+
+def test_setup_commands() -> None:
+    demo, tests = check_setup.setup_commands(README)
+    assert demo == (
+        "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && opsaudit demo"
+    )
+    assert tests == (
+        "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' "
+        "&& python -m pytest -q"
+    )
+
+
+def test_ci_runs_the_readme_commands() -> None:
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    test_command = check_setup.setup_commands(README)[1].split(" && ")[-1]
+    assert test_command in ci, "CI's test command differs from the README's"
+    assert "python scripts/check_setup_commands.py" in ci
+
+
+def test_every_exit_code_is_documented() -> None:
+    rows = dict(re.findall(r"^\| (\d) \| ([^|]+) \|", README, re.MULTILINE))
+    assert sorted(int(code) for code in rows) == sorted(int(code) for code in ExitCode)
+
+
+def test_every_environment_variable_is_documented() -> None:
+    sources = [p.read_text() for p in (ROOT / "exporter" / "cli").glob("*.py")]
+    read = set()
+    for text in sources:
+        read |= set(re.findall(r"""environ(?:\.get)?[\[(]["']([A-Z_]+)["']""", text))
+    read.add("NEON_API_KEY")
+    documented = set(re.findall(r"^\| `([A-Z_]+)` \|", README, re.MULTILINE))
+    assert read <= documented
+    assert "OPSAUDIT_NOTEBOOK_OUT" in documented

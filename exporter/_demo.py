@@ -81,9 +81,13 @@ def run_demo(
     else:
         _check_fresh(data_dir)
     started = time.monotonic()
+    # Some projects are shared with the user from another organization, as in real accounts
+    # (discovery lists them separately); the total is still what the caller asked for.
+    shared = projects // 6
     config = SimConfig(
         seed=seed,
-        projects=projects,
+        projects=projects - shared,
+        shared_projects=shared,
         days=days,
         ops_per_project_per_day=ops_per_project_per_day,
     )

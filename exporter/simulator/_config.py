@@ -1,0 +1,50 @@
+"""Configuration records of the simulator: the world, injected faults and rate limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+PastEnd = Literal["empty_with_pagination", "empty_without_pagination"]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """What world to generate and where to serve it (same seed + config => same bytes)."""
+
+    seed: int = 0
+    projects: int = 5  # projects in the user's organizations (shared projects come on top)
+    days: float = 3.0  # history length before the starting clock
+    ops_per_project_per_day: int = 500
+    orgs: int = 2  # organizations the default user belongs to; projects go round-robin
+    # Projects of a foreign organization shared with the default user (GET /projects/shared).
+    shared_projects: int = 2
+    # What a page past the end looks like: PRODUCT.md says it is undocumented, so both exist.
+    past_end: PastEnd = "empty_with_pagination"
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: pick a free port
+    start: str = "2025-01-16T21:00:00Z"  # the virtual clock at start = the end of the history
+    live_ops_per_project_per_hour: float = 60.0  # arrivals per project while the clock advances
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Per-request fault probabilities, drawn from their own RNG seeded with `seed`."""
+
+    p_5xx: float = 0.0  # 502/503/504 with an HTML body, as a gateway sends it
+    p_drop: float = 0.0  # close the connection without any response
+    p_slow: float = 0.0  # sleep `slow_seconds` before answering
+    slow_seconds: float = 0.5
+    p_truncate: float = 0.0  # full Content-Length, part of the body, then close
+    seed: int = 1
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    """The account's limits (platform-api.md section 8); windows are divided by `time_scale`."""
+
+    enabled: bool = False
+    per_minute: int = 700  # sliding window over the whole account (the simulator = one account)
+    per_route_per_second: int = 40  # sliding window per route template
+    retry_after: bool = True  # send `Retry-After` on 429 (PRODUCT.md: it may be missing)
+    time_scale: float = 1.0  # 60 => the "minute" lasts one real second

@@ -1,0 +1,107 @@
+"""Live mode: the clock advances, open operations progress and new ones arrive."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import TYPE_CHECKING
+
+from exporter.simulator._generate import ERRORS
+from exporter.simulator._timefmt import US
+
+if TYPE_CHECKING:
+    from exporter.simulator._world import World
+
+
+def _poisson(rng: random.Random, lam: float) -> int:
+    if lam <= 0:
+        return 0
+    if lam > 50:  # normal approximation: exact enough, and O(1)
+        return max(0, round(rng.gauss(lam, math.sqrt(lam))))
+    limit, k, prod = math.exp(-lam), 0, rng.random()
+    while prod > limit:
+        k += 1
+        prod *= rng.random()
+    return k
+
+
+def arrivals(world: World, old_us: int, new_us: int) -> None:
+    """New operations in (old_us, new_us], some in same-second bursts, all starting open."""
+    rng = world.live_rng
+    lam = world.config.live_ops_per_project_per_hour * (new_us - old_us) / (3600 * US)
+    for p in world.projects:
+        if p.deleted:
+            continue
+        n = _poisson(rng, lam / 1.5)  # an episode holds ~1.5 ops
+        times = sorted(rng.randint(old_us + 1, new_us) for _ in range(n))
+        factory = world.factory(p)
+        for t in times:
+            for em in factory.episode(t, new_us, True):
+                if em.next_us is not None:
+                    world.open_ops[(p.index << 32) | em.index] = em.next_us
+
+
+def progress(world: World, new_us: int) -> None:
+    """Run every open operation's state machine up to new_us (deterministic order: by key).
+
+    scheduling -> running | finished | skipped; running -> finished | failed | cancelling;
+    failed -> running at retry_at (failures_count grows); cancelling -> cancelled.
+    Running ops that do not change status still report a growing total_duration_ms with the
+    same updated_at, as a recorded real operation did (PRODUCT.md).
+    """
+    rng = world.live_rng
+    statuses = world.statuses
+    sv = statuses.values
+    done: list[int] = []
+    for code in sorted(world.open_ops):
+        p = world.projects[code >> 32]
+        i = code & 0xFFFFFFFF
+        if p.deleted:
+            done.append(code)
+            continue
+        t = world.open_ops[code]
+        changed = False
+        while t <= new_us:
+            st = sv[p.status[i]]
+            nxt: str
+            if st == "scheduling":
+                u = rng.random()
+                nxt = "running" if u < 0.6 else ("finished" if u < 0.95 else "skipped")
+            elif st == "running":
+                u = rng.random()
+                # Retries succeed more often as failures accumulate: every op ends eventually.
+                p_fail = 0.25 / (1 + p.failures[i])
+                nxt = (
+                    "failed" if u < p_fail else ("cancelling" if u < p_fail + 0.03 else "finished")
+                )
+            elif st == "cancelling":
+                nxt = "cancelled"
+            else:  # failed, error and unknown statuses are retried
+                nxt = "running"
+            p.status[i] = statuses.get(nxt)
+            p.updated[i] = t
+            p.duration[i] = max(p.duration[i], (t - p.created[i]) // 1000)
+            changed = True
+            if nxt == "failed":
+                p.failures[i] += 1
+                p.error[i] = rng.choice(ERRORS)
+                retry = t + rng.randint(2, 30) * US
+                p.retry_at[i] = retry
+                t = retry
+            elif nxt in ("finished", "cancelled", "skipped"):
+                done.append(code)
+                break
+            else:
+                t += int(rng.expovariate(1 / 15.0) * US) + 1
+        else:
+            world.open_ops[code] = t
+            if sv[p.status[i]] == "running":
+                # Progress without a new updated_at (the in-place change PRODUCT.md describes).
+                elapsed = (new_us - p.created[i]) // 1000
+                if elapsed > p.duration[i]:
+                    p.duration[i] = elapsed
+                    changed = True
+        if changed:
+            p.rendered[i] = None
+    for code in done:
+        world.open_ops.pop(code, None)

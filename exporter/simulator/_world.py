@@ -1,0 +1,328 @@
+"""The simulated account: organizations, projects, keys and the clock, behind one lock."""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from exporter.simulator._config import SimConfig
+from exporter.simulator._generate import (
+    ADJ,
+    COMMON,
+    OpFactory,
+    api_key,
+    generate_history,
+    new_interners,
+    slug,
+    uuid4,
+)
+from exporter.simulator._live import arrivals, progress
+from exporter.simulator._model import ABSENT, TERMINAL, ProjectData
+from exporter.simulator._timefmt import US, fmt_seconds, parse_seconds_us
+
+REGIONS = ["aws-us-east-2", "aws-eu-central-1", "aws-us-west-2", "azure-eastus2"]
+# Fields an update may set directly; anything else is an extra (unknown) field.
+_KNOWN = {
+    "status",
+    "action",
+    "failures_count",
+    "error",
+    "retry_at",
+    "updated_at",
+    "total_duration_ms",
+    "branch_id",
+    "endpoint_id",
+}
+
+
+@dataclass(frozen=True)
+class Key:
+    """An API key: kind is "personal", "org" or "project"; scope is the org or project id."""
+
+    kind: str
+    scope: str | None = None
+
+
+class World:
+    """Everything the API serves. Callers hold `lock` (server threads and tests both mutate)."""
+
+    def __init__(self, config: SimConfig) -> None:
+        self.config = config
+        self.lock = threading.RLock()
+        self.actions, self.statuses = new_interners()
+        seed = config.seed
+        self.names_rng = random.Random(f"{seed}/names")
+        self.keys_rng = random.Random(f"{seed}/keys")
+        self.live_rng = random.Random(f"{seed}/live")
+        self.adds_rng = random.Random(f"{seed}/adds")
+        self.clock_us = parse_seconds_us(config.start)
+        self.user_id = uuid4(self.names_rng)
+        self.orgs: list[dict[str, Any]] = []
+        for n in range(config.orgs):
+            created = fmt_seconds(self.clock_us - (400 + 37 * n) * 86400 * US)
+            handle = slug(self.names_rng)
+            self.orgs.append(
+                {
+                    "id": f"org-{handle}",
+                    "name": f"{ADJ[n % len(ADJ)].title()} Org {n + 1}",
+                    "handle": handle,
+                    "plan": "scale" if n == 0 else "launch",
+                    "created_at": created,
+                    "updated_at": created,
+                    "managed_by": "console",
+                }
+            )
+        self.foreign_org = f"org-{slug(self.names_rng)}"  # owns the projects shared with the user
+        self.projects: list[ProjectData] = []
+        self.by_id: dict[str, ProjectData] = {}
+        self.op_index: dict[str, int] = {}  # op id -> (project index << 32) | op index
+        self.open_ops: dict[int, int] = {}  # same code -> next event time (us), live progression
+        self._factories: dict[int, OpFactory] = {}
+        self._listing: dict[str | None, list[str]] = {}  # cached sorted ids per org / "shared"
+        days_us = int(config.days * 86400 * US)
+        n_ops = config.ops_per_project_per_day * config.days
+        for n in range(config.projects + config.shared_projects):
+            shared = n >= config.projects
+            org = self.foreign_org if shared else self.orgs[n % max(1, config.orgs)]["id"]
+            if not self.orgs and not shared:
+                org = self.foreign_org
+            p = self._new_project(org, None, shared, self.clock_us - days_us - 86400 * US)
+            emitted = generate_history(
+                self.factory(p), self.clock_us - days_us, self.clock_us, n_ops
+            )
+            for em in emitted:
+                self.open_ops[(p.index << 32) | em.index] = em.next_us or self.clock_us
+        for p in self.projects:
+            base = p.index << 32
+            for i, op_id in enumerate(p.ids):
+                self.op_index[op_id] = base | i
+        self.keys: dict[str, Key] = {}
+        self.revoked: set[str] = set()
+        self.personal_key = self._new_key(Key("personal"))
+
+    # -- construction helpers ---------------------------------------------------------------
+
+    def _new_project(
+        self, org_id: str, name: str | None, shared: bool, created_us: int
+    ) -> ProjectData:
+        rng = self.names_rng
+        pid = slug(rng)
+        while pid in self.by_id:
+            pid = slug(rng)
+        region = rng.choice(REGIONS)
+        created = fmt_seconds(created_us)
+        meta: dict[str, Any] = {
+            "id": pid,
+            "platform_id": region.split("-", 1)[0],
+            "region_id": region,
+            "name": name or f"{rng.choice(ADJ)}-{rng.randrange(1000, 10000)}",
+            "provisioner": "k8s-neonvm",
+            "default_endpoint_settings": {
+                "autoscaling_limit_min_cu": 0.25,
+                "autoscaling_limit_max_cu": rng.choice([0.25, 1, 2, 4]),
+                "suspend_timeout_seconds": 0,
+            },
+            "settings": {
+                "allowed_ips": {"ips": [], "protected_branches_only": False},
+                "enable_logical_replication": False,
+                "block_public_connections": False,
+                "block_vpc_connections": False,
+            },
+            "pg_version": rng.choice([15, 16, 17, 17]),
+            "proxy_host": f"{region.split('-', 1)[1]}.{region.split('-', 1)[0]}.neon.tech",
+            "branch_logical_size_limit": 512,
+            "branch_logical_size_limit_bytes": 536870912,
+            "store_passwords": True,
+            "active_time": rng.randrange(0, 10**6),
+            "cpu_used_sec": rng.randrange(0, 10**6),
+            "locked": False,
+            "creation_source": "console",
+            "created_at": created,
+            "updated_at": created,
+            "synthetic_storage_size": rng.randrange(0, 10**9),
+            "quota_reset_at": "2025-02-01T00:00:00Z",
+            "owner_id": uuid4(rng) if shared else self.user_id,
+        }
+        p = ProjectData(len(self.projects), pid, org_id, meta, shared)
+        self.projects.append(p)
+        self.by_id[pid] = p
+        self._listing.clear()
+        return p
+
+    def factory(self, p: ProjectData) -> OpFactory:
+        f = self._factories.get(p.index)
+        if f is None:
+            rng = random.Random(f"{self.config.seed}/project/{p.index}")
+            f = self._factories[p.index] = OpFactory(p, rng, self.actions, self.statuses)
+        return f
+
+    def _new_key(self, key: Key) -> str:
+        token = api_key(self.keys_rng)
+        self.keys[token] = key
+        return token
+
+    # -- queries (call with the lock held) --------------------------------------------------
+
+    def listing(self, org_id: str | None, shared: bool = False) -> list[str]:
+        """Live project ids of an org (or the shared ones), in listing order: by id."""
+        cache_key = "/shared" if shared else org_id
+        ids = self._listing.get(cache_key)
+        if ids is None:
+            ids = sorted(
+                p.id
+                for p in self.projects
+                if not p.deleted and (p.shared if shared else p.org_id == org_id and not p.shared)
+            )
+            self._listing[cache_key] = ids
+        return ids
+
+    def live_project(self, project_id: str) -> ProjectData | None:
+        p = self.by_id.get(project_id)
+        return None if p is None or p.deleted else p
+
+    def find_op(self, op_id: str) -> tuple[ProjectData, int]:
+        code = self.op_index.get(op_id)
+        if code is None:
+            raise KeyError(f"unknown operation {op_id!r}")
+        return self.projects[code >> 32], code & 0xFFFFFFFF
+
+    def op_dict(self, p: ProjectData, i: int) -> dict[str, Any]:
+        return orjson.loads(p.render(i, self.actions, self.statuses))
+
+    # -- mutations (call with the lock held) ------------------------------------------------
+
+    def add_key(self, kind: str, scope: str | None) -> str:
+        return self._new_key(Key(kind, scope))
+
+    def add_project(self, org_id: str | None, name: str | None) -> ProjectData:
+        if org_id is None:
+            org_id = self.orgs[0]["id"] if self.orgs else self.foreign_org
+        elif org_id not in {o["id"] for o in self.orgs}:
+            raise KeyError(f"unknown organization {org_id!r}")
+        p = self._new_project(org_id, name, False, self.clock_us)
+        f = self.factory(p)
+        b, e = f.computes[0]
+        # A new project starts with create_timeline and start_compute in the same second,
+        # as recorded from the real API (fixtures: solitary-cell).
+        for em in f.write(
+            [("create_timeline", b, -1), ("start_compute", b, e)],
+            self.clock_us,
+            self.clock_us,
+            True,
+        ):
+            code = (p.index << 32) | em.index
+            self.op_index[p.ids[em.index]] = code
+            self.open_ops[code] = em.next_us or self.clock_us
+        return p
+
+    def delete_project(self, project_id: str) -> None:
+        p = self.live_project(project_id)
+        if p is None:
+            raise KeyError(f"unknown project {project_id!r}")
+        p.deleted = True
+        self._listing.clear()
+
+    def add_operations(
+        self,
+        project_id: str,
+        n: int,
+        action: str | None,
+        status: str | None,
+        same_second: bool,
+    ) -> list[str]:
+        p = self.live_project(project_id)
+        if p is None:
+            raise KeyError(f"unknown project {project_id!r}")
+        f = self.factory(p)
+        rng = self.adds_rng
+        out: list[str] = []
+        # Default status "finished": a test that wants open ops says so. Ops added with a
+        # non-terminal status are the caller's to move (live progression leaves them alone).
+        st = status or "finished"
+        groups = [n] if same_second else [1] * n
+        t = self.clock_us
+        for size in groups:
+            specs = []
+            for _ in range(size):
+                act = action or rng.choice(COMMON[:4])
+                b, e = rng.choice(f.computes)
+                specs.append((act, b, -1 if act in ("create_branch", "create_timeline") else e))
+            for em in f.write(specs, t, t, True, status=st):
+                self.op_index[p.ids[em.index]] = (p.index << 32) | em.index
+                out.append(p.ids[em.index])
+            t = max(t, p.created[-1]) // US * US + US  # next group: the next whole second
+        if not same_second and n:
+            self.clock_us = max(self.clock_us, p.created[-1])
+        return out
+
+    def update_operation(self, op_id: str, fields: dict[str, Any]) -> None:
+        p, i = self.find_op(op_id)
+        for name in ("id", "project_id", "created_at"):
+            if name in fields:
+                raise ValueError(f"{name} cannot change")
+        # The caller now drives this op: live progression must not overwrite its story.
+        self.open_ops.pop((p.index << 32) | i, None)
+        upd = fields.get("updated_at")
+        p.updated[i] = self.clock_us if upd is None else parse_seconds_us(upd)
+        for name, value in fields.items():
+            if name == "status":
+                p.status[i] = self.statuses.get(str(value))
+            elif name == "action":
+                p.action[i] = self.actions.get(str(value))
+            elif name == "failures_count":
+                p.failures[i] = ABSENT if value is None else int(value)
+            elif name == "total_duration_ms":
+                p.duration[i] = ABSENT if value is None else int(value)
+            elif name == "error":
+                _set_or_drop(p.error, i, value)
+            elif name == "retry_at":
+                _set_or_drop(p.retry_at, i, None if value is None else parse_seconds_us(value))
+            elif name == "branch_id":
+                p.branch[i] = p.branch_ix(value)
+            elif name == "endpoint_id":
+                p.endpoint[i] = p.endpoint_ix(value)
+            elif name not in _KNOWN:
+                extra = p.extra.setdefault(i, {})
+                if value is None:
+                    extra.pop(name, None)
+                else:
+                    extra[name] = value
+        p.rendered[i] = None
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("the clock only moves forward")
+        old = self.clock_us
+        new = old + round(seconds * US)
+        arrivals(self, old, new)
+        self._index_new_ops()
+        progress(self, new)
+        self.clock_us = max(self.clock_us, new)
+
+    def _index_new_ops(self) -> None:
+        # Arrivals append to projects; index ids of ops not yet in op_index (checked from the end).
+        for p in self.projects:
+            base = p.index << 32
+            i = len(p.ids) - 1
+            while i >= 0 and p.ids[i] not in self.op_index:
+                self.op_index[p.ids[i]] = base | i
+                i -= 1
+
+    def open_count(self) -> int:
+        n = 0
+        sv = self.statuses.values
+        for p in self.projects:
+            if not p.deleted:
+                n += sum(1 for s in p.status if sv[s] not in TERMINAL)
+        return n
+
+
+def _set_or_drop(table: dict[int, Any], i: int, value: Any) -> None:
+    if value is None:
+        table.pop(i, None)
+    else:
+        table[i] = value

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from exporter._demo import DEFAULT_DAYS, DEFAULT_PROJECTS, OPS_PER_PROJECT_PER_DAY, run_demo
+from exporter._demo import DEFAULT_DAYS, DEFAULT_PROJECTS, run_demo
 from exporter.cli._sync import _Progress, _setup_logging
 
 # The query suggested at the end: short, and it shows that the whole history is there.
@@ -48,10 +48,9 @@ _EXAMPLE_SQL = (
 def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool | None) -> None:
     """Sync a simulated account (no key, no network) and print the report."""
     _setup_logging("text", 0)
-    expected = projects * days * OPS_PER_PROJECT_PER_DAY
     click.echo(
-        f"Simulating an account with {projects} projects and {days} days of history "
-        f"(about {expected:,} operations) on 127.0.0.1, then syncing it ...",
+        f"Simulating an account with {projects} projects and {days} days of history on "
+        "127.0.0.1 (no key, no network), then syncing it ...",
         err=True,
     )
     show = sys.stderr.isatty() if progress is None else progress

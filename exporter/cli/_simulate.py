@@ -1,3 +1,82 @@
-"""Placeholder: filled in by its issue."""
+"""`opsaudit simulate`: the platform API simulator as a standalone server on loopback."""
 
-COMMANDS: list = []
+from __future__ import annotations
+
+import threading
+
+import click
+
+from exporter.simulator import RateLimits, SimConfig, Simulator
+
+
+@click.command("simulate")
+@click.option("--port", type=int, default=8080, show_default=True, help="0 picks a free port.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Same seed, same data.")
+@click.option("--projects", type=int, default=5, show_default=True)
+@click.option("--days", type=float, default=3.0, show_default=True)
+@click.option("--ops-per-day", type=int, default=500, show_default=True, help="Per project.")
+@click.option("--orgs", type=int, default=2, show_default=True)
+@click.option(
+    "--rate-limits/--no-rate-limits",
+    default=True,
+    show_default=True,
+    help="700 requests/min per account, 40/s per route, as the real API.",
+)
+@click.option("--retry-after/--no-retry-after", default=True, show_default=True)
+@click.option(
+    "--time-scale",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Divides the rate windows; with --live, simulated seconds per real second.",
+)
+@click.option("--live", is_flag=True, help="Advance the clock: new operations, progress.")
+def simulate(
+    port: int,
+    seed: int,
+    projects: int,
+    days: float,
+    ops_per_day: int,
+    orgs: int,
+    rate_limits: bool,
+    retry_after: bool,
+    time_scale: float,
+    live: bool,
+) -> None:
+    """Serve a simulated management API on 127.0.0.1 until Ctrl-C."""
+    config = SimConfig(
+        seed=seed,
+        projects=projects,
+        days=days,
+        ops_per_project_per_day=ops_per_day,
+        orgs=orgs,
+        port=port,
+    )
+    sim = Simulator(config)
+    sim.rate_limits = RateLimits(
+        enabled=rate_limits, retry_after=retry_after, time_scale=time_scale
+    )
+    sim.start()
+    try:
+        key = sim.personal_key
+        click.echo(f"Simulated API at {sim.base_url}")
+        click.echo(f"Personal API key: {key}")
+        click.echo(f"Organizations: {', '.join(sim.org_ids)}")
+        click.echo(f"Operations: {sim.operation_count()} in {len(sim.project_ids())} projects")
+        click.echo("Try:")
+        click.echo(
+            f'  curl -H "Authorization: Bearer {key}" '
+            f'"{sim.base_url}/projects?org_id={sim.org_ids[0] if sim.org_ids else ""}"'
+        )
+        click.echo(f"  NEON_API_KEY={key} OPSAUDIT_BASE_URL={sim.base_url} opsaudit sync")
+        click.echo(f"Counters: {sim.root_url}/_sim/stats. Ctrl-C stops.")
+        if live:
+            sim.start_live(tick_seconds=1.0, sim_seconds_per_tick=time_scale)
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        click.echo("Stopped.")
+    finally:
+        sim.stop()
+
+
+COMMANDS: list[click.Command] = [simulate]

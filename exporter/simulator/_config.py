@@ -24,7 +24,8 @@ class SimConfig:
     host: str = "127.0.0.1"
     port: int = 0  # 0: pick a free port
     start: str = "2025-01-16T21:00:00Z"  # the virtual clock at start = the end of the history
-    live_ops_per_project_per_hour: float = 60.0  # arrivals per project while the clock advances
+    # Arrivals per project per hour while the clock advances; None: the history's own rate.
+    live_ops_per_project_per_hour: float | None = None
 
 
 @dataclass(frozen=True)

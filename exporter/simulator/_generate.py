@@ -132,8 +132,8 @@ class Emitted:
 _KINDS = ["check", "cycle", "apply", "burst", "branch", "rare", "unknown"]
 _WEIGHTS = [0.36, 0.31, 0.12, 0.09, 0.035, 0.07, 0.004]
 _CUM = [sum(_WEIGHTS[: i + 1]) / sum(_WEIGHTS) for i in range(len(_WEIGHTS))]
-OPS_PER_EPISODE = 1.55  # measured mean of the episode mix, to hit ops_per_project_per_day
-OPEN_TAIL_US = 240 * US  # ops this young at the end of the history may still be open
+OPS_PER_EPISODE = 1.34  # measured mean of the episode mix, to hit ops_per_project_per_day
+OPEN_TAIL_US = 120 * US  # ops this young at the end of the history may still be open
 
 
 class OpFactory:

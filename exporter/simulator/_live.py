@@ -6,7 +6,7 @@ import math
 import random
 from typing import TYPE_CHECKING
 
-from exporter.simulator._generate import ERRORS
+from exporter.simulator._generate import ERRORS, OPS_PER_EPISODE
 from exporter.simulator._timefmt import US
 
 if TYPE_CHECKING:
@@ -28,11 +28,11 @@ def _poisson(rng: random.Random, lam: float) -> int:
 def arrivals(world: World, old_us: int, new_us: int) -> None:
     """New operations in (old_us, new_us], some in same-second bursts, all starting open."""
     rng = world.live_rng
-    lam = world.config.live_ops_per_project_per_hour * (new_us - old_us) / (3600 * US)
+    lam = world.live_rate * (new_us - old_us) / (3600 * US)
     for p in world.projects:
         if p.deleted:
             continue
-        n = _poisson(rng, lam / 1.5)  # an episode holds ~1.5 ops
+        n = _poisson(rng, lam / OPS_PER_EPISODE)
         times = sorted(rng.randint(old_us + 1, new_us) for _ in range(n))
         factory = world.factory(p)
         for t in times:
@@ -46,8 +46,7 @@ def progress(world: World, new_us: int) -> None:
 
     scheduling -> running | finished | skipped; running -> finished | failed | cancelling;
     failed -> running at retry_at (failures_count grows); cancelling -> cancelled.
-    Running ops that do not change status still report a growing total_duration_ms with the
-    same updated_at, as a recorded real operation did (PRODUCT.md).
+    Some events of a running op only grow total_duration_ms and keep updated_at.
     """
     rng = world.live_rng
     statuses = world.statuses
@@ -62,6 +61,7 @@ def progress(world: World, new_us: int) -> None:
         t = world.open_ops[code]
         changed = False
         while t <= new_us:
+            changed = True
             st = sv[p.status[i]]
             nxt: str
             if st == "scheduling":
@@ -71,9 +71,15 @@ def progress(world: World, new_us: int) -> None:
                 u = rng.random()
                 # Retries succeed more often as failures accumulate: every op ends eventually.
                 p_fail = 0.25 / (1 + p.failures[i])
-                nxt = (
-                    "failed" if u < p_fail else ("cancelling" if u < p_fail + 0.03 else "finished")
-                )
+                if u < 0.2:
+                    # Progress reported without a new updated_at: the in-place change a
+                    # recorded real operation showed (PRODUCT.md).
+                    p.duration[i] = max(p.duration[i], (t - p.created[i]) // 1000)
+                    t += int(rng.expovariate(1 / 15.0) * US) + 1
+                    continue
+                nxt = "failed" if u < 0.2 + p_fail else "finished"
+                if u > 0.97:
+                    nxt = "cancelling"
             elif st == "cancelling":
                 nxt = "cancelled"
             else:  # failed, error and unknown statuses are retried
@@ -81,7 +87,6 @@ def progress(world: World, new_us: int) -> None:
             p.status[i] = statuses.get(nxt)
             p.updated[i] = t
             p.duration[i] = max(p.duration[i], (t - p.created[i]) // 1000)
-            changed = True
             if nxt == "failed":
                 p.failures[i] += 1
                 p.error[i] = rng.choice(ERRORS)
@@ -95,12 +100,6 @@ def progress(world: World, new_us: int) -> None:
                 t += int(rng.expovariate(1 / 15.0) * US) + 1
         else:
             world.open_ops[code] = t
-            if sv[p.status[i]] == "running":
-                # Progress without a new updated_at (the in-place change PRODUCT.md describes).
-                elapsed = (new_us - p.created[i]) // 1000
-                if elapsed > p.duration[i]:
-                    p.duration[i] = elapsed
-                    changed = True
         if changed:
             p.rendered[i] = None
     for code in done:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import random
 import socket
+import sys
 import threading
 import time
 from collections import Counter
@@ -83,6 +84,11 @@ class SimServer(ThreadingHTTPServer):
         self.connections: set[socket.socket] = set()
         self.conn_lock = threading.Lock()
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients drop connections (and so do our own faults): not worth a traceback.
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
     def set_faults(self, faults: Faults) -> None:
         with self.fault_lock:

@@ -60,6 +60,8 @@ class World:
         self.live_rng = random.Random(f"{seed}/live")
         self.adds_rng = random.Random(f"{seed}/adds")
         self.clock_us = parse_seconds_us(config.start)
+        rate = config.live_ops_per_project_per_hour
+        self.live_rate = config.ops_per_project_per_day / 24 if rate is None else rate
         self.user_id = uuid4(self.names_rng)
         self.orgs: list[dict[str, Any]] = []
         for n in range(config.orgs):

@@ -1,3 +1,132 @@
-"""Placeholder: filled in by its issue."""
+"""`opsaudit query` and `opsaudit report`: SQL over the dataset's views, and the headline report."""
 
-COMMANDS: list = []
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from exporter._errors import ConfigError, OpsauditError
+from exporter.cli._common import data_dir_option, fail
+
+
+def _open(data_dir: Path):  # type: ignore[no-untyped-def]
+    # Imported here: DuckDB is not needed by `opsaudit sync --help` and friends.
+    from exporter._sql import connect
+
+    if not data_dir.is_dir():
+        # A mistyped path would otherwise answer every query with 0 rows.
+        raise ConfigError(
+            f"--data-dir {data_dir} does not exist; run `opsaudit sync --data-dir {data_dir}` "
+            "first, or point --data-dir (or $OPSAUDIT_DATA_DIR) at an existing dataset"
+        )
+    return connect(data_dir)
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+
+
+@click.command("query")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "csv"]),
+    default="table",
+    show_default=True,
+    help="json is one array of row objects, timestamps ISO 8601 UTC.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    help="Write the result to FILE instead of stdout.",
+)
+@data_dir_option
+@click.argument("sql")
+def query_command(fmt: str, output: Path | None, data_dir: Path, sql: str) -> None:
+    """Run SQL over the views (operations, operation_versions, projects, sync_runs, ...)."""
+    from exporter._format import render
+    from exporter._sql import execute
+
+    try:
+        con = _open(data_dir)
+        try:
+            columns, rows = execute(con, sql)
+        finally:
+            con.close()
+    except OpsauditError as error:
+        fail(error)
+        return
+    _emit(render(columns, rows, fmt), output)
+
+
+@click.command("report")
+@click.option(
+    "--since",
+    default=None,
+    metavar="7d|24h|DATE",
+    help="Operations created at or after this: a duration back from now (7d, 24h, 30m) or a "
+    "date / RFC 3339 time (UTC).  [default: all]",
+)
+@click.option(
+    "--until",
+    default=None,
+    metavar="DATE",
+    help="Operations created before this date / RFC 3339 time (UTC).  [default: now]",
+)
+@click.option(
+    "--project",
+    "projects",
+    multiple=True,
+    metavar="ID",
+    help="Only this project (repeatable).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "csv", "markdown"]),
+    default="table",
+    show_default=True,
+    help="json is one object with keys failures, durations and action_mix.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    help="Write the report to FILE instead of stdout.",
+)
+@data_dir_option
+def report_command(
+    since: str | None,
+    until: str | None,
+    projects: tuple[str, ...],
+    fmt: str,
+    output: Path | None,
+    data_dir: Path,
+) -> None:
+    """Failures, durations and action mix per action."""
+    from exporter._report import build_report, parse_since, parse_until, render_report
+
+    try:
+        window_since = parse_since(since) if since else None
+        window_until = parse_until(until) if until else None
+        con = _open(data_dir)
+        try:
+            report = build_report(
+                con, since=window_since, until=window_until, project_ids=list(projects) or None
+            )
+        finally:
+            con.close()
+    except OpsauditError as error:
+        fail(error)
+        return
+    _emit(render_report(report, fmt), output)
+
+
+COMMANDS: list[click.Command] = [query_command, report_command]

@@ -1,0 +1,144 @@
+"""Rendering query results (column names + rows) as a table, JSON, CSV or Markdown."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import decimal
+import io
+import math
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+__all__ = ["FORMATS", "jsonable", "render", "text"]
+
+FORMATS = ("table", "json", "csv", "markdown")
+
+# A terminal cell longer than this is cut (error texts, raw JSON); json/csv are never cut.
+MAX_CELL = 60
+
+
+def _timestamp(value: dt.datetime) -> str:
+    if value.tzinfo is None:  # TIMESTAMP without time zone: no instant, so no "Z" either
+        return value.isoformat()
+    return value.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat() + "Z"
+
+
+def _interval(value: dt.timedelta) -> str:
+    """ISO 8601 duration in seconds (PT90S, -PT0.5S): exact, and parseable everywhere."""
+    seconds = value / dt.timedelta(seconds=1)
+    sign = "-" if seconds < 0 else ""
+    number = f"{abs(seconds):.6f}".rstrip("0").rstrip(".")
+    return f"{sign}PT{number}S"
+
+
+def jsonable(value: Any) -> Any:
+    """A value JSON can carry: timestamps ISO 8601 UTC with Z, dates ISO, decimals as numbers."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dt.datetime):
+        return _timestamp(value)
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return _interval(value)
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return str(value)
+
+
+def text(value: Any) -> str:
+    """One value as plain text (CSV and tables): NULL is empty, numbers exact."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list, tuple)):
+        return orjson.dumps(jsonable(value)).decode()
+    converted = jsonable(value)
+    return converted if isinstance(converted, str) else str(converted)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, float) and math.isfinite(value):
+        # Three decimals are plenty on a terminal (ms percentiles, shares); json keeps all.
+        out = f"{value:.3f}".rstrip("0").rstrip(".")
+        return "0" if out == "-0" else out
+    out = " ".join(text(value).split())  # newlines and tabs would break the alignment
+    return out if len(out) <= MAX_CELL else out[: MAX_CELL - 1] + "…"
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, (int, float, decimal.Decimal)) and not isinstance(value, bool)
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [len(c) for c in columns]
+    for row in cells:
+        widths = [max(w, len(c)) for w, c in zip(widths, row)]
+    right = [any(_numeric(row[i]) for row in rows) for i in range(len(columns))]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [
+            v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    out = [line(columns), "  ".join("-" * w for w in widths)]
+    out += [line(row) for row in cells]
+    out.append(f"({len(rows)} row{'' if len(rows) == 1 else 's'})")
+    return "\n".join(out) + "\n"
+
+
+def _markdown(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def escape(value: str) -> str:
+        return value.replace("|", "\\|")
+
+    right = [any(_numeric(row[i]) for row in rows) for i in range(len(columns))]
+    out = ["| " + " | ".join(escape(c) for c in columns) + " |"]
+    out.append("|" + "|".join("---:" if r else "---" for r in right) + "|")
+    for row in rows:
+        out.append("| " + " | ".join(escape(_cell(v)) for v in row) + " |")
+    return "\n".join(out) + "\n"
+
+
+def _csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([text(v) for v in row] for row in rows)
+    return buffer.getvalue()
+
+
+def _json(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    objects = [{c: jsonable(v) for c, v in zip(columns, row)} for row in rows]
+    return orjson.dumps(objects, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def render(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str) -> str:
+    """The rows in `fmt` (one of FORMATS), ending with a newline."""
+    if fmt == "table":
+        return _table(columns, rows)
+    if fmt == "json":
+        return _json(columns, rows)
+    if fmt == "csv":
+        return _csv(columns, rows)
+    if fmt == "markdown":
+        return _markdown(columns, rows)
+    raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")

@@ -1,0 +1,52 @@
+-- opsaudit base views: the dataset as four relations.
+--
+-- Run by hand from the data directory (paths below are relative to it):
+--     cd <data-dir> && duckdb -c ".read /path/to/sql/00_base.sql" -c "FROM operations LIMIT 5"
+-- or load every file in order: for f in /path/to/sql/*.sql; do ... -c ".read $f"; done.
+-- opsaudit's loader (exporter/_sql.py) makes the quoted paths absolute and, for a source with
+-- no file yet (an empty data dir), substitutes an empty relation of the same columns and types,
+-- so every view answers 0 rows instead of failing.
+--
+-- Times are TIMESTAMPTZ in UTC. created_date (DATE) comes from the Hive path
+-- operation_versions/created_date=YYYY-MM-DD/ and is the UTC date of created_at: filter on it
+-- as well as on created_at to skip whole partitions.
+
+-- Every distinct observed state of every operation (append-only; DESIGN.md).
+CREATE OR REPLACE VIEW operation_versions AS
+SELECT
+    id, project_id, branch_id, endpoint_id, action, status, failures_count, error, retry_at,
+    created_at, updated_at, total_duration_ms, raw, version, observed_at, run_id, created_date
+FROM read_parquet(
+    'operation_versions/*/*.parquet',
+    hive_partitioning = true, hive_types = {'created_date': DATE}, union_by_name = true
+);
+
+-- The latest state of each operation: the versions with no (id, version + 1). The anti-join
+-- side holds only the few rows with version > 1, so this costs about one scan of the ids
+-- instead of a window over every row.
+CREATE OR REPLACE VIEW operations AS
+SELECT v.*
+FROM operation_versions AS v
+ANTI JOIN (
+    SELECT id, version - 1 AS version FROM operation_versions WHERE version > 1
+) AS newer ON v.id = newer.id AND v.version = newer.version;
+
+-- Every project ever seen, deleted ones included (deleted_at is set for those).
+CREATE OR REPLACE VIEW projects AS
+SELECT
+    id, name, region_id, pg_version, platform_id, provisioner, org_id, owner_id, created_at,
+    updated_at, raw, first_seen_at, last_seen_at, deleted_at, last_synced_at, checkpoint_at,
+    last_error, open_operations
+FROM read_parquet('projects/projects.parquet');
+
+-- One row per sync run.
+CREATE OR REPLACE VIEW sync_runs AS
+SELECT
+    run_id, started_at, finished_at, outcome, projects_total, projects_ok, projects_failed,
+    requests, responses_429, retries, new_operations, changed_operations, versions_written, error
+FROM read_parquet('sync_runs/sync_runs.parquet');
+
+-- finished, cancelled and skipped end an operation; every other status, unknown ones included,
+-- may still change ("failed" is retried by the platform: PRODUCT.md, Correctness 2).
+CREATE OR REPLACE MACRO is_terminal(status) AS
+    coalesce(status IN ('finished', 'cancelled', 'skipped'), false);

@@ -1,0 +1,20 @@
+-- Stuck operations: not terminal (finished, cancelled, skipped) and created longer ago than a
+-- threshold. Needs 00_base.sql.
+-- Run by hand: cd <data-dir> && duckdb -c ".read sql/00_base.sql" -c ".read sql/40_stuck.sql"
+--     FROM stuck_operations;                                   -- threshold 1 hour, as of now
+--     FROM stuck_operations_older_than(INTERVAL 6 HOURS);
+--     FROM stuck_operations_older_than(INTERVAL 30 MINUTES, as_of := TIMESTAMPTZ '2025-01-16 12:00Z');
+-- age = as_of - created_at. "Now" is the newest state opsaudit knows: run a sync first.
+
+CREATE OR REPLACE MACRO stuck_operations_older_than(threshold, as_of := NULL) AS TABLE
+SELECT
+    id, project_id, branch_id, endpoint_id, action, status, failures_count, error, retry_at,
+    created_at, updated_at, observed_at,
+    coalesce(as_of::TIMESTAMPTZ, now()) - created_at AS age
+FROM operations
+WHERE NOT is_terminal(status)
+  AND created_at < coalesce(as_of::TIMESTAMPTZ, now()) - threshold::INTERVAL
+ORDER BY created_at, id;
+
+CREATE OR REPLACE VIEW stuck_operations AS
+FROM stuck_operations_older_than(INTERVAL 1 HOUR);

@@ -1,0 +1,90 @@
+-- The report behind `opsaudit report`: failures, durations and action mix per action, over a
+-- time window and a set of projects. Needs 00_base.sql.
+-- Run by hand: cd <data-dir> && duckdb -c ".read sql/00_base.sql" -c ".read sql/90_report.sql"
+--     FROM report_by_action();                                             -- everything
+--     FROM report_failures(since := TIMESTAMPTZ '2025-01-01 00:00Z', projects := ['p-1']);
+-- since (inclusive) and until (exclusive) bound created_at; projects is a list of project ids.
+-- Omitted or NULL: no bound.
+
+-- Latest states in the window. The window is applied to both sides of the anti-join (every
+-- version of an operation has its created_at and project_id) and to created_date, so whole
+-- partitions and row groups are skipped and the anti-join side stays small.
+CREATE OR REPLACE MACRO report_operations(since := NULL, until := NULL, projects := NULL) AS TABLE
+WITH v AS NOT MATERIALIZED (
+    SELECT
+        id, version, project_id, action, status, failures_count, total_duration_ms,
+        created_at, updated_at
+    FROM operation_versions
+    WHERE (since IS NULL OR created_date >= (since::TIMESTAMPTZ AT TIME ZONE 'UTC')::DATE)
+      AND (since IS NULL OR created_at >= since::TIMESTAMPTZ)
+      AND (until IS NULL OR created_date <= (until::TIMESTAMPTZ AT TIME ZONE 'UTC')::DATE)
+      AND (until IS NULL OR created_at < until::TIMESTAMPTZ)
+      AND (projects IS NULL OR list_contains(projects::VARCHAR[], project_id))
+)
+SELECT v.*
+FROM v
+ANTI JOIN (SELECT id, version - 1 AS version FROM v WHERE version > 1) AS newer
+    ON v.id = newer.id AND v.version = newer.version;
+
+-- Every number of the report in one pass over the data: one row per action. Vocabulary as in
+-- 10_failures.sql, 20_durations.sql (quantile_cont, terminal operations only) and
+-- 30_action_mix.sql.
+CREATE OR REPLACE MACRO report_by_action(since := NULL, until := NULL, projects := NULL) AS TABLE
+SELECT
+    action,
+    operations,
+    operations / sum(operations) OVER () AS share,
+    failed,
+    failed / operations AS failure_rate,
+    retries,
+    failing_now,
+    terminal,
+    q[1] AS p50_ms,
+    q[2] AS p90_ms,
+    q[3] AS p99_ms,
+    max_ms,
+    wq[1] AS wall_p50_ms,
+    wq[2] AS wall_p90_ms,
+    wq[3] AS wall_p99_ms,
+    wall_max_ms
+FROM (
+    SELECT
+        action,
+        count(*) AS operations,
+        count(*) FILTER (WHERE failures_count > 0) AS failed,
+        coalesce(sum(failures_count), 0)::BIGINT AS retries,
+        count(*) FILTER (WHERE status IN ('failed', 'error')) AS failing_now,
+        count(*) FILTER (WHERE t) AS terminal,
+        quantile_cont(total_duration_ms, [0.5, 0.9, 0.99]) FILTER (WHERE t) AS q,
+        max(total_duration_ms) FILTER (WHERE t) AS max_ms,
+        quantile_cont(wall_ms, [0.5, 0.9, 0.99]) FILTER (WHERE t) AS wq,
+        max(wall_ms) FILTER (WHERE t) AS wall_max_ms
+    FROM (
+        SELECT
+            action, status, failures_count, total_duration_ms,
+            is_terminal(status) AS t,
+            epoch_ms(updated_at) - epoch_ms(created_at) AS wall_ms
+        FROM report_operations(since := since, until := until, projects := projects)
+    )
+    GROUP BY action
+)
+ORDER BY operations DESC, action;
+
+-- The three sections of the report, as `opsaudit report --format json` prints them.
+CREATE OR REPLACE MACRO report_failures(since := NULL, until := NULL, projects := NULL) AS TABLE
+SELECT action, operations, failed, failure_rate, retries, failing_now
+FROM report_by_action(since := since, until := until, projects := projects)
+ORDER BY failed DESC, operations DESC, action;
+
+CREATE OR REPLACE MACRO report_durations(since := NULL, until := NULL, projects := NULL) AS TABLE
+SELECT
+    action, terminal AS operations, p50_ms, p90_ms, p99_ms, max_ms,
+    wall_p50_ms, wall_p90_ms, wall_p99_ms, wall_max_ms
+FROM report_by_action(since := since, until := until, projects := projects)
+WHERE terminal > 0
+ORDER BY operations DESC, action;
+
+CREATE OR REPLACE MACRO report_action_mix(since := NULL, until := NULL, projects := NULL) AS TABLE
+SELECT action, operations, share
+FROM report_by_action(since := since, until := until, projects := projects)
+ORDER BY operations DESC, action;

@@ -19,13 +19,12 @@ from exporter._sync import Observer, RunSummary, SyncConfig, sync
 
 __all__ = ["DEFAULT_DAYS", "DEFAULT_PROJECTS", "DEMO_SEED", "DemoResult", "run_demo"]
 
-# A dozen projects over a month at 320 operations per project per day is ~100k operations (the
-# simulator's projects start a little after the history does):
+# A dozen projects over a month at 280 operations per project per day is ~100k operations:
 # big enough for the report and the notebook's plots to look like a real account, small enough
 # to sync in seconds on two cores (issue 5: "well under a minute").
 DEFAULT_PROJECTS = 12
 DEFAULT_DAYS = 30
-OPS_PER_PROJECT_PER_DAY = 320
+OPS_PER_PROJECT_PER_DAY = 280
 DEMO_SEED = 7  # fixed, so every newcomer sees the same account and the same report
 
 

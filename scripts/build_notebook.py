@@ -35,10 +35,11 @@ Failure rate over time, duration distributions per action, the action mix over t
 and most-retried operations, and compute start latency, from an opsaudit dataset.
 
 * `OPSAUDIT_DATA_DIR` — the data directory to read (the one `opsaudit sync` writes). When it is
-  not set, the notebook builds a demo dataset with the built-in simulator (about 20 seconds).
+  not set, the notebook builds a demo dataset with the built-in simulator (a few seconds).
 * `OPSAUDIT_NOTEBOOK_OUT` — where the figures are saved as PNG (default: a new temporary directory).
 
-Every number comes from opsaudit's own DuckDB views (`exporter.connect`): the notebook only plots.""",
+Every number comes from opsaudit's own DuckDB views (`exporter.connect`, defined in `sql/`): the
+notebook only selects and plots.""",
     ),
     (
         "code",
@@ -55,6 +56,8 @@ from IPython.display import Image, Markdown, display
 
 import exporter
 from exporter._demo import run_demo
+from exporter._format import render
+from exporter._sql import execute
 
 if os.environ.get("OPSAUDIT_DATA_DIR"):
     DATA_DIR = Path(os.environ["OPSAUDIT_DATA_DIR"])
@@ -65,11 +68,15 @@ OUT.mkdir(parents=True, exist_ok=True)
 con = exporter.connect(DATA_DIR)
 
 
-def rows(sql, params=None):
+def rows(sql):
     \"\"\"Run SQL on the dataset's views; a list of dicts, one per row.\"\"\"
-    rel = con.execute(sql, params or [])
-    names = [d[0] for d in rel.description]
-    return [dict(zip(names, r)) for r in rel.fetchall()]
+    columns, data = execute(con, sql)
+    return [dict(zip(columns, r)) for r in data]
+
+
+def table(sql):
+    \"\"\"Show a query's result as a Markdown table.\"\"\"
+    display(Markdown(render(*execute(con, sql), "markdown")))
 
 
 def save(fig, name):
@@ -80,36 +87,24 @@ def save(fig, name):
     display(Image(filename=str(path)))
 
 
-def table(data, columns):
-    \"\"\"Show rows as a Markdown table.\"\"\"
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in data]
-    display(Markdown("\\n".join(lines)))
-
-
-totals = rows(
+table(
     "SELECT count(*) AS operations, count(DISTINCT project_id) AS projects, "
     "min(created_at) AS first, max(created_at) AS last FROM operations"
-)[0]
-totals""",
+)""",
     ),
     (
         "markdown",
-        "## Failure rate over time\n\nShare of each day's operations that failed at least once, and that are failed now.",
+        "## Failure rate over time\n\n`failures_by_day`: the share of each day's operations "
+        "that failed at least once (the platform retried them), and of those failing now.",
     ),
     (
         "code",
         """\
-daily = rows(
-    "SELECT created_at::DATE AS day, count(*) AS n, "
-    "count(*) FILTER (WHERE failures_count > 0) AS ever_failed, "
-    "count(*) FILTER (WHERE status IN ('failed', 'error')) AS failed_now "
-    "FROM operations GROUP BY day ORDER BY day"
-)
+daily = rows("SELECT * FROM failures_by_day")
 fig, ax = plt.subplots(figsize=(10, 4))
 days = [r["day"] for r in daily]
-ax.plot(days, [100 * r["ever_failed"] / r["n"] for r in daily], label="failed at least once")
-ax.plot(days, [100 * r["failed_now"] / r["n"] for r in daily], label="failed now")
+ax.plot(days, [100 * r["failure_rate"] for r in daily], label="failed at least once")
+ax.plot(days, [100 * r["failing_now"] / r["operations"] for r in daily], label="failing now")
 ax.set_ylabel("% of operations")
 ax.set_title("Failure rate per day (UTC, by created_at)")
 ax.legend()
@@ -118,40 +113,45 @@ save(fig, "failure_rate.png")""",
     ),
     (
         "markdown",
-        "## Duration distribution per action\n\n`total_duration_ms` of finished operations, log scale.",
+        "## Duration distribution per action\n\n`duration_by_action`: `total_duration_ms` "
+        "percentiles of terminal operations, log scale.",
     ),
     (
         "code",
         """\
 durations = rows(
-    "SELECT action, list(total_duration_ms) AS ms FROM operations "
-    "WHERE status = 'finished' AND total_duration_ms > 0 "
-    "GROUP BY action ORDER BY median(total_duration_ms) DESC"
+    "SELECT action, p50_ms, p90_ms, p99_ms, max_ms FROM duration_by_action "
+    "WHERE p50_ms IS NOT NULL ORDER BY p50_ms"
 )
-fig, ax = plt.subplots(figsize=(10, 0.4 * len(durations) + 1.5))
-ax.boxplot([r["ms"] for r in durations], vert=False, showfliers=False)
-ax.set_yticks(range(1, len(durations) + 1), [r["action"] for r in durations])
+fig, ax = plt.subplots(figsize=(10, 0.3 * len(durations) + 1.5))
+y = range(len(durations))
+ax.hlines(y, [r["p50_ms"] for r in durations], [r["max_ms"] for r in durations], color="lightgray")
+for key, marker in (("p50_ms", "o"), ("p90_ms", "s"), ("p99_ms", "^"), ("max_ms", "|")):
+    values = [max(r[key], 1) for r in durations]  # log scale: a 0 ms duration shows as 1 ms
+    ax.plot(values, y, marker, label=key.removesuffix("_ms"))
+ax.set_yticks(y, [r["action"] for r in durations])
 ax.set_xscale("log")
 ax.set_xlabel("total_duration_ms")
-ax.set_title("Duration per action (finished operations; whiskers 1.5 IQR)")
+ax.set_title("Duration per action (terminal operations)")
+ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
 save(fig, "durations_by_action.png")""",
     ),
-    ("markdown", "## Action mix over time"),
+    ("markdown", "## Action mix over time\n\n`action_mix_by_day`, stacked."),
     (
         "code",
         """\
-mix = rows(
-    "SELECT created_at::DATE AS day, action, count(*) AS n FROM operations "
-    "GROUP BY ALL ORDER BY day, action"
-)
-actions = sorted({r["action"] for r in mix})
+mix = rows("SELECT day, action, operations FROM action_mix_by_day")
+totals = {}
+for r in mix:
+    totals[r["action"]] = totals.get(r["action"], 0) + r["operations"]
+actions = sorted(totals, key=totals.get, reverse=True)
 days = sorted({r["day"] for r in mix})
-counts = {(r["day"], r["action"]): r["n"] for r in mix}
+counts = {(r["day"], r["action"]): r["operations"] for r in mix}
 fig, ax = plt.subplots(figsize=(10, 5))
 ax.stackplot(days, [[counts.get((d, a), 0) for d in days] for a in actions], labels=actions)
 ax.set_ylabel("operations per day")
 ax.set_title("Action mix per day (UTC, by created_at)")
-ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="x-small")
 fig.autofmt_xdate()
 save(fig, "action_mix.png")""",
     ),
@@ -160,56 +160,48 @@ save(fig, "action_mix.png")""",
         "code",
         """\
 table(
-    rows(
-        "SELECT id, project_id, action, status, total_duration_ms, created_at FROM operations "
-        "WHERE total_duration_ms IS NOT NULL ORDER BY total_duration_ms DESC, id LIMIT 10"
-    ),
-    ["id", "project_id", "action", "status", "total_duration_ms", "created_at"],
+    "SELECT id, project_id, action, status, total_duration_ms, created_at FROM operations "
+    "WHERE total_duration_ms IS NOT NULL ORDER BY total_duration_ms DESC, id LIMIT 10"
 )""",
     ),
     (
         "markdown",
-        "## The most-retried operations\n\n`failures_count` is how many times the platform "
-        "retried; `versions` is how many distinct states opsaudit recorded.",
+        "## The most-retried operations\n\n`retried_operations`: `failures_count` is how many "
+        "attempts failed; `versions` is how many distinct states opsaudit recorded.",
     ),
     (
         "code",
         """\
 table(
-    rows(
-        "SELECT o.id, o.project_id, o.action, o.status, o.failures_count, "
-        "(SELECT count(*) FROM operation_versions v WHERE v.id = o.id) AS versions "
-        "FROM operations o WHERE o.failures_count > 0 "
-        "ORDER BY o.failures_count DESC, o.id LIMIT 10"
-    ),
-    ["id", "project_id", "action", "status", "failures_count", "versions"],
+    "SELECT id, project_id, action, status, failures_count, versions, error "
+    "FROM retried_operations LIMIT 10"
 )""",
     ),
     (
         "markdown",
-        "## Compute start latency\n\n`total_duration_ms` of finished `start_compute` operations: "
-        "the distribution, and its daily median and 95th percentile.",
+        "## Compute start latency\n\n`compute_start_latency_histogram` and "
+        "`compute_start_latency_by_day`: `total_duration_ms` of finished `start_compute` "
+        "operations.",
     ),
     (
         "code",
         """\
-starts = rows(
-    "SELECT created_at::DATE AS day, total_duration_ms AS ms FROM operations "
-    "WHERE action = 'start_compute' AND status = 'finished' AND total_duration_ms IS NOT NULL"
-)
-per_day = rows(
-    "SELECT created_at::DATE AS day, quantile_cont(total_duration_ms, 0.5) AS p50, "
-    "quantile_cont(total_duration_ms, 0.95) AS p95 FROM operations "
-    "WHERE action = 'start_compute' AND status = 'finished' AND total_duration_ms IS NOT NULL "
-    "GROUP BY day ORDER BY day"
-)
+table("SELECT * FROM compute_start_latency")
+buckets = rows("SELECT from_ms, to_ms, operations FROM compute_start_latency_histogram")
+per_day = rows("SELECT day, p50_ms, p90_ms, p99_ms FROM compute_start_latency_by_day")
 fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
-left.hist([r["ms"] for r in starts], bins=50)
-left.set_xlabel("total_duration_ms")
+left.bar(
+    [f"<{b['to_ms']:,}" for b in buckets], [b["operations"] for b in buckets], color="tab:blue"
+)
+left.set_xlabel("total_duration_ms (power-of-two buckets)")
 left.set_ylabel("operations")
-left.set_title(f"start_compute latency ({len(starts):,} operations)")
-right.plot([r["day"] for r in per_day], [r["p50"] for r in per_day], label="median")
-right.plot([r["day"] for r in per_day], [r["p95"] for r in per_day], label="p95")
+left.set_title("start_compute latency")
+left.tick_params(axis="x", labelrotation=60)
+for key in ("p50_ms", "p90_ms", "p99_ms"):
+    right.plot(
+        [r["day"] for r in per_day], [r[key] for r in per_day], label=key.removesuffix("_ms")
+    )
+right.set_yscale("log")
 right.set_ylabel("ms")
 right.set_title("start_compute latency per day")
 right.legend()

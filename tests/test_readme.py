@@ -68,3 +68,24 @@ def test_every_environment_variable_is_documented() -> None:
     documented = set(re.findall(r"^\| `([A-Z_]+)` \|", README, re.MULTILINE))
     assert read <= documented
     assert "OPSAUDIT_NOTEBOOK_OUT" in documented
+
+
+def test_every_view_and_column_is_documented(tmp_path: Path) -> None:
+    from exporter._sql import connect, list_views
+
+    con = connect(tmp_path)  # an empty data dir: every view exists and answers 0 rows
+    try:
+        for name in list_views():
+            assert f"`{name}" in README, f"view {name} is not in the README"
+            try:
+                columns = [r[0] for r in con.execute(f"DESCRIBE {name}").fetchall()]
+            except Exception:  # a macro, not a view
+                continue
+            row = re.search(rf"^\| `{name}` \|[^|]*\| (.*) \|$", README, re.MULTILINE)
+            if row:  # the report views' table: exactly these columns, in this order
+                assert row.group(1) == "`" + ", ".join(columns) + "`", name
+            else:  # the base views, described in prose and tables
+                for column in columns:
+                    assert f"`{column}`" in README or f", {column}" in README, (name, column)
+    finally:
+        con.close()

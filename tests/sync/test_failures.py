@@ -37,16 +37,17 @@ def test_injected_faults_and_throttling_still_give_ground_truth(
 
 
 def test_revoked_key_mid_sync_stops_with_auth_exit_code(make_sim: Any, tmp_path: Path) -> None:
-    sim = make_sim(seed=22, projects=8, days=2, ops_per_project_per_day=400)
+    sim = make_sim(seed=22, projects=8, days=10, ops_per_project_per_day=400)
     key = sim.org_key(sim.org_ids[0])
-    sim.faults = Faults(p_slow=1.0, slow_seconds=0.02, seed=1)
+    sim.faults = Faults(p_slow=1.0, slow_seconds=0.1, seed=1)
     import threading
 
-    timer = threading.Timer(0.3, sim.revoke_key, args=(key,))
+    timer = threading.Timer(0.6, sim.revoke_key, args=(key,))
     timer.start()
     result = CliRunner().invoke(
         cli,
-        ["sync", "--data-dir", str(tmp_path), "--base-url", sim.base_url, "--max-rps", "0"],
+        ["sync", "--data-dir", str(tmp_path), "--base-url", sim.base_url, "--max-rps", "0",
+         "--concurrency", "1"],
         env={"NEON_API_KEY": key},
     )
     timer.join()

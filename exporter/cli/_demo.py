@@ -12,10 +12,7 @@ from exporter._demo import DEFAULT_DAYS, DEFAULT_PROJECTS, run_demo
 from exporter.cli._sync import _Progress, _setup_logging
 
 # The query suggested at the end: short, and it shows that the whole history is there.
-_EXAMPLE_SQL = (
-    "SELECT action, count(*) AS n, count(*) FILTER (status = 'failed') AS failed "
-    "FROM operations GROUP BY action ORDER BY n DESC"
-)
+_EXAMPLE_SQL = "SELECT * FROM failures_by_day ORDER BY failure_rate DESC LIMIT 5"
 
 
 @click.command("demo")

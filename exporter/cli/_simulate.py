@@ -13,7 +13,7 @@ from exporter.simulator import RateLimits, SimConfig, Simulator
 @click.option("--port", type=int, default=8080, show_default=True, help="0 picks a free port.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Same seed, same data.")
 @click.option("--projects", type=int, default=5, show_default=True)
-@click.option("--days", type=float, default=3.0, show_default=True)
+@click.option("--days", type=float, default=7.0, show_default=True)
 @click.option("--ops-per-day", type=int, default=500, show_default=True, help="Per project.")
 @click.option("--orgs", type=int, default=2, show_default=True)
 @click.option(

@@ -14,7 +14,7 @@ class SimConfig:
 
     seed: int = 0
     projects: int = 5  # projects in the user's organizations (shared projects come on top)
-    days: float = 3.0  # history length before the starting clock
+    days: float = 7.0  # history length before the starting clock
     ops_per_project_per_day: int = 500
     orgs: int = 2  # organizations the default user belongs to; projects go round-robin
     # Projects of a foreign organization shared with the default user (GET /projects/shared).

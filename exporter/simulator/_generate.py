@@ -130,9 +130,9 @@ class Emitted:
 
 # Episode kinds with weights: availability checks and suspend/start cycles dominate.
 _KINDS = ["check", "cycle", "apply", "burst", "branch", "rare", "unknown"]
-_WEIGHTS = [0.36, 0.31, 0.12, 0.09, 0.035, 0.07, 0.004]
+_WEIGHTS = [0.33, 0.41, 0.05, 0.09, 0.035, 0.07, 0.004]
 _CUM = [sum(_WEIGHTS[: i + 1]) / sum(_WEIGHTS) for i in range(len(_WEIGHTS))]
-OPS_PER_EPISODE = 1.34  # measured mean of the episode mix, to hit ops_per_project_per_day
+OPS_PER_EPISODE = 1.31  # measured mean of the episode mix, to hit ops_per_project_per_day
 OPEN_TAIL_US = 120 * US  # ops this young at the end of the history may still be open
 
 
@@ -176,7 +176,7 @@ class OpFactory:
             running = self.active[e]
             self.active[e] = not running
             specs.append(("suspend_compute" if running else "start_compute", b, e))
-            if not running and rng.random() < 0.3:
+            if not running and rng.random() < 0.15:
                 specs.append(("apply_config", b, e))
         elif kind == "apply":
             b, e = self._compute()
@@ -185,7 +185,8 @@ class OpFactory:
                 specs.append(("apply_config", *self._compute()))
         elif kind == "burst":
             for _ in range(rng.randint(2, 5)):
-                specs.append((rng.choice(("check_availability", "apply_config")), *self._compute()))
+                action = "check_availability" if rng.random() < 0.75 else "apply_config"
+                specs.append((action, *self._compute()))
         elif kind == "branch":
             if len(self.computes) < 40:
                 b, e = self.next_branch_compute()

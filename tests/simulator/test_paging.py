@@ -45,7 +45,7 @@ def test_small_pages_and_no_limit_agree(default_sim: Simulator) -> None:
         everything = _ops(walk(client, pid, None))
         assert len(everything) == len(default_sim.ground_truth([pid])) > 1000
         assert _ops(walk(client, pid, 7)) == everything
-        assert _ops(walk(client, pid, 1)) == everything
+        assert _ops(walk(client, pid, 13)) == everything
 
 
 def test_cursor_is_the_last_operation_microsecond_instant(default_sim: Simulator) -> None:

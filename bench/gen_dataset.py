@@ -22,8 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from exporter._storage import PROJECTS_SCHEMA, VERSIONS_SCHEMA  # noqa: E402
+from exporter._storage import PROJECTS_SCHEMA, VERSIONS_SCHEMA
 
 # (action, weight, typical duration in ms): compute start/suspend dominate a real account.
 ACTIONS = [

@@ -20,8 +20,10 @@ __all__ = [
     "DURATION_COLUMNS",
     "FAILURE_COLUMNS",
     "MIX_COLUMNS",
+    "REPORT_SQL",
     "Report",
     "build_report",
+    "empty_message",
     "parse_since",
     "parse_until",
     "render_report",
@@ -43,6 +45,8 @@ DURATION_COLUMNS = (
     "wall_max_ms",
 )
 MIX_COLUMNS = ("action", "operations", "share")
+# The .sql files the report needs: `connect(data_dir, only=REPORT_SQL)` skips binding the rest.
+REPORT_SQL = ("00_base.sql", "90_report.sql")
 
 _RELATIVE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}

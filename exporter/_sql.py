@@ -26,6 +26,7 @@ __all__ = [
     "VIEWS_DB",
     "connect",
     "execute",
+    "list_macros",
     "list_views",
     "sql_dir",
     "sql_files",
@@ -63,12 +64,21 @@ def sql_files() -> list[Path]:
     return sorted(sql_dir().glob("[0-9][0-9]_*.sql"))
 
 
-def list_views() -> list[str]:
-    """Names of the views and macros the .sql files define, in load order."""
+def _defined(kind: str) -> list[str]:
     names: list[str] = []
     for path in sql_files():
-        names += [m["name"] for m in _CREATE.finditer(path.read_text())]
+        names += [m["name"] for m in _CREATE.finditer(path.read_text()) if m["kind"] == kind]
     return names
+
+
+def list_views() -> list[str]:
+    """Names of the views the .sql files define, in load order."""
+    return _defined("VIEW")
+
+
+def list_macros() -> list[str]:
+    """Names of the macros (parameterised views such as stuck_operations_older_than)."""
+    return _defined("MACRO")
 
 
 def _quote(text: str) -> str:
@@ -112,10 +122,14 @@ def _resolve(text: str, data_dir: Path, present: dict[str, bool]) -> str:
     return _READ_PARQUET.sub(replace, text)
 
 
-def _load(con: duckdb.DuckDBPyConnection, data_dir: Path) -> None:
+def _load(
+    con: duckdb.DuckDBPyConnection, data_dir: Path, only: Sequence[str] | None = None
+) -> None:
     data_dir = data_dir.resolve()
     present = {relative: _exists(data_dir, relative) for relative in _SOURCES}
     for path in sql_files():
+        if only is not None and path.name not in only:
+            continue
         try:
             con.execute(_resolve(path.read_text(), data_dir, present))
         except duckdb.Error as exc:
@@ -127,17 +141,21 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def connect(data_dir: Path) -> duckdb.DuckDBPyConnection:
+def connect(data_dir: Path, *, only: Sequence[str] | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with every view over `data_dir` defined.
 
     The views see the files that exist when they are read; a source that had no file at all
     when connecting stays empty for this connection (connect again after the first sync).
+    `only` names the .sql files to load (e.g. the report's): each view costs a bind, which
+    reads Parquet metadata, so a command that needs three views need not define thirty.
     """
     con = duckdb.connect(":memory:")
     try:
         # UTC everywhere: created_at::DATE must be the same day as the created_date partition.
         con.execute("SET TimeZone = 'UTC'")
-        _load(con, Path(data_dir))
+        # Binding each view reads the first file's footer; cache footers across binds/queries.
+        con.execute("SET parquet_metadata_cache = true")
+        _load(con, Path(data_dir), only)
     except BaseException:
         con.close()
         raise

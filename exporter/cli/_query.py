@@ -10,7 +10,7 @@ from exporter._errors import ConfigError, OpsauditError
 from exporter.cli._common import data_dir_option, fail
 
 
-def _open(data_dir: Path):  # type: ignore[no-untyped-def]
+def _open(data_dir: Path, only: tuple[str, ...] | None = None):  # type: ignore[no-untyped-def]
     # Imported here: DuckDB is not needed by `opsaudit sync --help` and friends.
     from exporter._sql import connect
 
@@ -20,7 +20,7 @@ def _open(data_dir: Path):  # type: ignore[no-untyped-def]
             f"--data-dir {data_dir} does not exist; run `opsaudit sync --data-dir {data_dir}` "
             "first, or point --data-dir (or $OPSAUDIT_DATA_DIR) at an existing dataset"
         )
-    return connect(data_dir)
+    return connect(data_dir, only=only)
 
 
 def _emit(text: str, output: Path | None) -> None:
@@ -111,12 +111,19 @@ def report_command(
     data_dir: Path,
 ) -> None:
     """Failures, durations and action mix per action."""
-    from exporter._report import build_report, parse_since, parse_until, render_report
+    from exporter._report import (
+        REPORT_SQL,
+        build_report,
+        empty_message,
+        parse_since,
+        parse_until,
+        render_report,
+    )
 
     try:
         window_since = parse_since(since) if since else None
         window_until = parse_until(until) if until else None
-        con = _open(data_dir)
+        con = _open(data_dir, REPORT_SQL)
         try:
             report = build_report(
                 con, since=window_since, until=window_until, project_ids=list(projects) or None
@@ -126,6 +133,9 @@ def report_command(
     except OpsauditError as error:
         fail(error)
         return
+    if report.operations == 0 and fmt in ("json", "csv"):
+        # Table and markdown say it in the report; json and csv stay machine-readable.
+        click.echo(empty_message(report), err=True)
     _emit(render_report(report, fmt), output)
 
 

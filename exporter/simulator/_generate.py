@@ -259,6 +259,9 @@ class OpFactory:
                     st = "cancelling"
                 dur = max(0, (now_us - c) // 1000 - rng.randint(0, 500))
             next_us = (retry or max(now_us, c)) + int(rng.expovariate(1 / 20.0) * US) + 1
+            if not live:
+                # Ops still open at an arbitrary instant are the long ones (inspection paradox).
+                next_us += 30 * US
         else:
             mean = MEAN_MS.get(action, 2000)
             dur = int(rng.expovariate(1.0 / mean)) + 1

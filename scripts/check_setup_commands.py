@@ -80,12 +80,13 @@ def run(command: str, expected: str, timeout: float) -> bool:
             cwd=clone,
             env=clean_env(),
             stdin=subprocess.DEVNULL,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,  # interleaved, so the tail below ends with the summary
             text=True,
             timeout=timeout,
         )
         seconds = time.monotonic() - started
-        output = proc.stdout + proc.stderr
+        output = proc.stdout
         ok = proc.returncode == 0 and expected in output
         tail = "\n".join(output.rstrip().splitlines()[-15:])
         print(f"{tail}\n-> exit {proc.returncode} in {seconds:.0f}s: {'ok' if ok else 'FAILED'}\n")

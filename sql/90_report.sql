@@ -63,7 +63,7 @@ FROM (
         SELECT
             action, status, failures_count, total_duration_ms,
             is_terminal(status) AS t,
-            epoch_ms(updated_at) - epoch_ms(created_at) AS wall_ms
+            (epoch_us(updated_at) - epoch_us(created_at)) // 1000 AS wall_ms
         FROM report_operations(since := since, until := until, projects := projects)
     )
     GROUP BY action

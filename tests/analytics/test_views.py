@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from .conftest import ERR_CAPACITY, ERR_POD, ERR_TIMEOUT, at, rows
 
 from exporter._sql import connect, list_macros, list_views
+
+from .conftest import ERR_CAPACITY, ERR_POD, ERR_TIMEOUT, at, rows
 
 D10, D11, D12 = dt.date(2025, 1, 10), dt.date(2025, 1, 11), dt.date(2025, 1, 12)
 

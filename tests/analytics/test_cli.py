@@ -1,0 +1,218 @@
+"""`opsaudit query` and `opsaudit report` through click's CliRunner: exit codes, exact output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from click.testing import CliRunner, Result
+
+from exporter.cli import cli
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), prog_name="opsaudit", catch_exceptions=False)
+
+
+def test_query_json_is_one_array_with_iso_utc_timestamps(data_dir: Path) -> None:
+    result = invoke(
+        "query",
+        "--data-dir",
+        str(data_dir),
+        "--format",
+        "json",
+        "SELECT id, status, created_at, created_date, total_duration_ms, "
+        "1.50::DECIMAL(4, 2) AS d FROM operations WHERE id IN ('o3', 'o7') ORDER BY id",
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        "[\n"
+        "  {\n"
+        '    "id": "o3",\n'
+        '    "status": "finished",\n'
+        '    "created_at": "2025-01-10T12:00:00Z",\n'
+        '    "created_date": "2025-01-10",\n'
+        '    "total_duration_ms": 300,\n'
+        '    "d": 1.5\n'
+        "  },\n"
+        "  {\n"
+        '    "id": "o7",\n'
+        '    "status": "waiting_for_quorum",\n'
+        '    "created_at": "2025-01-12T08:00:00Z",\n'
+        '    "created_date": "2025-01-12",\n'
+        '    "total_duration_ms": null,\n'
+        '    "d": 1.5\n'
+        "  }\n"
+        "]\n"
+    )
+
+
+def test_query_table_and_csv(data_dir: Path, tmp_path: Path) -> None:
+    sql = "SELECT action, operations, share FROM action_mix"
+    table = invoke("query", "--data-dir", str(data_dir), sql)
+    assert table.exit_code == 0
+    assert table.stdout == (
+        "action           operations  share\n"
+        "---------------  ----------  -----\n"
+        "start_compute             6    0.5\n"
+        "suspend_compute           3   0.25\n"
+        "create_branch             2  0.167\n"
+        "lfc_autoresize            1  0.083\n"
+        "(4 rows)\n"
+    )
+    out = tmp_path / "mix.csv"
+    csv = invoke("query", "--data-dir", str(data_dir), "--format", "csv", "-o", str(out), sql)
+    assert (csv.exit_code, csv.stdout) == (0, "")
+    assert out.read_text().splitlines()[:2] == ["action,operations,share", "start_compute,6,0.5"]
+
+
+def test_query_empty_result_keeps_the_columns(data_dir: Path) -> None:
+    result = invoke(
+        "query", "--data-dir", str(data_dir), "--format", "csv", "FROM operations WHERE false"
+    )
+    assert result.stdout.startswith("id,project_id,branch_id,endpoint_id,action,status,")
+    json = invoke(
+        "query", "--data-dir", str(data_dir), "--format", "json", "FROM sync_runs LIMIT 0"
+    )
+    assert json.stdout == "[]\n"
+
+
+def test_bad_sql_is_exit_7_one_line_no_traceback(data_dir: Path) -> None:
+    result = invoke("query", "--data-dir", str(data_dir), "SELEC 1")
+    assert result.exit_code == 7
+    assert result.stdout == ""
+    assert result.stderr == 'Error: Parser Error: syntax error at or near "SELEC"\n'
+    unknown = invoke("query", "--data-dir", str(data_dir), "SELECT * FROM nope")
+    assert unknown.exit_code == 7
+    assert unknown.stderr.startswith("Error: Catalog Error: Table with name nope does not exist!")
+    assert len(unknown.stderr.splitlines()) == 1
+
+
+def test_missing_data_dir_is_a_usage_error(tmp_path: Path) -> None:
+    result = invoke("query", "--data-dir", str(tmp_path / "typo"), "SELECT 1")
+    assert result.exit_code == 2
+    assert "does not exist" in result.stderr
+
+
+def test_report_json(data_dir: Path) -> None:
+    result = invoke(
+        "report",
+        "--data-dir",
+        str(data_dir),
+        "--format",
+        "json",
+        "--project",
+        "p2",
+        "--since",
+        "2025-01-11",
+        "--until",
+        "2025-01-11",
+    )
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(result.stdout) == {
+        "since": "2025-01-11T00:00:00Z",
+        "until": "2025-01-12T00:00:00Z",
+        "projects": ["p2"],
+        "operations": 3,
+        "failures": [
+            {"action": "suspend_compute", "operations": 1, "failed": 1, "failure_rate": 1.0}
+            | {"retries": 1, "failing_now": 1},
+            {"action": "create_branch", "operations": 1, "failed": 0, "failure_rate": 0.0}
+            | {"retries": 0, "failing_now": 0},
+            {"action": "start_compute", "operations": 1, "failed": 0, "failure_rate": 0.0}
+            | {"retries": 0, "failing_now": 0},
+        ],
+        "durations": [
+            {"action": "create_branch", "operations": 1, "p50_ms": 20.0, "p90_ms": 20.0}
+            | {"p99_ms": 20.0, "max_ms": 20, "wall_p50_ms": 0.0, "wall_p90_ms": 0.0}
+            | {"wall_p99_ms": 0.0, "wall_max_ms": 0},
+            {"action": "start_compute", "operations": 1, "p50_ms": 200.0, "p90_ms": 200.0}
+            | {"p99_ms": 200.0, "max_ms": 200, "wall_p50_ms": 3000.0, "wall_p90_ms": 3000.0}
+            | {"wall_p99_ms": 3000.0, "wall_max_ms": 3000},
+        ],
+        "action_mix": [
+            {"action": "create_branch", "operations": 1, "share": 1 / 3},
+            {"action": "start_compute", "operations": 1, "share": 1 / 3},
+            {"action": "suspend_compute", "operations": 1, "share": 1 / 3},
+        ],
+    }
+
+
+def test_report_table(data_dir: Path) -> None:
+    result = invoke(
+        "report", "--data-dir", str(data_dir), "--project", "p1", "--until", "2025-01-10"
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        "opsaudit report: 3 operations (until 2025-01-11T00:00:00Z; project p1)\n"
+        "\n"
+        "Failures (failed = failed at least once; failing_now = status failed or error)\n"
+        "action           operations  failed  failure_rate_%  retries  failing_now\n"
+        "---------------  ----------  ------  --------------  -------  -----------\n"
+        "start_compute             2       1              50        2            0\n"
+        "suspend_compute           1       0               0        0            0\n"
+        "(2 rows)\n"
+        "\n"
+        "Durations of terminal operations in ms (total_duration_ms; wall = updated_at - created_at)\n"
+        "action           operations  p50_ms  p90_ms  p99_ms  max_ms  wall_p50_ms  wall_p90_ms  wall_p99_ms  wall_max_ms\n"
+        "---------------  ----------  ------  ------  ------  ------  -----------  -----------  -----------  -----------\n"
+        "start_compute             2     200     280     298     300         5500         9100         9910        10000\n"
+        "suspend_compute           1      50      50      50      50         2000         2000         2000         2000\n"
+        "(2 rows)\n"
+        "\n"
+        "Action mix\n"
+        "action           operations  share_%\n"
+        "---------------  ----------  -------\n"
+        "start_compute             2     66.7\n"
+        "suspend_compute           1     33.3\n"
+        "(2 rows)\n"
+    )
+
+
+def test_report_csv_and_markdown(data_dir: Path) -> None:
+    csv = invoke("report", "--data-dir", str(data_dir), "--format", "csv", "--project", "p2")
+    assert csv.exit_code == 0
+    lines = csv.stdout.splitlines()
+    assert lines[0] == (
+        "section,action,operations,failed,failure_rate,retries,failing_now,p50_ms,p90_ms,"
+        "p99_ms,max_ms,wall_p50_ms,wall_p90_ms,wall_p99_ms,wall_max_ms,share"
+    )
+    assert lines[1] == "failures,suspend_compute,1,1,1.0,1,1,,,,,,,,,"
+    assert [line.split(",")[0] for line in lines[1:]].count("action_mix") == 3
+    md = invoke("report", "--data-dir", str(data_dir), "--format", "markdown")
+    assert md.exit_code == 0
+    assert md.stdout.startswith("# opsaudit report: 12 operations (all time, all projects)\n")
+    assert "## Action mix\n\n| action | operations | share_% |\n|---|---:|---:|\n" in md.stdout
+    assert "| lfc_autoresize | 1 | 8.3 |" in md.stdout
+
+
+def test_report_empty_dataset_says_so(tmp_path: Path) -> None:
+    table = invoke("report", "--data-dir", str(tmp_path))
+    assert table.exit_code == 0
+    assert table.stdout == (
+        "opsaudit report: 0 operations (all time, all projects)\n"
+        "\n"
+        "No operations in the dataset yet: run `opsaudit sync` first.\n"
+    )
+    json = invoke("report", "--data-dir", str(tmp_path), "--format", "json")
+    assert json.exit_code == 0
+    data = orjson.loads(json.stdout)
+    assert (data["operations"], data["failures"], data["durations"], data["action_mix"]) == (
+        0,
+        [],
+        [],
+        [],
+    )
+    assert json.stderr == "No operations in the dataset yet: run `opsaudit sync` first.\n"
+
+
+def test_report_window_with_no_match(data_dir: Path) -> None:
+    result = invoke("report", "--data-dir", str(data_dir), "--since", "2030-01-01")
+    assert result.exit_code == 0
+    assert "No operations match (since 2030-01-01T00:00:00Z)." in result.stdout
+
+
+def test_report_bad_since_is_a_usage_error(data_dir: Path) -> None:
+    result = invoke("report", "--data-dir", str(data_dir), "--since", "last week")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: 'last week' is not a time: use a duration")

@@ -1,0 +1,53 @@
+"""Rendering of values and rows: JSON types, CSV, aligned tables, Markdown."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import uuid
+
+from exporter._format import jsonable, render
+
+CET = dt.timezone(dt.timedelta(hours=1))
+
+
+def test_jsonable() -> None:
+    assert jsonable(dt.datetime(2025, 1, 16, 22, 2, 4, tzinfo=CET)) == "2025-01-16T21:02:04Z"
+    assert jsonable(dt.datetime(2025, 1, 16, 21, 2, 4, 5, tzinfo=dt.timezone.utc)) == (
+        "2025-01-16T21:02:04.000005Z"
+    )
+    assert jsonable(dt.date(2025, 1, 16)) == "2025-01-16"
+    assert jsonable(decimal.Decimal("12.50")) == 12.5
+    assert jsonable(decimal.Decimal("12")) == 12
+    assert jsonable(dt.timedelta(hours=1, seconds=0.5)) == "PT3600.5S"
+    assert jsonable(float("nan")) is None
+    assert jsonable(uuid.UUID(int=1)) == "00000000-0000-0000-0000-000000000001"
+    assert jsonable([dt.date(2025, 1, 1), {"a": decimal.Decimal("1")}]) == ["2025-01-01", {"a": 1}]
+
+
+def test_render_all_formats() -> None:
+    columns = ["action", "n", "error"]
+    rows = [("start_compute", 12, None), ("x|y", 3, "line one\nline two")]
+    assert render(columns, rows, "table") == (
+        "action          n  error\n"
+        "-------------  --  -----------------\n"
+        "start_compute  12  NULL\n"
+        "x|y             3  line one line two\n"
+        "(2 rows)\n"
+    )
+    assert render(columns, rows, "csv") == (
+        'action,n,error\nstart_compute,12,\nx|y,3,"line one\nline two"\n'
+    )
+    assert render(columns, rows, "markdown") == (
+        "| action | n | error |\n"
+        "|---|---:|---|\n"
+        "| start_compute | 12 | NULL |\n"
+        "| x\\|y | 3 | line one line two |\n"
+    )
+    assert render(columns, [], "json") == "[]\n"
+
+
+def test_long_cells_are_cut_on_a_terminal_only() -> None:
+    text = "e" * 100
+    assert render(["error"], [(text,)], "table").splitlines()[2] == "e" * 59 + "…"
+    assert text in render(["error"], [(text,)], "json")

@@ -1,0 +1,129 @@
+"""build_report, its time window and project filters, and parse_since / parse_until."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter._errors import ConfigError
+from exporter._report import build_report, parse_since, parse_until, render_report
+from exporter._sql import connect
+
+from .conftest import at
+
+UTC = dt.timezone.utc
+
+
+def mix(report: Any) -> dict[str, int]:
+    return {r["action"]: r["operations"] for r in report.action_mix}
+
+
+def test_report_everything(con: Any) -> None:
+    report = build_report(con)
+    assert report.operations == 12
+    assert report.failures == [
+        {"action": "start_compute", "operations": 6, "failed": 2}
+        | {"failure_rate": pytest.approx(2 / 6), "retries": 3, "failing_now": 1},
+        {"action": "suspend_compute", "operations": 3, "failed": 1}
+        | {"failure_rate": pytest.approx(1 / 3), "retries": 1, "failing_now": 1},
+        {"action": "create_branch", "operations": 2, "failed": 0}
+        | {"failure_rate": 0.0, "retries": 0, "failing_now": 0},
+        {"action": "lfc_autoresize", "operations": 1, "failed": 0}
+        | {"failure_rate": 0.0, "retries": 0, "failing_now": 0},
+    ]
+    # Same numbers as duration_by_action (terminal operations; quantile_cont).
+    assert [(r["action"], r["operations"], r["p50_ms"], r["max_ms"]) for r in report.durations] == [
+        ("start_compute", 4, 250.0, 400),
+        ("create_branch", 2, 10.0, 20),
+        ("suspend_compute", 2, 55.0, 60),
+    ]
+    assert report.durations[0]["p90_ms"] == pytest.approx(370.0)
+    assert report.durations[0]["wall_p99_ms"] == pytest.approx(9790.0)
+    assert report.action_mix == [
+        {"action": "start_compute", "operations": 6, "share": 0.5},
+        {"action": "suspend_compute", "operations": 3, "share": 0.25},
+        {"action": "create_branch", "operations": 2, "share": pytest.approx(2 / 12)},
+        {"action": "lfc_autoresize", "operations": 1, "share": pytest.approx(1 / 12)},
+    ]
+
+
+def test_report_time_window(con: Any) -> None:
+    # Jan 11 only: o4 (start), o5 (suspend, failed), o6 (create_branch).
+    report = build_report(con, since=parse_since("2025-01-11"), until=parse_until("2025-01-11"))
+    assert report.operations == 3
+    assert mix(report) == {"start_compute": 1, "suspend_compute": 1, "create_branch": 1}
+    assert {r["action"]: r["failed"] for r in report.failures} == {
+        "suspend_compute": 1,
+        "start_compute": 0,
+        "create_branch": 0,
+    }
+    # since is inclusive, until exclusive, to the microsecond.
+    report = build_report(con, since=at(12, 10, 30), until=at(12, 12))
+    assert mix(report) == {"suspend_compute": 1, "start_compute": 1}  # o11, o10
+
+
+def test_report_project_filter(con: Any) -> None:
+    report = build_report(con, project_ids=["p2"])
+    assert report.operations == 5
+    assert mix(report) == {"start_compute": 2, "create_branch": 2, "suspend_compute": 1}
+    both = build_report(con, project_ids=["p1", "p2", "it's-not-there"])
+    assert both.operations == 12
+    assert build_report(con, project_ids=["nope"]).operations == 0
+
+
+def test_report_superseded_versions_do_not_count(con: Any) -> None:
+    # o3's version 2 was failed with failures_count 1; only its latest state (finished, 2) counts.
+    report = build_report(con, since=at(10, 12), until=at(10, 13))
+    assert report.failures == [
+        {"action": "start_compute", "operations": 1, "failed": 1, "failure_rate": 1.0}
+        | {"retries": 2, "failing_now": 0}
+    ]
+
+
+def test_report_on_an_empty_data_dir(tmp_path: Path) -> None:
+    con = connect(tmp_path)
+    try:
+        report = build_report(con)
+    finally:
+        con.close()
+    assert (report.operations, report.failures, report.durations, report.action_mix) == (
+        0,
+        [],
+        [],
+        [],
+    )
+    assert "No operations in the dataset yet" in render_report(report, "table")
+    assert "No operations in the dataset yet" in render_report(report, "markdown")
+
+
+NOW = dt.datetime(2025, 1, 16, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("7d", dt.datetime(2025, 1, 9, 12, 0, tzinfo=UTC)),
+        ("24h", dt.datetime(2025, 1, 15, 12, 0, tzinfo=UTC)),
+        ("30m", dt.datetime(2025, 1, 16, 11, 30, tzinfo=UTC)),
+        ("2w", dt.datetime(2025, 1, 2, 12, 0, tzinfo=UTC)),
+        ("2025-01-01", dt.datetime(2025, 1, 1, tzinfo=UTC)),
+        ("2025-01-01T10:00:00Z", dt.datetime(2025, 1, 1, 10, tzinfo=UTC)),
+        ("2025-01-01T10:00:00.5+02:00", dt.datetime(2025, 1, 1, 8, 0, 0, 500000, tzinfo=UTC)),
+    ],
+)
+def test_parse_since(text: str, expected: dt.datetime) -> None:
+    assert parse_since(text, now=NOW) == expected
+
+
+def test_parse_until_includes_a_whole_date() -> None:
+    assert parse_until("2025-01-31", now=NOW) == dt.datetime(2025, 2, 1, tzinfo=UTC)
+    assert parse_until("1d", now=NOW) == dt.datetime(2025, 1, 15, 12, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("text", ["yesterday", "7x", "2025-13-01", "2025-01-01T25:00:00Z"])
+def test_parse_since_rejects(text: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_since(text, now=NOW)

@@ -46,6 +46,7 @@ def _serve(conn: Any, config: dict[str, Any], limits: dict[str, Any] | None) -> 
             "projects": len(sim.project_ids()),
             "ops": {pid: len(sim.ground_truth([pid])) for pid in sim.project_ids()},
             "orgs": len(sim.org_ids),
+            "org_projects": [len(sim.project_ids(org)) for org in sim.org_ids],
         }
     )
     conn.recv()  # block until told to stop
@@ -104,7 +105,10 @@ def minimum_requests(info: dict[str, Any], new_per_project: dict[str, int] | Non
     """PRODUCT.md: ceil((n+1)/1000) pages per project plus ceil((P+1)/100) per org listed."""
     ops = new_per_project if new_per_project is not None else info["ops"]
     pages = sum(math.ceil((n + 1) / 1000) for n in ops.values())
-    listing = info["orgs"] * math.ceil((info["projects"] / max(info["orgs"], 1) + 1) / 100)
+    # Each organization's listing, plus the shared-projects listing (one more scope to list).
+    in_orgs = sum(info["org_projects"])
+    listing = sum(math.ceil((n + 1) / 100) for n in info["org_projects"])
+    listing += math.ceil((info["projects"] - in_orgs + 1) / 100)
     return pages + listing
 
 

@@ -107,6 +107,15 @@ SYNC_RUNS_SCHEMA = pa.schema(
 )
 
 _EPOCH_DATE = date(1970, 1, 1)
+_DICTIONARY_COLUMNS = [
+    "project_id",
+    "branch_id",
+    "endpoint_id",
+    "action",
+    "status",
+    "error",
+    "run_id",
+]
 
 
 @dataclass(frozen=True)
@@ -165,7 +174,15 @@ class Dataset:
         staged = f"{STAGING_DIR}/{uuid.uuid4().hex}.parquet"
         target = self.root / staged
         with open(target, "wb") as fh:
-            pq.write_table(table, fh, compression="zstd", row_group_size=256_000)
+            pq.write_table(
+                table,
+                fh,
+                compression="zstd",
+                row_group_size=256_000,
+                # Dictionary-encode only low-cardinality columns: trying it on ids and raw JSON
+                # costs CPU and falls back to plain anyway.
+                use_dictionary=_DICTIONARY_COLUMNS,
+            )
             fh.flush()
             os.fsync(fh.fileno())
         return StagedFile(final, staged, partition, table.num_rows, target.stat().st_size)

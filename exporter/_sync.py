@@ -53,7 +53,7 @@ class SyncConfig:
     wait_for_lock: bool = False
     limits: WalkLimits = field(default_factory=WalkLimits)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    commit_rows: int = 100_000  # commit once this many versions are waiting ...
+    commit_rows: int = 50_000  # commit once this many versions are waiting ...
     commit_seconds: float = 5.0  # ... or this long after the oldest waiting chunk
     compact: bool = True
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -77,8 +78,13 @@ class _Progress:
         self.rate = 0.0
         self.started = time.monotonic()
         self.log = logging.getLogger("opsaudit.events")
+        self._lock = threading.Lock()  # events come from every worker thread
 
     def __call__(self, event: str, data: dict[str, Any]) -> None:
+        with self._lock:
+            self._update(event, data)
+
+    def _update(self, event: str, data: dict[str, Any]) -> None:
         stats = data.get("stats")
         if stats is not None:
             self.requests, self.throttled = stats.requests, stats.responses_429

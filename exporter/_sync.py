@@ -53,7 +53,7 @@ class SyncConfig:
     wait_for_lock: bool = False
     limits: WalkLimits = field(default_factory=WalkLimits)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    commit_rows: int = 50_000  # commit once this many versions are waiting ...
+    commit_rows: int = 30_000  # commit once this many versions are waiting ...
     commit_seconds: float = 5.0  # ... or this long after the oldest waiting chunk
     compact: bool = True
 
@@ -114,7 +114,7 @@ class _Committer(threading.Thread):
         self.config = config
         self.notify = notify
         # Bounded: a fast API cannot pile up unwritten rows (flat memory).
-        self.queue: queue.Queue[Chunk | None] = queue.Queue(maxsize=4)
+        self.queue: queue.Queue[Chunk | None] = queue.Queue(maxsize=2)
         self.partitions: set[str] = set()
         self.versions_written = 0
         self.error: BaseException | None = None

@@ -37,7 +37,7 @@ class WalkLimits:
     """Bounds of one project's walk."""
 
     page_size: int = PAGE_SIZE
-    flush_rows: int = 10_000  # hand rows to storage at least this often (flat memory)
+    flush_rows: int = 5_000  # hand rows to storage at least this often (flat memory)
     max_extend_pages: int = 20  # pages walked past the checkpoint to refresh open ops
     max_gets: int = 500  # single-operation GETs per project per run; the rest wait a run
 
@@ -64,7 +64,7 @@ class Chunk:
 
     @property
     def rows(self) -> int:
-        return len(self.ops)
+        return self.table.num_rows if self.table is not None else len(self.ops)
 
 
 @dataclass
@@ -112,9 +112,9 @@ class ProjectWalk:
     def _record(self, op: dict[str, Any], raw: Any, created: int, observed: int) -> None:
         """Add `op` to the chunk if it is new or a changed open operation."""
         op_id = op["id"]
-        self.seen.add(op_id)
         known = self.open.get(op_id)
         if known is not None:
+            self.seen.add(op_id)
             fp = fingerprint(op)
             if fp == known.fingerprint:
                 return
@@ -147,7 +147,10 @@ class ProjectWalk:
             )
             c.open_upserts[op_id] = entry
             c.open_deletes.discard(op_id)
-            self.open[op_id] = entry
+            if known is not None:
+                # Only operations open from before are tracked here; new ones live in the chunk
+                # until committed (a backfill meets thousands: keep the walk's memory flat).
+                self.open[op_id] = entry
 
     def _is_new(self, op_id: str, created: int) -> bool:
         cp = self.cp
@@ -186,7 +189,12 @@ class ProjectWalk:
 
     def run(self) -> WalkResult:
         try:
+            resumed = self.cp.resume_cursor is not None
             at_end, lowest, cursor = self._main_walk()
+            if resumed:
+                # The finished walk was an interrupted one: operations created since it began
+                # sit above its top. Walk again from the newest, down to the new checkpoint.
+                at_end, lowest, cursor = self._main_walk()
         except NotFoundError:
             self.result.deleted = True
             self.chunk = Chunk(self.pid)
@@ -257,6 +265,8 @@ class ProjectWalk:
             completed = (top, frozenset(top_ids))
         self.chunk.completed = completed
         self._flush()
+        cp.checkpoint_us, cp.boundary_ids = completed
+        cp.walk_top_us, cp.walk_top_ids, cp.resume_cursor = None, frozenset(), None
         return at_end, lowest, cursor
 
     def _refresh_open(self, at_end: bool, lowest: int | None, cursor: str | None) -> None:

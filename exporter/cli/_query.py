@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -10,7 +11,7 @@ from exporter._errors import ConfigError, OpsauditError
 from exporter.cli._common import data_dir_option, fail
 
 
-def _open(data_dir: Path, only: tuple[str, ...] | None = None):  # type: ignore[no-untyped-def]
+def _open(data_dir: Path, only: tuple[str, ...] | None = None) -> Any:
     # Imported here: DuckDB is not needed by `opsaudit sync --help` and friends.
     from exporter._sql import connect
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +43,30 @@ def test_revoked_key_mid_sync_stops_with_auth_exit_code(make_sim: Any, tmp_path:
     sim.faults = Faults(p_slow=1.0, slow_seconds=0.1, seed=1)
     import threading
 
-    timer = threading.Timer(0.6, sim.revoke_key, args=(key,))
+    def revoke_after_some_pages() -> None:
+        # Revoke once the walk is under way (some pages read), not at a wall-clock guess.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if sim.stats()["by_route"].get("GET /projects/{project_id}/operations", 0) >= 3:
+                break
+            time.sleep(0.01)
+        sim.revoke_key(key)
+
+    timer = threading.Thread(target=revoke_after_some_pages)
     timer.start()
     result = CliRunner().invoke(
         cli,
-        ["sync", "--data-dir", str(tmp_path), "--base-url", sim.base_url, "--max-rps", "0",
-         "--concurrency", "1"],
+        [
+            "sync",
+            "--data-dir",
+            str(tmp_path),
+            "--base-url",
+            sim.base_url,
+            "--max-rps",
+            "0",
+            "--concurrency",
+            "1",
+        ],
         env={"NEON_API_KEY": key},
     )
     timer.join()

@@ -1,0 +1,57 @@
+"""`opsaudit status` and `opsaudit compact` through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from exporter.cli import cli
+
+from .conftest import run_sync
+
+
+def test_status_reports_checkpoints_open_operations_and_runs(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=41, projects=3, days=1, ops_per_project_per_day=100)
+    run_sync(sim, tmp_path)
+    sim.advance(30)
+    second = run_sync(sim, tmp_path)
+    result = CliRunner().invoke(cli, ["status", "--data-dir", str(tmp_path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    status = json.loads(result.output)
+    truth = sim.ground_truth()
+    assert sorted(p["id"] for p in status["projects"]) == sorted(sim.project_ids())
+    open_by_project: dict[str, int] = {}
+    for op in truth.values():
+        if op["status"] not in ("finished", "cancelled", "skipped"):
+            open_by_project[op["project_id"]] = open_by_project.get(op["project_id"], 0) + 1
+    for p in status["projects"]:
+        assert p["open_operations"] == open_by_project.get(p["id"], 0)
+        newest = max(o["created_at"] for o in truth.values() if o["project_id"] == p["id"])
+        assert p["checkpoint_at"].replace(" ", "T").startswith(newest.rstrip("Z"))
+        assert p["deleted"] is False and p["last_error"] is None
+    assert [r["outcome"] for r in status["runs"]] == ["ok", "ok"]
+    assert status["runs"][0]["run_id"] == second.run_id
+
+
+def test_status_without_data_is_a_clear_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["status", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 6
+    assert "run `opsaudit sync` first" in result.output
+
+
+def test_compact_command(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=42, projects=1, days=1, ops_per_project_per_day=50)
+    pid = sim.project_ids()[0]
+    for _ in range(9):  # nine runs, each adding a file to today's partition
+        sim.advance(60)
+        sim.add_operations(pid, 3)
+        run_sync(sim, tmp_path, compact=False)
+    part_files = lambda: sorted(tmp_path.glob("operation_versions/*/*.parquet"))  # noqa: E731
+    before = len(part_files())
+    result = CliRunner().invoke(cli, ["compact", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    removed = int(result.output.split()[2])
+    assert removed >= 8 and len(part_files()) == before - removed

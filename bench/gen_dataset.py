@@ -2,7 +2,7 @@
 
     python bench/gen_dataset.py /tmp/opsaudit-10m --operations 10000000
 
-One file per day under `operation_versions/created_date=YYYY-MM-DD/`, the columns and types of
+One file per day under `operation_versions/created_month=YYYY-MM/`, the columns and types of
 DESIGN.md (the sync engine's VERSIONS_SCHEMA), plus `projects/projects.parquet`. Vectorised
 numpy + pyarrow, one day at a time, so memory stays flat: 10M operations take about a minute.
 About 2 % of operations have 2 or 3 versions (running -> [failed ->] final state), the action
@@ -166,6 +166,7 @@ def _day_table(
         "version": pa.array(np.ones(n, dtype=np.int32)),
         "observed_at": _ts(updated + 30),
         "run_id": pa.array(np.full(n, f"bench-{day.isoformat()}", dtype=object), type=pa.string()),
+        "created_date": pa.array([day] * n, type=pa.date32()),
     }
     table = pa.table(final, schema=VERSIONS_SCHEMA)
     # Earlier states of ~2 % of the operations: the final state becomes version 2 or 3.
@@ -205,9 +206,9 @@ def generate(out: Path, operations: int, projects: int, days: int, end: dt.date,
     for offset, n in enumerate(per_day):
         day = end - dt.timedelta(days=days - 1 - offset)
         table = _day_table(rng, day, int(n), project_ids, endpoints)
-        folder = out / "operation_versions" / f"created_date={day.isoformat()}"
+        folder = out / "operation_versions" / f"created_month={day.isoformat()[:7]}"
         folder.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, folder / "part-bench-0.parquet", compression="zstd")
+        pq.write_table(table, folder / f"part-bench-{day.day:02d}.parquet", compression="zstd")
         rows += table.num_rows
     now = pa.scalar(dt.datetime.now(dt.timezone.utc), type=VERSIONS_SCHEMA.field("created_at").type)
     columns = {f.name: pa.nulls(projects, f.type) for f in PROJECTS_SCHEMA}

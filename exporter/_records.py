@@ -17,10 +17,12 @@ from typing import Any
 import msgspec
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from exporter._storage import VERSIONS_SCHEMA
 from exporter._timeutil import UTC_US, timestamps_array
 
+_US_PER_DAY = 86_400_000_000
 TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})
 
 _STRING_FIELDS = ("id", "project_id", "branch_id", "endpoint_id", "action", "status", "error")
@@ -118,7 +120,9 @@ def versions_table(
         columns[name] = _ints([op.get(name) for op in ops])
     for name in ("retry_at", "updated_at"):
         columns[name] = _timestamps([op.get(name) for op in ops])
-    columns["created_at"] = pa.array(created_us, type=pa.int64()).cast(UTC_US)
+    created = pa.array(created_us, type=pa.int64())
+    columns["created_at"] = created.cast(UTC_US)
+    columns["created_date"] = pc.divide(created, _US_PER_DAY).cast(pa.int32()).cast(pa.date32())
     columns["raw"] = _raw_column(raws)
     columns["version"] = pa.array(versions, type=pa.int32())
     columns["observed_at"] = pa.array(observed_us, type=pa.int64()).cast(UTC_US)

@@ -36,9 +36,11 @@ __all__ = [
 VIEWS_DB = "opsaudit.duckdb"
 
 # The relative paths the .sql files read, and the columns of each when no file exists yet.
-# created_date is not stored in the files: it comes from the Hive path (DESIGN.md).
+# created_month is not stored in the files: it comes from the Hive path (DESIGN.md).
 _SOURCES: dict[str, pa.Schema] = {
-    "operation_versions/*/*.parquet": VERSIONS_SCHEMA.append(pa.field("created_date", pa.date32())),
+    "operation_versions/*/*.parquet": VERSIONS_SCHEMA.append(
+        pa.field("created_month", pa.string())
+    ),
     "projects/projects.parquet": PROJECTS_SCHEMA,
     "sync_runs/sync_runs.parquet": SYNC_RUNS_SCHEMA,
 }

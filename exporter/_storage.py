@@ -1,9 +1,12 @@
 """Storage: the Parquet layout, the staged commit, recovery, compaction and the table exports.
 
-Layout (DESIGN.md): `operation_versions/created_date=YYYY-MM-DD/part-*.parquet`, partitioned
-by the UTC date of `created_at`. Daily, not monthly: a cron run every 5 minutes only adds to
-today's partition, so compaction rewrites one small partition per run instead of up to a month
-of a 10k-project account, and files stay in the 1-50 MB range that DuckDB scans well.
+Layout (DESIGN.md): `operation_versions/created_month=YYYY-MM/part-*.parquet`, partitioned by
+the UTC month of `created_at`, with the UTC date stored in each row as `created_date`. Monthly, not
+daily: a backfill commits batches of many projects whose rows spread over months of history, and
+daily partitions turned each batch into hundreds of tiny files (a few ms of CPU each, then a
+compaction rewrite); by month a batch is a handful of files. Cron every 5 minutes adds one file
+to the current month; compaction merges small files only (below BIG_FILE_ROWS), so it never
+rewrites more than that many rows however large a month of a 10k-project account grows.
 
 Commit protocol: a file is written to `_staging/` and fsynced; the state transaction registers
 it as `pending` together with the checkpoints it backs; then it is renamed into place and marked
@@ -18,7 +21,6 @@ import os
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -61,6 +63,7 @@ VERSIONS_SCHEMA = pa.schema(
         ("version", pa.int32()),
         ("observed_at", UTC_US),
         ("run_id", pa.string()),
+        ("created_date", pa.date32()),  # UTC date of created_at (the partition is its month)
     ]
 )
 
@@ -106,7 +109,6 @@ SYNC_RUNS_SCHEMA = pa.schema(
     ]
 )
 
-_EPOCH_DATE = date(1970, 1, 1)
 _DICTIONARY_COLUMNS = [
     "project_id",
     "branch_id",
@@ -188,16 +190,15 @@ class Dataset:
         return StagedFile(final, staged, partition, table.num_rows, target.stat().st_size)
 
     def stage_versions(self, table: pa.Table, tag: str) -> list[StagedFile]:
-        """Split a versions table by created date and write each part to staging."""
+        """Split a versions table by created month and write each part to staging."""
         if table.num_rows == 0:
             return []
-        micros = pc.cast(table["created_at"], pa.int64())
-        days = pc.divide(micros, 86_400_000_000)  # integer division: whole days since 1970
-        distinct = sorted(pc.unique(days).to_pylist())
+        months = pc.strftime(table["created_date"], format="%Y-%m")
+        distinct = sorted(pc.unique(months).to_pylist())
         staged = []
-        for day in distinct:
-            part_table = table if len(distinct) == 1 else table.filter(pc.equal(days, day))
-            partition = f"created_date={(_EPOCH_DATE + timedelta(days=day)).isoformat()}"
+        for month in distinct:
+            part_table = table if len(distinct) == 1 else table.filter(pc.equal(months, month))
+            partition = f"created_month={month}"
             final = f"{VERSIONS_DIR}/{partition}/part-{tag}-{uuid.uuid4().hex[:8]}.parquet"
             staged.append(self._write_staged(part_table, final, partition))
         return staged

@@ -7,9 +7,9 @@
 -- no file yet (an empty data dir), substitutes an empty relation of the same columns and types,
 -- so every view answers 0 rows instead of failing.
 --
--- Times are TIMESTAMPTZ in UTC. created_date (DATE) comes from the Hive path
--- operation_versions/created_date=YYYY-MM-DD/ and is the UTC date of created_at: filter on it
--- as well as on created_at to skip whole partitions.
+-- Times are TIMESTAMPTZ in UTC. created_date (DATE) is the UTC date of created_at, stored in
+-- each row; the files sit in Hive partitions operation_versions/created_month=YYYY-MM/, so a
+-- filter on created_month skips whole months, one on created_date skips row groups.
 
 -- Every distinct observed state of every operation (append-only; DESIGN.md). No union_by_name:
 -- every file has the same schema (the sync writes one), and union_by_name would read the footer
@@ -20,7 +20,7 @@ SELECT
     created_at, updated_at, total_duration_ms, raw, version, observed_at, run_id, created_date
 FROM read_parquet(
     'operation_versions/*/*.parquet',
-    hive_partitioning = true, hive_types = {'created_date': DATE}
+    hive_partitioning = true, hive_types = {'created_month': VARCHAR}
 );
 
 -- The latest state of each operation: the versions with no (id, version + 1). The anti-join

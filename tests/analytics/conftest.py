@@ -99,16 +99,17 @@ def _row(spec: tuple[Any, ...], run_id: str) -> dict[str, Any]:
         "version": version,
         "observed_at": updated + dt.timedelta(seconds=30),
         "run_id": run_id,
+        "created_date": created.date(),
     }
 
 
 def write_versions(data_dir: Path, specs: list[tuple[Any, ...]], run_id: str) -> None:
-    """Write version rows as one sync run would: one file per created_date partition."""
+    """Write version rows as one sync run would: one file per created_month partition."""
     by_day: dict[str, list[dict[str, Any]]] = {}
     for spec in specs:
-        by_day.setdefault(spec[7].date().isoformat(), []).append(_row(spec, run_id))
-    for day, rows in by_day.items():
-        folder = data_dir / "operation_versions" / f"created_date={day}"
+        by_day.setdefault(spec[7].date().isoformat()[:7], []).append(_row(spec, run_id))
+    for month, rows in by_day.items():
+        folder = data_dir / "operation_versions" / f"created_month={month}"
         folder.mkdir(parents=True, exist_ok=True)
         table = pa.Table.from_pylist(rows, schema=VERSIONS_SCHEMA)
         pq.write_table(table, folder / f"part-{run_id}-0.parquet")

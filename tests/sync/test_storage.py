@@ -26,7 +26,7 @@ def _sync_cli(data_dir: Path, *extra: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def _op(i: int, day: int = 16, status: str = "finished") -> dict[str, object]:
+def _op(i: int, day: int = 16, status: str = "finished", month: int = 1) -> dict[str, object]:
     return {
         "id": f"00000000-0000-0000-0000-{i:012d}",
         "project_id": "p-1",
@@ -34,8 +34,8 @@ def _op(i: int, day: int = 16, status: str = "finished") -> dict[str, object]:
         "action": "check_availability",
         "status": status,
         "failures_count": 0,
-        "created_at": f"2025-01-{day:02d}T10:00:{i % 60:02d}Z",
-        "updated_at": f"2025-01-{day:02d}T10:00:{i % 60:02d}Z",
+        "created_at": f"2025-{month:02d}-{day:02d}T10:00:{i % 60:02d}Z",
+        "updated_at": f"2025-{month:02d}-{day:02d}T10:00:{i % 60:02d}Z",
         "total_duration_ms": i,
     }
 
@@ -93,7 +93,7 @@ def test_newer_state_version_is_exit_6(tmp_path: Path) -> None:
 
 
 def test_data_without_state_is_refused(tmp_path: Path) -> None:
-    part = tmp_path / "operation_versions" / "created_date=2025-01-16"
+    part = tmp_path / "operation_versions" / "created_month=2025-01"
     part.mkdir(parents=True)
     (part / "x.parquet").write_bytes(b"PAR1")
     with pytest.raises(StorageError, match=r"no state\.sqlite"):
@@ -137,16 +137,16 @@ def test_recover_publishes_committed_and_drops_uncommitted(tmp_path: Path) -> No
     assert list((tmp_path / "_staging").iterdir()) == []
 
 
-def test_versions_split_by_created_date(tmp_path: Path) -> None:
+def test_versions_split_by_created_month(tmp_path: Path) -> None:
     ds = Dataset(tmp_path)
-    _commit(ds, [_op(1, day=16), _op(2, day=17), _op(3, day=17)], "t")
+    _commit(ds, [_op(1, day=16), _op(2, day=17), _op(3, day=3, month=2)], "t")
     ds.close()
     parts = sorted(p.name for p in (tmp_path / "operation_versions").iterdir())
-    assert parts == ["created_date=2025-01-16", "created_date=2025-01-17"]
+    assert parts == ["created_month=2025-01", "created_month=2025-02"]
     assert [str(r["created_date"]) for r in read_versions(tmp_path)] == [
         "2025-01-16",
         "2025-01-17",
-        "2025-01-17",
+        "2025-02-03",
     ]
 
 
@@ -154,7 +154,7 @@ def test_compaction_bounds_files_and_loses_nothing(tmp_path: Path) -> None:
     ds = Dataset(tmp_path)
     for i in range(20):
         _commit(ds, [_op(i * 3 + k) for k in range(3)], f"t{i}")
-    part = tmp_path / "operation_versions" / "created_date=2025-01-16"
+    part = tmp_path / "operation_versions" / "created_month=2025-01"
     assert len(list(part.glob("*.parquet"))) == 20
     before = read_versions(tmp_path)
     removed = ds.compact()
@@ -175,8 +175,8 @@ def test_compaction_crash_is_finished_by_recovery(tmp_path: Path) -> None:
     table = _table([_op(i) for i in range(10)])
     staged = ds._write_staged(
         table,
-        "operation_versions/created_date=2025-01-16/part-compact-x.parquet",
-        "created_date=2025-01-16",
+        "operation_versions/created_month=2025-01/part-compact-x.parquet",
+        "created_month=2025-01",
     )
     with ds.state.transaction() as con:
         ds.register_pending(con, [staged], "compaction")
@@ -189,6 +189,6 @@ def test_compaction_crash_is_finished_by_recovery(tmp_path: Path) -> None:
     key = lambda r: r["id"]  # noqa: E731
     assert sorted(after, key=key) == sorted(before, key=key)
     assert (
-        len(list((tmp_path / "operation_versions" / "created_date=2025-01-16").glob("*.parquet")))
+        len(list((tmp_path / "operation_versions" / "created_month=2025-01").glob("*.parquet")))
         == 1
     )

@@ -40,9 +40,11 @@ STAGING_DIR = "_staging"
 STATE_FILE = "state.sqlite"
 LOCK_FILE = ".lock"
 
-# Compaction: merge a partition's small files once there are this many of them. Files above
-# BIG_FILE_ROWS are left alone, so a busy day's partition is not rewritten every run.
-COMPACT_MIN_FILES = 8
+# Compaction: merge a partition's small files once there are this many of them (so a partition
+# holds at most this many small files plus its big ones). Files of BIG_FILE_ROWS or more are left
+# alone, so a busy month is not rewritten again and again; merging streams file by file, so its
+# memory is one input file, not the partition.
+COMPACT_MIN_FILES = 32
 BIG_FILE_ROWS = 500_000
 
 VERSIONS_SCHEMA = pa.schema(
@@ -277,24 +279,39 @@ class Dataset:
         for partition, files in by_partition.items():
             if wanted is not None and partition not in wanted:
                 continue
-            small = [path for path, nrows in files if nrows < BIG_FILE_ROWS]
+            small = [(path, nrows) for path, nrows in files if nrows < BIG_FILE_ROWS]
             if len(small) < COMPACT_MIN_FILES:
                 continue
-            removed += self._compact_files(partition, small) - 1
+            # Merge into outputs of up to BIG_FILE_ROWS rows each.
+            batch: list[str] = []
+            batch_rows = 0
+            for path, nrows in small:
+                if batch and batch_rows + nrows > BIG_FILE_ROWS:
+                    if len(batch) > 1:
+                        removed += self._compact_files(partition, batch) - 1
+                    batch, batch_rows = [], 0
+                batch.append(path)
+                batch_rows += nrows
+            if len(batch) > 1:
+                removed += self._compact_files(partition, batch) - 1
         return removed
 
     def _compact_files(self, partition: str, paths: list[str]) -> int:
-        tables = [pq.read_table(self.root / p, schema=VERSIONS_SCHEMA) for p in paths]
-        merged = pa.concat_tables(tables).sort_by(
-            [
-                ("project_id", "ascending"),
-                ("created_at", "descending"),
-                ("id", "ascending"),
-                ("version", "ascending"),
-            ]
-        )
         final = f"{VERSIONS_DIR}/{partition}/part-compact-{uuid.uuid4().hex[:12]}.parquet"
-        staged = self._write_staged(merged, final, partition)
+        staged_rel = f"{STAGING_DIR}/{uuid.uuid4().hex}.parquet"
+        target = self.root / staged_rel
+        rows = 0
+        with open(target, "wb") as fh:
+            with pq.ParquetWriter(
+                fh, VERSIONS_SCHEMA, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS
+            ) as writer:
+                for p in paths:
+                    table = pq.read_table(self.root / p, schema=VERSIONS_SCHEMA)
+                    writer.write_table(table, row_group_size=256_000)
+                    rows += table.num_rows
+            fh.flush()
+            os.fsync(fh.fileno())
+        staged = StagedFile(final, staged_rel, partition, rows, target.stat().st_size)
         with self.state.transaction() as con:
             self.register_pending(con, [staged], run_id="compaction")
             con.executemany(

@@ -42,7 +42,10 @@ def test_status_without_data_is_a_clear_error(tmp_path: Path) -> None:
     assert "run `opsaudit sync` first" in result.output
 
 
-def test_compact_command(make_sim: Any, tmp_path: Path) -> None:
+def test_compact_command(make_sim: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    from exporter import _storage
+
+    monkeypatch.setattr(_storage, "COMPACT_MIN_FILES", 8)
     sim = make_sim(seed=42, projects=1, days=1, ops_per_project_per_day=50)
     pid = sim.project_ids()[0]
     for _ in range(9):  # nine runs, each adding a file to today's partition

@@ -306,9 +306,11 @@ class Dataset:
                 fh, VERSIONS_SCHEMA, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS
             ) as writer:
                 for p in paths:
-                    table = pq.read_table(self.root / p, schema=VERSIONS_SCHEMA)
-                    writer.write_table(table, row_group_size=256_000)
-                    rows += table.num_rows
+                    source = pq.ParquetFile(self.root / p)
+                    for batch in source.iter_batches(batch_size=65_536, use_threads=False):
+                        writer.write_batch(batch.cast(VERSIONS_SCHEMA), row_group_size=256_000)
+                        rows += batch.num_rows
+                    source.close()
             fh.flush()
             os.fsync(fh.fileno())
         staged = StagedFile(final, staged_rel, partition, rows, target.stat().st_size)

@@ -203,6 +203,11 @@ def sync_command(
         wait_for_lock=wait_for_lock,
         compact=not no_compact,
     )
+    # Arrow's default pool (mimalloc) keeps freed batches cached: ~50 MB more peak RSS for a
+    # process that only streams batches through. The system allocator returns them.
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
     show = sys.stderr.isatty() if progress is None else progress
     observer = _Progress(show and log_format == "text")
     try:

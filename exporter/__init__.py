@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from exporter._client import RetryPolicy
 from exporter._errors import (
     ApiError,
     AuthError,
@@ -25,8 +24,6 @@ from exporter._errors import (
     StorageError,
     TransientError,
 )
-from exporter._sync import RunSummary, SyncConfig, sync
-from exporter._walk import WalkLimits
 
 __all__ = [
     "ApiError",
@@ -49,8 +46,22 @@ __all__ = [
 ]
 
 
+_LAZY = {
+    "RetryPolicy": "exporter._client",
+    "RunSummary": "exporter._sync",
+    "SyncConfig": "exporter._sync",
+    "sync": "exporter._sync",
+    "WalkLimits": "exporter._walk",
+}
+
+
 def __getattr__(name: str) -> Any:
-    # The analytics layer imports DuckDB views lazily: `import exporter` stays cheap for cron.
+    # Imported on first use: `opsaudit report` never pays for httpx and the sync engine, and
+    # `opsaudit sync` never for DuckDB.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
     if name == "connect":
         from exporter._sql import connect
 

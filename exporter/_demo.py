@@ -12,10 +12,13 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from exporter._errors import ConfigError
 from exporter._storage import STATE_FILE, VERSIONS_DIR
-from exporter._sync import Observer, RunSummary, SyncConfig, sync
+
+if TYPE_CHECKING:
+    from exporter._sync import Observer, RunSummary
 
 __all__ = ["DEFAULT_DAYS", "DEFAULT_PROJECTS", "DEMO_SEED", "DemoResult", "run_demo"]
 
@@ -70,6 +73,7 @@ def run_demo(
 
     Raises `ConfigError` if `data_dir` is not empty; sync errors propagate as from `sync()`.
     """
+    from exporter._sync import SyncConfig, sync
     from exporter.simulator import SimConfig, Simulator
 
     if projects < 1 or days < 1 or ops_per_project_per_day < 1:

@@ -6,8 +6,6 @@ import threading
 
 import click
 
-from exporter.simulator import RateLimits, SimConfig, Simulator
-
 
 @click.command("simulate")
 @click.option("--port", type=int, default=8080, show_default=True, help="0 picks a free port.")
@@ -44,6 +42,8 @@ def simulate(
     live: bool,
 ) -> None:
     """Serve a simulated management API on 127.0.0.1 until Ctrl-C."""
+    from exporter.simulator import RateLimits, SimConfig, Simulator
+
     config = SimConfig(
         seed=seed,
         projects=projects,

@@ -8,17 +8,18 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
 
-from exporter._client import validate_base_url
 from exporter._errors import ConfigError, StorageError
 from exporter._pacing import DEFAULT_MAX_RPS
 from exporter._storage import PROJECTS_FILE, SYNC_RUNS_FILE, Dataset
-from exporter._sync import RunSummary, SyncConfig, sync
 from exporter.cli._common import DEFAULT_BASE_URL, data_dir_option, fail
+
+if TYPE_CHECKING:
+    from exporter._sync import RunSummary
 
 
 class _JsonFormatter(logging.Formatter):
@@ -187,6 +188,9 @@ def sync_command(
     verbose: int,
 ) -> None:
     """Export every project's new and changed operations to the dataset."""
+    from exporter._client import validate_base_url
+    from exporter._sync import SyncConfig, sync
+
     _setup_logging(log_format, verbose)
     try:
         base_url = validate_base_url(base_url)

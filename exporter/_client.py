@@ -324,7 +324,8 @@ class ApiClient:
             retry_after = _retry_after_seconds(response)
             if status == 429:
                 self.pacer.on_throttled(retry_after)
-            raise _Retryable(f"HTTP {status} {message[:200]}", retry_after, status)
+            rid = f" (request id {request_id})" if request_id else ""
+            raise _Retryable(f"HTTP {status} {message[:200]}{rid}", retry_after, status)
         if status == 401:
             if self._any_success:
                 problem = "the API key stopped working during the run (revoked?)"

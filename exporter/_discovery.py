@@ -19,6 +19,7 @@ from exporter._errors import ApiError, AuthError, ScopeError
 log = logging.getLogger("opsaudit.discovery")
 
 PROJECTS_PAGE = 100
+UNLISTED = "_opsaudit_unlisted"  # marks a project known by id only: no snapshot to store
 
 
 @dataclass
@@ -35,7 +36,7 @@ class Discovery:
 
 
 def _page_projects(
-    client: ApiClient, *, org_id: str | None, shared: bool = False
+    client: ApiClient, *, org_id: str | None, shared: bool = False, found: Discovery | None = None
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     cursor: str | None = None
@@ -47,6 +48,12 @@ def _page_projects(
         page = body.get("projects")
         if not isinstance(page, list):
             raise ApiError("malformed project listing: 'projects' is not a list")
+        unavailable = body.get("unavailable_project_ids")
+        if found is not None and isinstance(unavailable, list) and unavailable:
+            # A partial listing (PRODUCT.md): sync those projects by id, and do not take their
+            # absence from this page as deletion.
+            found.complete = False
+            found.unavailable.extend(str(u) for u in unavailable)
         for project in page:
             if isinstance(project, dict) and isinstance(project.get("id"), str):
                 if org_id is not None and "org_id" not in project:
@@ -84,25 +91,32 @@ def discover(
             orgs = []
     if not orgs:
         try:
-            for p in _page_projects(client, org_id=None):
+            for p in _page_projects(client, org_id=None, found=found):
                 found.projects[p["id"]] = p
             found.orgs_listed.append(None)
         except ScopeError as exc:
             raise ApiError(
                 f"the key needs an organization to list projects ({exc}); pass --org-id"
             ) from None
+        _add_unavailable(found)
         return found
     for org in orgs:
-        for p in _page_projects(client, org_id=org):
+        for p in _page_projects(client, org_id=org, found=found):
             found.projects[p["id"]] = p
         found.orgs_listed.append(org)
     if not org_ids:
         # Projects other users shared with this user belong to no org it lists.
         try:
-            for p in _page_projects(client, org_id=None, shared=True):
+            for p in _page_projects(client, org_id=None, shared=True, found=found):
                 found.projects.setdefault(p["id"], p)
         except AuthError:
             raise
         except ApiError as exc:
             log.info("no shared-project listing for this key (%s)", exc)
+    _add_unavailable(found)
     return found
+
+
+def _add_unavailable(found: Discovery) -> None:
+    for pid in found.unavailable:
+        found.projects.setdefault(pid, {"id": pid, UNLISTED: True})

@@ -28,7 +28,7 @@ import orjson
 import pyarrow as pa
 
 from exporter._client import ApiClient, RetryPolicy
-from exporter._discovery import Discovery, discover
+from exporter._discovery import UNLISTED, Discovery, discover
 from exporter._errors import ApiError, AuthError, ExitCode, OpsauditError, StorageError
 from exporter._pacing import DEFAULT_MAX_RPS, Pacer
 from exporter._records import versions_table
@@ -238,7 +238,7 @@ def _record_projects(dataset: Dataset, found: Discovery, started: int) -> None:
     """Upsert the listing snapshot; mark projects that vanished from a complete listing."""
     with dataset.state.transaction() as con:
         for pid, p in found.projects.items():
-            listed = not found.explicit
+            listed = not found.explicit and not p.get(UNLISTED)
             con.execute(
                 "INSERT INTO projects (id, first_seen_us) VALUES (?, ?) ON CONFLICT DO NOTHING",
                 (pid, started),

@@ -117,3 +117,23 @@ def test_no_change_incremental_costs_one_page_per_project(make_sim: Any, tmp_pat
     ops_requests = stats["by_route"].get("GET /projects/{project_id}/operations", 0)
     assert ops_requests == len(sim.project_ids())
     assert summary.new_operations == 0
+
+
+@pytest.mark.parametrize("past_end", ["empty_with_pagination", "empty_without_pagination"])
+def test_both_shapes_of_a_page_past_the_end(make_sim: Any, tmp_path: Path, past_end: str) -> None:
+    sim = make_sim(seed=13, projects=2, days=1, ops_per_project_per_day=40, past_end=past_end)
+    pid = sim.project_ids()[0]
+    # Make the project's count an exact multiple of the page size: the walk must then ask for
+    # the page past the end and accept either shape of it.
+    page = 10
+    extra = (-len(sim.ground_truth([pid]))) % page
+    if extra:
+        sim.add_operations(pid, extra, same_second=False)
+    summary = run_sync(sim, tmp_path, page_size=page)
+    assert summary.outcome == "ok"
+    assert_matches_truth(sim, tmp_path)
+    sim.advance(5)
+    sim.add_operations(pid, page, same_second=True)
+    run_sync(sim, tmp_path, page_size=page)
+    assert_matches_truth(sim, tmp_path)
+    assert_no_identical_versions(tmp_path)

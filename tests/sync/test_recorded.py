@@ -28,6 +28,7 @@ class _Recorded(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     log: list[str]
+    unavailable: list[str] | None = None  # ids to name in unavailable_project_ids
 
     def do_GET(self) -> None:
         url = urlsplit(self.path)
@@ -38,6 +39,11 @@ class _Recorded(BaseHTTPRequestHandler):
         path = url.path.removeprefix("/api/v2")
         if path == "/projects":
             body = RECORDED["get_projects"] if "cursor" not in query else '{"projects":[]}'
+            unavailable = type(self).unavailable
+            if unavailable and "cursor" not in query:
+                listing = json.loads(body)
+                listing["unavailable_project_ids"] = unavailable
+                body = json.dumps(listing)
             return self._send(200, body)
         if path == "/projects/solitary-cell-58208823/operations":
             if "cursor" in query:
@@ -135,3 +141,46 @@ def test_recorded_project_listing(recorded_server: tuple[str, list[str]], tmp_pa
         ),
     ]
     assert any("limit=100" in p for p in log if p.startswith("/api/v2/projects?"))
+
+
+def test_rfc3339_forms_parse_to_the_exact_instant() -> None:
+    from exporter._timeutil import parse_rfc3339, timestamps_array
+
+    forms = [
+        "2025-01-16T21:02:04Z",
+        "2025-01-16T21:02:04.214837Z",
+        "2022-12-09T08:47:52.20417Z",
+        "2025-01-16T22:02:04+01:00",
+        "2025-01-16T21:02:04.2148371Z",  # 7 digits: truncated to microseconds
+        "2025-01-16t16:02:04-05:00",
+    ]
+    got = timestamps_array(forms).to_pylist()
+    expected = [
+        datetime(2025, 1, 16, 21, 2, 4, tzinfo=timezone.utc),
+        datetime(2025, 1, 16, 21, 2, 4, 214837, tzinfo=timezone.utc),
+        datetime(2022, 12, 9, 8, 47, 52, 204170, tzinfo=timezone.utc),
+        datetime(2025, 1, 16, 21, 2, 4, tzinfo=timezone.utc),
+        datetime(2025, 1, 16, 21, 2, 4, 214837, tzinfo=timezone.utc),
+        datetime(2025, 1, 16, 21, 2, 4, tzinfo=timezone.utc),
+    ]
+    assert got == expected
+    assert [parse_rfc3339(f) for f in forms] == expected
+    with pytest.raises(ValueError):
+        parse_rfc3339("yesterday")
+
+
+def test_partial_listing_syncs_unavailable_projects_by_id(
+    recorded_server: tuple[str, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import duckdb
+
+    base_url, _ = recorded_server
+    monkeypatch.setattr(_Recorded, "unavailable", ["solitary-cell-58208823"])
+    summary = sync(SyncConfig(tmp_path, KEY, base_url, max_rps=None))
+    assert summary.outcome == "ok"
+    assert summary.projects_total == 2
+    assert {r["project_id"] for r in read_versions(tmp_path)} == {"solitary-cell-58208823"}
+    names = duckdb.sql(
+        f"SELECT id, name FROM read_parquet('{tmp_path}/projects/projects.parquet') ORDER BY id"
+    ).fetchall()
+    assert names == [("dry-hall-87167252", "pytest-5484"), ("solitary-cell-58208823", None)]

@@ -68,6 +68,22 @@ class RetryPolicy:
     backoff_max: float = 30.0
 
 
+def is_last_page(count: int, limit: int, next_cursor: str | None, sent_cursor: str | None) -> bool:
+    """The paging end rule shared by every listing: a short page is the last one (the API fills
+    pages up to `limit`); so is a page without a cursor or one that hands back the cursor sent."""
+    return count < limit or not next_cursor or next_cursor == sent_cursor
+
+
+def _page_params(limit: int, cursor: str | None, **extra: str | None) -> dict[str, Any]:
+    """Query parameters of a paged listing; `limit` is always sent (PRODUCT.md: without it the
+    server may return everything)."""
+    params: dict[str, Any] = {"limit": limit}
+    for name, value in (("cursor", cursor), *extra.items()):
+        if value is not None:
+            params[name] = value
+    return params
+
+
 class _RawOperations(msgspec.Struct):
     """Only the byte slices of a page's operations: `raw` keeps exactly what the server sent."""
 
@@ -185,12 +201,9 @@ class ApiClient:
     def list_operations(
         self, project_id: str, *, limit: int, cursor: str | None = None
     ) -> OperationsPage:
-        params: dict[str, Any] = {"limit": limit}
-        if cursor is not None:
-            params["cursor"] = cursor
         body, raw = self.get_json(
             f"projects/{quote(project_id, safe='')}/operations",
-            params,
+            _page_params(limit, cursor),
             route="GET /projects/{project_id}/operations",
             expect="operations",
             raw_operations=True,
@@ -212,19 +225,19 @@ class ApiClient:
     def list_projects(
         self, *, limit: int, cursor: str | None = None, org_id: str | None = None
     ) -> dict[str, Any]:
-        params: dict[str, Any] = {"limit": limit}
-        if cursor is not None:
-            params["cursor"] = cursor
-        if org_id is not None:
-            params["org_id"] = org_id
-        return self.get_json("projects", params, route="GET /projects", expect="projects")
+        return self.get_json(
+            "projects",
+            _page_params(limit, cursor, org_id=org_id),
+            route="GET /projects",
+            expect="projects",
+        )
 
     def list_shared_projects(self, *, limit: int, cursor: str | None = None) -> dict[str, Any]:
-        params: dict[str, Any] = {"limit": limit}
-        if cursor is not None:
-            params["cursor"] = cursor
         return self.get_json(
-            "projects/shared", params, route="GET /projects/shared", expect="projects"
+            "projects/shared",
+            _page_params(limit, cursor),
+            route="GET /projects/shared",
+            expect="projects",
         )
 
     def list_organizations(self) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter._client import ApiClient
+from exporter._client import ApiClient, is_last_page
 from exporter._errors import ApiError, AuthError, ScopeError
 
 log = logging.getLogger("opsaudit.discovery")
@@ -61,7 +61,7 @@ def _page_projects(
                 out.append(project)
         pagination = body.get("pagination")
         next_cursor = pagination.get("cursor") if isinstance(pagination, dict) else None
-        if len(page) < PROJECTS_PAGE or not next_cursor or next_cursor == cursor:
+        if is_last_page(len(page), PROJECTS_PAGE, next_cursor, cursor):
             return out
         cursor = next_cursor
 

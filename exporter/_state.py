@@ -102,7 +102,7 @@ def _ids(text: str | None) -> frozenset[str]:
     return frozenset(orjson.loads(text)) if text else frozenset()
 
 
-def _ids_json(ids: frozenset[str] | set[str]) -> str:
+def ids_json(ids: frozenset[str] | set[str]) -> str:
     return orjson.dumps(sorted(ids)).decode()
 
 
@@ -224,4 +224,4 @@ class DataDirLock:
             self._fd = None
 
 
-__all__ = ["DataDirLock", "OpenOp", "ProjectCheckpoint", "StateDB", "_ids_json"]
+__all__ = ["DataDirLock", "OpenOp", "ProjectCheckpoint", "StateDB", "ids_json"]

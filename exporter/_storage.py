@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,22 +174,25 @@ class Dataset:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def _write_staged(self, table: pa.Table, final: str, partition: str) -> StagedFile:
+    def _write_staged(
+        self, parts: Iterable[pa.Table | pa.RecordBatch], final: str, partition: str
+    ) -> StagedFile:
+        """Write `parts` (streamed, one at a time) as one fsynced Parquet file in staging."""
         staged = f"{STAGING_DIR}/{uuid.uuid4().hex}.parquet"
         target = self.root / staged
+        rows = 0
         with open(target, "wb") as fh:
-            pq.write_table(
-                table,
-                fh,
-                compression="zstd",
-                row_group_size=256_000,
-                # Dictionary-encode only low-cardinality columns: trying it on ids and raw JSON
-                # costs CPU and falls back to plain anyway.
-                use_dictionary=_DICTIONARY_COLUMNS,
-            )
+            # Dictionary-encode only low-cardinality columns: trying it on ids and raw JSON
+            # costs CPU and falls back to plain anyway.
+            with pq.ParquetWriter(
+                fh, VERSIONS_SCHEMA, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS
+            ) as writer:
+                for part in parts:
+                    writer.write(part, row_group_size=256_000)
+                    rows += part.num_rows
             fh.flush()
             os.fsync(fh.fileno())
-        return StagedFile(final, staged, partition, table.num_rows, target.stat().st_size)
+        return StagedFile(final, staged, partition, rows, target.stat().st_size)
 
     def stage_versions(self, table: pa.Table, tag: str) -> list[StagedFile]:
         """Split a versions table by created month and write each part to staging."""
@@ -202,7 +205,7 @@ class Dataset:
             part_table = table if len(distinct) == 1 else table.filter(pc.equal(months, month))
             partition = f"created_month={month}"
             final = f"{VERSIONS_DIR}/{partition}/part-{tag}-{uuid.uuid4().hex[:8]}.parquet"
-            staged.append(self._write_staged(part_table, final, partition))
+            staged.append(self._write_staged([part_table], final, partition))
         return staged
 
     def register_pending(self, con: object, files: Iterable[StagedFile], run_id: str) -> None:
@@ -296,24 +299,16 @@ class Dataset:
                 removed += self._compact_files(partition, batch) - 1
         return removed
 
+    def _read_batches(self, paths: list[str]) -> Iterator[pa.RecordBatch]:
+        """The rows of `paths`, a 64k-row batch at a time (compaction's memory is one batch)."""
+        for p in paths:
+            with pq.ParquetFile(self.root / p) as source:
+                for batch in source.iter_batches(batch_size=65_536, use_threads=False):
+                    yield batch.cast(VERSIONS_SCHEMA)
+
     def _compact_files(self, partition: str, paths: list[str]) -> int:
         final = f"{VERSIONS_DIR}/{partition}/part-compact-{uuid.uuid4().hex[:12]}.parquet"
-        staged_rel = f"{STAGING_DIR}/{uuid.uuid4().hex}.parquet"
-        target = self.root / staged_rel
-        rows = 0
-        with open(target, "wb") as fh:
-            with pq.ParquetWriter(
-                fh, VERSIONS_SCHEMA, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS
-            ) as writer:
-                for p in paths:
-                    source = pq.ParquetFile(self.root / p)
-                    for batch in source.iter_batches(batch_size=65_536, use_threads=False):
-                        writer.write_batch(batch.cast(VERSIONS_SCHEMA), row_group_size=256_000)
-                        rows += batch.num_rows
-                    source.close()
-            fh.flush()
-            os.fsync(fh.fileno())
-        staged = StagedFile(final, staged_rel, partition, rows, target.stat().st_size)
+        staged = self._write_staged(self._read_batches(paths), final, partition)
         with self.state.transaction() as con:
             self.register_pending(con, [staged], run_id="compaction")
             con.executemany(

@@ -32,7 +32,7 @@ from exporter._discovery import UNLISTED, Discovery, discover
 from exporter._errors import ApiError, AuthError, ExitCode, OpsauditError, StorageError
 from exporter._pacing import DEFAULT_MAX_RPS, Pacer
 from exporter._records import versions_table
-from exporter._state import _ids_json
+from exporter._state import ids_json
 from exporter._storage import Dataset, StagedFile
 from exporter._timeutil import to_micros
 from exporter._walk import Chunk, ProjectWalk, WalkLimits, now_us
@@ -215,7 +215,7 @@ def _apply_chunk(con: Any, c: Chunk) -> None:
         top, top_ids, cursor = c.progress
         con.execute(
             "UPDATE projects SET walk_top_us = ?, walk_top_ids = ?, resume_cursor = ? WHERE id = ?",
-            (top, _ids_json(top_ids), cursor, c.project_id),
+            (top, ids_json(top_ids), cursor, c.project_id),
         )
     if c.completed is not None:
         checkpoint, boundary = c.completed
@@ -223,7 +223,7 @@ def _apply_chunk(con: Any, c: Chunk) -> None:
             "UPDATE projects SET checkpoint_us = ?, boundary_ids = ?, walk_top_us = NULL, "
             "walk_top_ids = NULL, resume_cursor = NULL, last_synced_us = ?, last_error = NULL "
             "WHERE id = ?",
-            (checkpoint, _ids_json(boundary), now_us(), c.project_id),
+            (checkpoint, ids_json(boundary), now_us(), c.project_id),
         )
 
 
@@ -390,7 +390,6 @@ def _run(dataset: Dataset, config: SyncConfig, notify: Observer) -> RunSummary:
             raise StorageError(
                 f"writing the dataset failed: {committer.error}"
             ) from committer.error
-        summary.versions_written = committer.versions_written
         _release_free_memory()
         if config.compact and committer.partitions:
             dataset.compact(committer.partitions)

@@ -44,15 +44,6 @@ def to_micros(text: str) -> int:
     return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def from_micros(us: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=us)
-
-
-def format_micros(us: int) -> str:
-    """RFC 3339 with microseconds and `Z`, for logs and state."""
-    return from_micros(us).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def timestamps_array(values: list[str | None]) -> pa.TimestampArray:
     """A column of RFC 3339 strings (or None) as `timestamp[us, UTC]`.
 

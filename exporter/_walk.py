@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from exporter._client import ApiClient
+from exporter._client import ApiClient, is_last_page
 from exporter._errors import ApiError, NotFoundError
 from exporter._records import created_micros, encode_raw, fingerprint, is_terminal
 from exporter._state import OpenOp, ProjectCheckpoint
@@ -185,6 +185,8 @@ class ProjectWalk:
             created = created_micros(ops)
         except ValueError as exc:
             raise ApiError(f"project {self.pid}: malformed operations page ({exc})") from None
+        if len(ops) > 1 and created[0] > created[-1]:
+            self.density = (created[0] - created[-1]) / (len(ops) - 1)
         return ops, page.raw, created, page.cursor, observed
 
     def run(self) -> WalkResult:
@@ -241,15 +243,11 @@ class ProjectWalk:
                     lowest, tail_ids = c, {op_id}
                 elif c == lowest:
                     tail_ids.add(op_id)
-            if len(ops) > 1 and created[0] > created[-1]:
-                self.density = (created[0] - created[-1]) / (len(ops) - 1)
             reached = cp.checkpoint_us is not None and created[-1] < cp.checkpoint_us
             if reached:
                 cursor = next_cursor
                 break
-            # A short page is the last one (the API fills pages up to `limit`); so is a page
-            # without a cursor or one that hands back the cursor we sent.
-            if len(ops) < limit or not next_cursor or next_cursor == cursor:
+            if is_last_page(len(ops), limit, next_cursor, cursor):
                 at_end = True
                 break
             cursor = next_cursor
@@ -296,10 +294,8 @@ class ProjectWalk:
             for op, raw, c in zip(ops, raws, created):
                 if op["id"] in self.open and op["id"] not in self.seen:
                     self._record(op, raw, c, observed)
-            if len(ops) > 1 and created[0] > created[-1]:
-                self.density = (created[0] - created[-1]) / (len(ops) - 1)
             lowest = min(lowest, created[-1])
-            if len(ops) < limit or not next_cursor or next_cursor == cursor:
+            if is_last_page(len(ops), limit, next_cursor, cursor):
                 at_end = True
             cursor = next_cursor
             pending = [o for i, o in self.open.items() if i not in self.seen]

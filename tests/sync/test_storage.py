@@ -183,7 +183,7 @@ def test_compaction_crash_is_finished_by_recovery(tmp_path: Path) -> None:
     paths = [r[0] for r in ds.state.query("SELECT path FROM files")]
     table = _table([_op(i) for i in range(10)])
     staged = ds._write_staged(
-        table,
+        [table],
         "operation_versions/created_month=2025-01/part-compact-x.parquet",
         "created_month=2025-01",
     )

@@ -8,6 +8,7 @@ Choices where the real API is silent (documented here, pinned by tests/simulator
 - Project listing order: by project id; `cursor` = the last id, the next page starts strictly
   after it (so a cursor naming a deleted project still works).
 - `GET /projects` with a project-scoped key lists just its project.
+- An operations cursor excludes the operation it names; SimConfig.inclusive_cursor includes it.
 - An operations page past the end: `{"operations": [], "pagination": {"cursor": <sent>}}` or
   `{"operations": []}` (SimConfig.past_end); an empty first page is `{"operations": []}`.
 """
@@ -189,6 +190,8 @@ class Api:
                     400, f"invalid cursor {cursor!r}: expected an RFC 3339 timestamp"
                 ) from None
             before_us = -(-ns // 1000)  # op at us is strictly older iff us*1000 < ns
+            if w.config.inclusive_cursor:
+                before_us = ns // 1000 + 1  # ... or at the cursor: us*1000 <= ns
         chunk, last_us = p.page(limit, before_us, w.actions, w.statuses)
         if not chunk:
             if cursor is not None and w.config.past_end == "empty_with_pagination":

@@ -21,6 +21,9 @@ class SimConfig:
     shared_projects: int = 2
     # What a page past the end looks like: PRODUCT.md says it is undocumented, so both exist.
     past_end: PastEnd = "empty_with_pagination"
+    # Whether an operations cursor includes the operation it names (undocumented, issue 9
+    # finding 12): True repeats the previous page's last operation first on the next page.
+    inclusive_cursor: bool = False
     host: str = "127.0.0.1"
     port: int = 0  # 0: pick a free port
     start: str = "2025-01-16T21:00:00Z"  # the virtual clock at start = the end of the history

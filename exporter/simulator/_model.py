@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from exporter.simulator._timefmt import fmt_cursor, fmt_seconds
+from exporter.simulator._timefmt import fmt_cursor, fmt_fraction_offset, fmt_seconds
 
 ABSENT = -(2**63)  # an int field the API omits (e.g. total_duration_ms removed by a test)
 TERMINAL = frozenset({"finished", "cancelled", "skipped"})  # platform-api.md section 3.1
@@ -61,6 +61,8 @@ class ProjectData:
         self.error: dict[int, str] = {}
         self.retry_at: dict[int, int] = {}
         self.extra: dict[int, dict[str, Any]] = {}  # unknown fields, rendered after known ones
+        # created_at rendered with its fraction and this offset (minutes) instead of whole `Z` seconds
+        self.created_offset: dict[int, int] = {}
         self.rendered: list[bytes | None] = []
         self.branches: list[str] = []
         self.endpoints: list[str] = []
@@ -131,7 +133,12 @@ class ProjectData:
         retry = self.retry_at.get(i)
         if retry is not None:
             d["retry_at"] = fmt_seconds(retry)
-        d["created_at"] = fmt_seconds(self.created[i])
+        offset = self.created_offset.get(i)
+        d["created_at"] = (
+            fmt_seconds(self.created[i])
+            if offset is None
+            else fmt_fraction_offset(self.created[i], offset)
+        )
         d["updated_at"] = fmt_seconds(self.updated[i])
         if self.duration[i] != ABSENT:
             d["total_duration_ms"] = self.duration[i]

@@ -81,6 +81,8 @@ class SimServer(ThreadingHTTPServer):
         self.fault_rng = random.Random(self.faults.seed)
         self.fault_lock = threading.Lock()
         self.request_seq = 0
+        # Scripted failures: [path suffix, status, answers left (None: all), matches to pass]
+        self.scripted: list[list[Any]] = []
         self.connections: set[socket.socket] = set()
         self.conn_lock = threading.Lock()
         super().__init__(address, _Handler)
@@ -102,6 +104,21 @@ class SimServer(ThreadingHTTPServer):
             u = (r.random(), r.random(), r.random(), r.random())
         code = (502, 503, 504)[min(2, int(u[1] / f.p_5xx * 3))] if u[1] < f.p_5xx else None
         return u[0] < f.p_drop, code, u[2] < f.p_slow, u[3] < f.p_truncate
+
+    def take_scripted(self, path: str) -> int | None:
+        """The status a scripted failure answers this path with, or None (see fail_requests)."""
+        with self.fault_lock:
+            for entry in self.scripted:
+                suffix, status, left, skip = entry
+                if not path.endswith(suffix) or left == 0:
+                    continue
+                if skip > 0:
+                    entry[3] -= 1
+                    return None
+                if left is not None:
+                    entry[2] -= 1
+                return int(status)
+        return None
 
     def next_request_id(self) -> str:
         with self.fault_lock:
@@ -196,6 +213,11 @@ class _Handler(BaseHTTPRequestHandler):
             html = _HTML.format(code=code, reason=_REASONS[code]).encode()
             self._count_status(code)
             self._send(code, html, request_id, content_type="text/html")
+            return
+        scripted = srv.take_scripted(path)
+        if scripted is not None:
+            self._count_status(scripted)
+            self._error(scripted, f"scripted failure {scripted}", request_id)
             return
         reply, error = self._answer(path, query, route)
         if slow:

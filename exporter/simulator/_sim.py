@@ -23,6 +23,7 @@ class Simulator:
         self._live_thread: threading.Thread | None = None
         self._faults = Faults()
         self._rate_limits = RateLimits()
+        self._scripted: list[list[Any]] = []  # shared with the server: see fail_requests
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -32,6 +33,7 @@ class Simulator:
         server = SimServer((self.config.host, self.config.port), self.world)
         server.set_faults(self._faults)
         server.rate_limits = self._rate_limits
+        server.scripted = self._scripted
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -180,9 +182,22 @@ class Simulator:
         with self.world.lock:
             self.world.advance(seconds)
 
-    def add_project(self, org_id: str | None = None, name: str | None = None) -> str:
+    def add_project(
+        self, org_id: str | None = None, name: str | None = None, *, shared: bool = False
+    ) -> str:
+        """A new project (two open operations at the clock); `shared`: a project of another
+        user's organization shared with the default user (listed by GET /projects/shared)."""
         with self.world.lock:
-            return self.world.add_project(org_id, name).id
+            return self.world.add_project(org_id, name, shared).id
+
+    def fractional_created_at(self, op_id: str, offset: str = "+02:00") -> None:
+        """Render the op's created_at with its microseconds and a numeric offset (the same
+        instant), as the real API once did among whole-second `Z` neighbours
+        (`...08.841+02:00`); the order of the listing does not change."""
+        sign = -1 if offset.startswith("-") else 1
+        hh, _, mm = offset.lstrip("+-").partition(":")
+        with self.world.lock:
+            self.world.set_created_offset(op_id, sign * (int(hh) * 60 + int(mm or 0)))
 
     def delete_project(self, project_id: str) -> None:
         with self.world.lock:
@@ -229,6 +244,24 @@ class Simulator:
         if self._server is not None:
             self._server.rate_limits = limits
             self._server.limiter.reset()
+
+    def fail_requests(
+        self, path_suffix: str, status: int = 503, *, times: int | None = None, after: int = 0
+    ) -> None:
+        """Requests whose path (without the query) ends with `path_suffix` answer `status` with
+        a JSON error body: after the first `after` such requests pass, the next `times` (None:
+        every one until clear_failures). E.g. "/projects/shared", f"/operations/{op_id}",
+        f"/projects/{pid}/operations" (the listing, not the single-operation GETs)."""
+        server = self._server
+        lock = server.fault_lock if server is not None else threading.Lock()
+        with lock:
+            self._scripted.append([path_suffix, status, times, after])
+
+    def clear_failures(self) -> None:
+        server = self._server
+        lock = server.fault_lock if server is not None else threading.Lock()
+        with lock:
+            self._scripted.clear()
 
     def stats(self) -> dict[str, Any]:
         """The same JSON as GET /_sim/stats."""

@@ -41,6 +41,20 @@ def fmt_cursor(us: int) -> str:
     return f"{base[:-1]}.{frac:06d}".rstrip("0") + "Z"
 
 
+def fmt_fraction_offset(us: int, offset_minutes: int) -> str:
+    """Epoch microseconds -> the same instant with its fraction and a numeric offset, e.g.
+    "2025-01-16T23:00:08.000841+02:00": how the real API once rendered one operation's
+    created_at among whole-second `Z` neighbours (PRODUCT.md, issue 9 finding 3)."""
+    local = us + offset_minutes * 60 * US
+    frac = local % US
+    base = fmt_seconds(local)[:-1]
+    if frac:
+        base = f"{base}.{frac:06d}".rstrip("0")
+    sign = "+" if offset_minutes >= 0 else "-"
+    hh, mm = divmod(abs(offset_minutes), 60)
+    return f"{base}{sign}{hh:02d}:{mm:02d}"
+
+
 def parse_cursor_ns(text: str) -> int:
     """An RFC 3339 timestamp -> epoch nanoseconds; ValueError when malformed."""
     m = _CURSOR.match(text)

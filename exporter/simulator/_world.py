@@ -200,12 +200,19 @@ class World:
     def add_key(self, kind: str, scope: str | None) -> str:
         return self._new_key(Key(kind, scope))
 
-    def add_project(self, org_id: str | None, name: str | None) -> ProjectData:
-        if org_id is None:
+    def add_project(
+        self, org_id: str | None, name: str | None, shared: bool = False
+    ) -> ProjectData:
+        """A new project of an org, or (shared) of another user's org shared with the user."""
+        if shared:
+            if org_id is not None:
+                raise ValueError("a shared project belongs to the foreign organization")
+            org_id = self.foreign_org
+        elif org_id is None:
             org_id = self.orgs[0]["id"] if self.orgs else self.foreign_org
         elif org_id not in {o["id"] for o in self.orgs}:
             raise KeyError(f"unknown organization {org_id!r}")
-        p = self._new_project(org_id, name, False, self.clock_us)
+        p = self._new_project(org_id, name, shared, self.clock_us)
         f = self.factory(p)
         b, e = f.computes[0]
         # A new project starts with create_timeline and start_compute in the same second,
@@ -293,6 +300,15 @@ class World:
                     extra.pop(name, None)
                 else:
                     extra[name] = value
+        p.rendered[i] = None
+
+    def set_created_offset(self, op_id: str, offset_minutes: int | None) -> None:
+        """Render the op's created_at with its fraction and a numeric offset (None: as usual)."""
+        p, i = self.find_op(op_id)
+        if offset_minutes is None:
+            p.created_offset.pop(i, None)
+        else:
+            p.created_offset[i] = offset_minutes
         p.rendered[i] = None
 
     def advance(self, seconds: float) -> None:

@@ -21,6 +21,7 @@ from exporter._errors import (
     NotFoundError,
     OpsauditError,
     QueryError,
+    ReadOnlyError,
     StorageError,
     TransientError,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "NotFoundError",
     "OpsauditError",
     "QueryError",
+    "ReadOnlyError",
     "RetryPolicy",
     "RunSummary",
     "StorageError",
@@ -41,6 +43,7 @@ __all__ = [
     "TransientError",
     "WalkLimits",
     "build_report",
+    "check_read_only",
     "connect",
     "sync",
 ]
@@ -66,6 +69,10 @@ def __getattr__(name: str) -> Any:
         from exporter._sql import connect
 
         return connect
+    if name == "check_read_only":
+        from exporter._sql import check_read_only
+
+        return check_read_only
     if name == "build_report":
         from exporter._report import build_report
 

@@ -79,3 +79,9 @@ class QueryError(OpsauditError):
     """A SQL query failed."""
 
     exit_code = ExitCode.SQL
+
+
+class ReadOnlyError(QueryError):
+    """`opsaudit query` refused a statement that is not a reading one (COPY, CREATE, SET, ...)."""
+
+    exit_code = ExitCode.USAGE

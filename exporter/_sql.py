@@ -19,11 +19,12 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from exporter._errors import QueryError
+from exporter._errors import QueryError, ReadOnlyError
 from exporter._storage import PROJECTS_SCHEMA, SYNC_RUNS_SCHEMA, VERSIONS_SCHEMA
 
 __all__ = [
     "VIEWS_DB",
+    "check_read_only",
     "connect",
     "execute",
     "list_macros",
@@ -143,13 +144,17 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def connect(data_dir: Path, *, only: Sequence[str] | None = None) -> duckdb.DuckDBPyConnection:
+def connect(
+    data_dir: Path, *, only: Sequence[str] | None = None, safe: bool = False
+) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with every view over `data_dir` defined.
 
     The views see the files that exist when they are read; a source that had no file at all
     when connecting stays empty for this connection (connect again after the first sync).
     `only` names the .sql files to load (e.g. the report's): each view costs a bind, which
     reads Parquet metadata, so a command that needs three views need not define thirty.
+    `safe` (what `opsaudit query` and `report` use) limits file access to `data_dir`, turns
+    off extension installs and loads, and locks the configuration so no statement undoes it.
     """
     con = duckdb.connect(":memory:")
     try:
@@ -158,10 +163,30 @@ def connect(data_dir: Path, *, only: Sequence[str] | None = None) -> duckdb.Duck
         # Binding each view reads the first file's footer; cache footers across binds/queries.
         con.execute("SET parquet_metadata_cache = true")
         _load(con, Path(data_dir), only)
+        if safe:
+            _lock_down(con, Path(data_dir))
     except BaseException:
         con.close()
         raise
     return con
+
+
+def _lock_down(con: duckdb.DuckDBPyConnection, data_dir: Path) -> None:
+    """Only the dataset's files can be read from now on, and no setting can be changed (issue 15).
+
+    The views read Parquet under `data_dir` when queried, so that directory stays allowed;
+    `read_csv('/etc/passwd')`, a URL or `ATTACH` elsewhere fail with a permission error.
+    Writes into `data_dir` are kept out by `check_read_only`, not by DuckDB.
+    """
+    allowed = data_dir.resolve().as_posix().rstrip("/") + "/"
+    for statement in (
+        f"SET allowed_directories = [{_quote(allowed)}]",
+        "SET enable_external_access = false",
+        "SET autoinstall_known_extensions = false",
+        "SET autoload_known_extensions = false",
+        "SET lock_configuration = true",
+    ):
+        con.execute(statement)
 
 
 def execute(
@@ -176,6 +201,131 @@ def execute(
         return columns, cursor.fetchall()
     except duckdb.Error as exc:
         raise QueryError(_first_line(exc)) from exc
+
+
+# Which statements `opsaudit query` runs (issue 15): reading ones only, decided by DuckDB's own
+# parser. SELECT covers WITH, VALUES, FROM-first, DESCRIBE, SHOW, SUMMARIZE and PIVOT ... IN (...).
+# A PRAGMA or CALL may write (`IMPORT DATABASE` and `COPY FROM DATABASE` parse as PRAGMA, `CHECKPOINT`
+# as CALL), so only these introspection pragmas pass, as `PRAGMA name` or `CALL pragma_name(...)`.
+READ_ONLY_PRAGMAS = frozenset(
+    {
+        "collations",
+        "database_list",
+        "database_size",
+        "functions",
+        "platform",
+        "show",
+        "show_databases",
+        "show_tables",
+        "show_tables_expanded",
+        "storage_info",
+        "table_info",
+        "user_agent",
+        "version",
+    }
+)
+# A PIVOT without an IN list parses as a MULTI statement (an enum, then the query); a MULTI of
+# another kind can be `CREATE TABLE ... AS PIVOT`, so only one that starts with PIVOT passes.
+_PIVOTS = frozenset({"pivot", "pivot_wider"})
+_HOW_TO_WRITE = (
+    'to save rows use `opsaudit query --format csv -o FILE "SELECT ..."`; for anything else '
+    "open <data-dir>/opsaudit.duckdb with the DuckDB CLI"
+)
+
+
+def _words(text: str) -> list[tuple[int, str]]:
+    """(position, lower-case text) of each token but comments, by DuckDB's own tokenizer."""
+    tokens = duckdb.tokenize(text)
+    ends = [pos for pos, _ in tokens[1:]] + [len(text)]
+    return [
+        (pos, text[pos:end].strip().lower())
+        for (pos, kind), end in zip(tokens, ends)
+        if kind != duckdb.token_type.comment
+    ]
+
+
+def _refused(kind: str) -> ReadOnlyError:
+    return ReadOnlyError(
+        f"opsaudit query only reads: {kind} statements are refused; {_HOW_TO_WRITE}"
+    )
+
+
+def _parse(sql: str) -> list[duckdb.Statement]:
+    try:
+        return duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(_first_line(exc)) from exc
+
+
+def _check_explained(text: str) -> None:
+    """EXPLAIN ANALYZE runs its statement, so the statement explained must be a reading one."""
+    words = _words(text)
+    rest = 1 + (len(words) > 1 and words[1][1] == "analyze")
+    if rest >= len(words):
+        raise _refused("EXPLAIN")
+    inner = text[words[rest][0] :]
+    try:
+        statements = duckdb.extract_statements(inner)
+    except duckdb.Error:
+        statements = []
+    if not statements and words[rest][1] == "(":
+        # EXPLAIN (FORMAT json) SELECT ...: skip the options in parentheses.
+        depth = 0
+        for pos, word in words[rest:]:
+            depth += (word == "(") - (word == ")")
+            if depth == 0:
+                inner = text[pos + 1 :]
+                break
+        statements = _parse(inner)
+    if len(statements) != 1:
+        raise _refused("EXPLAIN")
+    _check_statement(statements[0])
+
+
+def _check_statement(statement: duckdb.Statement) -> None:
+    words = _words(statement.query)
+    first = words[0][1] if words else ""
+    name = words[1][1] if len(words) > 1 else ""
+    try:
+        kind = statement.type
+    except ValueError as exc:
+        # A statement type newer than the Python binding's enum (e.g. UPDATE EXTENSIONS).
+        raise _refused(" ".join(w for _, w in words[:2]).upper() or "unknown") from exc
+    if kind == duckdb.StatementType.SELECT:
+        return None
+    if kind == duckdb.StatementType.EXPLAIN:
+        return _check_explained(statement.query)
+    if kind == duckdb.StatementType.PRAGMA and first == "pragma" and name in READ_ONLY_PRAGMAS:
+        return None
+    if (
+        kind == duckdb.StatementType.CALL
+        and first == "call"
+        and name.startswith("pragma_")
+        and name.removeprefix("pragma_") in READ_ONLY_PRAGMAS
+    ):
+        return None
+    if kind == duckdb.StatementType.MULTI and first in _PIVOTS:
+        return None
+    label = kind.name
+    if first and first.upper() != label:
+        label = f"{label} ({first.upper()})"  # e.g. LOAD (INSTALL), PRAGMA (IMPORT), SET (USE)
+    raise _refused(label)
+
+
+def check_read_only(sql: str) -> None:
+    """Raise `ReadOnlyError` unless every statement of `sql` only reads; nothing is run.
+
+    Reading: SELECT (with WITH, VALUES, DESCRIBE, SHOW, SUMMARIZE, PIVOT), EXPLAIN of a reading
+    statement, and the introspection pragmas of `READ_ONLY_PRAGMAS`. Everything else (COPY,
+    CREATE, INSERT, UPDATE, DELETE, DROP, ALTER, ATTACH, DETACH, INSTALL, LOAD, SET, EXPORT,
+    IMPORT, CALL of other functions, transactions, ...) is refused. Malformed SQL raises
+    `QueryError` with DuckDB's message.
+    """
+    statements = _parse(sql)
+    if not statements:
+        raise QueryError("no SQL statement given")
+    for statement in statements:
+        _check_statement(statement)
 
 
 def _held_by_another_connection(path: Path) -> bool:

@@ -21,7 +21,8 @@ def _open(data_dir: Path, only: tuple[str, ...] | None = None) -> Any:
             f"--data-dir {data_dir} does not exist; run `opsaudit sync --data-dir {data_dir}` "
             "first, or point --data-dir (or $OPSAUDIT_DATA_DIR) at an existing dataset"
         )
-    return connect(data_dir, only=only)
+    # Read-only: the connection reads only the dataset and cannot change its settings.
+    return connect(data_dir, only=only, safe=True)
 
 
 def _emit(text: str, output: Path | None) -> None:
@@ -50,11 +51,18 @@ def _emit(text: str, output: Path | None) -> None:
 @data_dir_option
 @click.argument("sql")
 def query_command(fmt: str, output: Path | None, data_dir: Path, sql: str) -> None:
-    """Run SQL over the views (operations, operation_versions, projects, sync_runs, ...)."""
+    """Run SQL over the views (operations, operation_versions, projects, sync_runs, ...).
+
+    Read-only: SELECT, WITH, VALUES, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN and table-info pragmas
+    run; COPY, CREATE, SET, ATTACH, INSTALL and other writing statements exit 2. Only the
+    dataset's files can be read. Save rows with --format csv -o FILE; for anything else use the
+    DuckDB CLI on the data directory's opsaudit.duckdb.
+    """
     from exporter._format import render
-    from exporter._sql import execute
+    from exporter._sql import check_read_only, execute
 
     try:
+        check_read_only(sql)  # before anything runs: COPY, CREATE, SET, ... exit 2
         con = _open(data_dir)
         try:
             columns, rows = execute(con, sql)

@@ -1,0 +1,66 @@
+"""The project listing has the recorded real listing's shape: `applications` and `integrations`
+maps beside `projects` and `pagination`, on every kind of listing (issue 15)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.simulator import Simulator
+
+from .conftest import api
+
+RECORDED = json.loads(
+    json.loads((Path(__file__).parents[1] / "assets" / "recorded-responses.json").read_text())[
+        "get_projects"
+    ]
+)
+
+
+def listing(sim: Simulator, kind: str) -> tuple[str, dict[str, Any], str]:
+    """(key, params, path) of one kind of listing."""
+    org = sim.org_ids[0]
+    if kind == "personal key, org_id":
+        return sim.personal_key, {"org_id": org}, "/projects"
+    if kind == "organization key":
+        return sim.org_key(org), {}, "/projects"
+    if kind == "project key":
+        return sim.project_key(sim.project_ids(org)[0]), {}, "/projects"
+    return sim.personal_key, {}, "/projects/shared"
+
+
+@pytest.mark.parametrize(
+    "kind", ["personal key, org_id", "organization key", "project key", "shared projects"]
+)
+def test_listing_carries_applications_and_integrations(make_sim: Any, kind: str) -> None:
+    sim = make_sim(seed=3, projects=4, orgs=1, shared_projects=2, ops_per_project_per_day=5)
+    key, params, path = listing(sim, kind)
+    with api(sim, key) as client:
+        body = client.get(path, params=params).json()
+        assert (
+            list(body)
+            == list(RECORDED)
+            == [
+                "projects",
+                "pagination",
+                "applications",
+                "integrations",
+            ]
+        )
+        assert (
+            (body["applications"], body["integrations"])
+            == (
+                RECORDED["applications"],
+                RECORDED["integrations"],
+            )
+            == ({}, {})
+        )
+        assert body["pagination"] == {"cursor": body["projects"][-1]["id"]}
+        # Every field of the recorded project is there (the simulator adds org_id and locked).
+        assert set(RECORDED["projects"][0]) <= set(body["projects"][0])
+        # A page past the end is `{"projects": []}`, no maps and no pagination (PRODUCT.md).
+        after = client.get(path, params=params | {"cursor": body["projects"][-1]["id"]})
+        assert after.json() == {"projects": []}

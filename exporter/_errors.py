@@ -22,6 +22,7 @@ class ExitCode(enum.IntEnum):
     SQL = 7  # a query failed (bad SQL, unknown table, ...)
 
 
+    ATTENTION = 8  # `check` or `doctor` found something to fix (one line per finding)
 class OpsauditError(Exception):
     """Base of every error opsaudit raises on purpose."""
 

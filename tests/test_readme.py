@@ -64,6 +64,7 @@ def test_every_environment_variable_is_documented() -> None:
     read = set()
     for text in sources:
         read |= set(re.findall(r"""environ(?:\.get)?[\[(]["']([A-Z_]+)["']""", text))
+        read |= set(re.findall(r"""envvar=["']([A-Z_]+)["']""", text))
     read.add("NEON_API_KEY")
     documented = set(re.findall(r"^\| `([A-Z_]+)` \|", README, re.MULTILINE))
     assert read <= documented

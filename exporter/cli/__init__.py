@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from exporter.cli._common import OpsauditGroup, run_guarded
+from exporter.cli._common import OpsauditGroup
 
 __all__ = ["cli", "main"]
 
@@ -23,9 +23,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from exporter.cli import _demo, _query, _simulate, _sync
+    from exporter.cli import _demo, _ops, _query, _simulate, _sync
 
-    for module in (_sync, _query, _simulate, _demo):
+    for module in (_sync, _query, _ops, _simulate, _demo):
         for command in module.COMMANDS:
             cli.add_command(command)
 
@@ -34,4 +34,4 @@ _register()
 
 
 def main() -> None:
-    run_guarded(cli)
+    cli.main(prog_name="opsaudit")

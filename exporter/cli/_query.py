@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from exporter._errors import ConfigError, OpsauditError
-from exporter.cli._common import data_dir_option, fail
+from exporter._errors import ConfigError
+from exporter.cli._common import data_dir_option
 
 
 def _open(data_dir: Path, only: tuple[str, ...] | None = None) -> Any:
@@ -61,16 +61,12 @@ def query_command(fmt: str, output: Path | None, data_dir: Path, sql: str) -> No
     from exporter._format import render
     from exporter._sql import check_read_only, execute
 
+    check_read_only(sql)  # before anything runs: COPY, CREATE, SET, ... exit 2
+    con = _open(data_dir)
     try:
-        check_read_only(sql)  # before anything runs: COPY, CREATE, SET, ... exit 2
-        con = _open(data_dir)
-        try:
-            columns, rows = execute(con, sql)
-        finally:
-            con.close()
-    except OpsauditError as error:
-        fail(error)
-        return
+        columns, rows = execute(con, sql)
+    finally:
+        con.close()
     _emit(render(columns, rows, fmt), output)
 
 
@@ -129,19 +125,15 @@ def report_command(
         render_report,
     )
 
+    window_since = parse_since(since) if since else None
+    window_until = parse_until(until) if until else None
+    con = _open(data_dir, REPORT_SQL)
     try:
-        window_since = parse_since(since) if since else None
-        window_until = parse_until(until) if until else None
-        con = _open(data_dir, REPORT_SQL)
-        try:
-            report = build_report(
-                con, since=window_since, until=window_until, project_ids=list(projects) or None
-            )
-        finally:
-            con.close()
-    except OpsauditError as error:
-        fail(error)
-        return
+        report = build_report(
+            con, since=window_since, until=window_until, project_ids=list(projects) or None
+        )
+    finally:
+        con.close()
     if report.operations == 0 and fmt in ("json", "csv"):
         # Table and markdown say it in the report; json and csv stay machine-readable.
         click.echo(empty_message(report), err=True)

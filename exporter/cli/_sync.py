@@ -15,11 +15,21 @@ import orjson
 
 from exporter._errors import ConfigError, StorageError
 from exporter._pacing import DEFAULT_MAX_RPS
-from exporter._storage import PROJECTS_FILE, SYNC_RUNS_FILE, Dataset
-from exporter.cli._common import DEFAULT_BASE_URL, data_dir_option, fail
+from exporter.cli._common import (
+    DEFAULT_BASE_URL,
+    data_dir_option,
+    emit,
+    existing_data_dir,
+    metrics_file_option,
+    output_options,
+    write_metrics_file,
+)
 
 if TYPE_CHECKING:
     from exporter._sync import RunSummary
+
+# The account's budget, shared with the console and every other client (PRODUCT.md).
+ACCOUNT_RPS = 700 / 60
 
 
 class _JsonFormatter(logging.Formatter):
@@ -121,8 +131,10 @@ class _Progress:
 )
 @click.option(
     "--base-url",
-    default=lambda: os.environ.get("OPSAUDIT_BASE_URL", DEFAULT_BASE_URL),
-    show_default="$OPSAUDIT_BASE_URL or the public API",
+    envvar="OPSAUDIT_BASE_URL",
+    show_envvar=True,
+    default=DEFAULT_BASE_URL,
+    show_default=True,
     help="The management API's base address.",
 )
 @click.option(
@@ -142,8 +154,10 @@ class _Progress:
 @click.option(
     "--max-rps",
     type=click.FloatRange(min=0),
-    default=lambda: float(os.environ.get("OPSAUDIT_MAX_RPS", DEFAULT_MAX_RPS)),
-    show_default=f"$OPSAUDIT_MAX_RPS or {DEFAULT_MAX_RPS:g}",
+    envvar="OPSAUDIT_MAX_RPS",
+    show_envvar=True,
+    default=DEFAULT_MAX_RPS,
+    show_default=True,
     help="Requests per second for the whole run (0: no pacing). The account allows 700/min.",
 )
 @click.option(
@@ -173,6 +187,7 @@ class _Progress:
     help="Progress line on stderr (default: when stderr is a terminal).",
 )
 @click.option("-v", "--verbose", count=True, help="More log lines (-vv for debug).")
+@metrics_file_option
 def sync_command(
     data_dir: Path,
     api_key_file: Path | None,
@@ -186,6 +201,7 @@ def sync_command(
     log_format: str,
     progress: bool | None,
     verbose: int,
+    metrics_file: Path | None,
 ) -> None:
     """Export every project's new and changed operations to the dataset."""
     from exporter._client import validate_base_url
@@ -196,6 +212,13 @@ def sync_command(
         base_url = validate_base_url(base_url)
     except ConfigError as exc:
         raise click.BadParameter(str(exc).split(": ", 1)[-1], param_hint="--base-url") from None
+    if max_rps > ACCOUNT_RPS:
+        click.echo(
+            f"Warning: --max-rps {max_rps:g} is above the account's limit of 700 requests/min "
+            f"({ACCOUNT_RPS:.2f}/s), which the console and every other client share: expect "
+            "429s; the sync slows down when it gets them.",
+            err=True,
+        )
     config = SyncConfig(
         data_dir=data_dir,
         api_key=_read_key(api_key_file),
@@ -219,6 +242,8 @@ def sync_command(
     finally:
         observer.finish()
     _report_summary(summary, log_format)
+    if metrics_file is not None:
+        write_metrics_file(metrics_file, data_dir)
     sys.exit(int(summary.exit_code))
 
 
@@ -240,9 +265,7 @@ def _report_summary(summary: RunSummary, log_format: str) -> None:
 
 @click.command("status")
 @data_dir_option
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
+@output_options(["table", "json"], help="json is one object with keys projects and runs.")
 @click.option(
     "--runs",
     type=click.IntRange(0),
@@ -250,65 +273,11 @@ def _report_summary(summary: RunSummary, log_format: str) -> None:
     show_default=True,
     help="How many recent runs to show.",
 )
-def status_command(data_dir: Path, fmt: str, runs: int) -> None:
+def status_command(data_dir: Path, fmt: str, output: Path | None, runs: int) -> None:
     """Per project: checkpoint, last sync, open operations, lag; and the last runs."""
-    import duckdb
+    from exporter._status import read_status, render_status
 
-    projects_file = data_dir / PROJECTS_FILE
-    if not projects_file.exists():
-        fail(StorageError(f"no dataset in {data_dir} yet: run `opsaudit sync` first"))
-    con = duckdb.connect()
-    project_rows = con.execute(
-        "SELECT id, name, checkpoint_at, last_synced_at, open_operations, "
-        "date_diff('second', last_synced_at, now())::BIGINT AS lag_seconds, "
-        "deleted_at IS NOT NULL AS deleted, last_error "
-        "FROM read_parquet(?) ORDER BY id",
-        [str(projects_file)],
-    )
-    cols = [d[0] for d in project_rows.description]
-    project_data = [dict(zip(cols, r)) for r in project_rows.fetchall()]
-    run_rel = con.execute(
-        "SELECT run_id, started_at, finished_at, outcome, projects_ok, projects_failed, "
-        "requests, responses_429, new_operations, changed_operations "
-        "FROM read_parquet(?) ORDER BY started_at DESC LIMIT ?",
-        [str(data_dir / SYNC_RUNS_FILE), runs],
-    )
-    run_cols = [d[0] for d in run_rel.description]
-    run_data = [dict(zip(run_cols, r)) for r in run_rel.fetchall()]
-    if fmt == "json":
-        click.echo(orjson.dumps({"projects": project_data, "runs": run_data}, default=str).decode())
-        return
-    click.echo(f"{'project':<28} {'checkpoint':<20} {'last sync':<20} {'open':>5} {'lag':>8}  note")
-    for p in project_data:
-        lag = "-" if p["lag_seconds"] is None else _human_seconds(p["lag_seconds"])
-        note = (
-            "deleted" if p["deleted"] else (f"error: {p['last_error']}" if p["last_error"] else "")
-        )
-        click.echo(
-            f"{p['id']:<28} {_short(p['checkpoint_at']):<20} {_short(p['last_synced_at']):<20} "
-            f"{p['open_operations']:>5} {lag:>8}  {note}"
-        )
-    click.echo("")
-    click.echo(
-        f"{'run':<28} {'started':<20} {'outcome':<12} {'ok/failed':>10} {'requests':>9} {'429s':>5} {'new':>8} {'changed':>8}"
-    )
-    for r in run_data:
-        click.echo(
-            f"{r['run_id']:<28} {_short(r['started_at']):<20} {r['outcome']:<12} "
-            f"{str(r['projects_ok']) + '/' + str(r['projects_failed']):>10} {r['requests']:>9} "
-            f"{r['responses_429']:>5} {r['new_operations']:>8} {r['changed_operations']:>8}"
-        )
-
-
-def _short(ts: Any) -> str:
-    return "-" if ts is None else ts.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _human_seconds(seconds: int) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+    emit(render_status(read_status(data_dir, runs=runs), fmt), output)
 
 
 @click.command("compact")
@@ -316,10 +285,16 @@ def _human_seconds(seconds: int) -> str:
 @click.option("--wait", "wait_for_lock", is_flag=True, help="Wait for a running sync.")
 def compact_command(data_dir: Path, wait_for_lock: bool) -> None:
     """Merge small Parquet files (sync also does this at the end of each run)."""
+    from exporter._storage import STATE_FILE, Dataset
+
+    # Never create a directory (or a state file) here: compaction of nothing is a mistake.
+    if not (existing_data_dir(data_dir) / STATE_FILE).is_file():
+        raise StorageError(f"no dataset in {data_dir} yet: run `opsaudit sync` first")
+    from exporter._exports import compact
+
     dataset = Dataset(data_dir, lock=True, wait=wait_for_lock)
     try:
-        dataset.recover()
-        removed = dataset.compact()
+        removed = compact(dataset)
     finally:
         dataset.close()
     click.echo(f"compaction removed {removed} file(s)")

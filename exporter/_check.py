@@ -1,0 +1,440 @@
+"""`check`: does the audit trail need attention? Findings from the state and the data.
+
+The platform deletes operations after about six months (PRODUCT.md, "Retention"): a sync that
+silently stops working becomes history lost for good. `run_check` reads the state database (the
+source of truth for runs, checkpoints and open operations) and the Parquet data (through the
+views) and returns one `Finding` per problem; the CLI prints one line each and exits with
+`ExitCode.ATTENTION` when there is any. Nothing here writes to the data directory.
+
+Thresholds on the data (`--fail-on`) are written in a small language, parsed strictly:
+
+    failure_rate[(ACTION)] > 5% over 24h     share of operations created in the window that
+                                             failed at least once (failures_count > 0)
+    stuck[(ACTION)] > 0                      operations not terminal `stuck_after` after
+                                             their creation (the `stuck_operations` view)
+
+`>` and `>=` compare; durations are a number and one of s, m, h, d, w.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from exporter._errors import ConfigError
+from exporter._format import jsonable
+
+__all__ = [
+    "DEFAULT_MAX_AGE",
+    "DEFAULT_REREAD_MAX_AGE",
+    "DEFAULT_STUCK_AFTER",
+    "RETENTION",
+    "CheckReport",
+    "Finding",
+    "Threshold",
+    "format_duration",
+    "parse_duration",
+    "parse_threshold",
+    "run_check",
+]
+
+UTC = dt.timezone.utc
+
+# "Operations older than 6 months may be deleted from our systems" (PRODUCT.md): 182 days is
+# the shortest six calendar months can be, so the check warns before the platform deletes.
+RETENTION = dt.timedelta(days=182)
+DEFAULT_MAX_AGE = dt.timedelta(hours=2)
+# The refresh of open operations is bounded per run (DESIGN.md) and rotates least recently
+# checked first: with cron every few minutes each is re-read within hours, so a day means the
+# rotation is not keeping up (or not advancing at all, issue 9 finding 1).
+DEFAULT_REREAD_MAX_AGE = dt.timedelta(hours=24)
+# The same bound as the `stuck_operations` view (sql/40_stuck.sql).
+DEFAULT_STUCK_AFTER = dt.timedelta(hours=1)
+# A project's first backfill reads back to the API's oldest operation; a stored history that
+# starts more than this after where the API's could have started is a coverage gap.
+COVERAGE_SLACK = dt.timedelta(days=1)
+
+_TERMINAL = ("finished", "cancelled", "skipped")  # PRODUCT.md, Correctness 2
+
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+# The threshold language (module docstring). One regular expression per form, matched in
+# full: anything else is refused with the forms spelled out.
+_ACTION = r"(?:\(\s*(?P<action>[A-Za-z0-9_.:-]+)\s*\))?"
+_FAILURE_RATE = re.compile(
+    r"^\s*failure_rate\s*" + _ACTION + r"\s*(?P<op>>=|>)\s*(?P<value>\d+(?:\.\d+)?)\s*%"
+    r"\s+over\s+(?P<window>\d+\s*[smhdw])\s*$"
+)
+_STUCK = re.compile(r"^\s*stuck\s*" + _ACTION + r"\s*(?P<op>>=|>)\s*(?P<value>\d+)\s*$")
+THRESHOLD_FORMS = "'failure_rate(ACTION) > 5% over 24h' or 'stuck > 0'"
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """`90s`, `30m`, `2h`, `7d`, `2w` as a timedelta; `ConfigError` otherwise."""
+    m = _DURATION.match(text)
+    if not m:
+        raise ConfigError(f"{text!r} is not a duration: use a number and s, m, h, d or w (2h)")
+    return dt.timedelta(**{_UNITS[m[2]]: int(m[1])})
+
+
+def format_duration(delta: dt.timedelta) -> str:
+    """A short human duration: `3d 4h`, `2h 5m`, `40m`, `12s`."""
+    seconds = max(0, int(delta.total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m"
+    return f"{secs}s"
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """One `--fail-on` expression, parsed."""
+
+    text: str  # as written, for messages
+    metric: str  # "failure_rate" | "stuck"
+    action: str | None  # None: every action
+    op: str  # ">" | ">="
+    value: float  # a fraction (0.05) for failure_rate, a count for stuck
+    window: dt.timedelta | None = None  # failure_rate: operations created in the last window
+
+    def crossed(self, measured: float) -> bool:
+        return measured > self.value if self.op == ">" else measured >= self.value
+
+
+def parse_threshold(text: str) -> Threshold:
+    """Parse a `--fail-on` expression (module docstring); `ConfigError` if it is not one."""
+    m = _FAILURE_RATE.match(text)
+    if m:
+        return Threshold(
+            text=text.strip(),
+            metric="failure_rate",
+            action=m["action"],
+            op=m["op"],
+            value=float(m["value"]) / 100,
+            window=parse_duration(m["window"]),
+        )
+    m = _STUCK.match(text)
+    if m:
+        return Threshold(
+            text=text.strip(), metric="stuck", action=m["action"], op=m["op"], value=int(m["value"])
+        )
+    raise ConfigError(f"--fail-on {text!r} is not a threshold: write {THRESHOLD_FORMS}")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing that needs attention; `line()` is what `opsaudit check` prints."""
+
+    check: str  # stale_sync, project_not_synced, project_error, open_not_reread,
+    # retention_gap, retention_coverage, threshold
+    subject: str | None  # the project id, or the threshold as written; None for the whole trail
+    message: str
+
+    def line(self) -> str:
+        return f"{self.check}: {self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "subject": self.subject, "message": self.message}
+
+
+@dataclass
+class CheckReport:
+    """What `run_check` found, and the facts it measured."""
+
+    as_of: dt.datetime
+    findings: list[Finding] = field(default_factory=list)
+    last_success_at: dt.datetime | None = None  # finish of the last run with outcome ok
+    projects: int = 0  # projects in the state, deleted ones excluded
+    open_operations: int = 0
+    measured: dict[str, float | None] = field(default_factory=dict)  # threshold text -> value
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": "ok" if self.ok else "attention",
+            "as_of": jsonable(self.as_of),
+            "last_success_at": jsonable(self.last_success_at),
+            "projects": self.projects,
+            "open_operations": self.open_operations,
+            "thresholds": [{"expression": k, "value": v} for k, v in self.measured.items()],
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+    def lines(self) -> list[str]:
+        if self.findings:
+            return [f.line() for f in self.findings]
+        since = (
+            "never"
+            if self.last_success_at is None
+            else f"{format_duration(self.as_of - self.last_success_at)} ago"
+        )
+        return [f"ok: last successful sync {since}, {self.projects} projects, no findings"]
+
+
+def _at(us: int | None) -> dt.datetime | None:
+    return None if us is None else _when(us)
+
+
+def _when(us: int) -> dt.datetime:
+    return dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(microseconds=us)
+
+
+def _us(when: dt.datetime) -> int:
+    return int(when.timestamp() * 1_000_000)
+
+
+def _stamp(when: dt.datetime | None) -> str:
+    return "never" if when is None else when.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def run_check(
+    data_dir: Path,
+    *,
+    max_age: dt.timedelta = DEFAULT_MAX_AGE,
+    reread_max_age: dt.timedelta = DEFAULT_REREAD_MAX_AGE,
+    stuck_after: dt.timedelta = DEFAULT_STUCK_AFTER,
+    thresholds: Sequence[Threshold] = (),
+    as_of: dt.datetime | None = None,
+) -> CheckReport:
+    """Check the trail in `data_dir` as of `as_of` (default: now).
+
+    Raises `ConfigError` if `data_dir` does not exist, `StorageError` if its state is unusable.
+    """
+    from exporter._storage import STATE_FILE
+
+    if not Path(data_dir).is_dir():
+        raise ConfigError(
+            f"--data-dir {data_dir} does not exist; point --data-dir (or $OPSAUDIT_DATA_DIR) "
+            "at the directory `opsaudit sync` writes"
+        )
+    now = as_of or dt.datetime.now(UTC)
+    report = CheckReport(as_of=now)
+    state_path = Path(data_dir) / STATE_FILE
+    oldest_allowed: dict[str, dt.datetime] = {}
+    if not state_path.is_file() or state_path.stat().st_size == 0:
+        report.findings.append(
+            Finding("stale_sync", None, f"no sync has run in {data_dir} yet: run `opsaudit sync`")
+        )
+    else:
+        oldest_allowed = _check_state(state_path, report, max_age, reread_max_age)
+    _check_data(Path(data_dir), report, oldest_allowed, stuck_after, thresholds)
+    return report
+
+
+def _check_state(
+    path: Path, report: CheckReport, max_age: dt.timedelta, reread_max_age: dt.timedelta
+) -> dict[str, dt.datetime]:
+    """The findings the state database answers; returns, per project that completed a walk,
+    the oldest `created_at` its stored history should reach (for the coverage check)."""
+    from exporter._state import StateDB
+
+    now = report.as_of
+    find = report.findings.append
+    state = StateDB(path)
+    try:
+        runs = state.query(
+            "SELECT run_id, started_us, finished_us, outcome FROM runs "
+            "WHERE started_us <= ? ORDER BY started_us",
+            (_us(now),),
+        )
+        projects = state.query(
+            "SELECT id, last_synced_us, last_error, checkpoint_us, created_us, first_seen_us "
+            "FROM projects WHERE deleted_us IS NULL ORDER BY id"
+        )
+        terminal = ",".join(f"'{s}'" for s in _TERMINAL)
+        open_rows = state.query(
+            "SELECT o.project_id, count(*), sum(o.checked_us < ?), min(o.checked_us) "
+            "FROM open_ops o JOIN projects p ON p.id = o.project_id "
+            f"WHERE p.deleted_us IS NULL AND coalesce(o.status NOT IN ({terminal}), true) "
+            "GROUP BY o.project_id ORDER BY o.project_id",
+            (_us(now - reread_max_age),),
+        )
+    finally:
+        state.close()
+
+    # The whole trail: the last successful run, and gaps the platform's retention could fill.
+    successes = [_at(r[2]) for r in runs if r[3] == "ok" and r[2] is not None]
+    report.last_success_at = max((s for s in successes if s is not None), default=None)
+    if report.last_success_at is None:
+        find(Finding("stale_sync", None, "no sync has succeeded yet (see `opsaudit status`)"))
+    elif now - report.last_success_at > max_age:
+        find(
+            Finding(
+                "stale_sync",
+                None,
+                f"last successful sync finished {_stamp(report.last_success_at)} "
+                f"({format_duration(now - report.last_success_at)} ago), longer ago than "
+                f"--max-age {format_duration(max_age)}",
+            )
+        )
+    # A run that synced anything (ok or partial) moves every checkpoint it could; between two
+    # such runs more than RETENTION apart, operations may have come and gone unseen.
+    synced = [(r[1], r[2]) for r in runs if r[3] in ("ok", "partial") and r[2] is not None]
+    for (_, previous_end), (next_start, _) in itertools.pairwise(synced):
+        gap = _when(next_start) - _when(previous_end)
+        if gap > RETENTION:
+            find(
+                Finding(
+                    "retention_gap",
+                    None,
+                    f"{format_duration(gap)} between the runs that finished "
+                    f"{_stamp(_when(previous_end))} and started {_stamp(_when(next_start))}: "
+                    "longer than the platform keeps operations (about 6 months); some may "
+                    "have been deleted unseen",
+                )
+            )
+    if synced and now - _when(synced[-1][1]) > RETENTION:
+        find(
+            Finding(
+                "retention_gap",
+                None,
+                f"the last run that synced finished {_stamp(_when(synced[-1][1]))}, longer ago "
+                "than the platform keeps operations (about 6 months): run `opsaudit sync` now",
+            )
+        )
+
+    # Per project: synced recently, and without an error.
+    report.projects = len(projects)
+    oldest_allowed: dict[str, dt.datetime] = {}
+    for pid, synced_us, error, checkpoint_us, created_us, first_seen_us in projects:
+        last = _at(synced_us)
+        if last is None:
+            find(Finding("project_not_synced", pid, f"project {pid} has never completed a sync"))
+        elif now - last > max_age:
+            find(
+                Finding(
+                    "project_not_synced",
+                    pid,
+                    f"project {pid} last synced {_stamp(last)} "
+                    f"({format_duration(now - last)} ago), longer ago than --max-age "
+                    f"{format_duration(max_age)}",
+                )
+            )
+        if error:
+            find(Finding("project_error", pid, f"project {pid} failed its last sync: {error}"))
+        if checkpoint_us is not None and first_seen_us is not None:
+            horizon = _when(first_seen_us) - RETENTION
+            created = _at(created_us)
+            oldest_allowed[pid] = horizon if created is None else max(horizon, created)
+
+    # Open operations the bounded refresh has not reached for too long.
+    for pid, count, stale, oldest_checked_us in open_rows:
+        report.open_operations += count
+        oldest = _at(oldest_checked_us)
+        if stale:
+            find(
+                Finding(
+                    "open_not_reread",
+                    pid,
+                    f"project {pid}: {stale} open operation(s) not re-read for more than "
+                    f"{format_duration(reread_max_age)} (oldest check {_stamp(oldest)})",
+                )
+            )
+    return oldest_allowed
+
+
+def _timestamp_literal(when: dt.datetime) -> str:
+    return f"TIMESTAMPTZ '{when.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S.%f')}+00'"
+
+
+def _interval_literal(delta: dt.timedelta) -> str:
+    return f"INTERVAL '{int(delta.total_seconds() * 1_000_000)} microseconds'"
+
+
+def _check_data(
+    data_dir: Path,
+    report: CheckReport,
+    oldest_allowed: dict[str, dt.datetime],
+    stuck_after: dt.timedelta,
+    thresholds: Sequence[Threshold],
+) -> None:
+    """Coverage against retention, and the `--fail-on` thresholds, from the Parquet data."""
+    if not oldest_allowed and not thresholds:
+        return
+    from exporter._sql import connect, execute
+
+    con = connect(data_dir, only=("00_base.sql", "40_stuck.sql"))
+    try:
+        if oldest_allowed:
+            _, rows = execute(
+                con,
+                "SELECT project_id, min(created_at) FROM operation_versions "
+                "GROUP BY project_id ORDER BY project_id",
+            )
+            for pid, oldest_stored in rows:
+                allowed = oldest_allowed.get(pid)
+                if allowed is not None and oldest_stored - allowed > COVERAGE_SLACK:
+                    report.findings.append(
+                        Finding(
+                            "retention_coverage",
+                            pid,
+                            f"project {pid}: the oldest stored operation is from "
+                            f"{_stamp(oldest_stored)}, but the platform still held operations "
+                            f"back to about {_stamp(allowed)} when it was first synced: "
+                            "that history is missing",
+                        )
+                    )
+        for t in thresholds:
+            value = _measure(con, t, report.as_of, stuck_after)
+            report.measured[t.text] = value
+            if value is not None and t.crossed(value):
+                report.findings.append(
+                    Finding("threshold", t.text, _threshold_message(t, value, stuck_after))
+                )
+    finally:
+        con.close()
+
+
+def _measure(con: Any, t: Threshold, as_of: dt.datetime, stuck_after: dt.timedelta) -> float | None:
+    from exporter._sql import execute
+
+    action = "" if t.action is None else " AND action = ?"
+    params = [] if t.action is None else [t.action]
+    if t.metric == "failure_rate":
+        assert t.window is not None
+        _, rows = execute(
+            con,
+            "SELECT count(*), count(*) FILTER (WHERE failures_count > 0) FROM operations "
+            f"WHERE created_at >= {_timestamp_literal(as_of - t.window)} "
+            f"AND created_at < {_timestamp_literal(as_of)}" + action,
+            params,
+        )
+        operations, failed = rows[0]
+        return None if operations == 0 else failed / operations
+    _, rows = execute(
+        con,
+        "SELECT count(*) FROM stuck_operations_older_than("
+        f"{_interval_literal(stuck_after)}, as_of := {_timestamp_literal(as_of)})"
+        + (" WHERE action = ?" if t.action is not None else ""),
+        params,
+    )
+    return float(rows[0][0])
+
+
+def _threshold_message(t: Threshold, value: float, stuck_after: dt.timedelta) -> str:
+    scope = "all actions" if t.action is None else t.action
+    if t.metric == "failure_rate":
+        assert t.window is not None
+        return (
+            f"failure rate of {scope} over the last {format_duration(t.window)} is "
+            f"{100 * value:.1f}% ({t.text})"
+        )
+    return (
+        f"{int(value)} operation(s) of {scope} not terminal {format_duration(stuck_after)} "
+        f"after creation ({t.text})"
+    )

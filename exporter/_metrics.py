@@ -1,0 +1,232 @@
+"""Prometheus metrics of the audit trail, in the textfile-collector format, written atomically.
+
+node_exporter's textfile collector reads every `*.prom` file of a directory on each scrape; a
+file caught half-written would be dropped or, worse, read with missing series. So the file is
+written next to its target under a name the collector ignores, fsynced, and renamed over it.
+The format is simple enough to write by hand (exposition format 0.0.4); the tests read it back
+with the official `prometheus_client` parser.
+
+Every value comes from the state database (runs, open operations) and the data (failures over
+the last 24 h), so `sync --metrics-file` and `check --metrics-file` write the same series.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from exporter._check import CheckReport
+
+__all__ = [
+    "FAILURE_WINDOW",
+    "Metric",
+    "check_metrics",
+    "collect_metrics",
+    "render_metrics",
+    "write_metrics",
+]
+
+UTC = dt.timezone.utc
+FAILURE_WINDOW = dt.timedelta(hours=24)
+OUTCOMES = ("ok", "partial", "failed", "auth_failed", "killed", "running")
+
+
+@dataclass
+class Metric:
+    """One metric family: a name, its help and type, and its samples (labels, value)."""
+
+    name: str
+    help: str
+    type: str = "gauge"
+    samples: list[tuple[dict[str, str], float]] = field(default_factory=list)
+
+    def add(self, value: float | None, **labels: str) -> Metric:
+        if value is not None:
+            self.samples.append((labels, float(value)))
+        return self
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+
+
+def render_metrics(metrics: Iterable[Metric]) -> str:
+    """The exposition text: HELP and TYPE, then one line per sample."""
+    out: list[str] = []
+    for m in metrics:
+        out.append(f"# HELP {m.name} {m.help.replace(chr(92), chr(92) * 2)}")
+        out.append(f"# TYPE {m.name} {m.type}")
+        for labels, value in m.samples:
+            text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+            out.append(
+                f"{m.name}{{{text}}} {_number(value)}" if text else f"{m.name} {_number(value)}"
+            )
+    return "\n".join(out) + "\n"
+
+
+def write_metrics(path: Path, metrics: Sequence[Metric]) -> None:
+    """Write the file atomically: a temporary sibling (not `*.prom`), fsync, rename."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(render_metrics(metrics))
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # node_exporter usually runs as another user
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _seconds(us: int | None) -> float | None:
+    return None if us is None else us / 1e6
+
+
+def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list[Metric]:
+    """The trail's metrics from `data_dir`'s state and data (nothing when there is no state)."""
+    from exporter._state import StateDB
+    from exporter._storage import STATE_FILE
+
+    now = as_of or dt.datetime.now(UTC)
+    state_path = Path(data_dir) / STATE_FILE
+    if not state_path.is_file() or state_path.stat().st_size == 0:
+        return []
+    state = StateDB(state_path)
+    try:
+        last = state.query(
+            "SELECT started_us, finished_us, outcome, projects_ok, projects_failed, requests, "
+            "responses_429, retries, new_operations, changed_operations "
+            "FROM runs WHERE finished_us IS NOT NULL ORDER BY started_us DESC LIMIT 1"
+        )
+        success = state.query("SELECT max(finished_us) FROM runs WHERE outcome = 'ok'")[0][0]
+        open_ops = state.query(
+            "SELECT count(*) FROM open_ops "
+            "WHERE coalesce(status NOT IN ('finished', 'cancelled', 'skipped'), true)"
+        )[0][0]
+        projects = state.query("SELECT count(*) FROM projects WHERE deleted_us IS NULL")[0][0]
+    finally:
+        state.close()
+
+    metrics = [
+        Metric(
+            "opsaudit_last_success_timestamp_seconds",
+            "Unix time the last sync with outcome ok finished (absent before the first one).",
+        ).add(_seconds(success)),
+        Metric("opsaudit_open_operations", "Operations still open, re-read by each sync.").add(
+            open_ops
+        ),
+        Metric("opsaudit_projects", "Projects in scope (deleted ones excluded).").add(projects),
+    ]
+    if last:
+        started, finished, outcome, ok, failed, requests, r429, retries, new, changed = last[0]
+        metrics += [
+            Metric("opsaudit_last_run_timestamp_seconds", "Unix time the last sync finished.").add(
+                _seconds(finished)
+            ),
+            Metric(
+                "opsaudit_last_run_duration_seconds", "Wall time of the last sync in seconds."
+            ).add((finished - started) / 1e6),
+            _one_hot(outcome),
+            Metric("opsaudit_last_run_requests", "API requests made by the last sync.").add(
+                requests
+            ),
+            Metric("opsaudit_last_run_responses_429", "429 responses the last sync received.").add(
+                r429
+            ),
+            Metric("opsaudit_last_run_retries", "Requests the last sync retried.").add(retries),
+            Metric(
+                "opsaudit_last_run_operations",
+                "Operations the last sync found new or changed (kind label).",
+            )
+            .add(new, kind="new")
+            .add(changed, kind="changed"),
+            Metric(
+                "opsaudit_last_run_projects",
+                "Projects the last sync finished ok or failed (result label).",
+            )
+            .add(ok, result="ok")
+            .add(failed, result="failed"),
+        ]
+    metrics += _failures(Path(data_dir), now)
+    return metrics
+
+
+def _one_hot(outcome: str) -> Metric:
+    m = Metric("opsaudit_last_run_outcome", "1 for the outcome of the last sync, 0 for the others.")
+    for name in (*OUTCOMES, *([outcome] if outcome not in OUTCOMES else [])):
+        m.add(1 if name == outcome else 0, outcome=name)
+    return m
+
+
+def _failures(data_dir: Path, now: dt.datetime) -> list[Metric]:
+    """Per action, operations created in the last 24 h and how many of them failed."""
+    from exporter._sql import connect, execute
+
+    since = (now - FAILURE_WINDOW).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    until = now.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    con = connect(data_dir, only=("00_base.sql",))
+    try:
+        _, rows = execute(
+            con,
+            "SELECT action, count(*), count(*) FILTER (WHERE failures_count > 0) "
+            f"FROM operations WHERE created_at >= TIMESTAMPTZ '{since}+00' "
+            f"AND created_at < TIMESTAMPTZ '{until}+00' GROUP BY action ORDER BY action",
+        )
+    finally:
+        con.close()
+    operations = Metric(
+        "opsaudit_operations_24h", "Operations created in the last 24 hours, per action."
+    )
+    failed = Metric(
+        "opsaudit_failed_operations_24h",
+        "Operations created in the last 24 hours that failed at least once, per action.",
+    )
+    for action, count, failures in rows:
+        operations.add(count, action=str(action))
+        failed.add(failures, action=str(action))
+    return [operations, failed]
+
+
+CHECKS = (
+    "stale_sync",
+    "project_not_synced",
+    "project_error",
+    "open_not_reread",
+    "retention_gap",
+    "retention_coverage",
+    "threshold",
+)
+
+
+def check_metrics(report: CheckReport) -> list[Metric]:
+    """The families `check --metrics-file` adds: findings per check, and one ok flag."""
+    findings = Metric(
+        "opsaudit_check_findings", "Findings of the last `opsaudit check`, per check."
+    )
+    for name in (*CHECKS, *sorted({f.check for f in report.findings} - set(CHECKS))):
+        findings.add(sum(f.check == name for f in report.findings), check=name)
+    return [
+        Metric("opsaudit_check_ok", "1 when the last `opsaudit check` found nothing.").add(
+            1 if report.ok else 0
+        ),
+        Metric("opsaudit_check_timestamp_seconds", "Unix time of the last `opsaudit check`.").add(
+            report.as_of.timestamp()
+        ),
+        findings,
+    ]

@@ -1,0 +1,143 @@
+"""`opsaudit check` and `opsaudit doctor`: is the audit trail healthy, and is the set-up right?"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from exporter._errors import ConfigError, ExitCode
+from exporter.cli._common import (
+    data_dir_option,
+    emit,
+    existing_data_dir,
+    metrics_file_option,
+    output_options,
+    write_metrics_file,
+)
+
+
+class Duration(click.ParamType):
+    """`90s`, `30m`, `2h`, `7d`, `2w`: a bad value is a usage error naming the option."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, dt.timedelta):
+            return value
+        from exporter._check import parse_duration
+
+        try:
+            return parse_duration(str(value))
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def _thresholds(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[Any]:
+    from exporter._check import parse_threshold
+
+    try:
+        return [parse_threshold(v) for v in values]
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--fail-on "), ctx, param) from None
+
+
+def _as_of(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.datetime | None:
+    if value is None:
+        return None
+    from exporter._timeutil import parse_rfc3339
+
+    try:
+        return parse_rfc3339(value)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not an RFC 3339 time (2025-01-31T12:00:00Z)", ctx, param
+        ) from None
+
+
+@click.command("check")
+@data_dir_option
+@click.option(
+    "--max-age",
+    type=Duration(),
+    default="2h",
+    show_default=True,
+    help="A finding when the last successful sync, or a project's, is older than this.",
+)
+@click.option(
+    "--reread-max-age",
+    type=Duration(),
+    default="24h",
+    show_default=True,
+    help="A finding when an open operation has not been re-read for longer than this.",
+)
+@click.option(
+    "--stuck-after",
+    type=Duration(),
+    default="1h",
+    show_default=True,
+    help="What `stuck` counts: operations not terminal this long after their creation.",
+)
+@click.option(
+    "--fail-on",
+    "thresholds",
+    multiple=True,
+    metavar="EXPR",
+    callback=_thresholds,
+    help="A finding when the data crosses a threshold (repeatable): "
+    "'failure_rate(ACTION) > 5% over 24h' (ACTION optional: all actions), 'stuck > 0'.",
+)
+@click.option(
+    "--as-of",
+    metavar="TIME",
+    callback=_as_of,
+    help="Judge as of this RFC 3339 time instead of now (to replay a check).",
+)
+@output_options(["text", "json"], help="text: one line per finding; json: one object.")
+@metrics_file_option
+def check_command(
+    data_dir: Path,
+    max_age: dt.timedelta,
+    reread_max_age: dt.timedelta,
+    stuck_after: dt.timedelta,
+    thresholds: list[Any],
+    as_of: dt.datetime | None,
+    fmt: str,
+    output: Path | None,
+    metrics_file: Path | None,
+) -> None:
+    """Exit 8 with one line per finding when the audit trail needs attention.
+
+    Findings: the last successful sync older than --max-age; a project not synced for
+    --max-age or whose last sync failed; open operations not re-read for --reread-max-age;
+    gaps longer than the platform's retention (about 6 months); the --fail-on thresholds.
+    Meant for cron (`opsaudit sync; opsaudit check`), Nagios-style checks and CI.
+    """
+    from exporter._check import run_check
+
+    report = run_check(
+        existing_data_dir(data_dir),
+        max_age=max_age,
+        reread_max_age=reread_max_age,
+        stuck_after=stuck_after,
+        thresholds=thresholds,
+        as_of=as_of,
+    )
+    if fmt == "json":
+        text = orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
+    else:
+        text = "".join(line + "\n" for line in report.lines())
+    emit(text, output)
+    if metrics_file is not None:
+        from exporter._metrics import check_metrics
+
+        write_metrics_file(metrics_file, data_dir, check_metrics(report), as_of=report.as_of)
+    if not report.ok:
+        sys.exit(int(ExitCode.ATTENTION))
+
+
+COMMANDS: list[click.Command] = [check_command]

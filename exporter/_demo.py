@@ -8,6 +8,7 @@ prints; progress reaches the caller through the same observer `sync()` uses.
 
 from __future__ import annotations
 
+import datetime as dt
 import tempfile
 import time
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ class DemoResult:
     temporary: bool  # True when run_demo created data_dir itself (it is kept, not deleted)
     operations: int  # operations the simulator holds (its ground truth)
     seconds: float  # wall time of simulator start-up plus sync
+    history_end: dt.datetime  # where the simulated history ends: the moment the demo ran
 
 
 def _check_fresh(data_dir: Path) -> None:
@@ -68,10 +70,14 @@ def run_demo(
     days: int = DEFAULT_DAYS,
     ops_per_project_per_day: int = OPS_PER_PROJECT_PER_DAY,
     seed: int = DEMO_SEED,
+    now: dt.datetime | None = None,
 ) -> DemoResult:
     """Start the simulator, sync it into `data_dir` (a new temp dir if None), stop it.
 
-    Raises `ConfigError` if `data_dir` is not empty; sync errors propagate as from `sync()`.
+    The simulated history ends at `now` (default: the moment the demo runs, to the second), so
+    `report --since 7d`, lags and ages read as they would on a live account; for a given seed
+    the content is the same, shifted in time. Raises `ConfigError` if `data_dir` is not empty;
+    sync errors propagate as from `sync()`.
     """
     from exporter._sync import SyncConfig, sync
     from exporter.simulator import SimConfig, Simulator
@@ -84,6 +90,9 @@ def run_demo(
     else:
         _check_fresh(data_dir)
     started = time.monotonic()
+    # Issue 15: a history ending on a fixed date made `report --since 7d` print 0 operations.
+    end = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
+    end = end.replace(microsecond=0)
     # Some projects are shared with the user from another organization, as in real accounts
     # (discovery lists them separately); the total is still what the caller asked for.
     shared = projects // 6
@@ -93,6 +102,7 @@ def run_demo(
         shared_projects=shared,
         days=days,
         ops_per_project_per_day=ops_per_project_per_day,
+        start=end.strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
     with Simulator(config) as sim:
         operations = sim.operation_count()
@@ -114,4 +124,5 @@ def run_demo(
         temporary=temporary,
         operations=operations,
         seconds=time.monotonic() - started,
+        history_end=end,
     )

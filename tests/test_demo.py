@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import shlex
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,57 @@ def test_printed_next_commands_run(demo: tuple[Path, Result]) -> None:
         run = invoke(*shlex.split(line)[1:])
         assert run.exit_code == 0, (line, run.output)
         assert run.stdout.strip()
+
+
+def test_history_ends_when_the_demo_runs(demo: tuple[Path, Result]) -> None:
+    """Issue 15: the newest operation is within a minute of the run, so --since 7d shows data."""
+    data_dir, result = demo
+    assert result.exit_code == 0, result.output
+    [row] = query(
+        data_dir,
+        "SELECT epoch(r.started_at) - epoch(o.newest) AS behind FROM "
+        "(SELECT max(created_at) AS newest FROM operations) o, "
+        "(SELECT min(started_at) AS started_at FROM sync_runs) r",
+    )
+    assert 0 <= row["behind"] < 60
+    week = invoke("report", "--data-dir", str(data_dir), "--since", "7d", "--format", "json")
+    assert week.exit_code == 0, week.output
+    [recent] = query(
+        data_dir,
+        "SELECT count(*) AS n FROM operations WHERE created_at >= now() - INTERVAL 7 DAYS",
+    )
+    assert orjson.loads(week.stdout)["operations"] == recent["n"] > 1000
+    assert "--since 7d" in result.stdout.split("Next, try:\n", 1)[1]
+
+
+def test_same_seed_same_history_shifted(tmp_path: Path) -> None:
+    """A pinned clock: the history ends exactly there, and another clock only shifts it."""
+    from exporter._demo import run_demo
+    from exporter._sql import connect
+
+    ends = [
+        dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.timezone.utc),
+        dt.datetime(2026, 7, 9, 8, 30, 15, tzinfo=dt.timezone.utc),
+    ]
+    histories = []
+    for n, end in enumerate(ends):
+        result = run_demo(
+            tmp_path / str(n), projects=2, days=1, ops_per_project_per_day=100, now=end
+        )
+        assert result.history_end == end
+        con = connect(result.data_dir)
+        try:
+            rows = con.execute(
+                "SELECT id, project_id, action, status, failures_count, total_duration_ms, "
+                "epoch_us(created_at) - epoch_us($end) AS created, "
+                "epoch_us(updated_at) - epoch_us($end) AS updated FROM operations ORDER BY id",
+                {"end": end},
+            ).fetchall()
+        finally:
+            con.close()
+        assert rows and max(r[6] for r in rows) <= 0  # nothing after the clock
+        histories.append(rows)
+    assert histories[0] == histories[1]
 
 
 def test_demo_default_dir_is_temporary_and_kept(

@@ -46,8 +46,8 @@ def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool
     """Sync a simulated account (no key, no network) and print the report."""
     _setup_logging("text", 0)
     click.echo(
-        f"Simulating an account with {projects} projects and {days} days of history on "
-        "127.0.0.1 (no key, no network), then syncing it ...",
+        f"Simulating an account with {projects} projects and {days} days of history up to now "
+        "on 127.0.0.1 (no key, no network), then syncing it ...",
         err=True,
     )
     show = sys.stderr.isatty() if progress is None else progress
@@ -72,7 +72,7 @@ def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool
     click.echo(f"The dataset is in {result.data_dir}{kept}.")
     click.echo("Next, try:")
     click.echo(f"  opsaudit query --data-dir {where} {shlex.quote(_EXAMPLE_SQL)}")
-    click.echo(f"  opsaudit report --data-dir {where} --format markdown")
+    click.echo(f"  opsaudit report --data-dir {where} --since 7d    # the history ends now")
     click.echo(f"  opsaudit status --data-dir {where}")
     click.echo(
         f"  duckdb {shlex.quote(str(result.views_db))}"

@@ -55,9 +55,9 @@ DEFAULT_MAX_AGE = dt.timedelta(hours=2)
 DEFAULT_REREAD_MAX_AGE = dt.timedelta(hours=24)
 # The same bound as the `stuck_operations` view (sql/40_stuck.sql).
 DEFAULT_STUCK_AFTER = dt.timedelta(hours=1)
-# A project's first backfill reads back to the API's oldest operation; a stored history that
-# starts more than this after where the API's could have started is a coverage gap.
-COVERAGE_SLACK = dt.timedelta(days=1)
+# A first backfill that has not completed while the history it has reached is this close to
+# the retention horizon: what it has not read yet is about to be deleted (or already is).
+COVERAGE_MARGIN = dt.timedelta(days=14)
 
 _TERMINAL = ("finished", "cancelled", "skipped")  # PRODUCT.md, Correctness 2
 
@@ -225,22 +225,22 @@ def run_check(
     now = as_of or dt.datetime.now(UTC)
     report = CheckReport(as_of=now)
     state_path = Path(data_dir) / STATE_FILE
-    oldest_allowed: dict[str, dt.datetime] = {}
+    backfilling: set[str] = set()
     if not state_path.is_file() or state_path.stat().st_size == 0:
         report.findings.append(
             Finding("stale_sync", None, f"no sync has run in {data_dir} yet: run `opsaudit sync`")
         )
     else:
-        oldest_allowed = _check_state(state_path, report, max_age, reread_max_age)
-    _check_data(Path(data_dir), report, oldest_allowed, stuck_after, thresholds)
+        backfilling = _check_state(state_path, report, max_age, reread_max_age)
+    _check_data(Path(data_dir), report, backfilling, stuck_after, thresholds)
     return report
 
 
 def _check_state(
     path: Path, report: CheckReport, max_age: dt.timedelta, reread_max_age: dt.timedelta
-) -> dict[str, dt.datetime]:
-    """The findings the state database answers; returns, per project that completed a walk,
-    the oldest `created_at` its stored history should reach (for the coverage check)."""
+) -> set[str]:
+    """The findings the state database answers; returns the projects whose first backfill has
+    not completed yet (for the coverage check)."""
     from exporter._state import StateDB
 
     now = report.as_of
@@ -253,7 +253,7 @@ def _check_state(
             (_us(now),),
         )
         projects = state.query(
-            "SELECT id, last_synced_us, last_error, checkpoint_us, created_us, first_seen_us "
+            "SELECT id, last_synced_us, last_error "
             "FROM projects WHERE deleted_us IS NULL ORDER BY id"
         )
         terminal = ",".join(f"'{s}'" for s in _TERMINAL)
@@ -310,8 +310,8 @@ def _check_state(
 
     # Per project: synced recently, and without an error.
     report.projects = len(projects)
-    oldest_allowed: dict[str, dt.datetime] = {}
-    for pid, synced_us, error, checkpoint_us, created_us, first_seen_us in projects:
+    backfilling: set[str] = set()
+    for pid, synced_us, error in projects:
         last = _at(synced_us)
         if last is None:
             find(Finding("project_not_synced", pid, f"project {pid} has never completed a sync"))
@@ -327,10 +327,8 @@ def _check_state(
             )
         if error:
             find(Finding("project_error", pid, f"project {pid} failed its last sync: {error}"))
-        if checkpoint_us is not None and first_seen_us is not None:
-            horizon = _when(first_seen_us) - RETENTION
-            created = _at(created_us)
-            oldest_allowed[pid] = horizon if created is None else max(horizon, created)
+        if last is None:
+            backfilling.add(pid)
 
     # Open operations the bounded refresh has not reached for too long.
     for pid, count, stale, oldest_checked_us in open_rows:
@@ -345,7 +343,7 @@ def _check_state(
                     f"{format_duration(reread_max_age)} (oldest check {_stamp(oldest)})",
                 )
             )
-    return oldest_allowed
+    return backfilling
 
 
 def _timestamp_literal(when: dt.datetime) -> str:
@@ -359,34 +357,41 @@ def _interval_literal(delta: dt.timedelta) -> str:
 def _check_data(
     data_dir: Path,
     report: CheckReport,
-    oldest_allowed: dict[str, dt.datetime],
+    backfilling: set[str],
     stuck_after: dt.timedelta,
     thresholds: Sequence[Threshold],
 ) -> None:
-    """Coverage against retention, and the `--fail-on` thresholds, from the Parquet data."""
-    if not oldest_allowed and not thresholds:
+    """Coverage against retention, and the `--fail-on` thresholds, from the Parquet data.
+
+    Coverage: a completed backfill reads a project's history down to the API's oldest
+    operation, so the stored history can only fall short of the API's while the first backfill
+    of a project is still under way (it walks newest first). Once it has reached operations
+    close to the retention horizon, what it has not read yet is being deleted by the platform.
+    (Comparing with the API's oldest operation directly would cost a walk of the whole history.)
+    """
+    if not backfilling and not thresholds:
         return
     from exporter._sql import connect, execute
 
     con = connect(data_dir, only=("00_base.sql", "40_stuck.sql"))
     try:
-        if oldest_allowed:
+        if backfilling:
             _, rows = execute(
                 con,
                 "SELECT project_id, min(created_at) FROM operation_versions "
                 "GROUP BY project_id ORDER BY project_id",
             )
+            horizon = report.as_of - RETENTION
             for pid, oldest_stored in rows:
-                allowed = oldest_allowed.get(pid)
-                if allowed is not None and oldest_stored - allowed > COVERAGE_SLACK:
+                if pid in backfilling and oldest_stored - horizon < COVERAGE_MARGIN:
                     report.findings.append(
                         Finding(
                             "retention_coverage",
                             pid,
-                            f"project {pid}: the oldest stored operation is from "
-                            f"{_stamp(oldest_stored)}, but the platform still held operations "
-                            f"back to about {_stamp(allowed)} when it was first synced: "
-                            "that history is missing",
+                            f"project {pid}: its first backfill has not completed and has read "
+                            f"back to {_stamp(oldest_stored)}; the platform deletes operations "
+                            f"after about 6 months ({_stamp(horizon)}), so the rest of its "
+                            "history is being lost: let `opsaudit sync` finish (see its errors)",
                         )
                     )
         for t in thresholds:

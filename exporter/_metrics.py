@@ -109,12 +109,17 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
         return []
     state = StateDB(state_path)
     try:
+        # Runs after `as_of` have not happened yet for a check replayed in the past.
+        until = int((now - dt.datetime(1970, 1, 1, tzinfo=UTC)) / dt.timedelta(microseconds=1))
         last = state.query(
             "SELECT started_us, finished_us, outcome, projects_ok, projects_failed, requests, "
-            "responses_429, retries, new_operations, changed_operations "
-            "FROM runs WHERE finished_us IS NOT NULL ORDER BY started_us DESC LIMIT 1"
+            "responses_429, retries, new_operations, changed_operations FROM runs "
+            "WHERE finished_us IS NOT NULL AND started_us <= ? ORDER BY started_us DESC LIMIT 1",
+            (until,),
         )
-        success = state.query("SELECT max(finished_us) FROM runs WHERE outcome = 'ok'")[0][0]
+        success = state.query(
+            "SELECT max(finished_us) FROM runs WHERE outcome = 'ok' AND started_us <= ?", (until,)
+        )[0][0]
         open_ops = state.query(
             "SELECT count(*) FROM open_ops "
             "WHERE coalesce(status NOT IN ('finished', 'cancelled', 'skipped'), true)"

@@ -1,0 +1,307 @@
+"""`opsaudit check`: a dataset built to trip each finding, the exact lines, and exit 8."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter._check import Threshold, parse_threshold, run_check
+from exporter._errors import ConfigError
+
+from .conftest import (
+    analytics_dataset,
+    at_us,
+    invoke,
+    iso,
+    run_sync,
+    stamp,
+    state_rows,
+    state_write,
+)
+
+TERMINAL = ("finished", "cancelled", "skipped")
+
+
+@pytest.fixture
+def trail(make_sim: Any, tmp_path: Path) -> tuple[Any, Path, dt.datetime]:
+    """Three projects synced once: the simulator, the data dir, and when the run finished.
+    The simulated history (a day) ends now, as a real account's does."""
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    sim = make_sim(seed=5, projects=3, shared_projects=0, orgs=1, start=now)
+    data_dir = tmp_path / "data"
+    summary = run_sync(sim, data_dir)
+    assert summary.outcome == "ok"
+    [(finished,)] = state_rows(data_dir, "SELECT finished_us FROM runs")
+    return sim, data_dir, at_us(finished)
+
+
+def synced_at(data_dir: Path) -> dict[str, dt.datetime]:
+    return {
+        pid: at_us(us)
+        for pid, us in state_rows(data_dir, "SELECT id, last_synced_us FROM projects ORDER BY id")
+    }
+
+
+def test_a_fresh_trail_has_no_findings(trail: tuple[Any, Path, dt.datetime]) -> None:
+    _, data_dir, finished = trail
+    as_of = finished + dt.timedelta(minutes=10)
+    result = invoke("check", "--data-dir", str(data_dir), "--as-of", iso(as_of))
+    assert (result.exit_code, result.stdout) == (
+        0,
+        "ok: last successful sync 10m ago, 3 projects, no findings\n",
+    )
+
+
+def test_stale_sync_and_projects_not_synced(trail: tuple[Any, Path, dt.datetime]) -> None:
+    _, data_dir, finished = trail
+    as_of = finished + dt.timedelta(hours=3, minutes=5)
+    result = invoke("check", "--data-dir", str(data_dir), "--as-of", iso(as_of))
+    expected = [
+        f"stale_sync: last successful sync finished {stamp(finished)} (3h 5m ago), longer ago "
+        "than --max-age 2h"
+    ]
+    for pid, last in synced_at(data_dir).items():
+        ago = as_of - last
+        minutes = int(ago.total_seconds()) // 60
+        expected.append(
+            f"project_not_synced: project {pid} last synced {stamp(last)} "
+            f"({minutes // 60}h {minutes % 60}m ago), longer ago than --max-age 2h"
+        )
+    assert result.exit_code == 8
+    assert result.stdout.splitlines() == expected
+    # A wider --max-age: nothing to say.
+    wide = invoke("check", "--data-dir", str(data_dir), "--as-of", iso(as_of), "--max-age", "4h")
+    assert wide.exit_code == 0, wide.stdout
+
+
+def test_failing_project(trail: tuple[Any, Path, dt.datetime]) -> None:
+    sim, data_dir, _ = trail
+    failing = sorted(sim.project_ids())[1]
+    sim.fail_requests(f"/projects/{failing}/operations", 400)
+    second = run_sync(sim, data_dir)
+    assert second.outcome == "partial"
+    [(error,)] = state_rows(data_dir, "SELECT last_error FROM projects WHERE id = ?", (failing,))
+    assert error and "scripted failure 400" in error
+    [(finished,)] = state_rows(data_dir, "SELECT max(finished_us) FROM runs")
+    as_of = at_us(finished) + dt.timedelta(minutes=1)
+    result = invoke("check", "--data-dir", str(data_dir), "--as-of", iso(as_of))
+    assert result.exit_code == 8
+    # The first (ok) run is 2h old at most; the project synced then is within --max-age.
+    assert result.stdout.splitlines() == [
+        f"project_error: project {failing} failed its last sync: {error}"
+    ]
+
+
+def test_open_operations_not_reread(trail: tuple[Any, Path, dt.datetime]) -> None:
+    sim, data_dir, finished = trail
+    open_by_project: dict[str, int] = {}
+    for op in sim.ground_truth().values():
+        if op["status"] not in TERMINAL:
+            open_by_project[op["project_id"]] = open_by_project.get(op["project_id"], 0) + 1
+    assert len(open_by_project) == 3  # every project has some (the test needs them)
+    checked = {
+        pid: at_us(us)
+        for pid, us in state_rows(
+            data_dir, "SELECT project_id, min(checked_us) FROM open_ops GROUP BY project_id"
+        )
+    }
+    as_of = finished + dt.timedelta(hours=25)
+    result = invoke("check", "--data-dir", str(data_dir), "--as-of", iso(as_of), "--max-age", "2d")
+    assert result.exit_code == 8
+    assert result.stdout.splitlines() == [
+        f"open_not_reread: project {pid}: {n} open operation(s) not re-read for more than 1d "
+        f"(oldest check {stamp(checked[pid])})"
+        for pid, n in sorted(open_by_project.items())
+    ]
+    # The bound is an option.
+    relaxed = invoke(
+        "check",
+        "--data-dir",
+        str(data_dir),
+        "--as-of",
+        iso(as_of),
+        "--max-age",
+        "2d",
+        "--reread-max-age",
+        "2d",
+    )
+    assert relaxed.exit_code == 0, relaxed.stdout
+
+
+def test_retention_gap_between_runs_and_since_the_last(
+    trail: tuple[Any, Path, dt.datetime],
+) -> None:
+    _, data_dir, finished = trail
+    [(started_us,)] = state_rows(data_dir, "SELECT started_us FROM runs")
+    # A run 200 days before the real one: the platform may have deleted what came in between.
+    old_start = started_us - 200 * 86_400_000_000
+    state_write(
+        data_dir,
+        "INSERT INTO runs (run_id, started_us, finished_us, outcome) VALUES ('old', ?, ?, 'ok')",
+        (old_start, old_start + 60_000_000),
+    )
+    gap = at_us(started_us) - at_us(old_start + 60_000_000)
+    as_of = finished + dt.timedelta(days=190)
+    args = ["--max-age", "400d", "--reread-max-age", "400d"]
+    result = invoke("check", "--data-dir", str(data_dir), "--as-of", iso(as_of), *args)
+    assert result.exit_code == 8
+    hours = int(gap.total_seconds() // 3600) % 24
+    assert result.stdout.splitlines() == [
+        f"retention_gap: {gap.days}d {hours}h between the runs that finished "
+        f"{stamp(at_us(old_start + 60_000_000))} and started {stamp(at_us(started_us))}: longer "
+        "than the platform keeps operations (about 6 months); some may have been deleted unseen",
+        f"retention_gap: the last run that synced finished {stamp(finished)}, longer ago than "
+        "the platform keeps operations (about 6 months): run `opsaudit sync` now",
+    ]
+
+
+def test_retention_coverage(trail: tuple[Any, Path, dt.datetime]) -> None:
+    sim, data_dir, _ = trail
+    pid = sorted(sim.project_ids())[0]
+    oldest = min(op["created_at"] for op in sim.ground_truth().values() if op["project_id"] == pid)
+    oldest_at = dt.datetime.fromisoformat(oldest.replace("Z", "+00:00"))
+    # The project's first backfill has not completed (a walk in progress, newest first) ...
+    state_write(
+        data_dir,
+        "UPDATE projects SET last_synced_us = NULL, checkpoint_us = NULL, "
+        "resume_cursor = 'c' WHERE id = ?",
+        (pid,),
+    )
+    args = ["--max-age", "1000w", "--reread-max-age", "1000w"]
+    # ... while what it has read is still far from the retention horizon: only "never synced".
+    early = oldest_at + dt.timedelta(days=150)
+    result = invoke("check", "--data-dir", str(data_dir), "--as-of", iso(early), *args)
+    assert result.stdout.splitlines() == [
+        f"project_not_synced: project {pid} has never completed a sync"
+    ]
+    # 170 days after its oldest stored operation, the rest of its history is being deleted.
+    late = oldest_at + dt.timedelta(days=170)
+    result = invoke("check", "--data-dir", str(data_dir), "--as-of", iso(late), *args)
+    assert result.exit_code == 8
+    assert result.stdout.splitlines() == [
+        f"project_not_synced: project {pid} has never completed a sync",
+        f"retention_coverage: project {pid}: its first backfill has not completed and has read "
+        f"back to {stamp(oldest_at)}; the platform deletes operations after about 6 months "
+        f"({stamp(late - dt.timedelta(days=182))}), so the rest of its history is being lost: "
+        "let `opsaudit sync` finish (see its errors)",
+    ]
+
+
+THRESHOLD_ARGS = [
+    "--as-of",
+    "2025-01-12T14:00:00Z",
+    "--fail-on",
+    "failure_rate(start_compute) > 5% over 7d",
+    "--fail-on",
+    "failure_rate > 50% over 24h",
+    "--fail-on",
+    "stuck > 0",
+    "--fail-on",
+    "stuck(start_compute) >= 3",
+]
+
+
+def test_thresholds_on_the_data(tmp_path: Path) -> None:
+    # The hand-computed dataset (tests/analytics/conftest.py), no state: never synced by us.
+    data_dir = analytics_dataset(tmp_path / "data")
+    result = invoke("check", "--data-dir", str(data_dir), *THRESHOLD_ARGS)
+    assert result.exit_code == 8
+    # start_compute created 2025-01-05 14:00 .. 01-12 14:00: o1 o3 o4 o8 o10 o12, failed o3 o8.
+    # Not terminal an hour after creation, as of 01-12 14:00: o5 o7 o8 o12.
+    assert result.stdout.splitlines() == [
+        f"stale_sync: no sync has run in {data_dir} yet: run `opsaudit sync`",
+        "threshold: failure rate of start_compute over the last 7d is 33.3% "
+        "(failure_rate(start_compute) > 5% over 7d)",
+        "threshold: 4 operation(s) of all actions not terminal 1h after creation (stuck > 0)",
+    ]
+
+
+def test_json_output(tmp_path: Path) -> None:
+    data_dir = analytics_dataset(tmp_path / "data")
+    result = invoke("check", "--data-dir", str(data_dir), "--format", "json", *THRESHOLD_ARGS)
+    assert result.exit_code == 8
+    report = json.loads(result.stdout)
+    # created 01-11 14:00 .. 01-12 14:00: o7 o8 o9 o11 o10 o12; failed: o8.
+    assert report["thresholds"] == [
+        {"expression": "failure_rate(start_compute) > 5% over 7d", "value": 2 / 6},
+        {"expression": "failure_rate > 50% over 24h", "value": 1 / 6},
+        {"expression": "stuck > 0", "value": 4.0},
+        {"expression": "stuck(start_compute) >= 3", "value": 2.0},
+    ]
+    assert report["status"] == "attention"
+    assert report["as_of"] == "2025-01-12T14:00:00Z"
+    assert [f["check"] for f in report["findings"]] == ["stale_sync", "threshold", "threshold"]
+    assert report["findings"][2] == {
+        "check": "threshold",
+        "subject": "stuck > 0",
+        "message": "4 operation(s) of all actions not terminal 1h after creation (stuck > 0)",
+    }
+
+
+def test_library_call(tmp_path: Path) -> None:
+    data_dir = analytics_dataset(tmp_path / "data")
+    report = run_check(
+        data_dir,
+        thresholds=[parse_threshold("stuck > 3")],
+        stuck_after=dt.timedelta(hours=3),
+        as_of=dt.datetime(2025, 1, 12, 14, tzinfo=dt.timezone.utc),
+    )
+    # Three hours: o12 (created 12:00) is not stuck yet.
+    assert report.measured == {"stuck > 3": 3.0}
+    assert [f.check for f in report.findings] == ["stale_sync"]
+
+
+def test_threshold_parser() -> None:
+    assert parse_threshold(" failure_rate( apply_config ) >= 2.5 % over 90m ") == Threshold(
+        text="failure_rate( apply_config ) >= 2.5 % over 90m",
+        metric="failure_rate",
+        action="apply_config",
+        op=">=",
+        value=0.025,
+        window=dt.timedelta(minutes=90),
+    )
+    assert parse_threshold("stuck > 0") == Threshold("stuck > 0", "stuck", None, ">", 0)
+    for bad in (
+        "failure_rate > 5 over 24h",  # no %
+        "failure_rate(x) > 5% over 24x",
+        "failure_rate(x) > 5%",  # no window
+        "stuck = 0",
+        "stuck > -1",
+        "stuck > 0 and more",
+        "errors > 1",
+        "",
+    ):
+        with pytest.raises(ConfigError, match="is not a threshold"):
+            parse_threshold(bad)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--fail-on", "stuck = 0"],
+            "Invalid value for '--fail-on': 'stuck = 0' is not a threshold",
+        ),
+        (["--max-age", "2 hours"], "Invalid value for '--max-age': '2 hours' is not a duration"),
+        (["--as-of", "yesterday"], "Invalid value for '--as-of': 'yesterday' is not an RFC 3339"),
+    ],
+)
+def test_bad_arguments_are_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    result = invoke("check", "--data-dir", str(tmp_path), *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_missing_data_dir_is_a_usage_error(tmp_path: Path) -> None:
+    result = invoke("check", "--data-dir", str(tmp_path / "nope"))
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"Error: --data-dir {tmp_path / 'nope'} does not exist; run `opsaudit sync --data-dir "
+        f"{tmp_path / 'nope'}` first, or point --data-dir (or $OPSAUDIT_DATA_DIR) at an "
+        "existing dataset\n"
+    )
+    assert not (tmp_path / "nope").exists()

@@ -1,0 +1,99 @@
+"""The CLI boundary: environment variables validated like flags, one error-to-exit-code map,
+no read command creating or accepting a missing data directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import invoke
+
+
+def test_bad_environment_value_is_a_usage_error_naming_the_variable(tmp_path: Path) -> None:
+    result = invoke(
+        "sync", "--data-dir", str(tmp_path), env={"OPSAUDIT_MAX_RPS": "fast", "NEON_API_KEY": "k"}
+    )
+    assert result.exit_code == 2
+    assert (
+        "Error: Invalid value for '--max-rps' (env var: 'OPSAUDIT_MAX_RPS'): 'fast' is not a "
+        "valid float range." in result.stderr
+    )
+    assert "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []  # nothing started
+
+
+def test_environment_variables_are_shown_in_help() -> None:
+    text = invoke("sync", "--help").stdout
+    for name in ("OPSAUDIT_DATA_DIR", "OPSAUDIT_BASE_URL", "OPSAUDIT_MAX_RPS"):
+        assert f"env var: {name}" in " ".join(text.split()), name
+
+
+def test_max_rps_above_the_account_limit_warns(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=3, projects=1, shared_projects=0, orgs=1, ops_per_project_per_day=20)
+    env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
+    result = invoke("sync", "--data-dir", str(tmp_path / "d"), "--max-rps", "20", env=env)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith(
+        "Warning: --max-rps 20 is above the account's limit of 700 requests/min (11.67/s), which "
+        "the console and every other client share: expect 429s; the sync slows down when it "
+        "gets them.\n"
+    )
+    quiet = invoke("sync", "--data-dir", str(tmp_path / "d"), "--max-rps", "11", env=env)
+    assert quiet.exit_code == 0 and "Warning" not in quiet.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status"],
+        ["compact"],
+        ["check"],
+        ["report"],
+        ["query", "SELECT 1"],
+    ],
+)
+def test_a_missing_data_dir_is_exit_2_and_is_not_created(
+    tmp_path: Path, command: list[str]
+) -> None:
+    missing = tmp_path / "missing"
+    result = invoke(*command, "--data-dir", str(missing))
+    assert result.exit_code == 2, result.output
+    assert f"--data-dir {missing} does not exist" in result.stderr
+    assert not missing.exists()
+
+
+def test_compact_on_an_empty_directory_creates_nothing(tmp_path: Path) -> None:
+    result = invoke("compact", "--data-dir", str(tmp_path))
+    assert result.exit_code == 6
+    assert result.stderr == f"Error: no dataset in {tmp_path} yet: run `opsaudit sync` first\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_status_renders_through_format(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=4, projects=2, shared_projects=0, orgs=1, ops_per_project_per_day=30)
+    env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
+    assert invoke("sync", "--data-dir", str(tmp_path), "--max-rps", "0", env=env).exit_code == 0
+    table = invoke("status", "--data-dir", str(tmp_path))
+    assert table.exit_code == 0
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == [
+        "id",
+        "name",
+        "checkpoint_at",
+        "last_synced_at",
+        "open_operations",
+        "lag_seconds",
+        "deleted",
+        "last_error",
+    ]
+    assert "(2 rows)" in lines and "(1 row)" in lines
+    out = tmp_path / "status.json"
+    written = invoke("status", "--data-dir", str(tmp_path), "--format", "json", "-o", str(out))
+    assert (written.exit_code, written.stdout) == (0, "")
+    status = json.loads(out.read_text())
+    assert sorted(p["id"] for p in status["projects"]) == sorted(sim.project_ids())
+    assert [r["outcome"] for r in status["runs"]] == ["ok"]
+    assert status["runs"][0]["finished_at"].endswith("Z")

@@ -1,0 +1,127 @@
+"""`--metrics-file`: Prometheus textfile output, read back with the official parser."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter._metrics import Metric, render_metrics, write_metrics
+
+from .conftest import at_us, invoke, iso, state_rows
+
+TERMINAL = ("finished", "cancelled", "skipped")
+
+
+def parse(path: Path) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """Family name -> {sorted labels: value}, as node_exporter would read the file."""
+    out: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(path.read_text()):
+        for sample in family.samples:
+            out.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return out
+
+
+def test_sync_metrics_file(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=9, projects=3, shared_projects=0, orgs=1)
+    data_dir, prom = tmp_path / "data", tmp_path / "textfile" / "opsaudit.prom"
+    prom.parent.mkdir()
+    env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
+    result = invoke(
+        "sync", "--data-dir", str(data_dir), "--max-rps", "0", "--metrics-file", str(prom), env=env
+    )
+    assert result.exit_code == 0, result.output
+    [run] = state_rows(
+        data_dir,
+        "SELECT started_us, finished_us, requests, responses_429, retries FROM runs",
+    )
+    truth = sim.ground_truth()
+    metrics = parse(prom)
+    assert metrics["opsaudit_last_success_timestamp_seconds"] == {(): run[1] / 1e6}
+    assert metrics["opsaudit_last_run_timestamp_seconds"] == {(): run[1] / 1e6}
+    assert metrics["opsaudit_last_run_duration_seconds"] == {(): (run[1] - run[0]) / 1e6}
+    assert metrics["opsaudit_last_run_requests"] == {(): run[2]}
+    assert run[2] >= 4  # organizations, projects, one page per project at least
+    assert metrics["opsaudit_last_run_responses_429"] == {(): 0}
+    assert metrics["opsaudit_last_run_retries"] == {(): 0}
+    assert metrics["opsaudit_last_run_operations"] == {
+        (("kind", "new"),): len(truth),
+        (("kind", "changed"),): 0,
+    }
+    assert metrics["opsaudit_last_run_projects"] == {
+        (("result", "ok"),): 3,
+        (("result", "failed"),): 0,
+    }
+    assert metrics["opsaudit_last_run_outcome"][(("outcome", "ok"),)] == 1
+    assert sum(metrics["opsaudit_last_run_outcome"].values()) == 1
+    assert metrics["opsaudit_open_operations"] == {
+        (): sum(op["status"] not in TERMINAL for op in truth.values())
+    }
+    assert metrics["opsaudit_projects"] == {(): 3}
+    # Nothing left behind but the file (node_exporter reads every *.prom in the directory).
+    assert [p.name for p in prom.parent.iterdir()] == ["opsaudit.prom"]
+    assert prom.stat().st_mode & 0o777 == 0o644
+
+
+def test_check_metrics_file_failures_per_action(make_sim: Any, tmp_path: Path) -> None:
+    # A history that ends now, so the last 24 h hold operations and the run is recent.
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    sim = make_sim(seed=10, projects=2, shared_projects=0, orgs=1, days=2, start=now)
+    data_dir, prom = tmp_path / "data", tmp_path / "opsaudit.prom"
+    env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
+    assert invoke("sync", "--data-dir", str(data_dir), "--max-rps", "0", env=env).exit_code == 0
+    prom.write_text("stale content\n")
+    inode = prom.stat().st_ino
+    [(finished,)] = state_rows(data_dir, "SELECT finished_us FROM runs")
+    as_of = at_us(finished) + dt.timedelta(minutes=1)
+    result = invoke(
+        "check", "--data-dir", str(data_dir), "--as-of", iso(as_of), "--metrics-file", str(prom)
+    )
+    assert result.exit_code == 0, result.output
+    assert prom.stat().st_ino != inode  # replaced by rename, not rewritten in place
+    since = as_of - dt.timedelta(hours=24)
+    operations: dict[str, int] = {}
+    failed: dict[str, int] = {}
+    for op in sim.ground_truth().values():
+        created = dt.datetime.fromisoformat(op["created_at"].replace("Z", "+00:00"))
+        if since <= created < as_of:
+            operations[op["action"]] = operations.get(op["action"], 0) + 1
+            failed[op["action"]] = failed.get(op["action"], 0) + (op["failures_count"] > 0)
+    assert sum(failed.values()) > 0  # the simulator's history has failures
+    metrics = parse(prom)
+    assert metrics["opsaudit_operations_24h"] == {
+        (("action", a),): n for a, n in operations.items()
+    }
+    assert metrics["opsaudit_failed_operations_24h"] == {
+        (("action", a),): n for a, n in failed.items()
+    }
+    assert metrics["opsaudit_check_ok"] == {(): 1}
+    assert metrics["opsaudit_check_timestamp_seconds"] == {(): as_of.timestamp()}
+    assert set(metrics["opsaudit_check_findings"].values()) == {0}
+    assert metrics["opsaudit_last_success_timestamp_seconds"] == {(): at_us(finished).timestamp()}
+
+
+def test_check_metrics_count_findings(tmp_path: Path) -> None:
+    data_dir, prom = tmp_path / "data", tmp_path / "check.prom"
+    data_dir.mkdir()
+    result = invoke("check", "--data-dir", str(data_dir), "--metrics-file", str(prom))
+    assert result.exit_code == 8
+    metrics = parse(prom)
+    assert metrics["opsaudit_check_ok"] == {(): 0}
+    assert metrics["opsaudit_check_findings"][(("check", "stale_sync"),)] == 1
+    # No state yet: no run metrics, and no invented zeros.
+    assert "opsaudit_last_success_timestamp_seconds" not in metrics
+
+
+def test_label_values_are_escaped(tmp_path: Path) -> None:
+    path = tmp_path / "x.prom"
+    weird = 'a "quoted" \\ back\nslash'
+    write_metrics(path, [Metric("opsaudit_test", "Help with \\ and more.").add(1.5, action=weird)])
+    [family] = text_string_to_metric_families(path.read_text())
+    assert (family.name, family.documentation) == ("opsaudit_test", "Help with \\ and more.")
+    assert [(s.labels, s.value) for s in family.samples] == [({"action": weird}, 1.5)]
+    assert render_metrics([]) == "\n"
+    assert not [p for p in os.listdir(tmp_path) if p != "x.prom"]

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -22,11 +24,14 @@ import tenacity
 
 from exporter._errors import (
     ApiError,
+    ApiUnavailableError,
     AuthError,
     ConfigError,
     NotFoundError,
     ScopeError,
     TransientError,
+    redact,
+    register_secret,
 )
 from exporter._pacing import Pacer
 
@@ -66,12 +71,10 @@ class RetryPolicy:
     max_elapsed: float = 300.0  # seconds across all attempts of one request
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
-
-
-def is_last_page(count: int, limit: int, next_cursor: str | None, sent_cursor: str | None) -> bool:
-    """The paging end rule shared by every listing: a short page is the last one (the API fills
-    pages up to `limit`); so is a page without a cursor or one that hands back the cursor sent."""
-    return count < limit or not next_cursor or next_cursor == sent_cursor
+    # The API is down for everything: after this many failed attempts in a row (5xx, refused,
+    # dropped; not 429) with no success for `down_after_seconds`, every request fails at once.
+    down_after_failures: int = 24
+    down_after_seconds: float = 120.0
 
 
 def _page_params(limit: int, cursor: str | None, **extra: str | None) -> dict[str, Any]:
@@ -128,10 +131,12 @@ def _error_message(response: httpx.Response) -> tuple[str, str | None]:
     try:
         body = orjson.loads(response.content)
         if isinstance(body, dict):
-            message = str(body.get("message") or "")
+            message = redact(str(body.get("message") or ""))
             request_id = request_id or body.get("request_id")
     except orjson.JSONDecodeError:
         pass
+    if request_id is not None:
+        request_id = redact(str(request_id))[:100]
     return message or response.reason_phrase or f"HTTP {response.status_code}", request_id
 
 
@@ -143,6 +148,27 @@ def validate_base_url(base_url: str) -> str:
             "expected something like https://console.neon.tech/api/v2/"
         )
     return base_url.rstrip("/") + "/"
+
+
+_KEY_CHARS = re.compile(r"[\x21-\x7e]+")
+
+
+def check_api_key(api_key: str | None) -> str:
+    """The key, stripped; a missing or malformed key is a clear key error at once (never a
+    connection failure retried for a minute, and never a traceback holding it)."""
+    key = (api_key or "").strip()
+    if not key:
+        raise AuthError(
+            "no API key: set NEON_API_KEY or pass --api-key-file "
+            "(create one in the console under account or organization settings)"
+        )
+    if not _KEY_CHARS.fullmatch(key):
+        raise AuthError(
+            "the API key is malformed: it contains a space, a line break, a control or a "
+            "non-ASCII character (check the key file for a stray newline or a copy-paste "
+            "accident); create or copy the key again"
+        )
+    return key
 
 
 class ApiClient:
@@ -159,20 +185,21 @@ class ApiClient:
         max_connections: int = 16,
         transport: httpx.BaseTransport | None = None,
     ):
-        if not api_key or not api_key.strip():
-            raise AuthError(
-                "no API key: set NEON_API_KEY or pass --api-key-file "
-                "(create one in the console under account or organization settings)"
-            )
+        api_key = check_api_key(api_key)
+        register_secret(api_key)
         self.base_url = validate_base_url(base_url)
         self.pacer = pacer or Pacer()
         self.retry = retry or RetryPolicy()
         self.stats = RequestStats()
         self._any_success = False
+        self._health_lock = threading.Lock()
+        self._failures_in_a_row = 0
+        self._last_success = time.monotonic()
+        self._down: str | None = None
         self._http = httpx.Client(
             base_url=self.base_url,
             headers={
-                "Authorization": f"Bearer {api_key.strip()}",
+                "Authorization": f"Bearer {api_key}",
                 "Accept": "application/json",
                 "User-Agent": "opsaudit/0.1",
             },
@@ -282,6 +309,32 @@ class ApiClient:
                 status=exc.status,
             ) from None
 
+    def _succeeded(self) -> None:
+        with self._health_lock:
+            self._failures_in_a_row = 0
+            self._last_success = time.monotonic()
+
+    def _failed(self, route: str) -> None:
+        """Count a failed attempt; once the API looks down for everything, stop the run."""
+        policy = self.retry
+        with self._health_lock:
+            self._failures_in_a_row += 1
+            silent = time.monotonic() - self._last_success
+            if (
+                self._down is None
+                and self._failures_in_a_row >= policy.down_after_failures
+                and silent >= policy.down_after_seconds
+            ):
+                self._down = (
+                    f"the API at {self.base_url} is failing every request "
+                    f"({self._failures_in_a_row} failures in a row, none succeeded for "
+                    f"{silent:.0f}s; last: {route}); stopping the run early. Check the "
+                    "platform's status page or --base-url, then run again"
+                )
+            down = self._down
+        if down is not None:
+            raise ApiUnavailableError(down)
+
     def _wait(self, state: tenacity.RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, _Retryable) and exc.retry_after is not None:
@@ -305,17 +358,25 @@ class ApiClient:
         expect: str,
         raw_operations: bool,
     ) -> Any:
+        if self._down is not None:
+            raise ApiUnavailableError(self._down)
         self.pacer.acquire(route)
         try:
             response = self._http.get(path, params=params)
         except httpx.TimeoutException as exc:
             self.stats.count(route, None)
+            self._failed(route)
             raise _Retryable(f"timed out ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
             self.stats.count(route, None)
+            self._failed(route)
             raise _Retryable(f"connection failed ({type(exc).__name__})") from None
         status = response.status_code
         self.stats.count(route, status)
+        if status >= 500:
+            self._failed(route)
+        elif status != 429:
+            self._succeeded()
         if status == 200:
             try:
                 body = orjson.loads(response.content)

@@ -19,7 +19,7 @@ from exporter._errors import ConfigError
 from exporter._storage import STATE_FILE, VERSIONS_DIR
 
 if TYPE_CHECKING:
-    from exporter._sync import Observer, RunSummary
+    from exporter._sync import RunSummary, SyncObserver
 
 __all__ = ["DEFAULT_DAYS", "DEFAULT_PROJECTS", "DEMO_SEED", "DemoResult", "run_demo"]
 
@@ -64,7 +64,7 @@ def _check_fresh(data_dir: Path) -> None:
 
 def run_demo(
     data_dir: Path | None = None,
-    observer: Observer | None = None,
+    observer: SyncObserver | None = None,
     *,
     projects: int = DEFAULT_PROJECTS,
     days: int = DEFAULT_DAYS,

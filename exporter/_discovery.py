@@ -13,8 +13,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter._client import ApiClient, is_last_page
+from exporter._client import ApiClient
 from exporter._errors import ApiError, AuthError, ScopeError
+from exporter._paging import Pager
 
 log = logging.getLogger("opsaudit.discovery")
 
@@ -22,25 +23,41 @@ PROJECTS_PAGE = 100
 UNLISTED = "_opsaudit_unlisted"  # marks a project known by id only: no snapshot to store
 
 
+ALL = "*"  # the scope of a listing without org_id (an organization key's projects)
+SHARED = "shared"  # the scope of `GET /projects/shared`
+
+
 @dataclass
 class Discovery:
     """The projects in scope and how far the listing can be trusted."""
 
     projects: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> listing object
+    scope_of: dict[str, str] = field(default_factory=dict)  # id -> scope that listed it
     # The listing covered the whole scope: projects missing from it may be marked deleted.
     complete: bool = True
-    # The org ids whose listing is complete (for deletion marking within --org-id).
-    orgs_listed: list[str | None] = field(default_factory=list)
+    # The scopes (org ids, ALL, SHARED) listed in full: deletion marking stays within them.
+    scopes_listed: list[str] = field(default_factory=list)
     explicit: bool = False  # scope given by --project: no listing at all
     unavailable: list[str] = field(default_factory=list)
+    # Listings that failed and left projects out: the run cannot be complete (exit 1).
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, projects: list[dict[str, Any]], scope: str) -> None:
+        for p in projects:
+            if p["id"] not in self.projects:
+                self.projects[p["id"]] = p
+                self.scope_of[p["id"]] = scope
+        self.scopes_listed.append(scope)
+
+    @property
+    def complete_scopes(self) -> list[str]:
+        return [] if self.explicit or not self.complete else list(self.scopes_listed)
 
 
 def _page_projects(
     client: ApiClient, *, org_id: str | None, shared: bool = False, found: Discovery | None = None
 ) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while True:
+    def fetch(cursor: str | None) -> tuple[list[Any], int, str | None]:
         if shared:
             body = client.list_shared_projects(limit=PROJECTS_PAGE, cursor=cursor)
         else:
@@ -54,16 +71,19 @@ def _page_projects(
             # absence from this page as deletion.
             found.complete = False
             found.unavailable.extend(str(u) for u in unavailable)
-        for project in page:
+        pagination = body.get("pagination")
+        next_cursor = pagination.get("cursor") if isinstance(pagination, dict) else None
+        return page, len(page), next_cursor if isinstance(next_cursor, str) else None
+
+    out: list[dict[str, Any]] = []
+    pager = Pager(fetch, PROJECTS_PAGE, what="GET /projects")
+    while (page := pager.next()) is not None:
+        for project in page.items:
             if isinstance(project, dict) and isinstance(project.get("id"), str):
                 if org_id is not None and "org_id" not in project:
                     project = {**project, "org_id": org_id}
                 out.append(project)
-        pagination = body.get("pagination")
-        next_cursor = pagination.get("cursor") if isinstance(pagination, dict) else None
-        if is_last_page(len(page), PROJECTS_PAGE, next_cursor, cursor):
-            return out
-        cursor = next_cursor
+    return out
 
 
 def discover(
@@ -75,9 +95,9 @@ def discover(
         found.explicit = True
         found.complete = False
         for pid in project_ids:
-            found.projects[pid] = {"id": pid}
+            found.projects[pid] = {"id": pid, UNLISTED: True}
         return found
-    orgs: list[str | None]
+    orgs: list[str]
     if org_ids:
         orgs = list(org_ids)
     else:
@@ -91,9 +111,7 @@ def discover(
             orgs = []
     if not orgs:
         try:
-            for p in _page_projects(client, org_id=None, found=found):
-                found.projects[p["id"]] = p
-            found.orgs_listed.append(None)
+            found.add(_page_projects(client, org_id=None, found=found), ALL)
         except ScopeError as exc:
             raise ApiError(
                 f"the key needs an organization to list projects ({exc}); pass --org-id"
@@ -101,18 +119,17 @@ def discover(
         _add_unavailable(found)
         return found
     for org in orgs:
-        for p in _page_projects(client, org_id=org, found=found):
-            found.projects[p["id"]] = p
-        found.orgs_listed.append(org)
+        found.add(_page_projects(client, org_id=org, found=found), org)
     if not org_ids:
-        # Projects other users shared with this user belong to no org it lists.
+        # Projects other users shared with this user belong to no org it lists. A failure
+        # here leaves projects unsynced: the run is partial, never silently complete.
         try:
-            for p in _page_projects(client, org_id=None, shared=True, found=found):
-                found.projects.setdefault(p["id"], p)
+            found.add(_page_projects(client, org_id=None, shared=True, found=found), SHARED)
         except AuthError:
             raise
         except ApiError as exc:
-            log.info("no shared-project listing for this key (%s)", exc)
+            log.warning("listing shared projects failed: %s", exc)
+            found.errors.append(f"listing shared projects failed: {exc}")
     _add_unavailable(found)
     return found
 

@@ -7,6 +7,8 @@ codes. No message ever contains the API key.
 from __future__ import annotations
 
 import enum
+import re
+import threading
 
 
 class ExitCode(enum.IntEnum):
@@ -20,9 +22,9 @@ class ExitCode(enum.IntEnum):
     FATAL = 5  # nothing could be synced: API unreachable, discovery failed, unexpected error
     STATE = 6  # corrupt, foreign or newer-version state or data
     SQL = 7  # a query failed (bad SQL, unknown table, ...)
-
-
     ATTENTION = 8  # `check` or `doctor` found something to fix (one line per finding)
+
+
 class OpsauditError(Exception):
     """Base of every error opsaudit raises on purpose."""
 
@@ -64,6 +66,10 @@ class TransientError(ApiError):
     """A retryable failure that kept failing: 429, 5xx, dropped connection, malformed body."""
 
 
+class ApiUnavailableError(ApiError):
+    """Every request keeps failing, across projects, with no success: the run stops early."""
+
+
 class StorageError(OpsauditError):
     """The data directory or the state database cannot be used safely."""
 
@@ -86,3 +92,29 @@ class ReadOnlyError(QueryError):
     """`opsaudit query` refused a statement that is not a reading one (COPY, CREATE, SET, ...)."""
 
     exit_code = ExitCode.USAGE
+
+
+# -- redaction ---------------------------------------------------------------------------------
+# Text that came from the server (error bodies, messages) may echo the Authorization header.
+# Everything that is logged, printed or stored passes through `redact` first (PRODUCT.md:
+# secret-safe). The key itself is registered by the client that holds it.
+
+_SECRETS: set[str] = set()
+_SECRETS_LOCK = threading.Lock()
+_BEARER = re.compile(r"(?i)\b(bearer)(\s+|%20|\+)[^\s\"',;&]+")
+REDACTED = "[REDACTED]"
+
+
+def register_secret(secret: str) -> None:
+    """Redact `secret` from every text passed to `redact` in this process."""
+    if secret:
+        with _SECRETS_LOCK:
+            _SECRETS.add(secret)
+
+
+def redact(text: str) -> str:
+    """`text` with every registered secret and any `Bearer <token>` replaced by [REDACTED]."""
+    for secret in _SECRETS:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return _BEARER.sub(lambda m: f"{m[1]}{m[2]}{REDACTED}", text)

@@ -34,13 +34,7 @@ def _table(rows: list[tuple[object, ...]], schema: pa.Schema, micros: set[str]) 
 
 def export_tables(dataset: Dataset) -> None:
     """Rewrite projects.parquet and sync_runs.parquet from the state, then the views file."""
-    projects = dataset.state.query(
-        "SELECT id, name, region_id, pg_version, platform_id, provisioner, org_id, owner_id, "
-        "created_us, updated_us, raw, first_seen_us, last_seen_us, deleted_us, last_synced_us, "
-        "checkpoint_us, last_error, "
-        "(SELECT count(*) FROM open_ops o WHERE o.project_id = p.id) "
-        "FROM projects p ORDER BY id"
-    )
+    projects = dataset.state.projects_rows()
     dataset.replace_file(
         PROJECTS_FILE,
         _table(
@@ -57,11 +51,7 @@ def export_tables(dataset: Dataset) -> None:
             },
         ),
     )
-    runs = dataset.state.query(
-        "SELECT run_id, started_us, finished_us, outcome, projects_total, projects_ok, "
-        "projects_failed, requests, responses_429, retries, new_operations, "
-        "changed_operations, versions_written, error FROM runs ORDER BY started_us"
-    )
+    runs = dataset.state.runs_rows()
     dataset.replace_file(
         SYNC_RUNS_FILE, _table(runs, SYNC_RUNS_SCHEMA, {"started_at", "finished_at"})
     )
@@ -74,3 +64,16 @@ def export_tables(dataset: Dataset) -> None:
             log.warning("opsaudit.duckdb is open in another program; its views were not refreshed")
     except Exception as exc:
         log.warning("could not refresh opsaudit.duckdb: %s", exc)
+
+
+def compact(dataset: Dataset) -> int:
+    """Merge small files (`opsaudit compact`); returns how many files were replaced.
+
+    The views database is refreshed before the replaced files are deleted, so no reader is
+    ever pointed at a file that is gone.
+    """
+    dataset.recover()
+    removed = dataset.compact()
+    export_tables(dataset)
+    dataset.collect_garbage()
+    return removed

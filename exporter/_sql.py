@@ -19,8 +19,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from exporter._errors import QueryError, ReadOnlyError
-from exporter._storage import PROJECTS_SCHEMA, SYNC_RUNS_SCHEMA, VERSIONS_SCHEMA
+from exporter._errors import QueryError, ReadOnlyError, StorageError
+from exporter._state import StateDB
+from exporter._storage import PROJECTS_SCHEMA, STATE_FILE, SYNC_RUNS_SCHEMA, VERSIONS_SCHEMA
 
 __all__ = [
     "VIEWS_DB",
@@ -39,7 +40,7 @@ VIEWS_DB = "opsaudit.duckdb"
 # The relative paths the .sql files read, and the columns of each when no file exists yet.
 # created_month is not stored in the files: it comes from the Hive path (DESIGN.md).
 _SOURCES: dict[str, pa.Schema] = {
-    "operation_versions/*/*.parquet": VERSIONS_SCHEMA.append(
+    "operation_versions/*/*.parquet": VERSIONS_SCHEMA.append(  # VERSIONS_GLOB
         pa.field("created_month", pa.string())
     ),
     "projects/projects.parquet": PROJECTS_SCHEMA,
@@ -101,26 +102,61 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _exists(data_dir: Path, relative: str) -> bool:
-    if "*" in relative:
-        return next(data_dir.glob(relative), None) is not None
-    return (data_dir / relative).is_file()
+VERSIONS_GLOB = "operation_versions/*/*.parquet"
 
 
-def _resolve(text: str, data_dir: Path, present: dict[str, bool]) -> str:
-    """The SQL text with each source path made absolute, or replaced by an empty relation."""
+def committed_files(data_dir: Path) -> list[str] | None:
+    """The data files a reader may read (relative paths): the state's list of committed files.
+
+    Readers never glob the directory: a killed run's leftovers, a stray copy and a compaction's
+    replaced inputs are not in the list (DESIGN.md, commit protocol). None when the directory has
+    no state file (Parquet copied elsewhere): then the files found are read as they are.
+    """
+    state_path = data_dir / STATE_FILE
+    if not state_path.is_file():
+        return None
+    try:
+        state = StateDB(state_path, read_only=True)
+    except StorageError as exc:
+        raise QueryError(str(exc)) from None
+    try:
+        return state.live_files()
+    finally:
+        state.close()
+
+
+def _sources(data_dir: Path) -> dict[str, list[str]]:
+    """Each source's absolute file paths ([] when it has none yet)."""
+    out: dict[str, list[str]] = {}
+    for relative in _SOURCES:
+        if relative == VERSIONS_GLOB:
+            files = committed_files(data_dir)
+            if files is None:
+                out[relative] = sorted(p.as_posix() for p in data_dir.glob(relative))
+            else:
+                out[relative] = [(data_dir / f).as_posix() for f in files]
+        else:
+            out[relative] = (
+                [(data_dir / relative).as_posix()] if (data_dir / relative).is_file() else []
+            )
+    return out
+
+
+def _resolve(text: str, sources: dict[str, list[str]]) -> str:
+    """The SQL text with each source path replaced by its files, or by an empty relation."""
 
     def replace(match: re.Match[str]) -> str:
         relative = match["path"]
         if relative not in _SOURCES:
             return match[0]
-        if not present[relative]:
+        files = sources[relative]
+        if not files:
             return _empty_relation(_SOURCES[relative])
-        absolute = (data_dir / relative).as_posix()
+        listed = _quote(files[0]) if len(files) == 1 else f"[{', '.join(map(_quote, files))}]"
         start, end = match.span("path")
         whole = match[0]
         offset = match.start()
-        return whole[: start - offset - 1] + _quote(absolute) + whole[end - offset + 1 :]
+        return whole[: start - offset - 1] + listed + whole[end - offset + 1 :]
 
     return _READ_PARQUET.sub(replace, text)
 
@@ -128,13 +164,12 @@ def _resolve(text: str, data_dir: Path, present: dict[str, bool]) -> str:
 def _load(
     con: duckdb.DuckDBPyConnection, data_dir: Path, only: Sequence[str] | None = None
 ) -> None:
-    data_dir = data_dir.resolve()
-    present = {relative: _exists(data_dir, relative) for relative in _SOURCES}
+    sources = _sources(data_dir.resolve())
     for path in sql_files():
         if only is not None and path.name not in only:
             continue
         try:
-            con.execute(_resolve(path.read_text(), data_dir, present))
+            con.execute(_resolve(path.read_text(), sources))
         except duckdb.Error as exc:
             raise QueryError(f"loading {path.name}: {_first_line(exc)}") from exc
 
@@ -149,8 +184,8 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with every view over `data_dir` defined.
 
-    The views see the files that exist when they are read; a source that had no file at all
-    when connecting stays empty for this connection (connect again after the first sync).
+    The views read the files committed when connecting (a snapshot: connect again to see
+    later syncs); a source that had no file at all stays empty for this connection.
     `only` names the .sql files to load (e.g. the report's): each view costs a bind, which
     reads Parquet metadata, so a command that needs three views need not define thirty.
     `safe` (what `opsaudit query` and `report` use) limits file access to `data_dir`, turns

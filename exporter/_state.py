@@ -12,17 +12,23 @@ import fcntl
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from exporter._errors import LockHeldError, StorageError
+from exporter._timeutil import to_micros
+
+if TYPE_CHECKING:
+    from exporter._walk import Chunk
 
 APPLICATION_ID = 0x4F505341  # "OPSA": marks the file as ours (PRAGMA application_id)
-FORMAT_VERSION = 1
+# 2: open_ops.misses, projects.walk_tail_ids/listed_in, files.replaced_by (migrated from 1).
+FORMAT_VERSION = 2
+TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -38,8 +44,12 @@ CREATE TABLE projects (
     checkpoint_us INTEGER,         -- newest created_at of the last completed walk
     boundary_ids TEXT,             -- JSON list: ids at exactly checkpoint_us
     walk_top_us INTEGER,           -- walk in progress: its newest created_at ...
-    walk_top_ids TEXT,             -- ... the ids at that instant ...
-    resume_cursor TEXT             -- ... and the cursor of the next page to read
+    walk_top_ids TEXT,             -- ... the ids at that second ...
+    resume_cursor TEXT,            -- ... the cursor of the next page to read ...
+    walk_tail_ids TEXT,            -- ... and the ids of the last page's oldest second
+    listed_in TEXT                 -- scope of the listing that last showed it (org id, '*',
+                                   -- 'shared'): a complete listing of that scope without it
+                                   -- marks it deleted
 );
 CREATE TABLE open_ops (
     id TEXT PRIMARY KEY,
@@ -48,7 +58,8 @@ CREATE TABLE open_ops (
     status TEXT,
     fingerprint BLOB NOT NULL,
     version INTEGER NOT NULL,
-    checked_us INTEGER NOT NULL
+    checked_us INTEGER NOT NULL,
+    misses INTEGER NOT NULL DEFAULT 0  -- 404s in a row on its GET (dropped after MAX_MISSES)
 );
 CREATE INDEX open_ops_project ON open_ops (project_id);
 CREATE TABLE files (
@@ -58,7 +69,8 @@ CREATE TABLE files (
     rows INTEGER NOT NULL,
     bytes INTEGER NOT NULL,
     state TEXT NOT NULL,           -- pending | live | deleting
-    run_id TEXT
+    run_id TEXT,
+    replaced_by TEXT               -- compaction: the merged file that takes over these rows
 );
 CREATE TABLE runs (
     run_id TEXT PRIMARY KEY,
@@ -72,6 +84,14 @@ CREATE TABLE runs (
 """
 
 
+_MIGRATE_TO_2 = [
+    "ALTER TABLE open_ops ADD COLUMN misses INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE projects ADD COLUMN walk_tail_ids TEXT",
+    "ALTER TABLE projects ADD COLUMN listed_in TEXT",
+    "ALTER TABLE files ADD COLUMN replaced_by TEXT",
+]
+
+
 @dataclass
 class OpenOp:
     """An operation last seen in a non-terminal status: re-read until terminal."""
@@ -83,6 +103,12 @@ class OpenOp:
     fingerprint: bytes
     version: int
     checked_us: int
+    misses: int = 0  # consecutive 404s on its GET: a transient 404 must not drop it
+
+    @property
+    def is_open(self) -> bool:
+        """False for a finished operation kept for one more look (it may change in place)."""
+        return self.status not in TERMINAL_STATUSES
 
 
 @dataclass
@@ -95,7 +121,15 @@ class ProjectCheckpoint:
     walk_top_us: int | None = None
     walk_top_ids: frozenset[str] = frozenset()
     resume_cursor: str | None = None
+    walk_tail_ids: frozenset[str] = frozenset()
     open_ops: dict[str, OpenOp] = field(default_factory=dict)
+
+
+def _micros(text: Any) -> int | None:
+    try:
+        return to_micros(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
 
 
 def _ids(text: str | None) -> frozenset[str]:
@@ -106,14 +140,36 @@ def ids_json(ids: frozenset[str] | set[str]) -> str:
     return orjson.dumps(sorted(ids)).decode()
 
 
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A reader's connection: never writes; works on a read-only data directory too."""
+    uri = path.resolve().as_uri()
+    try:
+        con = sqlite3.connect(
+            f"{uri}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
+        )
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return con
+    except sqlite3.OperationalError:
+        # WAL needs a writable -shm file beside the database; a read-only directory (a
+        # restored backup, a read-only mount) has none: read it as an immutable file.
+        return sqlite3.connect(
+            f"{uri}?immutable=1", uri=True, check_same_thread=False, isolation_level=None
+        )
+
+
 class StateDB:
     """Access to `state.sqlite`; one connection shared by the run's threads under a lock."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, read_only: bool = False):
+        """Open (with `read_only`: for readers, never creating or migrating anything)."""
         self.path = path
         self._lock = threading.RLock()
         existed = path.exists() and path.stat().st_size > 0
         try:
+            if read_only:
+                self._con = _connect_read_only(path)
+                self._check(migrate=False)
+                return
             self._con = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             self._con.execute("PRAGMA journal_mode=WAL")
             self._con.execute("PRAGMA synchronous=FULL")
@@ -127,7 +183,7 @@ class StateDB:
                 "it was left untouched: move it away to start a new dataset, or restore a backup"
             ) from None
 
-    def _check(self) -> None:
+    def _check(self, migrate: bool = True) -> None:
         app_id = self._con.execute("PRAGMA application_id").fetchone()[0]
         if app_id != APPLICATION_ID:
             raise StorageError(
@@ -145,6 +201,18 @@ class StateDB:
         check = self._con.execute("PRAGMA quick_check").fetchone()[0]
         if check != "ok":
             raise sqlite3.DatabaseError(f"integrity check failed: {check}")
+        if version < FORMAT_VERSION and migrate:
+            self._migrate(version)
+
+    def _migrate(self, version: int) -> None:
+        """Bring an older state file up to FORMAT_VERSION, in one transaction."""
+        with self.transaction() as con:
+            if version < 2:
+                for statement in _MIGRATE_TO_2:
+                    con.execute(statement)
+            con.execute(
+                "UPDATE meta SET value = ? WHERE key = 'format_version'", (str(FORMAT_VERSION),)
+            )
 
     def _create(self) -> None:
         with self.transaction() as con:
@@ -174,26 +242,242 @@ class StateDB:
         with self._lock:
             self._con.close()
 
-    # -- reads ----------------------------------------------------------------------------
+    # -- checkpoints and open operations --------------------------------------------------
 
     def load_checkpoint(self, project_id: str) -> ProjectCheckpoint:
         rows = self.query(
-            "SELECT checkpoint_us, boundary_ids, walk_top_us, walk_top_ids, resume_cursor "
-            "FROM projects WHERE id = ?",
+            "SELECT checkpoint_us, boundary_ids, walk_top_us, walk_top_ids, resume_cursor, "
+            "walk_tail_ids FROM projects WHERE id = ?",
             (project_id,),
         )
         cp = ProjectCheckpoint(project_id)
         if rows:
-            cp.checkpoint_us, boundary, cp.walk_top_us, top_ids, cp.resume_cursor = rows[0]
+            cp.checkpoint_us, boundary, cp.walk_top_us, top_ids, cp.resume_cursor, tail = rows[0]
             cp.boundary_ids = _ids(boundary)
             cp.walk_top_ids = _ids(top_ids)
+            cp.walk_tail_ids = _ids(tail)
         for row in self.query(
-            "SELECT id, project_id, created_us, status, fingerprint, version, checked_us "
+            "SELECT id, project_id, created_us, status, fingerprint, version, checked_us, misses "
             "FROM open_ops WHERE project_id = ?",
             (project_id,),
         ):
             cp.open_ops[row[0]] = OpenOp(*row)
         return cp
+
+    def apply_chunk(self, con: sqlite3.Connection, c: Chunk) -> None:
+        """Inside the committer's transaction: the state changes of one walk chunk."""
+        if c.open_deletes:
+            con.executemany("DELETE FROM open_ops WHERE id = ?", [(i,) for i in c.open_deletes])
+        if c.open_upserts:
+            con.executemany(
+                "INSERT OR REPLACE INTO open_ops (id, project_id, created_us, status, "
+                "fingerprint, version, checked_us, misses) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        o.id,
+                        o.project_id,
+                        o.created_us,
+                        o.status,
+                        o.fingerprint,
+                        o.version,
+                        o.checked_us,
+                        o.misses,
+                    )
+                    for o in c.open_upserts.values()
+                ],
+            )
+        if c.progress is not None:
+            top, top_ids, cursor, tail_ids = c.progress
+            con.execute(
+                "UPDATE projects SET walk_top_us = ?, walk_top_ids = ?, resume_cursor = ?, "
+                "walk_tail_ids = ? WHERE id = ?",
+                (top, ids_json(top_ids), cursor, ids_json(tail_ids), c.project_id),
+            )
+        if c.completed is not None:
+            checkpoint, boundary = c.completed
+            con.execute(
+                "UPDATE projects SET checkpoint_us = ?, boundary_ids = ?, walk_top_us = NULL, "
+                "walk_top_ids = NULL, resume_cursor = NULL, walk_tail_ids = NULL, "
+                "last_synced_us = ?, last_error = NULL WHERE id = ?",
+                (checkpoint, ids_json(boundary), c.completed_us, c.project_id),
+            )
+        if c.error is not None:
+            # After `completed` in the same chunk order: a failure is never wiped by a
+            # checkpoint that the committer applies later (issue 9, finding 8).
+            con.execute("UPDATE projects SET last_error = ? WHERE id = ?", (c.error, c.project_id))
+        if c.deleted_us is not None:
+            con.execute(
+                "UPDATE projects SET deleted_us = COALESCE(deleted_us, ?) WHERE id = ?",
+                (c.deleted_us, c.project_id),
+            )
+
+    def open_count(self) -> int:
+        """Operations still being re-read (not the finished ones kept for one more look)."""
+        placeholders = ",".join("?" * len(TERMINAL_STATUSES))
+        return int(
+            self.query(
+                "SELECT count(*) FROM open_ops WHERE status IS NULL "
+                f"OR status NOT IN ({placeholders})",
+                tuple(sorted(TERMINAL_STATUSES)),
+            )[0][0]
+        )
+
+    # -- projects -------------------------------------------------------------------------
+
+    def record_listing(
+        self,
+        listed: dict[str, tuple[dict[str, Any] | None, str | None]],
+        complete_scopes: list[str],
+        now: int,
+    ) -> None:
+        """Upsert the projects in scope; mark deleted those a complete listing left out.
+
+        `listed` maps id -> (listing object or None when known by id only, its scope);
+        `complete_scopes` are the scopes ('*', an org id, 'shared') listed in full this run.
+        """
+        with self.transaction() as con:
+            for pid, (p, scope) in listed.items():
+                con.execute(
+                    "INSERT INTO projects (id, first_seen_us) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                    (pid, now),
+                )
+                if p is None:
+                    continue
+                con.execute(
+                    "UPDATE projects SET name = ?, region_id = ?, pg_version = ?, "
+                    "platform_id = ?, provisioner = ?, org_id = ?, owner_id = ?, "
+                    "created_us = ?, updated_us = ?, raw = ?, last_seen_us = ?, "
+                    "deleted_us = NULL, listed_in = ? WHERE id = ?",
+                    (
+                        p.get("name"),
+                        p.get("region_id"),
+                        p.get("pg_version") if isinstance(p.get("pg_version"), int) else None,
+                        p.get("platform_id"),
+                        p.get("provisioner"),
+                        p.get("org_id"),
+                        p.get("owner_id"),
+                        _micros(p.get("created_at")),
+                        _micros(p.get("updated_at")),
+                        orjson.dumps(p).decode(),
+                        now,
+                        scope,
+                        pid,
+                    ),
+                )
+            if not complete_scopes:
+                return
+            con.execute("CREATE TEMP TABLE IF NOT EXISTS _present (id TEXT PRIMARY KEY)")
+            con.execute("DELETE FROM _present")
+            con.executemany("INSERT OR IGNORE INTO _present VALUES (?)", [(i,) for i in listed])
+            scopes = ",".join("?" * len(complete_scopes))
+            # A state from before `listed_in` knew only org ids: fall back to org_id for them.
+            con.execute(
+                "UPDATE projects SET deleted_us = ? WHERE deleted_us IS NULL "
+                "AND last_seen_us IS NOT NULL AND id NOT IN (SELECT id FROM _present) AND ("
+                f"listed_in IN ({scopes}) OR (listed_in IS NULL AND ("
+                f"org_id IN ({scopes}) OR '*' IN ({scopes}))))",
+                (now, *complete_scopes, *complete_scopes, *complete_scopes),
+            )
+
+    # -- runs -----------------------------------------------------------------------------
+
+    def start_run(self, run_id: str, started_us: int) -> None:
+        with self.transaction() as con:
+            con.execute(
+                "INSERT INTO runs (run_id, started_us, outcome) VALUES (?, ?, 'running')",
+                (run_id, started_us),
+            )
+
+    def finish_run(self, run_id: str, finished_us: int, **counts: Any) -> None:
+        """Record a run's outcome and counters (the `runs` columns named in `counts`)."""
+        names = sorted(counts)
+        with self.transaction() as con:
+            con.execute(
+                f"UPDATE runs SET finished_us = ?, {', '.join(f'{n} = ?' for n in names)} "
+                "WHERE run_id = ?",
+                (finished_us, *(counts[n] for n in names), run_id),
+            )
+
+    def mark_killed_runs(self) -> None:
+        """Runs that a kill interrupted stay visible as such."""
+        with self.transaction() as con:
+            con.execute("UPDATE runs SET outcome = 'killed' WHERE outcome = 'running'")
+
+    def projects_rows(self) -> list[tuple[Any, ...]]:
+        """The `projects` table's rows (PROJECTS_SCHEMA order, times in microseconds)."""
+        placeholders = ",".join("?" * len(TERMINAL_STATUSES))
+        return self.query(
+            "SELECT id, name, region_id, pg_version, platform_id, provisioner, org_id, "
+            "owner_id, created_us, updated_us, raw, first_seen_us, last_seen_us, deleted_us, "
+            "last_synced_us, checkpoint_us, last_error, "
+            "(SELECT count(*) FROM open_ops o WHERE o.project_id = p.id AND (o.status IS NULL "
+            f"OR o.status NOT IN ({placeholders}))) FROM projects p ORDER BY id",
+            tuple(sorted(TERMINAL_STATUSES)),
+        )
+
+    def runs_rows(self) -> list[tuple[Any, ...]]:
+        """The `sync_runs` table's rows (SYNC_RUNS_SCHEMA order, times in microseconds)."""
+        return self.query(
+            "SELECT run_id, started_us, finished_us, outcome, projects_total, projects_ok, "
+            "projects_failed, requests, responses_429, retries, new_operations, "
+            "changed_operations, versions_written, error FROM runs ORDER BY started_us"
+        )
+
+    # -- files (the commit protocol of `_storage`) -----------------------------------------
+
+    def live_files(self) -> list[str]:
+        """The committed data files readers may read (relative paths), in path order."""
+        return [r[0] for r in self.query("SELECT path FROM files WHERE state = 'live' ORDER BY 1")]
+
+    def files_in(self, state: str) -> list[tuple[str, str | None]]:
+        return self.query("SELECT path, staged FROM files WHERE state = ? ORDER BY 1", (state,))
+
+    def live_files_by_partition(self) -> dict[str, list[tuple[str, int]]]:
+        out: dict[str, list[tuple[str, int]]] = {}
+        for partition, path, rows in self.query(
+            "SELECT partition, path, rows FROM files WHERE state = 'live' ORDER BY partition, path"
+        ):
+            out.setdefault(partition, []).append((path, rows))
+        return out
+
+    def register_pending(
+        self,
+        con: sqlite3.Connection,
+        files: Iterable[Any],
+        run_id: str,
+        replacing: Iterable[str] = (),
+    ) -> None:
+        """Inside the caller's transaction: files committed but not yet published, and (for a
+        compaction's single output) the live files it replaces once it is published."""
+        files = list(files)
+        con.executemany(
+            "INSERT INTO files (path, staged, partition, rows, bytes, state, run_id) "
+            "VALUES (?, ?, ?, ?, ?, 'pending', ?)",
+            [(f.path, f.staged, f.partition, f.rows, f.bytes, run_id) for f in files],
+        )
+        replacing = list(replacing)
+        if replacing:
+            [output] = files
+            con.executemany(
+                "UPDATE files SET replaced_by = ? WHERE path = ?",
+                [(output.path, p) for p in replacing],
+            )
+
+    def mark_live(self, paths: Iterable[str]) -> None:
+        """Published: readers see these files, and stop seeing the files they replace."""
+        paths = list(paths)
+        with self.transaction() as con:
+            con.executemany(
+                "UPDATE files SET state = 'live', staged = NULL WHERE path = ?",
+                [(p,) for p in paths],
+            )
+            con.executemany(
+                "UPDATE files SET state = 'deleting' WHERE replaced_by = ?", [(p,) for p in paths]
+            )
+
+    def forget_files(self, paths: Iterable[str]) -> None:
+        with self.transaction() as con:
+            con.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in paths])
 
 
 class DataDirLock:
@@ -224,4 +508,11 @@ class DataDirLock:
             self._fd = None
 
 
-__all__ = ["DataDirLock", "OpenOp", "ProjectCheckpoint", "StateDB", "ids_json"]
+__all__ = [
+    "TERMINAL_STATUSES",
+    "DataDirLock",
+    "OpenOp",
+    "ProjectCheckpoint",
+    "StateDB",
+    "ids_json",
+]

@@ -8,14 +8,22 @@ compaction rewrite); by month a batch is a handful of files. Cron every 5 minute
 to the current month; compaction merges small files only (below BIG_FILE_ROWS), so it never
 rewrites more than that many rows however large a month of a 10k-project account grows.
 
-Commit protocol: a file is written to `_staging/` and fsynced; the state transaction registers
-it as `pending` together with the checkpoints it backs; then it is renamed into place and marked
-`live`. `recover()` rolls pending files forward and deletes unregistered staged files, so the
-views never show uncommitted data and a checkpoint never points past data that is not on disk.
+Commit protocol: a file is written to `_staging/` and fsynced (file and directory); the state
+transaction registers it as `pending` together with the checkpoints it backs; then it is renamed
+into place (both directories fsynced) and marked `live`. Readers (`query`, `report`, the views
+database, notebooks through `exporter.connect`) read the list of `live` files from the state,
+never a directory glob: a file that is not in that list (a killed run's leftover, a stray copy, a
+compaction's inputs) is never read, and a compaction swaps its inputs for its output in one state
+transaction, so readers see exactly-once data at every instant. The same protocol works where no
+rename exists (object storage: write the final object, then commit the list). `recover()` rolls
+pending files forward and deletes unregistered staged files; files a compaction replaced are
+deleted only after the views database stops naming them (`collect_garbage`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import uuid
@@ -134,11 +142,27 @@ class StagedFile:
 
 
 def _fsync_dir(path: Path) -> None:
+    """Make a rename or a new file in `path` durable (power loss, PRODUCT.md crash-safe)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def _writing(what: str) -> Iterator[None]:
+    """Turn an OS error while writing the dataset (disk full, read-only, quota) into ours."""
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        hint = (
+            "free some space, then run again (nothing committed was lost)"
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+            else "check the data directory's permissions and mount"
+        )
+        raise StorageError(f"{what} failed: {reason}; {hint}") from exc
 
 
 class Dataset:
@@ -151,8 +175,14 @@ class Dataset:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             (self.root / STAGING_DIR).mkdir(exist_ok=True)
+            probe = self.root / STAGING_DIR / f".probe-{uuid.uuid4().hex[:8]}"
+            probe.touch()
+            probe.unlink()
         except OSError as exc:
-            raise StorageError(f"cannot use data directory {self.root}: {exc.strerror}") from None
+            raise StorageError(
+                f"cannot write to data directory {self.root}: {exc.strerror}; a sync needs a "
+                "writable directory (query, report and status only read it)"
+            ) from None
         self._lock = DataDirLock(self.root / LOCK_FILE)
         if lock:
             self._lock.acquire(wait)
@@ -181,7 +211,7 @@ class Dataset:
         staged = f"{STAGING_DIR}/{uuid.uuid4().hex}.parquet"
         target = self.root / staged
         rows = 0
-        with open(target, "wb") as fh:
+        with _writing(f"writing {final}"), open(target, "wb") as fh:
             # Dictionary-encode only low-cardinality columns: trying it on ids and raw JSON
             # costs CPU and falls back to plain anyway.
             with pq.ParquetWriter(
@@ -193,6 +223,11 @@ class Dataset:
             fh.flush()
             os.fsync(fh.fileno())
         return StagedFile(final, staged, partition, rows, target.stat().st_size)
+
+    def sync_staging(self) -> None:
+        """Make staged files' names durable before the state commit that registers them."""
+        with _writing("syncing the staging directory"):
+            _fsync_dir(self.root / STAGING_DIR)
 
     def stage_versions(self, table: pa.Table, tag: str) -> list[StagedFile]:
         """Split a versions table by created month and write each part to staging."""
@@ -206,34 +241,26 @@ class Dataset:
             partition = f"created_month={month}"
             final = f"{VERSIONS_DIR}/{partition}/part-{tag}-{uuid.uuid4().hex[:8]}.parquet"
             staged.append(self._write_staged([part_table], final, partition))
+        self.sync_staging()
         return staged
-
-    def register_pending(self, con: object, files: Iterable[StagedFile], run_id: str) -> None:
-        """Inside the caller's state transaction: record files as committed-but-unpublished."""
-        con.executemany(  # type: ignore[attr-defined]
-            "INSERT INTO files (path, staged, partition, rows, bytes, state, run_id) "
-            "VALUES (?, ?, ?, ?, ?, 'pending', ?)",
-            [(f.path, f.staged, f.partition, f.rows, f.bytes, run_id) for f in files],
-        )
 
     def publish(self, files: Iterable[StagedFile]) -> None:
         """Rename committed files into place and mark them live (idempotent)."""
         files = list(files)
-        dirs = set()
-        for f in files:
-            self._move_into_place(f.staged, f.path)
-            dirs.add((self.root / f.path).parent)
-        for d in dirs:
-            _fsync_dir(d)
-        with self.state.transaction() as con:
-            con.executemany(
-                "UPDATE files SET state = 'live', staged = NULL WHERE path = ?",
-                [(f.path,) for f in files],
-            )
+        if not files:
+            return
+        dirs = {self.root / STAGING_DIR}
+        with _writing("publishing committed files"):
+            for f in files:
+                self._move_into_place(f.staged, f.path)
+                dirs.add((self.root / f.path).parent)
+            for d in dirs:
+                _fsync_dir(d)
+        self.state.mark_live(f.path for f in files)
 
-    def _move_into_place(self, staged: str, final: str) -> None:
-        src, dst = self.root / staged, self.root / final
-        if src.exists():
+    def _move_into_place(self, staged: str | None, final: str) -> None:
+        src, dst = self.root / (staged or final), self.root / final
+        if src != dst and src.exists():
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.replace(src, dst)
         elif not dst.exists():
@@ -246,40 +273,44 @@ class Dataset:
 
     def recover(self) -> None:
         """Finish what a killed run committed; drop what it had not (call under the lock)."""
-        pending = self.state.query("SELECT path, staged FROM files WHERE state = 'pending'")
-        for path, staged in pending:
-            self._move_into_place(staged, path)
+        pending = self.state.files_in("pending")
+        with _writing("recovery"):
+            for path, staged in pending:
+                self._move_into_place(staged, path)
+            if pending:
+                for d in {(self.root / p).parent for p, _ in pending}:
+                    _fsync_dir(d)
+            for leftover in (self.root / STAGING_DIR).iterdir():
+                leftover.unlink()
         if pending:
-            with self.state.transaction() as con:
-                con.execute(
-                    "UPDATE files SET state = 'live', staged = NULL WHERE state = 'pending'"
-                )
+            self.state.mark_live(p for p, _ in pending)
             log.info("recovery: published %d committed files", len(pending))
-        deleting = self.state.query("SELECT path FROM files WHERE state = 'deleting'")
-        for (path,) in deleting:
-            (self.root / path).unlink(missing_ok=True)
+        self.state.mark_killed_runs()
+
+    def collect_garbage(self) -> int:
+        """Delete the files a compaction replaced (readers no longer name them)."""
+        deleting = [p for p, _ in self.state.files_in("deleting")]
+        with _writing("deleting replaced files"):
+            for path in deleting:
+                (self.root / path).unlink(missing_ok=True)
         if deleting:
-            with self.state.transaction() as con:
-                con.execute("DELETE FROM files WHERE state = 'deleting'")
-        for leftover in (self.root / STAGING_DIR).iterdir():
-            leftover.unlink()
-        # Runs that a kill interrupted stay visible as such.
-        with self.state.transaction() as con:
-            con.execute("UPDATE runs SET outcome = 'killed' WHERE outcome = 'running'")
+            self.state.forget_files(deleting)
+        return len(deleting)
+
+    def live_files(self) -> list[str]:
+        """The committed data files, relative to the data directory (what readers read)."""
+        return self.state.live_files()
 
     # -- compaction -------------------------------------------------------------------------
 
     def compact(self, partitions: Iterable[str] | None = None) -> int:
-        """Merge each partition's small files into one; returns the number of files removed."""
-        rows = self.state.query(
-            "SELECT partition, path, rows FROM files WHERE state = 'live' ORDER BY partition, path"
-        )
-        by_partition: dict[str, list[tuple[str, int]]] = {}
-        for partition, path, nrows in rows:
-            by_partition.setdefault(partition, []).append((path, nrows))
+        """Merge each partition's small files; returns the number of files replaced.
+
+        The replaced files stay on disk, invisible to readers, until `collect_garbage`.
+        """
         wanted = set(partitions) if partitions is not None else None
         removed = 0
-        for partition, files in by_partition.items():
+        for partition, files in self.state.live_files_by_partition().items():
             if wanted is not None and partition not in wanted:
                 continue
             small = [(path, nrows) for path, nrows in files if nrows < BIG_FILE_ROWS]
@@ -309,18 +340,13 @@ class Dataset:
     def _compact_files(self, partition: str, paths: list[str]) -> int:
         final = f"{VERSIONS_DIR}/{partition}/part-compact-{uuid.uuid4().hex[:12]}.parquet"
         staged = self._write_staged(self._read_batches(paths), final, partition)
-        with self.state.transaction() as con:
-            self.register_pending(con, [staged], run_id="compaction")
-            con.executemany(
-                "UPDATE files SET state = 'deleting' WHERE path = ?", [(p,) for p in paths]
-            )
-        # Readers may glimpse old and new files together between these two steps (a few
-        # microseconds); a crash here is finished by recover().
+        self.sync_staging()
+        state = self.state
+        with state.transaction() as con:
+            state.register_pending(con, [staged], run_id="compaction", replacing=paths)
+        # One state transaction makes the output live and its inputs `deleting`: readers see
+        # one or the other, never both. A crash before it is finished by recover().
         self.publish([staged])
-        for p in paths:
-            (self.root / p).unlink(missing_ok=True)
-        with self.state.transaction() as con:
-            con.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in paths])
         return len(paths)
 
     # -- small tables -----------------------------------------------------------------------
@@ -330,12 +356,16 @@ class Dataset:
         target = self.root / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
-        with open(tmp, "wb") as fh:
-            pq.write_table(table, fh, compression="zstd")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-        _fsync_dir(target.parent)
+        try:
+            with _writing(f"writing {relative}"):
+                with open(tmp, "wb") as fh:
+                    pq.write_table(table, fh, compression="zstd")
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, target)
+                _fsync_dir(target.parent)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 __all__ = [

@@ -4,42 +4,68 @@ Workers walk projects in parallel and hand `Chunk`s to one committer thread, whi
 as Parquet and commits files and checkpoints in one state transaction (see `_storage`). Batching
 chunks of many projects into one commit keeps files few when ten thousand projects each bring a
 handful of operations; each project still commits on its own schedule, and a failing project
-never holds back the others. Progress reaches the caller through an observer, never stdout.
+never holds back the others. Everything a project's walk decides (rows, checkpoints, its error,
+its deletion) goes through the committer, so state changes apply in the order they happened.
+Progress reaches the caller through a `SyncObserver`, never stdout.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import enum
 import gc
 import logging
 import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
-import orjson
 import pyarrow as pa
 
-from exporter._client import ApiClient, RetryPolicy
+from exporter._client import ApiClient, RequestStats, RetryPolicy
 from exporter._discovery import UNLISTED, Discovery, discover
-from exporter._errors import ApiError, AuthError, ExitCode, OpsauditError, StorageError
+from exporter._errors import (
+    ApiError,
+    ApiUnavailableError,
+    AuthError,
+    ExitCode,
+    OpsauditError,
+    StorageError,
+    redact,
+)
 from exporter._pacing import DEFAULT_MAX_RPS, Pacer
 from exporter._records import versions_table
-from exporter._state import ids_json
 from exporter._storage import Dataset, StagedFile
-from exporter._timeutil import to_micros
-from exporter._walk import Chunk, ProjectWalk, WalkLimits, now_us
+from exporter._walk import Chunk, ProjectWalk, WalkLimits, WalkResult, now_us
 
 log = logging.getLogger("opsaudit.sync")
 
-Observer = Callable[[str, dict[str, Any]], None]
+
+class Outcome(str, enum.Enum):
+    """How a run ended (`sync_runs.outcome`; README, exit codes)."""
+
+    RUNNING = "running"  # in progress (or the process is still running)
+    OK = "ok"  # every project in scope is complete (exit 0)
+    PARTIAL = "partial"  # some projects (or a listing) failed; the rest committed (exit 1)
+    FAILED = "failed"  # nothing could be synced, or the run stopped early (exit 5)
+    AUTH_FAILED = "auth_failed"  # the key was rejected or revoked (exit 3)
+    KILLED = "killed"  # the process died mid-run; set by the next run's recovery
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_EXIT_CODES = {
+    Outcome.OK: ExitCode.OK,
+    Outcome.PARTIAL: ExitCode.PARTIAL,
+    Outcome.AUTH_FAILED: ExitCode.AUTH,
+}
 
 
 @dataclass
@@ -47,7 +73,7 @@ class SyncConfig:
     """Everything one run needs; the CLI builds it from flags and environment variables."""
 
     data_dir: Path
-    api_key: str
+    api_key: str = field(repr=False)  # never in a repr, a log line or a traceback
     base_url: str = "https://console.neon.tech/api/v2/"
     project_ids: list[str] | None = None  # --project: no listing
     org_ids: list[str] | None = None  # --org-id: list only these organizations
@@ -62,13 +88,21 @@ class SyncConfig:
 
 
 @dataclass
+class ProjectResult:
+    """What one project's part of a run did (folded into `RunSummary`)."""
+
+    walk: WalkResult
+    error: str | None = None
+
+
+@dataclass
 class RunSummary:
     """What a sync did; `exit_code` is what the CLI exits with."""
 
     run_id: str
     started_at: datetime
     finished_at: datetime | None = None
-    outcome: str = "running"
+    outcome: Outcome = Outcome.RUNNING
     projects_total: int = 0
     projects_ok: int = 0
     projects_failed: int = 0
@@ -87,11 +121,32 @@ class RunSummary:
 
     @property
     def exit_code(self) -> ExitCode:
-        return {
-            "ok": ExitCode.OK,
-            "partial": ExitCode.PARTIAL,
-            "auth_failed": ExitCode.AUTH,
-        }.get(self.outcome, ExitCode.FATAL)
+        return _EXIT_CODES.get(self.outcome, ExitCode.FATAL)
+
+    def add(self, r: ProjectResult) -> None:
+        w = r.walk
+        self.pages += w.pages
+        self.gets += w.gets
+        self.new_operations += w.new
+        self.changed_operations += w.changed
+        if w.deleted:
+            self.projects_deleted += 1
+        if r.error is None:
+            self.projects_ok += 1
+        else:
+            self.projects_failed += 1
+            self.errors[w.project_id] = r.error
+
+    def settle(self) -> None:
+        """The outcome of a run whose walks all ended (unless an earlier stop set one)."""
+        if self.outcome is not Outcome.RUNNING:
+            return
+        if not self.projects_failed and not self.errors:
+            self.outcome = Outcome.OK
+        elif self.projects_ok == 0 and self.projects_total > 0:
+            self.outcome = Outcome.FAILED
+        else:
+            self.outcome = Outcome.PARTIAL
 
     def line(self) -> str:
         """The one-line summary printed at the end of a run."""
@@ -107,15 +162,45 @@ class RunSummary:
         return text
 
 
+class SyncObserver(Protocol):
+    """Progress of a run, for a status line or a log (pip-audit's `AuditState`).
+
+    Library callers pass nothing (a `NullObserver`); the CLI passes a progress display. Methods
+    are called from the run's threads, so an implementation must be thread-safe.
+    """
+
+    def discovered(self, projects: int, stats: RequestStats) -> None:
+        """The projects in scope are known."""
+
+    def project_done(self, result: ProjectResult, stats: RequestStats, rate: float) -> None:
+        """One project's walk ended (successfully or not)."""
+
+    def committed(self, versions: int, files: int) -> None:
+        """A batch of versions became durable."""
+
+
+class NullObserver:
+    """The observer of a caller that wants no progress."""
+
+    def discovered(self, projects: int, stats: RequestStats) -> None:
+        pass
+
+    def project_done(self, result: ProjectResult, stats: RequestStats, rate: float) -> None:
+        pass
+
+    def committed(self, versions: int, files: int) -> None:
+        pass
+
+
 class _Committer(threading.Thread):
     """The only writer: turns queued chunks into committed Parquet files and state changes."""
 
-    def __init__(self, dataset: Dataset, run_id: str, config: SyncConfig, notify: Observer):
+    def __init__(self, dataset: Dataset, run_id: str, config: SyncConfig, observer: SyncObserver):
         super().__init__(name="opsaudit-committer", daemon=True)
         self.dataset = dataset
         self.run_id = run_id
         self.config = config
-        self.notify = notify
+        self.observer = observer
         # Bounded: a fast API cannot pile up unwritten rows (flat memory).
         self.queue: queue.Queue[Chunk | None] = queue.Queue(maxsize=2)
         self.partitions: set[str] = set()
@@ -184,237 +269,203 @@ class _Committer(threading.Thread):
             self._seq += 1
             table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
             staged = self.dataset.stage_versions(table, f"{self.run_id}-{self._seq:05d}")
-        with self.dataset.state.transaction() as con:
-            self.dataset.register_pending(con, staged, self.run_id)
+        state = self.dataset.state
+        with state.transaction() as con:
+            state.register_pending(con, staged, self.run_id)
             for c in chunks:
-                _apply_chunk(con, c)
+                state.apply_chunk(con, c)
         self.dataset.publish(staged)
         written = sum(f.rows for f in staged)
         self.versions_written += written
         self.partitions.update(f.partition for f in staged)
-        self.notify("committed", {"versions": written, "files": len(staged)})
+        self.observer.committed(written, len(staged))
 
 
 _TICK = Chunk("")  # wakes the committer to check its timer
 
 
-def _apply_chunk(con: Any, c: Chunk) -> None:
-    if c.open_deletes:
-        con.executemany("DELETE FROM open_ops WHERE id = ?", [(i,) for i in c.open_deletes])
-    if c.open_upserts:
-        con.executemany(
-            "INSERT OR REPLACE INTO open_ops "
-            "(id, project_id, created_us, status, fingerprint, version, checked_us) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [
-                (o.id, o.project_id, o.created_us, o.status, o.fingerprint, o.version, o.checked_us)
-                for o in c.open_upserts.values()
-            ],
-        )
-    if c.progress is not None:
-        top, top_ids, cursor = c.progress
-        con.execute(
-            "UPDATE projects SET walk_top_us = ?, walk_top_ids = ?, resume_cursor = ? WHERE id = ?",
-            (top, ids_json(top_ids), cursor, c.project_id),
-        )
-    if c.completed is not None:
-        checkpoint, boundary = c.completed
-        con.execute(
-            "UPDATE projects SET checkpoint_us = ?, boundary_ids = ?, walk_top_us = NULL, "
-            "walk_top_ids = NULL, resume_cursor = NULL, last_synced_us = ?, last_error = NULL "
-            "WHERE id = ?",
-            (checkpoint, ids_json(boundary), now_us(), c.project_id),
-        )
-
-
-def _ts(text: Any) -> int | None:
-    try:
-        return to_micros(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-
-
 def _record_projects(dataset: Dataset, found: Discovery, started: int) -> None:
     """Upsert the listing snapshot; mark projects that vanished from a complete listing."""
-    with dataset.state.transaction() as con:
-        for pid, p in found.projects.items():
-            listed = not found.explicit and not p.get(UNLISTED)
-            con.execute(
-                "INSERT INTO projects (id, first_seen_us) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                (pid, started),
-            )
-            if listed:
-                con.execute(
-                    "UPDATE projects SET name = ?, region_id = ?, pg_version = ?, "
-                    "platform_id = ?, provisioner = ?, org_id = ?, owner_id = ?, "
-                    "created_us = ?, updated_us = ?, raw = ?, last_seen_us = ?, deleted_us = NULL "
-                    "WHERE id = ?",
-                    (
-                        p.get("name"),
-                        p.get("region_id"),
-                        p.get("pg_version") if isinstance(p.get("pg_version"), int) else None,
-                        p.get("platform_id"),
-                        p.get("provisioner"),
-                        p.get("org_id"),
-                        p.get("owner_id"),
-                        _ts(p.get("created_at")),
-                        _ts(p.get("updated_at")),
-                        orjson.dumps(p).decode(),
-                        started,
-                        pid,
-                    ),
-                )
-        if found.explicit or not found.complete:
-            return
-        scope_all = None in found.orgs_listed
-        orgs = [o for o in found.orgs_listed if o is not None]
-        present = list(found.projects)
-        con.execute("CREATE TEMP TABLE IF NOT EXISTS _present (id TEXT PRIMARY KEY)")
-        con.execute("DELETE FROM _present")
-        con.executemany("INSERT OR IGNORE INTO _present VALUES (?)", [(i,) for i in present])
-        where = "" if scope_all else f" AND org_id IN ({','.join('?' * len(orgs))})"
-        con.execute(
-            "UPDATE projects SET deleted_us = ? WHERE deleted_us IS NULL "
-            "AND last_seen_us IS NOT NULL AND id NOT IN (SELECT id FROM _present)" + where,
-            (started, *([] if scope_all else orgs)),
-        )
+    listed = {
+        pid: (None if p.get(UNLISTED) else p, found.scope_of.get(pid))
+        for pid, p in found.projects.items()
+    }
+    dataset.state.record_listing(listed, found.complete_scopes, started)
 
 
-def sync(config: SyncConfig, observer: Observer | None = None) -> RunSummary:
+def sync(config: SyncConfig, observer: SyncObserver | None = None) -> RunSummary:
     """Run one sync of `config.data_dir`; never raises for a per-project failure.
 
-    Raises `LockHeldError`, `StorageError` or `ConfigError` before anything is written; an
-    authentication failure or a failed discovery is reported in the summary's outcome.
+    Raises `LockHeldError`, `StorageError` or `ConfigError` before anything is written, and
+    `StorageError` when the dataset cannot be written; an authentication failure, a failed
+    discovery or an API down for everything is reported in the summary's outcome.
     """
-    notify: Observer = observer or (lambda event, data: None)
     dataset = Dataset(config.data_dir, lock=True, wait=config.wait_for_lock)
     try:
         dataset.recover()
-        return _run(dataset, config, notify)
+        return _Run(dataset, config, observer or NullObserver()).run()
     finally:
         dataset.close()
 
 
-def _run(dataset: Dataset, config: SyncConfig, notify: Observer) -> RunSummary:
-    started = now_us()
-    run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
-    summary = RunSummary(run_id, datetime.now(timezone.utc))
-    with dataset.state.transaction() as con:
-        con.execute(
-            "INSERT INTO runs (run_id, started_us, outcome) VALUES (?, ?, 'running')",
-            (run_id, started),
+class _Run:
+    """One run: discovery, the walks, the commits and the summary, in that order."""
+
+    def __init__(self, dataset: Dataset, config: SyncConfig, observer: SyncObserver):
+        self.dataset = dataset
+        self.config = config
+        self.observer = observer
+        self.started = now_us()
+        run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
+        self.summary = RunSummary(run_id, datetime.now(timezone.utc))
+        self.cancel = threading.Event()
+        self.lock = threading.Lock()
+
+    def run(self) -> RunSummary:
+        summary, dataset, config = self.summary, self.dataset, self.config
+        dataset.state.start_run(summary.run_id, self.started)
+        client = ApiClient(
+            config.base_url,
+            config.api_key,
+            pacer=Pacer(config.max_rps),
+            retry=config.retry,
+            max_connections=max(4, config.concurrency * 2),
         )
-    client = ApiClient(
-        config.base_url,
-        config.api_key,
-        pacer=Pacer(config.max_rps),
-        retry=config.retry,
-        max_connections=max(4, config.concurrency * 2),
-    )
-    cancel = threading.Event()
-    committer = _Committer(dataset, run_id, config, notify)
-    try:
+        committer = _Committer(dataset, summary.run_id, config, self.observer)
+        failure: BaseException | None = None
+        try:
+            self._sync(client, committer)
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            self.cancel.set()
+            if committer.is_alive():
+                committer.close()
+            summary.versions_written = committer.versions_written
+            summary.requests = client.stats.requests
+            summary.responses_429 = client.stats.responses_429
+            summary.retries = client.stats.retries
+            client.close()
+            if summary.outcome is Outcome.RUNNING:
+                summary.outcome = Outcome.FAILED
+                if failure is not None and summary.error is None:
+                    summary.error = redact(str(failure) or type(failure).__name__)
+            summary.finished_at = datetime.now(timezone.utc)
+            try:
+                self._finish(summary)
+            except Exception as exc:
+                # Never mask the error that ended the run with one from the clean-up.
+                if failure is None:
+                    raise
+                log.error("could not record the end of run %s: %s", summary.run_id, exc)
+        return summary
+
+    def _sync(self, client: ApiClient, committer: _Committer) -> None:
+        summary, config = self.summary, self.config
         try:
             found = discover(client, project_ids=config.project_ids, org_ids=config.org_ids)
         except AuthError as exc:
-            summary.outcome, summary.error = "auth_failed", str(exc)
-            return summary
+            summary.outcome, summary.error = Outcome.AUTH_FAILED, str(exc)
+            return
         except ApiError as exc:
-            summary.outcome, summary.error = "failed", f"discovery failed: {exc}"
-            return summary
-        _record_projects(dataset, found, started)
+            summary.outcome, summary.error = Outcome.FAILED, f"discovery failed: {exc}"
+            return
+        _record_projects(self.dataset, found, self.started)
+        for message in found.errors:
+            summary.errors[""] = message
         pids = sorted(found.projects)
         summary.projects_total = len(pids)
-        notify("discovered", {"projects": len(pids), "stats": client.stats})
+        self.observer.discovered(len(pids), client.stats)
         committer.start()
-        lock = threading.Lock()
-
-        def walk_one(pid: str) -> None:
-            if cancel.is_set():
-                return
-            walk = ProjectWalk(
-                client, dataset.state.load_checkpoint(pid), committer.submit, config.limits, cancel
-            )
-            error: str | None = None
-            try:
-                result = walk.run()
-            except AuthError as exc:
-                cancel.set()
-                with lock:
-                    summary.outcome, summary.error = "auth_failed", str(exc)
-                return
-            except (OpsauditError, InterruptedError) as exc:
-                error, result = str(exc), walk.result
-            with lock:
-                summary.pages += result.pages
-                summary.gets += result.gets
-                summary.new_operations += result.new
-                summary.changed_operations += result.changed
-                if result.deleted:
-                    summary.projects_deleted += 1
-                    summary.projects_ok += 1
-                elif error is None:
-                    summary.projects_ok += 1
-                else:
-                    summary.projects_failed += 1
-                    summary.errors[pid] = error
-            if result.deleted:
-                with dataset.state.transaction() as con:
-                    con.execute(
-                        "UPDATE projects SET deleted_us = COALESCE(deleted_us, ?) WHERE id = ?",
-                        (now_us(), pid),
-                    )
-            elif error is not None:
-                log.warning("project %s failed: %s", pid, error)
-                with dataset.state.transaction() as con:
-                    con.execute("UPDATE projects SET last_error = ? WHERE id = ?", (error, pid))
-            notify(
-                "project_done",
-                {
-                    "project_id": pid,
-                    "new": result.new,
-                    "changed": result.changed,
-                    "error": error,
-                    "stats": client.stats,
-                    "rate": client.pacer.current_rps,
-                },
-            )
-
         with ThreadPoolExecutor(
             max(1, config.concurrency), thread_name_prefix="opsaudit-walk"
         ) as pool:
-            for future in [pool.submit(walk_one, pid) for pid in pids]:
-                future.result()
+            futures = [pool.submit(self._walk_one, client, committer, pid) for pid in pids]
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            if any(f.exception() is not None for f in done):
+                # An unexpected error in one worker stops the others (issue 9, finding 15).
+                self.cancel.set()
+                for f in futures:
+                    f.cancel()
+            for f in futures:
+                if not f.cancelled():
+                    f.result()
         committer.close()
         if committer.error is not None:
             raise StorageError(
                 f"writing the dataset failed: {committer.error}"
             ) from committer.error
+        if summary.outcome is not Outcome.RUNNING:
+            return  # stopped early (revoked key, API down): no compaction
         _release_free_memory()
         if config.compact and committer.partitions:
-            dataset.compact(committer.partitions)
+            self.dataset.compact(committer.partitions)
             _release_free_memory()
-        if summary.outcome == "running":
-            if summary.projects_failed == 0:
-                summary.outcome = "ok"
-            elif summary.projects_ok == 0:
-                summary.outcome = "failed"
-            else:
-                summary.outcome = "partial"
-        return summary
-    finally:
-        if committer.is_alive():
-            committer.close()
-        summary.versions_written = committer.versions_written
-        summary.requests = client.stats.requests
-        summary.responses_429 = client.stats.responses_429
-        summary.retries = client.stats.retries
-        client.close()
-        if summary.outcome == "running":
-            summary.outcome = "failed"
-        summary.finished_at = datetime.now(timezone.utc)
-        summary.open_operations = dataset.state.query("SELECT count(*) FROM open_ops")[0][0]
-        _finish_run(dataset, summary)
+        summary.settle()
+
+    def _walk_one(self, client: ApiClient, committer: _Committer, pid: str) -> None:
+        if self.cancel.is_set():
+            return
+        walk = ProjectWalk(
+            client,
+            self.dataset.state.load_checkpoint(pid),
+            committer.submit,
+            self.config.limits,
+            self.cancel,
+        )
+        error: str | None = None
+        try:
+            walk.run()
+        except AuthError as exc:
+            self._stop(Outcome.AUTH_FAILED, str(exc))
+            return
+        except ApiUnavailableError as exc:
+            self._stop(Outcome.FAILED, str(exc))
+            return
+        except InterruptedError:
+            return  # the run was stopped: the project is neither ok nor failed
+        except OpsauditError as exc:
+            error = redact(str(exc))
+            log.warning("project %s failed: %s", pid, error)
+            # Through the committer, after the chunks already queued (finding 8).
+            committer.submit(Chunk(pid, error=error))
+        result = ProjectResult(walk.result, error)
+        with self.lock:
+            self.summary.add(result)
+        self.observer.project_done(result, client.stats, client.pacer.current_rps)
+
+    def _stop(self, outcome: Outcome, message: str) -> None:
+        """End the whole run early: the other workers stop at their next request."""
+        self.cancel.set()
+        with self.lock:
+            if self.summary.outcome is Outcome.RUNNING:
+                self.summary.outcome, self.summary.error = outcome, message
+
+    def _finish(self, s: RunSummary) -> None:
+        state = self.dataset.state
+        s.open_operations = state.open_count()
+        errors = "; ".join(f"{k or 'discovery'}: {v}" for k, v in sorted(s.errors.items())[:20])
+        state.finish_run(
+            s.run_id,
+            now_us(),
+            outcome=s.outcome.value,
+            projects_total=s.projects_total,
+            projects_ok=s.projects_ok,
+            projects_failed=s.projects_failed,
+            requests=s.requests,
+            responses_429=s.responses_429,
+            retries=s.retries,
+            new_operations=s.new_operations,
+            changed_operations=s.changed_operations,
+            versions_written=s.versions_written,
+            error=redact(s.error or errors) or None,
+        )
+        from exporter._exports import export_tables
+
+        export_tables(self.dataset)
+        # Only now that the views database names the compacted files instead of their inputs.
+        self.dataset.collect_garbage()
 
 
 def _release_free_memory() -> None:
@@ -428,30 +479,12 @@ def _release_free_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-def _finish_run(dataset: Dataset, s: RunSummary) -> None:
-    error = s.error or ("; ".join(f"{k}: {v}" for k, v in sorted(s.errors.items())[:20]) or None)
-    with dataset.state.transaction() as con:
-        con.execute(
-            "UPDATE runs SET finished_us = ?, outcome = ?, projects_total = ?, projects_ok = ?, "
-            "projects_failed = ?, requests = ?, responses_429 = ?, retries = ?, "
-            "new_operations = ?, changed_operations = ?, versions_written = ?, error = ? "
-            "WHERE run_id = ?",
-            (
-                now_us(),
-                s.outcome,
-                s.projects_total,
-                s.projects_ok,
-                s.projects_failed,
-                s.requests,
-                s.responses_429,
-                s.retries,
-                s.new_operations,
-                s.changed_operations,
-                s.versions_written,
-                error,
-                s.run_id,
-            ),
-        )
-    from exporter._exports import export_tables
-
-    export_tables(dataset)
+__all__ = [
+    "NullObserver",
+    "Outcome",
+    "ProjectResult",
+    "RunSummary",
+    "SyncConfig",
+    "SyncObserver",
+    "sync",
+]

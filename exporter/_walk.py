@@ -1,13 +1,21 @@
 """The walk of one project: newest first by cursor down to the tie-safe checkpoint.
 
 Checkpoint (DESIGN.md): `checkpoint_us` is the newest `created_at` that a completed walk saw and
-`boundary_ids` the ids it saw at exactly that instant. `created_at` has whole seconds and several
-operations often share one (PRODUCT.md), so the walk continues until it has seen an operation
-strictly older than the checkpoint; at the checkpoint instant, an id outside `boundary_ids` is
-new. Stopping at `<=` would lose late arrivals in the boundary second; `<` would re-add it.
+`boundary_ids` the ids it saw in that same second. `created_at` has whole seconds and several
+operations often share one (PRODUCT.md), so the walk continues until it has seen an operation of
+a strictly older second; in the checkpoint's second, an id outside `boundary_ids` is new. Stopping
+at `<=` would lose late arrivals in the boundary second; `<` would re-add it. Comparisons are by
+whole second: the API once sent one `created_at` with a fraction among whole-second neighbours,
+and its true order is only known to the second.
+
+Pages may overlap (an inclusive cursor re-sends the operation it names): duplicates are dropped
+by id against the previous page, never by comparing timestamps, so no operation the API returned
+is skipped unless this walk already holds it.
 
 Open operations (seen non-terminal before) are refreshed: free when the walk passes them, else
-by walking a little further or by GETting them one by one, whichever costs fewer requests.
+by walking further or by GETting them one by one, whichever costs fewer requests (PRODUCT.md,
+minimum requests). A freshly finished operation is read once more before it is forgotten: the
+API was seen filling `total_duration_ms` after the status turned `finished`.
 """
 
 from __future__ import annotations
@@ -22,14 +30,26 @@ from typing import Any
 
 import pyarrow as pa
 
-from exporter._client import ApiClient, is_last_page
+from exporter._client import ApiClient
 from exporter._errors import ApiError, NotFoundError
+from exporter._paging import Pager
 from exporter._records import created_micros, encode_raw, fingerprint, is_terminal
 from exporter._state import OpenOp, ProjectCheckpoint
+from exporter._timeutil import to_micros
 
 log = logging.getLogger("opsaudit.walk")
 
 PAGE_SIZE = 1000  # the API's maximum (PRODUCT.md); always sent: no limit may mean "everything"
+US_PER_SECOND = 1_000_000
+# A 404 on one operation's GET may be transient; after this many in a row (one per run) it is
+# taken as gone (retention deletes operations after about six months).
+MAX_MISSES = 3
+# A finished operation whose updated_at is this recent when first read is read once more.
+FRESH_US = 3600 * US_PER_SECOND
+
+
+def second(us: int) -> int:
+    return us // US_PER_SECOND
 
 
 @dataclass(frozen=True)
@@ -38,13 +58,13 @@ class WalkLimits:
 
     page_size: int = PAGE_SIZE
     flush_rows: int = 5_000  # hand rows to storage at least this often (flat memory)
-    max_extend_pages: int = 20  # pages walked past the checkpoint to refresh open ops
+    max_extend_pages: int = 50  # pages walked past the checkpoint to refresh open ops
     max_gets: int = 500  # single-operation GETs per project per run; the rest wait a run
 
 
 @dataclass
 class Chunk:
-    """Rows and state changes of one project, committed together by storage."""
+    """Rows and state changes of one project, committed together by storage, in order."""
 
     project_id: str
     ops: list[dict[str, Any]] = field(default_factory=list)
@@ -54,10 +74,13 @@ class Chunk:
     observed_us: list[int] = field(default_factory=list)
     open_upserts: dict[str, OpenOp] = field(default_factory=dict)
     open_deletes: set[str] = field(default_factory=set)
-    # Walk in progress (None: leave as is). resume_cursor None with walk_top set = clear.
-    progress: tuple[int | None, frozenset[str], str | None] | None = None
+    # Walk in progress (None: leave as is): (top_us, top_ids, resume cursor, tail ids).
+    progress: tuple[int | None, frozenset[str], str | None, frozenset[str]] | None = None
     # Walk completed: the new (checkpoint_us, boundary_ids), and progress is cleared.
     completed: tuple[int | None, frozenset[str]] | None = None
+    completed_us: int = 0
+    error: str | None = None  # the project failed: its last_error
+    deleted_us: int | None = None  # the API answered 404 for the project
     new: int = 0
     changed: int = 0
     table: pa.Table | None = None  # `ops` as Arrow, built by the worker before queueing
@@ -65,6 +88,18 @@ class Chunk:
     @property
     def rows(self) -> int:
         return self.table.num_rows if self.table is not None else len(self.ops)
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.rows
+            or self.open_upserts
+            or self.open_deletes
+            or self.progress is not None
+            or self.completed is not None
+            or self.error is not None
+            or self.deleted_us is not None
+        )
 
 
 @dataclass
@@ -82,6 +117,9 @@ class WalkResult:
 
 def now_us() -> int:
     return time.time_ns() // 1000
+
+
+_OpsPage = tuple[list[dict[str, Any]], list[Any], list[int], int]
 
 
 class ProjectWalk:
@@ -103,78 +141,72 @@ class ProjectWalk:
         self.cancel = cancel or threading.Event()
         self.result = WalkResult(self.pid)
         self.open = dict(checkpoint.open_ops)  # current view, updated as chunks are emitted
-        self.seen: set[str] = set()  # open ids refreshed this run
+        self.seen: set[str] = set()  # tracked ids re-read this run
         self.chunk = Chunk(self.pid)
-        self.density: float | None = None  # microseconds between operations near the walk's end
+        self.density: float | None = None  # microseconds between operations, from the pages
+        self.lowest: int | None = None  # the oldest created_at the walk has read
 
     # -- classification -------------------------------------------------------------------
 
     def _record(self, op: dict[str, Any], raw: Any, created: int, observed: int) -> None:
-        """Add `op` to the chunk if it is new or a changed open operation."""
+        """Add `op` to the chunk if it is new or a changed tracked operation."""
         op_id = op["id"]
         known = self.open.get(op_id)
+        c = self.chunk
         if known is not None:
             self.seen.add(op_id)
             fp = fingerprint(op)
             if fp == known.fingerprint:
+                if not known.is_open:
+                    # The one more look at a finished operation found it unchanged: forget it.
+                    c.open_deletes.add(op_id)
+                    c.open_upserts.pop(op_id, None)
+                    del self.open[op_id]
+                else:
+                    # Checked: the GET rotation and `check` see when it was last re-read.
+                    self.open[op_id] = entry = _replace(known, checked_us=observed, misses=0)
+                    c.open_upserts[op_id] = entry
                 return
             version = known.version + 1
-            self.chunk.changed += 1
+            c.changed += 1
         else:
-            fp = None
+            fp = fingerprint(op)
             version = 1
-            self.chunk.new += 1
-        c = self.chunk
+            c.new += 1
         c.ops.append(op)
         c.raws.append(raw)
         c.created_us.append(created)
         c.versions.append(version)
         c.observed_us.append(observed)
-        if is_terminal(op):
-            if known is not None:
-                c.open_deletes.add(op_id)
-                c.open_upserts.pop(op_id, None)
-                del self.open[op_id]
-        else:
-            entry = OpenOp(
-                op_id,
-                self.pid,
-                created,
-                op.get("status"),
-                fp or fingerprint(op),
-                version,
-                observed,
-            )
-            c.open_upserts[op_id] = entry
-            c.open_deletes.discard(op_id)
-            if known is not None:
-                # Only operations open from before are tracked here; new ones live in the chunk
-                # until committed (a backfill meets thousands: keep the walk's memory flat).
-                self.open[op_id] = entry
+        if is_terminal(op) and known is None and not _fresh(op, observed):
+            return  # finished long ago: nothing more will change
+        # Open, or just finished (tracked for one more look: it may still change in place).
+        entry = OpenOp(op_id, self.pid, created, op.get("status"), fp, version, observed)
+        c.open_upserts[op_id] = entry
+        c.open_deletes.discard(op_id)
+        if known is not None:
+            # Only operations tracked from before are kept here; new ones live in the chunk
+            # until committed (a backfill meets thousands: keep the walk's memory flat).
+            self.open[op_id] = entry
 
     def _is_new(self, op_id: str, created: int) -> bool:
         cp = self.cp
-        if cp.checkpoint_us is None or created > cp.checkpoint_us:
+        if cp.checkpoint_us is None or second(created) > second(cp.checkpoint_us):
             return True
-        return created == cp.checkpoint_us and op_id not in cp.boundary_ids
+        return second(created) == second(cp.checkpoint_us) and op_id not in cp.boundary_ids
 
     def _flush(self) -> None:
-        if (
-            self.chunk.rows
-            or self.chunk.open_deletes
-            or self.chunk.progress
-            or self.chunk.completed
-        ):
+        if not self.chunk.empty:
             self.result.new += self.chunk.new
             self.result.changed += self.chunk.changed
             self.emit(self.chunk)
         self.chunk = Chunk(self.pid)
 
-    # -- the walk -------------------------------------------------------------------------
+    # -- pages ----------------------------------------------------------------------------
 
-    def _page(
-        self, cursor: str | None
-    ) -> tuple[list[dict[str, Any]], list[Any], list[int], str | None, int]:
+    def _fetch(self, cursor: str | None) -> tuple[_OpsPage, int, str | None]:
+        if self.cancel.is_set():
+            raise InterruptedError("run cancelled")
         page = self.client.list_operations(self.pid, limit=self.limits.page_size, cursor=cursor)
         observed = now_us()
         self.result.pages += 1
@@ -185,147 +217,180 @@ class ProjectWalk:
             created = created_micros(ops)
         except ValueError as exc:
             raise ApiError(f"project {self.pid}: malformed operations page ({exc})") from None
-        if len(ops) > 1 and created[0] > created[-1]:
-            self.density = (created[0] - created[-1]) / (len(ops) - 1)
-        return ops, page.raw, created, page.cursor, observed
+        if len(ops) > 1 and max(created) > min(created):
+            self.density = (max(created) - min(created)) / (len(ops) - 1)
+        return (ops, page.raw, created, observed), len(ops), page.cursor
 
     def run(self) -> WalkResult:
         try:
             resumed = self.cp.resume_cursor is not None
-            at_end, lowest, cursor = self._main_walk()
+            pager = self._main_walk()
             if resumed:
                 # The finished walk was an interrupted one: operations created since it began
                 # sit above its top. Walk again from the newest, down to the new checkpoint.
-                at_end, lowest, cursor = self._main_walk()
+                pager = self._main_walk()
+            self._refresh_open(pager)
         except NotFoundError:
+            # The project is gone (PRODUCT.md: deleted projects keep their history).
             self.result.deleted = True
-            self.chunk = Chunk(self.pid)
+            self.chunk = Chunk(self.pid, deleted_us=now_us())
+            self._flush()
             return self.result
-        self._refresh_open(at_end, lowest, cursor)
+        except (ApiError, InterruptedError):
+            self._flush()  # keep what was read; the caller records the error after it
+            raise
         self.result.open_left = sum(1 for i in self.open if i not in self.seen)
         return self.result
 
-    def _main_walk(self) -> tuple[bool, int | None, str | None]:
-        """Walk down to the checkpoint; returns (list exhausted, lowest created seen, cursor)."""
+    def _main_walk(self) -> Pager[_OpsPage]:
+        """Walk down to the checkpoint; returns the pager, positioned where the walk stopped."""
         cp = self.cp
-        limit = self.limits.page_size
         resuming = cp.resume_cursor is not None
-        cursor = cp.resume_cursor
+        pager = Pager(self._fetch, self.limits.page_size, cp.resume_cursor, what=self.pid)
         top = cp.walk_top_us if resuming else None
         top_ids: set[str] = set(cp.walk_top_ids) if resuming else set()
-        lowest: int | None = None
-        tail_ids: set[str] = set()  # ids at `lowest`: a re-sent boundary must not count twice
-        at_end = False
+        # Ids of the previous page: an overlapping page (inclusive cursor) re-sends some.
+        previous: set[str] = set(cp.walk_tail_ids) if resuming else set()
+        tail_ids: frozenset[str] = frozenset(previous)
         while True:
-            if self.cancel.is_set():
-                raise InterruptedError("run cancelled")
             try:
-                ops, raws, created, next_cursor, observed = self._page(cursor)
+                page = pager.next()
             except (ApiError, InterruptedError):
                 # Keep what this walk already read: commit it with the cursor to resume from.
-                self.chunk.progress = (top, frozenset(top_ids), cursor) if top is not None else None
-                self._flush()
+                if top is not None:
+                    self.chunk.progress = (top, frozenset(top_ids), pager.cursor, tail_ids)
                 raise
-            if not ops:
-                at_end = True
+            if page is None:
                 break
+            ops, raws, created, observed = page.items
+            ids: set[str] = set()
             for op, raw, c in zip(ops, raws, created):
                 op_id = op["id"]
-                if lowest is not None and (c > lowest or (c == lowest and op_id in tail_ids)):
+                if op_id in previous or op_id in ids:
                     continue  # already read in this walk (overlapping pages)
-                if top is None or c > top:
+                ids.add(op_id)
+                if top is None or second(c) > second(top):
                     top, top_ids = c, {op_id}
-                elif c == top:
+                elif second(c) == second(top):
                     top_ids.add(op_id)
                 if op_id in self.open or self._is_new(op_id, c):
                     self._record(op, raw, c, observed)
-                if lowest is None or c < lowest:
-                    lowest, tail_ids = c, {op_id}
-                elif c == lowest:
-                    tail_ids.add(op_id)
-            reached = cp.checkpoint_us is not None and created[-1] < cp.checkpoint_us
-            if reached:
-                cursor = next_cursor
+            previous = ids
+            self.lowest = min(created) if self.lowest is None else min(self.lowest, *created)
+            oldest = second(min(created))
+            tail_ids = frozenset(o["id"] for o, c in zip(ops, created) if second(c) == oldest)
+            if cp.checkpoint_us is not None and oldest < second(cp.checkpoint_us):
+                break  # reached the checkpoint
+            if pager.exhausted:
                 break
-            if is_last_page(len(ops), limit, next_cursor, cursor):
-                at_end = True
-                break
-            cursor = next_cursor
             if self.chunk.rows >= self.limits.flush_rows:
-                self.chunk.progress = (top, frozenset(top_ids), cursor)
+                assert top is not None
+                self.chunk.progress = (top, frozenset(top_ids), pager.cursor, tail_ids)
                 self._flush()
-        # The walk is complete: move the checkpoint to the newest instant it saw.
-        if top is None or (cp.checkpoint_us is not None and top < cp.checkpoint_us):
+        # The walk is complete: move the checkpoint to the newest second it saw.
+        if top is None or (cp.checkpoint_us is not None and second(top) < second(cp.checkpoint_us)):
             completed = (cp.checkpoint_us, cp.boundary_ids)
-        elif cp.checkpoint_us is not None and top == cp.checkpoint_us:
-            completed = (top, frozenset(top_ids) | cp.boundary_ids)
+        elif cp.checkpoint_us is not None and second(top) == second(cp.checkpoint_us):
+            completed = (max(top, cp.checkpoint_us), frozenset(top_ids) | cp.boundary_ids)
         else:
             completed = (top, frozenset(top_ids))
         self.chunk.completed = completed
+        self.chunk.completed_us = now_us()
         self._flush()
         cp.checkpoint_us, cp.boundary_ids = completed
         cp.walk_top_us, cp.walk_top_ids, cp.resume_cursor = None, frozenset(), None
-        return at_end, lowest, cursor
+        cp.walk_tail_ids = frozenset()
+        return pager
 
-    def _refresh_open(self, at_end: bool, lowest: int | None, cursor: str | None) -> None:
-        """Re-read open operations the walk did not pass (bounded; the rest wait a run)."""
+    # -- refreshing open operations ---------------------------------------------------------
+
+    def _extension_plan(self, pending: list[OpenOp], lowest: int, pages_left: int) -> int:
+        """How many more pages to walk so that pages + GETs of the rest is cheapest.
+
+        `min over k of k + (operations below the first k pages)` (PRODUCT.md, minimum
+        requests), with each operation's page estimated from the page density seen so far.
+        """
+        if pages_left <= 0 or not pending:
+            return 0
+        span = max(self.density or 0.0, 1.0) * self.limits.page_size
+        # An operation in `lowest`'s second may sit on the next page: it counts as page 1.
+        depth = sorted(
+            max(1, math.ceil((lowest - o.created_us) / span)) if self.density else 1
+            for o in pending
+        )
+        best_k, best_cost = 0, len(depth)
+        for i, d in enumerate(depth):  # walking d pages covers depth[: i + 1] (and ties)
+            if d > pages_left:
+                break
+            cost = d + (len(depth) - i - 1)
+            if cost < best_cost:
+                best_k, best_cost = d, cost
+        return best_k
+
+    def _refresh_open(self, pager: Pager[_OpsPage]) -> None:
+        """Re-read tracked operations the walk did not pass (bounded; the rest wait a run)."""
         pending = [o for i, o in self.open.items() if i not in self.seen]
         if not pending:
             return
-        extend_left = self.limits.max_extend_pages
-        limit = self.limits.page_size
-        while not at_end and cursor and extend_left > 0 and lowest is not None:
-            below = [o for o in pending if o.created_us < lowest]
-            if not below:
+        pages_left = self.limits.max_extend_pages
+        lowest = self.lowest
+        while not pager.exhausted and lowest is not None and pages_left > 0:
+            below = [o for o in pending if second(o.created_us) <= second(lowest)]
+            if self._extension_plan(below, lowest, pages_left) == 0:
                 break
-            span = lowest - min(o.created_us for o in below)
-            density = self.density
-            pages_needed = 1 if density is None else math.ceil(span / max(density, 1.0) / limit)
-            if pages_needed > min(len(below), extend_left):
-                break  # GETs are cheaper
-            try:
-                ops, raws, created, next_cursor, observed = self._page(cursor)
-            except ApiError:
-                self._flush()
-                raise
-            extend_left -= 1
-            if not ops:
+            page = pager.next()
+            pages_left -= 1
+            if page is None:
                 break
+            ops, raws, created, observed = page.items
             for op, raw, c in zip(ops, raws, created):
                 if op["id"] in self.open and op["id"] not in self.seen:
                     self._record(op, raw, c, observed)
-            lowest = min(lowest, created[-1])
-            if is_last_page(len(ops), limit, next_cursor, cursor):
-                at_end = True
-            cursor = next_cursor
+            lowest = min(lowest, *created)
             pending = [o for i, o in self.open.items() if i not in self.seen]
         pending.sort(key=lambda o: o.checked_us)
         for entry in pending[: self.limits.max_gets]:
-            if self.cancel.is_set():
-                break
-            try:
-                op = self.client.get_operation(self.pid, entry.id)
-            except NotFoundError:
+            self._get_one(entry)
+        self._flush()
+
+    def _get_one(self, entry: OpenOp) -> None:
+        if self.cancel.is_set():
+            raise InterruptedError("run cancelled")
+        try:
+            op = self.client.get_operation(self.pid, entry.id)
+        except NotFoundError:
+            self.result.gets += 1
+            self.seen.add(entry.id)
+            if entry.misses + 1 >= MAX_MISSES:
                 # Gone (retention deletes old operations): stop tracking, keep its history.
                 log.info("operation %s of %s is gone; no longer tracked", entry.id, self.pid)
                 self.chunk.open_deletes.add(entry.id)
                 self.open.pop(entry.id, None)
-                continue
-            except ApiError:
-                self._flush()
-                raise
-            finally:
-                self.result.gets += 1
-            if not isinstance(op, dict) or op.get("id") != entry.id:
-                raise ApiError(f"project {self.pid}: malformed operation {entry.id}")
-            try:
-                [op_created] = created_micros([op])
-            except ValueError as exc:
-                raise ApiError(f"project {self.pid}: malformed operation ({exc})") from None
-            self._record(op, encode_raw(op), op_created, now_us())
-            self.seen.add(entry.id)
-            if entry.id in self.open and self.open[entry.id] is entry:
-                # Unchanged: remember that it was checked, so the GET rotation stays fair.
-                entry.checked_us = now_us()
-                self.chunk.open_upserts[entry.id] = entry
-        self._flush()
+            else:
+                missed = _replace(entry, checked_us=now_us(), misses=entry.misses + 1)
+                self.open[entry.id] = self.chunk.open_upserts[entry.id] = missed
+            return
+        self.result.gets += 1
+        if not isinstance(op, dict) or op.get("id") != entry.id:
+            raise ApiError(f"project {self.pid}: malformed operation {entry.id}")
+        try:
+            [op_created] = created_micros([op])
+        except ValueError as exc:
+            raise ApiError(f"project {self.pid}: malformed operation ({exc})") from None
+        self._record(op, encode_raw(op), op_created, now_us())
+
+
+def _replace(entry: OpenOp, **changes: Any) -> OpenOp:
+    values = {**vars(entry), **changes}
+    return OpenOp(**values)
+
+
+def _fresh(op: dict[str, Any], observed: int) -> bool:
+    """A finished operation that finished recently enough to still change in place."""
+    updated = op.get("updated_at")
+    if not isinstance(updated, str):
+        return False
+    try:
+        return observed - to_micros(updated) < FRESH_US
+    except ValueError:
+        return False

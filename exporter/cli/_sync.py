@@ -26,7 +26,8 @@ from exporter.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from exporter._sync import RunSummary
+    from exporter._client import RequestStats
+    from exporter._sync import ProjectResult, RunSummary
 
 # The account's budget, shared with the console and every other client (PRODUCT.md).
 ACCOUNT_RPS = 700 / 60
@@ -77,7 +78,11 @@ def _read_key(api_key_file: Path | None) -> str:
 
 
 class _Progress:
-    """A one-line progress display on a TTY; silent otherwise (cron mails only the summary)."""
+    """A one-line progress display on a TTY; silent otherwise (cron mails only the summary).
+
+    Every event also goes to the `opsaudit.events` logger (one JSON line each with
+    `--log-format json`).
+    """
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
@@ -91,21 +96,33 @@ class _Progress:
         self.log = logging.getLogger("opsaudit.events")
         self._lock = threading.Lock()  # events come from every worker thread
 
-    def __call__(self, event: str, data: dict[str, Any]) -> None:
+    def discovered(self, projects: int, stats: RequestStats) -> None:
         with self._lock:
-            self._update(event, data)
+            self.total = projects
+            self._show("discovered", stats, {"projects": projects})
 
-    def _update(self, event: str, data: dict[str, Any]) -> None:
-        stats = data.get("stats")
+    def project_done(self, result: ProjectResult, stats: RequestStats, rate: float) -> None:
+        walk = result.walk
+        with self._lock:
+            self.done += 1
+            self.ops += walk.new + walk.changed
+            self.rate = rate
+            fields = {
+                "project_id": walk.project_id,
+                "new": walk.new,
+                "changed": walk.changed,
+                "error": result.error,
+                "rate": rate,
+            }
+            self._show("project_done", stats, fields)
+
+    def committed(self, versions: int, files: int) -> None:
+        with self._lock:
+            self._show("committed", None, {"versions": versions, "files": files})
+
+    def _show(self, event: str, stats: RequestStats | None, fields: dict[str, Any]) -> None:
         if stats is not None:
             self.requests, self.throttled = stats.requests, stats.responses_429
-        if event == "discovered":
-            self.total = data["projects"]
-        elif event == "project_done":
-            self.done += 1
-            self.ops += data["new"] + data["changed"]
-            self.rate = data.get("rate") or 0.0
-        fields = {k: v for k, v in data.items() if k != "stats"}
         self.log.info(event, extra={"fields": {"event": event, **fields}})
         if self.enabled:
             elapsed = max(time.monotonic() - self.started, 1e-6)

@@ -48,7 +48,15 @@ def run_sync(sim: Any, data_dir: Path, key: str | None = None, **kwargs: Any) ->
 
 def read_versions(data_dir: Path) -> list[dict[str, Any]]:
     """Every row of operation_versions, read straight from the Parquet files."""
-    files = list((data_dir / "operation_versions").glob("*/*.parquet"))
+    from exporter._sql import committed_files
+
+    # What readers read: the state's list of committed files (DESIGN.md, commit protocol).
+    listed = committed_files(data_dir)
+    files = (
+        list((data_dir / "operation_versions").glob("*/*.parquet"))
+        if listed is None
+        else [data_dir / f for f in listed]
+    )
     if not files:
         return []
     con = duckdb.connect()

@@ -5,12 +5,15 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
 from exporter._errors import LockHeldError, StorageError
+from exporter._exports import compact, export_tables
 from exporter._records import created_micros, encode_raw, versions_table
+from exporter._sql import connect
 from exporter._storage import Dataset
 from exporter.cli import cli
 
@@ -55,7 +58,7 @@ def _commit(ds: Dataset, ops: list[dict[str, object]], tag: str) -> None:
     table = _table(ops)
     staged = ds.stage_versions(table, tag)
     with ds.state.transaction() as con:
-        ds.register_pending(con, staged, "run-test")
+        ds.state.register_pending(con, staged, "run-test")
     ds.publish(staged)
 
 
@@ -127,7 +130,7 @@ def test_recover_publishes_committed_and_drops_uncommitted(tmp_path: Path) -> No
     committed = ds.stage_versions(_table([_op(1)]), "a")
     uncommitted = ds.stage_versions(_table([_op(2)]), "b")
     with ds.state.transaction() as con:
-        ds.register_pending(con, committed, "r")
+        ds.state.register_pending(con, committed, "r")
     ds.close()  # "killed" before publish
     ds = Dataset(tmp_path)
     ds.recover()
@@ -150,17 +153,20 @@ def test_versions_split_by_created_month(tmp_path: Path) -> None:
     ]
 
 
+def _glob_count(data_dir: Path) -> int:
+    return len(list((data_dir / "operation_versions").glob("*/*.parquet")))
+
+
 def test_compaction_bounds_files_and_loses_nothing(tmp_path: Path) -> None:
     ds = Dataset(tmp_path)
     for i in range(40):
         _commit(ds, [_op(i * 3 + k) for k in range(3)], f"t{i}")
-    part = tmp_path / "operation_versions" / "created_month=2025-01"
-    assert len(list(part.glob("*.parquet"))) == 40
+    assert _glob_count(tmp_path) == 40
     before = read_versions(tmp_path)
-    removed = ds.compact()
+    removed = compact(ds)
     ds.close()
     assert removed == 39
-    assert len(list(part.glob("*.parquet"))) == 1
+    assert _glob_count(tmp_path) == 1  # the replaced inputs are gone from disk too
     key = lambda r: (r["id"], r["version"])  # noqa: E731
     assert sorted(read_versions(tmp_path), key=key) == sorted(before, key=key)
 
@@ -171,33 +177,82 @@ def test_compaction_leaves_partitions_under_the_threshold_alone(tmp_path: Path) 
         _commit(ds, [_op(i)], f"t{i}")
     assert ds.compact() == 0
     ds.close()
-    assert pa.__version__
+    assert _glob_count(tmp_path) == 5
 
 
-def test_compaction_crash_is_finished_by_recovery(tmp_path: Path) -> None:
+class _Kill(BaseException):
+    """Stands for kill -9 at one step of the compaction (nothing after it runs)."""
+
+
+_COMPACTION_STEPS = [
+    ("exporter._storage.Dataset.sync_staging", "after the merged file is written"),
+    ("exporter._storage.Dataset._move_into_place", "after the state registered it"),
+    ("exporter._state.StateDB.mark_live", "after it was renamed into place"),
+    ("exporter._exports.export_tables", "after the swap, before the views refresh"),
+    ("exporter._storage.Dataset.collect_garbage", "after the views refresh"),
+]
+
+
+@pytest.mark.parametrize("target, when", _COMPACTION_STEPS)
+def test_readers_see_each_row_once_at_every_step_of_a_compaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str, when: str
+) -> None:
+    """Issue 9, finding 6: kill -9 anywhere in a compaction never shows duplicates."""
     ds = Dataset(tmp_path)
-    for i in range(10):
+    for i in range(40):
         _commit(ds, [_op(i)], f"t{i}")
-    before = read_versions(tmp_path)
-    # Simulate a kill right after the compaction's state commit, before publish/delete.
-    paths = [r[0] for r in ds.state.query("SELECT path FROM files")]
-    table = _table([_op(i) for i in range(10)])
-    staged = ds._write_staged(
-        [table],
-        "operation_versions/created_month=2025-01/part-compact-x.parquet",
-        "created_month=2025-01",
-    )
-    with ds.state.transaction() as con:
-        ds.register_pending(con, [staged], "compaction")
-        con.executemany("UPDATE files SET state = 'deleting' WHERE path = ?", [(p,) for p in paths])
+    export_tables(ds)
+    expected = sorted(r["id"] for r in read_versions(tmp_path))
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise _Kill(when)
+
+    with monkeypatch.context() as m:
+        m.setattr(target, killed)
+        with pytest.raises(_Kill):
+            compact(ds)
     ds.close()
+    # A reader right after the kill, through the state's list and the views database.
+    assert _ids_through_query(tmp_path) == expected, when
+    assert _ids_through_views_db(tmp_path) == expected, when
+    # The next writer recovers and finishes; readers still see every row once.
     ds = Dataset(tmp_path)
-    ds.recover()
+    compact(ds)
     ds.close()
-    after = read_versions(tmp_path)
-    key = lambda r: r["id"]  # noqa: E731
-    assert sorted(after, key=key) == sorted(before, key=key)
-    assert (
-        len(list((tmp_path / "operation_versions" / "created_month=2025-01").glob("*.parquet")))
-        == 1
-    )
+    assert _ids_through_query(tmp_path) == expected
+    assert _ids_through_views_db(tmp_path) == expected
+    assert _glob_count(tmp_path) == 1
+
+
+def _ids_through_query(data_dir: Path) -> list[str]:
+    con = connect(data_dir)
+    try:
+        return [
+            r[0] for r in con.execute("SELECT id FROM operation_versions ORDER BY id").fetchall()
+        ]
+    finally:
+        con.close()
+
+
+def _ids_through_views_db(data_dir: Path) -> list[str]:
+    con = duckdb.connect(str(data_dir / "opsaudit.duckdb"), read_only=True)
+    try:
+        return [
+            r[0] for r in con.execute("SELECT id FROM operation_versions ORDER BY id").fetchall()
+        ]
+    finally:
+        con.close()
+
+
+def test_a_stray_parquet_file_among_the_data_is_never_read(tmp_path: Path) -> None:
+    """Issue 15: a file that is not part of the dataset (a stray copy, an older version's
+    file, a COPY ... TO written by hand) never breaks or changes what readers see."""
+    ds = Dataset(tmp_path)
+    _commit(ds, [_op(1), _op(2)], "a")
+    export_tables(ds)
+    ds.close()
+    part = tmp_path / "operation_versions" / "created_month=2025-01"
+    duckdb.sql("COPY (SELECT 1 AS x) TO '" + str(part / "zz.parquet") + "' (FORMAT parquet)")
+    (part / "copy.parquet").write_bytes(next(part.glob("part-*.parquet")).read_bytes())
+    assert _ids_through_query(tmp_path) == [_op(1)["id"], _op(2)["id"]]
+    assert _ids_through_views_db(tmp_path) == [_op(1)["id"], _op(2)["id"]]

@@ -21,6 +21,8 @@ __all__ = [
     "FAILURE_COLUMNS",
     "MIX_COLUMNS",
     "REPORT_SQL",
+    "STUCK_AFTER",
+    "TOP_ROWS",
     "Report",
     "build_report",
     "empty_message",
@@ -47,6 +49,10 @@ DURATION_COLUMNS = (
 MIX_COLUMNS = ("action", "operations", "share")
 # The .sql files the report needs: `connect(data_dir, only=REPORT_SQL)` skips binding the rest.
 REPORT_SQL = ("00_base.sql", "90_report.sql")
+# "Stuck": not terminal this long after creation, as the stuck_operations view (40_stuck.sql).
+STUCK_AFTER = dt.timedelta(hours=1)
+# Rows per table of the report in a terminal; json, csv and markdown keep every row (issue 15).
+TOP_ROWS = 10
 
 _RELATIVE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -64,14 +70,48 @@ class Report:
     failures: list[dict[str, Any]] = field(default_factory=list)
     durations: list[dict[str, Any]] = field(default_factory=list)
     action_mix: list[dict[str, Any]] = field(default_factory=list)
+    stuck: int = 0  # not terminal and created more than `stuck_after` before `as_of`
+    first_created_at: dt.datetime | None = None  # the oldest operation in scope
+    last_created_at: dt.datetime | None = None  # the newest operation in scope
+    as_of: dt.datetime | None = None  # "now" for `stuck`
+    stuck_after: dt.timedelta = STUCK_AFTER
+
+    def headline(self) -> dict[str, Any]:
+        """The figures above the tables: scope, failure rate, failing now, stuck, the three
+        actions with the most failures, the slowest action by p90 of total_duration_ms."""
+        failed = sum(r["failed"] for r in self.failures)
+        timed = sorted(
+            (r for r in self.durations if r["p90_ms"] is not None),
+            key=lambda r: (-r["p90_ms"], r["action"]),
+        )
+        return {
+            "operations": self.operations,
+            "first_created_at": self.first_created_at,
+            "last_created_at": self.last_created_at,
+            "failed": failed,
+            "failure_rate": failed / self.operations if self.operations else None,
+            "retries": sum(r["retries"] for r in self.failures),
+            "failing_now": sum(r["failing_now"] for r in self.failures),
+            "stuck": self.stuck,
+            "stuck_after": self.stuck_after,
+            "as_of": self.as_of,
+            # self.failures is sorted by failed, then operations, then action.
+            "most_failures": [
+                {"action": r["action"], "failed": r["failed"]} for r in self.failures if r["failed"]
+            ][:3],
+            "slowest_p90": (
+                {"action": timed[0]["action"], "p90_ms": timed[0]["p90_ms"]} if timed else None
+            ),
+        }
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON shape: window, operations, then the three sections."""
+        """The JSON shape: window, operations, the headline, then the three sections."""
         return {
             "since": jsonable(self.since),
             "until": jsonable(self.until),
             "projects": self.project_ids,
             "operations": self.operations,
+            "headline": jsonable(self.headline()),
             "failures": [{k: jsonable(v) for k, v in row.items()} for row in self.failures],
             "durations": [{k: jsonable(v) for k, v in row.items()} for row in self.durations],
             "action_mix": [{k: jsonable(v) for k, v in row.items()} for row in self.action_mix],
@@ -131,15 +171,22 @@ def build_report(
     since: dt.datetime | None = None,
     until: dt.datetime | None = None,
     project_ids: Sequence[str] | None = None,
+    now: dt.datetime | None = None,
+    stuck_after: dt.timedelta = STUCK_AFTER,
 ) -> Report:
-    """Compute the report on a connection from `exporter.connect()`, in one pass over the data."""
+    """Compute the report on a connection from `exporter.connect()`, in one pass over the data.
+
+    `now` (default: the current time) is when an open operation's age is measured for `stuck`.
+    """
     projects = list(project_ids) if project_ids else None
+    as_of = now or dt.datetime.now(dt.timezone.utc)
     # Literals, not prepared parameters: the planner folds them, so the window prunes Hive
     # partitions and row groups (a parameter is unknown when the plan is made).
     sql = (
         "SELECT * FROM report_by_action("
         f"since := {_timestamp_literal(since)}, until := {_timestamp_literal(until)}, "
-        f"projects := {_string_list_literal(projects)})"
+        f"projects := {_string_list_literal(projects)}, as_of := {_timestamp_literal(as_of)}, "
+        f"stuck_after := INTERVAL '{int(stuck_after.total_seconds() * 1_000_000)} microseconds')"
     )
     columns, rows = execute(con, sql)
     records = [dict(zip(columns, row)) for row in rows]
@@ -159,6 +206,11 @@ def build_report(
         failures=[{c: r[c] for c in FAILURE_COLUMNS} for r in failures],
         durations=durations,
         action_mix=[{c: r[c] for c in MIX_COLUMNS} for r in records],
+        stuck=sum(r["stuck"] for r in records),
+        first_created_at=min((r["first_created_at"] for r in records), default=None),
+        last_created_at=max((r["last_created_at"] for r in records), default=None),
+        as_of=as_of,
+        stuck_after=stuck_after,
     )
 
 
@@ -197,7 +249,66 @@ def _section_rows(rows: list[dict[str, Any]], columns: Sequence[str]) -> list[tu
     return [tuple(r.get(c) for c in columns) for r in rows]
 
 
-def _human(report: Report, fmt: str) -> str:
+def _span(delta: dt.timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds and seconds % size == 0:
+            n = seconds // size
+            return f"{n} {unit}{'' if n == 1 else 's'}"
+    return f"{seconds} s"
+
+
+def _instant(value: dt.datetime | None) -> str:
+    return "-" if value is None else str(jsonable(value.replace(microsecond=0)))
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.1f}".rstrip("0").rstrip(".") + " ms"
+
+
+def _headline(report: Report, fmt: str) -> str:
+    """The block above the tables: what is in scope, how bad it is, where to look first."""
+    h = report.headline()
+    most = ", ".join(f"{r['action']} {r['failed']:,}" for r in h["most_failures"]) or "none"
+    slowest = h["slowest_p90"]
+    lines = [
+        (
+            "Operations",
+            f"{h['operations']:,}, created {_instant(h['first_created_at'])} to "
+            f"{_instant(h['last_created_at'])}",
+        ),
+        (
+            "Failure rate",
+            f"{100 * h['failure_rate']:.1f} % ({h['failed']:,} failed at least once; "
+            f"{h['retries']:,} retries)",
+        ),
+        ("Failing now", f"{h['failing_now']:,} (latest status failed or error)"),
+        (
+            "Stuck",
+            f"{h['stuck']:,} (not terminal {_span(h['stuck_after'])} after creation)",
+        ),
+        ("Most failures", most),
+        (
+            "Slowest (p90)",
+            f"{slowest['action']} {_ms(slowest['p90_ms'])}" if slowest else "none (no durations)",
+        ),
+    ]
+    if fmt == "markdown":
+        return "".join(f"- **{name}**: {value}\n" for name, value in lines)
+    width = max(len(name) for name, _ in lines)
+    return "".join(f"{name.ljust(width)}  {value}\n" for name, value in lines)
+
+
+def _table_top(columns: Sequence[str], rows: list[tuple[Any, ...]], top: int | None) -> str:
+    """A terminal table of the first `top` rows, saying how many more there are."""
+    if top is None or len(rows) <= top:
+        return render(columns, rows, "table")
+    shown = render(columns, rows[:top], "table").rstrip("\n").rsplit("\n", 1)[0]
+    more = len(rows) - top
+    return f"{shown}\n({top} of {len(rows)} rows; {more:,} more with --all or --top N)\n"
+
+
+def _human(report: Report, fmt: str, top: int | None = None) -> str:
     heading = (lambda t: f"## {t}\n\n") if fmt == "markdown" else (lambda t: f"{t}\n")
     title = f"{report.operations:,} operations ({_describe_window(report)})"
     out = [
@@ -206,6 +317,7 @@ def _human(report: Report, fmt: str) -> str:
     if report.operations == 0:
         out.append("\n" + empty_message(report) + "\n")
         return "".join(out)
+    out.append(("" if fmt == "markdown" else "\n") + _headline(report, fmt))
     rate = [c if c != "failure_rate" else "failure_rate_%" for c in FAILURE_COLUMNS]
     share = [c if c != "share" else "share_%" for c in MIX_COLUMNS]
     sections = [
@@ -224,7 +336,10 @@ def _human(report: Report, fmt: str) -> str:
     ]
     for name, columns, rows in sections:
         out.append("\n" + heading(name))
-        out.append(render(columns, _section_rows(rows, columns), fmt))
+        if fmt == "table":
+            out.append(_table_top(columns, _section_rows(rows, columns), top))
+        else:
+            out.append(render(columns, _section_rows(rows, columns), fmt))
     return "".join(out)
 
 
@@ -241,12 +356,14 @@ def _csv(report: Report) -> str:
     return render(columns, rows, "csv")
 
 
-def render_report(report: Report, fmt: str) -> str:
-    """The report as table, markdown, csv or json (one object: failures, durations, action_mix)."""
+def render_report(report: Report, fmt: str, *, top: int | None = None) -> str:
+    """The report as table, markdown, csv or json (one object: headline, failures, durations,
+    action_mix). A headline block comes first; `top` cuts each table of the `table` format to
+    that many rows (None: every row); the other formats always keep every row."""
     if fmt == "json":
         return orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
     if fmt == "csv":
         return _csv(report)
     if fmt in ("table", "markdown"):
-        return _human(report, fmt)
+        return _human(report, fmt, top)
     raise ValueError(f"unknown report format {fmt!r}")

@@ -27,9 +27,12 @@ ANTI JOIN (SELECT id, version - 1 AS version FROM v WHERE version > 1) AS newer
     ON v.id = newer.id AND v.version = newer.version;
 
 -- Every number of the report in one pass over the data: one row per action. Vocabulary as in
--- 10_failures.sql, 20_durations.sql (quantile_cont, terminal operations only) and
--- 30_action_mix.sql.
-CREATE OR REPLACE MACRO report_by_action(since := NULL, until := NULL, projects := NULL) AS TABLE
+-- 10_failures.sql, 20_durations.sql (quantile_cont, terminal operations only), 30_action_mix.sql
+-- and 40_stuck.sql: stuck = not terminal and created longer than stuck_after (default 1 hour)
+-- before as_of (default now).
+CREATE OR REPLACE MACRO report_by_action(
+    since := NULL, until := NULL, projects := NULL, as_of := NULL, stuck_after := NULL
+) AS TABLE
 SELECT
     action,
     operations,
@@ -38,6 +41,9 @@ SELECT
     failed / operations AS failure_rate,
     retries,
     failing_now,
+    stuck,
+    first_created_at,
+    last_created_at,
     terminal,
     q[1] AS p50_ms,
     q[2] AS p90_ms,
@@ -54,6 +60,12 @@ FROM (
         count(*) FILTER (WHERE failures_count > 0) AS failed,
         coalesce(sum(failures_count), 0)::BIGINT AS retries,
         count(*) FILTER (WHERE status IN ('failed', 'error')) AS failing_now,
+        count(*) FILTER (
+            WHERE NOT t AND created_at < coalesce(as_of::TIMESTAMPTZ, now())
+                - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR)
+        ) AS stuck,
+        min(created_at) AS first_created_at,
+        max(created_at) AS last_created_at,
         count(*) FILTER (WHERE t) AS terminal,
         quantile_cont(total_duration_ms, [0.5, 0.9, 0.99]) FILTER (WHERE t) AS q,
         max(total_duration_ms) FILTER (WHERE t) AS max_ms,
@@ -61,7 +73,7 @@ FROM (
         max(wall_ms) FILTER (WHERE t) AS wall_max_ms
     FROM (
         SELECT
-            action, status, failures_count, total_duration_ms,
+            action, status, failures_count, total_duration_ms, created_at,
             is_terminal(status) AS t,
             (epoch_us(updated_at) - epoch_us(created_at)) // 1000 AS wall_ms
         FROM report_operations(since := since, until := until, projects := projects)

@@ -85,12 +85,12 @@ def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool
 
 
 def _print_report(data_dir: Path) -> None:
-    from exporter._report import build_report, render_report
+    from exporter._report import TOP_ROWS, build_report, render_report
     from exporter._sql import connect
 
     con = connect(data_dir)
     try:
-        click.echo(render_report(build_report(con), "table"))
+        click.echo(render_report(build_report(con), "table", top=TOP_ROWS))
     finally:
         con.close()
 

@@ -97,7 +97,7 @@ def query_command(fmt: str, output: Path | None, data_dir: Path, sql: str) -> No
     type=click.Choice(["table", "json", "csv", "markdown"]),
     default="table",
     show_default=True,
-    help="json is one object with keys failures, durations and action_mix.",
+    help="json is one object with keys headline, failures, durations and action_mix.",
 )
 @click.option(
     "--output",
@@ -106,6 +106,15 @@ def query_command(fmt: str, output: Path | None, data_dir: Path, sql: str) -> No
     default=None,
     help="Write the report to FILE instead of stdout.",
 )
+@click.option(
+    "--top",
+    type=click.IntRange(1),
+    default=10,
+    show_default=True,
+    metavar="N",
+    help="Rows per table in the table format (json, csv and markdown keep every row).",
+)
+@click.option("--all", "all_rows", is_flag=True, help="Every row in the table format too.")
 @data_dir_option
 def report_command(
     since: str | None,
@@ -113,9 +122,15 @@ def report_command(
     projects: tuple[str, ...],
     fmt: str,
     output: Path | None,
+    top: int,
+    all_rows: bool,
     data_dir: Path,
 ) -> None:
-    """Failures, durations and action mix per action."""
+    """Failures, durations and action mix per action.
+
+    A headline block first (operations and period, failure rate, failing now, stuck, the actions
+    with the most failures, the slowest by p90), then the tables.
+    """
     from exporter._report import (
         REPORT_SQL,
         build_report,
@@ -137,7 +152,7 @@ def report_command(
     if report.operations == 0 and fmt in ("json", "csv"):
         # Table and markdown say it in the report; json and csv stay machine-readable.
         click.echo(empty_message(report), err=True)
-    _emit(render_report(report, fmt), output)
+    _emit(render_report(report, fmt, top=None if all_rows else top), output)
 
 
 COMMANDS: list[click.Command] = [query_command, report_command]

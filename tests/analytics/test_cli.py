@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import orjson
@@ -109,11 +110,28 @@ def test_report_json(data_dir: Path) -> None:
         "2025-01-11",
     )
     assert result.exit_code == 0, result.output
-    assert orjson.loads(result.stdout) == {
+    data = orjson.loads(result.stdout)
+    # "Stuck" is measured at the time of the run (o5 is open since 2025-01-11).
+    as_of = dt.datetime.fromisoformat(data["headline"].pop("as_of").replace("Z", "+00:00"))
+    assert abs(dt.datetime.now(dt.timezone.utc) - as_of) < dt.timedelta(minutes=1)
+    assert data == {
         "since": "2025-01-11T00:00:00Z",
         "until": "2025-01-12T00:00:00Z",
         "projects": ["p2"],
         "operations": 3,
+        "headline": {
+            "operations": 3,
+            "first_created_at": "2025-01-11T09:00:00Z",
+            "last_created_at": "2025-01-11T11:00:00Z",
+            "failed": 1,
+            "failure_rate": 1 / 3,
+            "retries": 1,
+            "failing_now": 1,
+            "stuck": 1,
+            "stuck_after": "PT3600S",
+            "most_failures": [{"action": "suspend_compute", "failed": 1}],
+            "slowest_p90": {"action": "start_compute", "p90_ms": 200.0},
+        },
         "failures": [
             {"action": "suspend_compute", "operations": 1, "failed": 1, "failure_rate": 1.0}
             | {"retries": 1, "failing_now": 1},
@@ -145,6 +163,13 @@ def test_report_table(data_dir: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout == (
         "opsaudit report: 3 operations (until 2025-01-11T00:00:00Z; project p1)\n"
+        "\n"
+        "Operations     3, created 2025-01-10T10:00:00Z to 2025-01-10T12:00:00Z\n"
+        "Failure rate   33.3 % (1 failed at least once; 2 retries)\n"
+        "Failing now    0 (latest status failed or error)\n"
+        "Stuck          0 (not terminal 1 hour after creation)\n"
+        "Most failures  start_compute 1\n"
+        "Slowest (p90)  start_compute 280 ms\n"
         "\n"
         "Failures (failed = failed at least once; failing_now = status failed or error)\n"
         "action           operations  failed  failure_rate_%  retries  failing_now\n"

@@ -1,0 +1,165 @@
+"""The report reads top-down (issue 15): a headline block first, then tables cut to the top rows
+in a terminal; json, csv and markdown keep every row. Figures checked exactly by hand."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner, Result
+
+from exporter._report import build_report, render_report
+from exporter._sql import connect
+from exporter.cli import cli
+
+from .conftest import at, write_versions
+
+UTC = dt.timezone.utc
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), prog_name="opsaudit", catch_exceptions=False)
+
+
+@pytest.mark.parametrize(
+    ("now", "stuck"),
+    [
+        # Open: o5 (failed, 11th 10:00), o7 (12th 08:00), o8 (error, 12th 09:00), o12 (12th 12:00).
+        (at(12, 12, 30), 3),  # o12 is 30 minutes old
+        (at(12, 13), 3),  # o12 is exactly 1 hour old: not yet stuck
+        (at(12, 13, 0, 1), 4),  # ... and one second later it is
+        (at(12, 8, 30), 1),  # o5 only: o7 is 30 minutes old, o8 and o12 come later
+    ],
+)
+def test_headline_of_the_fixed_dataset(con: Any, now: dt.datetime, stuck: int) -> None:
+    headline = build_report(con, now=now).headline()
+    assert headline == {
+        "operations": 12,
+        "first_created_at": at(10, 10),  # o1
+        "last_created_at": at(12, 12),  # o12
+        "failed": 3,  # o3 (2 failures), o5 (1), o8 (1)
+        "failure_rate": 0.25,
+        "retries": 4,
+        "failing_now": 2,  # o5 failed, o8 error
+        "stuck": stuck,
+        "stuck_after": dt.timedelta(hours=1),
+        "as_of": now,
+        "most_failures": [
+            {"action": "start_compute", "failed": 2},  # o3, o8
+            {"action": "suspend_compute", "failed": 1},  # o5
+        ],
+        # start_compute terminal durations 100, 200, 300, 400: p90 = 300 + 0.7 * 100.
+        "slowest_p90": {"action": "start_compute", "p90_ms": 370.0},
+    }
+
+
+def test_stuck_bound_is_a_parameter(con: Any) -> None:
+    report = build_report(con, now=at(12, 12, 30), stuck_after=dt.timedelta(hours=4))
+    assert report.headline()["stuck"] == 2  # o5 and o7 (4.5 hours); o8 and o12 are younger
+    assert "Stuck          2 (not terminal 4 hours after creation)\n" in render_report(
+        report, "table"
+    )
+
+
+def test_headline_block_comes_first(con: Any) -> None:
+    text = render_report(build_report(con, now=at(12, 12, 30)), "table")
+    assert text.startswith(
+        "opsaudit report: 12 operations (all time, all projects)\n"
+        "\n"
+        "Operations     12, created 2025-01-10T10:00:00Z to 2025-01-12T12:00:00Z\n"
+        "Failure rate   25.0 % (3 failed at least once; 4 retries)\n"
+        "Failing now    2 (latest status failed or error)\n"
+        "Stuck          3 (not terminal 1 hour after creation)\n"
+        "Most failures  start_compute 2, suspend_compute 1\n"
+        "Slowest (p90)  start_compute 370 ms\n"
+        "\n"
+        "Failures (failed = failed at least once; failing_now = status failed or error)\n"
+    )
+    markdown = render_report(build_report(con, now=at(12, 12, 30)), "markdown")
+    assert markdown.startswith(
+        "# opsaudit report: 12 operations (all time, all projects)\n"
+        "\n"
+        "- **Operations**: 12, created 2025-01-10T10:00:00Z to 2025-01-12T12:00:00Z\n"
+        "- **Failure rate**: 25.0 % (3 failed at least once; 4 retries)\n"
+        "- **Failing now**: 2 (latest status failed or error)\n"
+        "- **Stuck**: 3 (not terminal 1 hour after creation)\n"
+        "- **Most failures**: start_compute 2, suspend_compute 1\n"
+        "- **Slowest (p90)**: start_compute 370 ms\n"
+        "\n"
+        "## Failures"
+    )
+
+
+# A wider dataset: action actNN has NN operations (91 in all), one a minute from 2025-01-20
+# 00:00; all finished; act10..act13 have 4, 3, 2, 1 operations that failed once; durations of
+# actNN are all 10 * NN ms.
+WIDE_FAILED = {"act10": 4, "act11": 3, "act12": 2, "act13": 1}
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data_dir = tmp_path_factory.mktemp("wide") / "data"
+    specs: list[tuple[Any, ...]] = []
+    start = dt.datetime(2025, 1, 20, tzinfo=UTC)
+    for k in range(1, 14):
+        action = f"act{k:02d}"
+        for j in range(k):
+            created = start + dt.timedelta(minutes=len(specs))
+            fc = 1 if j < WIDE_FAILED.get(action, 0) else 0
+            specs.append(
+                (f"w{len(specs)}", "p1", "ep1", action, "finished", fc, 10 * k, created, 1, None, 1)
+            )
+    write_versions(data_dir, specs, "run-1")
+    return data_dir
+
+
+def test_headline_cuts_to_three_actions(wide: Path) -> None:
+    con = connect(wide)
+    try:
+        headline = build_report(con, now=dt.datetime(2025, 2, 1, tzinfo=UTC)).headline()
+    finally:
+        con.close()
+    assert headline["operations"] == 91
+    assert (headline["first_created_at"], headline["last_created_at"]) == (
+        dt.datetime(2025, 1, 20, 0, 0, tzinfo=UTC),
+        dt.datetime(2025, 1, 20, 1, 30, tzinfo=UTC),
+    )
+    assert (headline["failed"], headline["retries"], headline["failure_rate"]) == (10, 10, 10 / 91)
+    assert (headline["failing_now"], headline["stuck"]) == (0, 0)
+    assert headline["most_failures"] == [
+        {"action": "act10", "failed": 4},
+        {"action": "act11", "failed": 3},
+        {"action": "act12", "failed": 2},
+    ]
+    assert headline["slowest_p90"] == {"action": "act13", "p90_ms": 130.0}
+
+
+def test_terminal_tables_show_the_top_ten(wide: Path) -> None:
+    result = invoke("report", "--data-dir", str(wide))
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert out.count("(10 of 13 rows; 3 more with --all or --top N)\n") == 3
+    failures = out.split("Failures (", 1)[1].split("\n\n", 1)[0].splitlines()
+    # Heading, header, rule, 10 rows, the "more" line.
+    assert len(failures) == 14
+    assert failures[3].split()[:3] == ["act10", "10", "4"]
+    # Then the actions without failures, most operations first: act09 .. act04 is the 10th.
+    assert failures[12].split()[:3] == ["act04", "4", "0"]
+    top3 = invoke("report", "--data-dir", str(wide), "--top", "3").stdout
+    assert top3.count("(3 of 13 rows; 10 more with --all or --top N)\n") == 3
+    every = invoke("report", "--data-dir", str(wide), "--all").stdout
+    assert every.count("(13 rows)\n") == 3
+    assert "more with --all" not in every
+
+
+def test_other_formats_keep_every_row(wide: Path) -> None:
+    as_json = orjson.loads(invoke("report", "--data-dir", str(wide), "--format", "json").stdout)
+    assert [len(as_json[k]) for k in ("failures", "durations", "action_mix")] == [13, 13, 13]
+    csv = invoke("report", "--data-dir", str(wide), "--format", "csv", "--top", "2").stdout
+    assert len(csv.splitlines()) == 1 + 3 * 13
+    markdown = invoke("report", "--data-dir", str(wide), "--format", "markdown").stdout
+    assert markdown.count("| act01 |") == 3
+    assert "more with --all" not in markdown

@@ -140,6 +140,23 @@ def ids_json(ids: frozenset[str] | set[str]) -> str:
     return orjson.dumps(sorted(ids)).decode()
 
 
+_WRITE_FAILURES = ("disk i/o error", "database or disk is full", "readonly database")
+
+
+def _is_write_failure(exc: sqlite3.DatabaseError) -> bool:
+    """Out of space, a file-size limit, a read-only file system: not a corrupt file."""
+    return isinstance(exc, sqlite3.OperationalError) and any(
+        text in str(exc).lower() for text in _WRITE_FAILURES
+    )
+
+
+def _write_failure_message(path: Path, exc: sqlite3.DatabaseError) -> str:
+    return (
+        f"writing the state file {path} failed ({exc}: the disk may be full or read-only); "
+        "free some space or fix the mount, then run again (nothing committed was lost)"
+    )
+
+
 def _connect_read_only(path: Path) -> sqlite3.Connection:
     """A reader's connection: never writes; works on a read-only data directory too."""
     uri = path.resolve().as_uri()
@@ -157,6 +174,35 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
         )
 
 
+def _create(path: Path) -> None:
+    """A new, empty state file at `path`, written to a temporary name and renamed in."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        con = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            con.execute("BEGIN")
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    con.execute(statement)
+            con.execute("INSERT INTO meta VALUES ('format', 'opsaudit-state')")
+            con.execute("INSERT INTO meta VALUES ('format_version', ?)", (str(FORMAT_VERSION),))
+            con.execute("COMMIT")
+            con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        finally:
+            con.close()
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class StateDB:
     """Access to `state.sqlite`; one connection shared by the run's threads under a lock."""
 
@@ -170,14 +216,22 @@ class StateDB:
                 self._con = _connect_read_only(path)
                 self._check(migrate=False)
                 return
+            if not existed:
+                # Built aside and renamed in: a creation cut short (disk full, kill) never
+                # leaves a half-made state file that the next run would refuse.
+                _create(path)
             self._con = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             self._con.execute("PRAGMA journal_mode=WAL")
             self._con.execute("PRAGMA synchronous=FULL")
-            if existed:
-                self._check()
-            else:
-                self._create()
+            self._check()
+        except OSError as exc:
+            raise StorageError(
+                f"cannot create the state file {path}: {exc.strerror}; free some space or fix "
+                "the mount, then run again"
+            ) from None
         except sqlite3.DatabaseError as exc:
+            if _is_write_failure(exc):
+                raise StorageError(_write_failure_message(path, exc)) from None
             raise StorageError(
                 f"state file {path} is corrupt or not an opsaudit state file ({exc}); "
                 "it was left untouched: move it away to start a new dataset, or restore a backup"
@@ -214,25 +268,24 @@ class StateDB:
                 "UPDATE meta SET value = ? WHERE key = 'format_version'", (str(FORMAT_VERSION),)
             )
 
-    def _create(self) -> None:
-        with self.transaction() as con:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    con.execute(statement)
-            con.execute("INSERT INTO meta VALUES ('format', 'opsaudit-state')")
-            con.execute("INSERT INTO meta VALUES ('format_version', ?)", (str(FORMAT_VERSION),))
-        self._con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._con.execute("BEGIN IMMEDIATE")
             try:
-                yield self._con
-            except BaseException:
-                self._con.execute("ROLLBACK")
-                raise
-            self._con.execute("COMMIT")
+                self._con.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._con
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._con.execute("ROLLBACK")
+                    raise
+                self._con.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                if not _is_write_failure(exc):
+                    raise
+                with contextlib.suppress(sqlite3.Error):
+                    self._con.execute("ROLLBACK")
+                raise StorageError(_write_failure_message(self.path, exc)) from exc
 
     def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[Any]:
         with self._lock:

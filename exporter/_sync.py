@@ -258,7 +258,7 @@ class _Committer(threading.Thread):
                 try:
                     self._commit(waiting)
                 except BaseException as exc:
-                    log.error("commit failed: %s", exc)
+                    log.debug("commit failed: %s", exc)  # the run's error reports it once
                     self.error = exc
                 waiting, rows = [], 0
 
@@ -353,7 +353,9 @@ class _Run:
                     summary.error = redact(str(failure) or type(failure).__name__)
             summary.finished_at = datetime.now(timezone.utc)
             try:
-                self._finish(summary)
+                # After a storage failure only the run's record is attempted: the exports
+                # would fail the same way and bury the message under more of their own.
+                self._finish(summary, exports=not isinstance(failure, StorageError))
             except Exception as exc:
                 # Never mask the error that ended the run with one from the clean-up.
                 if failure is None:
@@ -442,7 +444,7 @@ class _Run:
             if self.summary.outcome is Outcome.RUNNING:
                 self.summary.outcome, self.summary.error = outcome, message
 
-    def _finish(self, s: RunSummary) -> None:
+    def _finish(self, s: RunSummary, exports: bool = True) -> None:
         state = self.dataset.state
         s.open_operations = state.open_count()
         errors = "; ".join(f"{k or 'discovery'}: {v}" for k, v in sorted(s.errors.items())[:20])
@@ -461,6 +463,8 @@ class _Run:
             versions_written=s.versions_written,
             error=redact(s.error or errors) or None,
         )
+        if not exports:
+            return
         from exporter._exports import export_tables
 
         export_tables(self.dataset)

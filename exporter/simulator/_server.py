@@ -83,6 +83,9 @@ class SimServer(ThreadingHTTPServer):
         self.request_seq = 0
         # Scripted failures: [path suffix, status, answers left (None: all), matches to pass]
         self.scripted: list[list[Any]] = []
+        # Scripted failures echo the request's Authorization header in their message, as a
+        # careless proxy or debug page would (issue 9, finding 9: the exporter must redact).
+        self.echo_auth = False
         self.connections: set[socket.socket] = set()
         self.conn_lock = threading.Lock()
         super().__init__(address, _Handler)
@@ -217,7 +220,10 @@ class _Handler(BaseHTTPRequestHandler):
         scripted = srv.take_scripted(path)
         if scripted is not None:
             self._count_status(scripted)
-            self._error(scripted, f"scripted failure {scripted}", request_id)
+            message = f"scripted failure {scripted}"
+            if srv.echo_auth:
+                message += f" (request had Authorization: {self.headers.get('Authorization')})"
+            self._error(scripted, message, request_id)
             return
         reply, error = self._answer(path, query, route)
         if slow:

@@ -257,6 +257,11 @@ class Simulator:
         with lock:
             self._scripted.append([path_suffix, status, times, after])
 
+    def echo_auth_in_errors(self, on: bool = True) -> None:
+        """Scripted failures quote the request's Authorization header in their message."""
+        if self._server is not None:
+            self._server.echo_auth = on
+
     def clear_failures(self) -> None:
         server = self._server
         lock = server.fault_lock if server is not None else threading.Lock()

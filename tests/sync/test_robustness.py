@@ -1,0 +1,264 @@
+"""Issue 9 findings 2, 7, 9, 10, 11, 15, 16: cost, disk full, secrets, read-only, workers, API down.
+
+Each test states what a user is promised on a path the review found broken, against the real
+simulator over HTTP and real files; each fails when its mechanism is removed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from exporter._client import RetryPolicy
+from exporter._sync import SyncConfig, sync
+from exporter._walk import WalkLimits
+from exporter.cli import cli
+
+from .conftest import assert_matches_truth, run_sync
+
+FAST = RetryPolicy(max_attempts=3, backoff_initial=0.01, backoff_max=0.02)
+
+
+def _one_project(make_sim: Any, seed: int) -> tuple[Any, str]:
+    sim = make_sim(
+        seed=seed,
+        projects=1,
+        shared_projects=0,
+        orgs=1,
+        days=0,
+        ops_per_project_per_day=0,
+        live_ops_per_project_per_hour=0,
+    )
+    return sim, sim.project_ids()[0]
+
+
+def _operation_requests(sim: Any) -> int:
+    return sum(n for route, n in sim.stats()["by_route"].items() if "operations" in route)
+
+
+# -- finding 2: the refresh of open operations costs close to the minimum ----------------------------
+
+
+@pytest.mark.parametrize("open_every", [7, 33])
+def test_2_no_change_refresh_costs_the_minimum(
+    make_sim: Any, tmp_path: Path, open_every: int
+) -> None:
+    """Open operations spread through 30 pages: a no-change sync costs
+    `1 + min over k of (k - 1) + (open operations below page k)` requests (PRODUCT.md)."""
+    sim, pid = _one_project(make_sim, seed=120 + open_every)
+    page, total = 10, 300
+    statuses = ["failed" if i % open_every == 3 else "finished" for i in range(total)]
+    for status in statuses:  # oldest first, one per second
+        sim.add_operations(pid, 1, status=status, same_second=False)
+        sim.advance(1)
+    limits = WalkLimits(page_size=page, flush_rows=50, max_extend_pages=100, max_gets=500)
+    assert run_sync(sim, tmp_path, limits=limits).outcome == "ok"
+    # Newest first: operation i (oldest = 0) is on page (total - 1 - i) // page + 1.
+    open_pages = [(total - 1 - i) // page + 1 for i, s in enumerate(statuses) if s == "failed"]
+    minimum = min(
+        k + sum(1 for p in open_pages if p > k) for k in range(1, total // page + 2)
+    )
+    sim.reset_stats()
+    assert run_sync(sim, tmp_path, limits=limits).outcome == "ok"
+    assert _operation_requests(sim) == minimum
+    assert_matches_truth(sim, tmp_path)
+
+
+# -- finding 7: disk full ---------------------------------------------------------------------------
+
+
+def _cli_env(sim: Any) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPSAUDIT_", "NEON_"))}
+    env["NEON_API_KEY"] = sim.personal_key
+    return env
+
+
+def _limit_file_size(limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.parametrize("room", [48_000, 150_000])  # full at the state file / at the Parquet
+def test_7_disk_full_is_exit_6_with_a_clear_message_and_loses_nothing(
+    make_sim: Any, tmp_path: Path, room: int
+) -> None:
+    """A write that fails for lack of space (here: a file-size limit, EFBIG, the same path as
+    ENOSPC) ends the run with exit 6 and one clear line, never a traceback; the next run with
+    room finishes the job exactly."""
+    sim = make_sim(seed=71, projects=3, shared_projects=0, days=2, ops_per_project_per_day=400)
+    data_dir = tmp_path / "data"
+    args = [sys.executable, "-m", "exporter", "sync", "--data-dir", str(data_dir)]
+    args += ["--base-url", sim.base_url, "--max-rps", "0"]
+    proc = subprocess.run(
+        args,
+        env=_cli_env(sim),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: _limit_file_size(room),
+    )
+    assert proc.returncode == 6, proc.stderr
+    assert "Traceback" not in proc.stderr
+    [line] = proc.stderr.splitlines()  # one clear line
+    assert line.startswith("Error: ") and "free some space" in line
+    done = subprocess.run(args, env=_cli_env(sim), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert_matches_truth(sim, data_dir)
+
+
+# -- finding 9: secrets -------------------------------------------------------------------------------
+
+
+def test_9_a_server_echoing_the_key_never_gets_it_printed_or_stored(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    sim = make_sim(seed=72, projects=2, shared_projects=0, days=1, ops_per_project_per_day=50)
+    victim = sim.project_ids()[0]
+    sim.echo_auth_in_errors()
+    sim.fail_requests(f"/projects/{victim}/operations", 400)
+    data_dir = tmp_path / "data"
+    result = CliRunner().invoke(
+        cli,
+        ["sync", "--data-dir", str(data_dir), "--base-url", sim.base_url, "--max-rps", "0"]
+        + ["-vv", "--log-format", "json"],
+        env={"NEON_API_KEY": sim.personal_key},
+    )
+    assert result.exit_code == 1, result.output
+    assert "request had Authorization: Bearer [REDACTED]" in result.output
+    key = sim.personal_key
+    assert key not in result.output
+    for path in data_dir.rglob("*"):
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), path
+    from exporter._sql import connect
+
+    con = connect(data_dir)
+    [(stored,)] = con.execute("SELECT last_error FROM projects WHERE id = ?", [victim]).fetchall()
+    assert "Bearer [REDACTED]" in stored and key not in stored
+
+
+def test_9_sync_config_repr_hides_the_key(tmp_path: Path) -> None:
+    config = SyncConfig(data_dir=tmp_path, api_key="napi_supersecret_value")
+    assert "napi_supersecret_value" not in repr(config)
+
+
+@pytest.mark.parametrize(
+    "key_text", ["napi_abc\ndef", "napi_abc\x00def", "napi_abcdéf", "napi abc"]
+)
+def test_9_a_malformed_key_is_a_key_error_at_once(
+    make_sim: Any, tmp_path: Path, key_text: str
+) -> None:
+    sim = make_sim(seed=73, projects=1, shared_projects=0, days=0)
+    key_file = tmp_path / "key"
+    key_file.write_bytes(key_text.encode() + b"\n")
+    started = time.monotonic()
+    result = CliRunner().invoke(
+        cli,
+        ["sync", "--data-dir", str(tmp_path / "data"), "--base-url", sim.base_url]
+        + ["--api-key-file", str(key_file)],
+        env={"NEON_API_KEY": ""},
+    )
+    assert time.monotonic() - started < 5
+    assert result.exit_code == 3, result.output
+    assert "the API key is malformed" in result.output
+    assert "Traceback" not in result.output
+    assert key_text.split()[0].split("\x00")[0] not in result.output
+    assert sim.stats()["requests"] == 0
+
+
+# -- finding 10: a read-only data directory -----------------------------------------------------------
+
+
+@pytest.fixture
+def read_only_copy(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A directory and a read-only bind mount of it (as root, chmod would not stop writes)."""
+    source, view = tmp_path / "rw", tmp_path / "ro"
+    source.mkdir()
+    view.mkdir()
+    mounted = subprocess.run(
+        ["mount", "--bind", "-o", "ro", str(source), str(view)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot make a read-only mount here: {mounted.stderr.decode().strip()}")
+    try:
+        yield source, view
+    finally:
+        subprocess.run(["umount", str(view)], check=False)
+
+
+def test_10_read_only_data_dir_sync_is_exit_6_and_readers_still_work(
+    make_sim: Any, read_only_copy: tuple[Path, Path]
+) -> None:
+    source, view = read_only_copy
+    sim = make_sim(seed=74, projects=2, shared_projects=0, days=1, ops_per_project_per_day=60)
+    assert run_sync(sim, source).outcome == "ok"
+    runner = CliRunner()
+    env = {"NEON_API_KEY": sim.personal_key}
+    result = runner.invoke(
+        cli, ["sync", "--data-dir", str(view), "--base-url", sim.base_url], env=env
+    )
+    assert result.exit_code == 6, result.output
+    assert "cannot write to data directory" in result.output
+    assert "Traceback" not in result.output
+    query = runner.invoke(
+        cli, ["query", "--data-dir", str(view), "--format", "csv", "SELECT count(*) FROM operations"]
+    )
+    assert query.exit_code == 0, query.output
+    assert query.output.splitlines()[-1] == str(len(sim.ground_truth()))
+
+
+# -- finding 15: one worker's unexpected error stops the others -------------------------------------
+
+
+def test_15_an_unexpected_error_in_one_worker_cancels_the_others(
+    make_sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sim = make_sim(seed=75, projects=12, shared_projects=0, days=1, ops_per_project_per_day=40)
+    from exporter.simulator import Faults
+
+    sim.faults = Faults(p_slow=1.0, slow_seconds=0.3)
+    first = sorted(sim.project_ids())[0]
+    from exporter import _walk
+
+    real_run = _walk.ProjectWalk.run
+
+    def run(self: Any) -> Any:
+        if self.pid == first:
+            raise RuntimeError("a bug in one worker")
+        return real_run(self)
+
+    monkeypatch.setattr(_walk.ProjectWalk, "run", run)
+    with pytest.raises(RuntimeError, match="a bug in one worker"):
+        run_sync(sim, tmp_path, concurrency=2)
+    # Without cancellation all 11 other projects would be walked (one page each).
+    assert _operation_requests(sim) <= 3
+
+
+# -- finding 16: the API is down for everything --------------------------------------------------------
+
+
+def test_16_api_down_for_everything_stops_the_run_early(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=76, projects=20, shared_projects=0, days=1, ops_per_project_per_day=20)
+    sim.fail_requests("/operations", 503)
+    retry = RetryPolicy(
+        max_attempts=4,
+        backoff_initial=0.02,
+        backoff_max=0.05,
+        down_after_failures=6,
+        down_after_seconds=0.2,
+    )
+    summary = run_sync(sim, tmp_path, retry=retry, concurrency=4)
+    assert summary.outcome == "failed" and summary.exit_code == 5
+    assert summary.error is not None and "failing every request" in summary.error
+    # Without the stop, every project would spend its 4 attempts: 80 requests.
+    assert _operation_requests(sim) < 40
+    assert math.isfinite(summary.requests)

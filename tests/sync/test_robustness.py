@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from exporter._client import RetryPolicy
-from exporter._sync import SyncConfig, sync
+from exporter._sync import SyncConfig
 from exporter._walk import WalkLimits
 from exporter.cli import cli
 
@@ -65,9 +65,7 @@ def test_2_no_change_refresh_costs_the_minimum(
     assert run_sync(sim, tmp_path, limits=limits).outcome == "ok"
     # Newest first: operation i (oldest = 0) is on page (total - 1 - i) // page + 1.
     open_pages = [(total - 1 - i) // page + 1 for i, s in enumerate(statuses) if s == "failed"]
-    minimum = min(
-        k + sum(1 for p in open_pages if p > k) for k in range(1, total // page + 2)
-    )
+    minimum = min(k + sum(1 for p in open_pages if p > k) for k in range(1, total // page + 2))
     sim.reset_stats()
     assert run_sync(sim, tmp_path, limits=limits).outcome == "ok"
     assert _operation_requests(sim) == minimum
@@ -128,8 +126,18 @@ def test_9_a_server_echoing_the_key_never_gets_it_printed_or_stored(
     data_dir = tmp_path / "data"
     result = CliRunner().invoke(
         cli,
-        ["sync", "--data-dir", str(data_dir), "--base-url", sim.base_url, "--max-rps", "0"]
-        + ["-vv", "--log-format", "json"],
+        [
+            "sync",
+            "--data-dir",
+            str(data_dir),
+            "--base-url",
+            sim.base_url,
+            "--max-rps",
+            "0",
+            "-vv",
+            "--log-format",
+            "json",
+        ],
         env={"NEON_API_KEY": sim.personal_key},
     )
     assert result.exit_code == 1, result.output
@@ -163,8 +171,15 @@ def test_9_a_malformed_key_is_a_key_error_at_once(
     started = time.monotonic()
     result = CliRunner().invoke(
         cli,
-        ["sync", "--data-dir", str(tmp_path / "data"), "--base-url", sim.base_url]
-        + ["--api-key-file", str(key_file)],
+        [
+            "sync",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--base-url",
+            sim.base_url,
+            "--api-key-file",
+            str(key_file),
+        ],
         env={"NEON_API_KEY": ""},
     )
     assert time.monotonic() - started < 5
@@ -210,7 +225,8 @@ def test_10_read_only_data_dir_sync_is_exit_6_and_readers_still_work(
     assert "cannot write to data directory" in result.output
     assert "Traceback" not in result.output
     query = runner.invoke(
-        cli, ["query", "--data-dir", str(view), "--format", "csv", "SELECT count(*) FROM operations"]
+        cli,
+        ["query", "--data-dir", str(view), "--format", "csv", "SELECT count(*) FROM operations"],
     )
     assert query.exit_code == 0, query.output
     assert query.output.splitlines()[-1] == str(len(sim.ground_truth()))

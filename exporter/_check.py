@@ -245,17 +245,11 @@ def _check_state(
 
     now = report.as_of
     find = report.findings.append
-    state = StateDB(path)
+    state = StateDB(path, read_only=True)
     try:
-        runs = state.query(
-            "SELECT run_id, started_us, finished_us, outcome FROM runs "
-            "WHERE started_us <= ? ORDER BY started_us",
-            (_us(now),),
-        )
-        projects = state.query(
-            "SELECT id, last_synced_us, last_error "
-            "FROM projects WHERE deleted_us IS NULL ORDER BY id"
-        )
+        # The owner's row methods (PROJECTS_SCHEMA / SYNC_RUNS_SCHEMA order, microseconds).
+        runs = [r for r in state.runs_rows() if r[1] <= _us(now)]  # not after as_of
+        projects = [(p[0], p[14], p[16]) for p in state.projects_rows() if p[13] is None]
         terminal = ",".join(f"'{s}'" for s in _TERMINAL)
         open_rows = state.query(
             "SELECT o.project_id, count(*), sum(o.checked_us < ?), min(o.checked_us) "

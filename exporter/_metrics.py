@@ -107,26 +107,18 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
     state_path = Path(data_dir) / STATE_FILE
     if not state_path.is_file() or state_path.stat().st_size == 0:
         return []
-    state = StateDB(state_path)
+    state = StateDB(state_path, read_only=True)
     try:
         # Runs after `as_of` have not happened yet for a check replayed in the past.
         until = int((now - dt.datetime(1970, 1, 1, tzinfo=UTC)) / dt.timedelta(microseconds=1))
-        last = state.query(
-            "SELECT started_us, finished_us, outcome, projects_ok, projects_failed, requests, "
-            "responses_429, retries, new_operations, changed_operations FROM runs "
-            "WHERE finished_us IS NOT NULL AND started_us <= ? ORDER BY started_us DESC LIMIT 1",
-            (until,),
-        )
-        success = state.query(
-            "SELECT max(finished_us) FROM runs WHERE outcome = 'ok' AND started_us <= ?", (until,)
-        )[0][0]
-        open_ops = state.query(
-            "SELECT count(*) FROM open_ops "
-            "WHERE coalesce(status NOT IN ('finished', 'cancelled', 'skipped'), true)"
-        )[0][0]
-        projects = state.query("SELECT count(*) FROM projects WHERE deleted_us IS NULL")[0][0]
+        runs = [r for r in state.runs_rows() if r[1] <= until]  # SYNC_RUNS_SCHEMA order
+        open_ops = state.open_count()
+        projects = sum(p[13] is None for p in state.projects_rows())  # not deleted
     finally:
         state.close()
+    finished = [r for r in runs if r[2] is not None]
+    success = max((r[2] for r in finished if r[3] == "ok"), default=None)
+    last = finished[-1:]
 
     metrics = [
         Metric(
@@ -139,14 +131,16 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
         Metric("opsaudit_projects", "Projects in scope (deleted ones excluded).").add(projects),
     ]
     if last:
-        started, finished, outcome, ok, failed, requests, r429, retries, new, changed = last[0]
+        started, ended, outcome, _, ok, failed, requests, r429, retries, new, changed = last[0][
+            1:12
+        ]
         metrics += [
             Metric("opsaudit_last_run_timestamp_seconds", "Unix time the last sync finished.").add(
-                _seconds(finished)
+                _seconds(ended)
             ),
             Metric(
                 "opsaudit_last_run_duration_seconds", "Wall time of the last sync in seconds."
-            ).add((finished - started) / 1e6),
+            ).add((ended - started) / 1e6),
             _one_hot(outcome),
             Metric("opsaudit_last_run_requests", "API requests made by the last sync.").add(
                 requests

@@ -45,6 +45,22 @@ RUN_COLUMNS = (
 )
 
 
+# Where each column is in `StateDB.projects_rows()` and `runs_rows()` (the state's owner).
+_PROJECT_FIELDS = (0, 1, 13, 14, 15, 16, 17)  # id name deleted synced checkpoint error open
+_RUN_FIELDS = {
+    "run_id": 0,
+    "started_at": 1,
+    "finished_at": 2,
+    "outcome": 3,
+    "projects_ok": 5,
+    "projects_failed": 6,
+    "requests": 7,
+    "responses_429": 8,
+    "new_operations": 10,
+    "changed_operations": 11,
+}
+
+
 @dataclass
 class Status:
     """Where each project stands and what the last runs did, as of `as_of`."""
@@ -82,24 +98,15 @@ def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = No
     if not path.is_file() or path.stat().st_size == 0:
         raise StorageError(f"no dataset in {data_dir} yet: run `opsaudit sync` first")
     now = as_of or dt.datetime.now(UTC)
-    state = StateDB(path)
+    state = StateDB(path, read_only=True)
     try:
-        project_rows = state.query(
-            "SELECT p.id, p.name, p.checkpoint_us, p.last_synced_us, "
-            "(SELECT count(*) FROM open_ops o WHERE o.project_id = p.id AND "
-            " coalesce(o.status NOT IN ('finished', 'cancelled', 'skipped'), true)), "
-            "p.deleted_us IS NOT NULL, p.last_error FROM projects p ORDER BY p.id"
-        )
-        run_rows = state.query(
-            "SELECT run_id, started_us, finished_us, outcome, projects_ok, projects_failed, "
-            "requests, responses_429, new_operations, changed_operations "
-            "FROM runs ORDER BY started_us DESC LIMIT ?",
-            (runs,),
-        )
+        project_rows = state.projects_rows()
+        run_rows = state.runs_rows()
     finally:
         state.close()
     status = Status(as_of=now)
-    for pid, name, checkpoint, synced, open_ops, deleted, error in project_rows:
+    for p in project_rows:  # PROJECTS_SCHEMA order, times in microseconds
+        pid, name, deleted, synced, checkpoint, error, open_ops = (p[i] for i in _PROJECT_FIELDS)
         last = _at(synced)
         status.projects.append(
             {
@@ -109,12 +116,12 @@ def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = No
                 "last_synced_at": last,
                 "open_operations": open_ops,
                 "lag_seconds": None if last is None else int((now - last).total_seconds()),
-                "deleted": bool(deleted),
+                "deleted": deleted is not None,
                 "last_error": error,
             }
         )
-    for row in run_rows:
-        record = dict(zip(RUN_COLUMNS, row))
+    for r in reversed(run_rows[-runs:] if runs else []):  # SYNC_RUNS_SCHEMA order, oldest first
+        record = {name: r[i] for name, i in _RUN_FIELDS.items()}
         record["started_at"] = _at(record["started_at"])
         record["finished_at"] = _at(record["finished_at"])
         status.runs.append(record)

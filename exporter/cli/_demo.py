@@ -64,12 +64,13 @@ def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool
         sys.exit(int(summary.exit_code))
 
     click.echo("")
-    _print_report(result.data_dir)
+    page = _print_report(result.data_dir)
 
     where = shlex.quote(str(result.data_dir))
     click.echo("")
     kept = " (a temporary directory, kept for you: delete it when done)" if result.temporary else ""
     click.echo(f"The dataset is in {result.data_dir}{kept}.")
+    click.echo(f"The report with charts (one page, opens offline in a browser): {page}")
     click.echo("Next, try:")
     click.echo(f"  opsaudit query --data-dir {where} {shlex.quote(_EXAMPLE_SQL)}")
     click.echo(f"  opsaudit report --data-dir {where} --since 7d    # the history ends now")
@@ -84,15 +85,21 @@ def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool
     )
 
 
-def _print_report(data_dir: Path) -> None:
+def _print_report(data_dir: Path) -> Path:
+    """Print the text report; write the HTML one next to the data and return its path."""
+    from exporter._html import render_html
     from exporter._report import TOP_ROWS, build_report, render_report
     from exporter._sql import connect
 
     con = connect(data_dir)
     try:
-        click.echo(render_report(build_report(con), "table", top=TOP_ROWS))
+        report = build_report(con)
+        click.echo(render_report(report, "table", top=TOP_ROWS))
+        page = data_dir / "report.html"
+        page.write_text(render_html(con, report), encoding="utf-8")
     finally:
         con.close()
+    return page
 
 
 COMMANDS: list[click.Command] = [demo_command]

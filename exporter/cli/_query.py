@@ -94,10 +94,11 @@ def query_command(fmt: str, output: Path | None, data_dir: Path, sql: str) -> No
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json", "csv", "markdown"]),
+    type=click.Choice(["table", "json", "csv", "markdown", "html"]),
     default="table",
     show_default=True,
-    help="json is one object with keys headline, failures, durations and action_mix.",
+    help="json is one object with keys headline, failures, durations and action_mix; html is "
+    "one self-contained page with charts (write it with -o FILE).",
 )
 @click.option(
     "--output",
@@ -147,6 +148,11 @@ def report_command(
         report = build_report(
             con, since=window_since, until=window_until, project_ids=list(projects) or None
         )
+        if fmt == "html":
+            from exporter._html import render_html
+
+            _emit(render_html(con, report), output)
+            return
     finally:
         con.close()
     if report.operations == 0 and fmt in ("json", "csv"):

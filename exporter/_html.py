@@ -1,0 +1,273 @@
+"""The report as one self-contained HTML page: the headline tables and five charts.
+
+Charting library: plotly. `plotly.offline.get_plotlyjs()` hands us the whole plotly.js bundle
+from the Python wheel, so the page embeds it once, inline, and opens from `file://` with no
+network, no CDN and no extra binary. altair (Vega-Lite) was the other candidate: its inline
+data is as good, but an offline page needs the vega, vega-lite and vega-embed scripts inline
+too, which altair only does through `vl-convert-python` (a ~30 MB native wheel) or by our
+shipping the scripts ourselves. plotly builds figures from plain lists (no pandas needed), and
+its import is lazy here, so nothing but `report --format html` and the demo pays for it. The
+cost is the page size: about 5 MB, nearly all of it plotly.js.
+
+Every number comes from the SQL layer over the same window as the text report
+(`report_operations(since, until, projects)` in sql/90_report.sql), with the vocabulary of
+sql/00_base.sql (`is_terminal`) and sql/10_failures.sql (failed = failures_count > 0).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+
+from exporter._format import jsonable
+from exporter._report import (
+    DURATION_COLUMNS,
+    FAILURE_COLUMNS,
+    MIX_COLUMNS,
+    Report,
+    empty_message,
+)
+from exporter._sql import execute
+
+__all__ = ["CHARTS", "HTML_SQL", "render_html"]
+
+# The .sql files the page needs (`connect(data_dir, only=HTML_SQL)`).
+HTML_SQL = ("00_base.sql", "90_report.sql")
+# The chart ids, in page order: each is a `<div id="chart-...">` (the browser test's handle).
+CHARTS = ("failure-rate", "durations", "action-mix", "stuck-retried", "compute-start")
+# Lines and stacks beyond this many actions are unreadable: the busiest ones are drawn and the
+# rest summed as "other" (the tables above the charts list every action).
+TOP_ACTIONS = 8
+# As the `stuck_operations` view (sql/40_stuck.sql): not terminal an hour after creation.
+STUCK_AFTER = dt.timedelta(hours=1)
+
+
+def _literal(value: dt.datetime | None) -> str:
+    if value is None:
+        return "NULL"
+    return f"TIMESTAMPTZ '{value.astimezone(dt.timezone.utc).strftime('%Y-%m-%d %H:%M:%S.%f')}+00'"
+
+
+def _window(report: Report) -> str:
+    projects = (
+        "NULL"
+        if report.project_ids is None
+        else "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in report.project_ids) + "]"
+    )
+    return (
+        f"since := {_literal(report.since)}, until := {_literal(report.until)}, "
+        f"projects := {projects}"
+    )
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
+    columns, rows = execute(con, sql)
+    return [dict(zip(columns, r)) for r in rows]
+
+
+def _top_actions(report: Report) -> list[str]:
+    return [r["action"] for r in report.action_mix[:TOP_ACTIONS]]
+
+
+def _figures(con: duckdb.DuckDBPyConnection, report: Report, as_of: dt.datetime) -> dict[str, Any]:
+    import plotly.graph_objects as go
+
+    ops = f"report_operations({_window(report)})"
+    top = _top_actions(report)
+    layout = {
+        "template": "plotly_white",
+        "height": 420,
+        "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+        "legend": {"orientation": "h", "y": -0.2},
+    }
+    figures: dict[str, Any] = {}
+
+    # 1. Failure rate over time, per action (daily; failed = failed at least once).
+    daily = _rows(
+        con,
+        "SELECT created_at::DATE AS day, action, count(*) AS operations, "
+        "count(*) FILTER (WHERE failures_count > 0) AS failed "
+        f"FROM {ops} GROUP BY ALL ORDER BY day, action",
+    )
+    fig = go.Figure(layout={**layout, "title": "Failure rate per day (failed at least once)"})
+    for action in top:
+        points = [r for r in daily if r["action"] == action]
+        fig.add_trace(
+            go.Scatter(
+                x=[r["day"].isoformat() for r in points],
+                y=[r["failed"] / r["operations"] for r in points],
+                name=action,
+                mode="lines+markers",
+            )
+        )
+    fig.update_yaxes(tickformat=".1%", rangemode="tozero")
+    figures["failure-rate"] = fig
+
+    # 2. Duration percentiles per action (terminal operations, total_duration_ms).
+    durations = report.durations[: TOP_ACTIONS * 2]
+    fig = go.Figure(
+        layout={**layout, "title": "Duration percentiles of terminal operations (ms, log)"}
+    )
+    for column, label in (("p50_ms", "p50"), ("p90_ms", "p90"), ("p99_ms", "p99")):
+        fig.add_trace(
+            go.Bar(
+                x=[r["action"] for r in durations],
+                y=[r[column] for r in durations],
+                name=label,
+            )
+        )
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(type="log")
+    figures["durations"] = fig
+
+    # 3. Action mix over time (daily counts, stacked; the rest summed as "other").
+    fig = go.Figure(layout={**layout, "title": "Action mix per day", "barmode": "stack"})
+    days = sorted({r["day"] for r in daily})
+    for action in [*top, "other"]:
+        counts = dict.fromkeys(days, 0)
+        for r in daily:
+            if r["action"] == action or (action == "other" and r["action"] not in top):
+                counts[r["day"]] += r["operations"]
+        if any(counts.values()):
+            fig.add_trace(
+                go.Bar(x=[d.isoformat() for d in days], y=list(counts.values()), name=action)
+            )
+    figures["action-mix"] = fig
+
+    # 4. Stuck and retried operations per action.
+    stuck_before = _literal(as_of - STUCK_AFTER)
+    per_action = _rows(
+        con,
+        "SELECT action, "
+        f"count(*) FILTER (WHERE NOT is_terminal(status) AND created_at < {stuck_before}) "
+        "AS stuck, count(*) FILTER (WHERE failures_count > 0) AS retried "
+        f"FROM {ops} GROUP BY action HAVING stuck > 0 OR retried > 0 "
+        "ORDER BY stuck + retried DESC, action",
+    )[: TOP_ACTIONS * 2]
+    fig = go.Figure(
+        layout={
+            **layout,
+            "title": "Stuck (open over an hour) and retried (failed at least once) operations",
+            "barmode": "group",
+        }
+    )
+    for column in ("stuck", "retried"):
+        fig.add_trace(
+            go.Bar(
+                x=[r["action"] for r in per_action],
+                y=[r[column] for r in per_action],
+                name=column,
+            )
+        )
+    figures["stuck-retried"] = fig
+
+    # 5. Compute start latency per day (finished start_compute, total_duration_ms).
+    latency = _rows(
+        con,
+        "SELECT created_at::DATE AS day, "
+        "quantile_cont(total_duration_ms, [0.5, 0.9, 0.99]) AS q, count(*) AS operations "
+        f"FROM {ops} WHERE action = 'start_compute' AND status = 'finished' "
+        "AND total_duration_ms IS NOT NULL GROUP BY day ORDER BY day",
+    )
+    fig = go.Figure(layout={**layout, "title": "Compute start latency per day (ms)"})
+    for i, label in enumerate(("p50", "p90", "p99")):
+        fig.add_trace(
+            go.Scatter(
+                x=[r["day"].isoformat() for r in latency],
+                y=[r["q"][i] for r in latency],
+                name=label,
+                mode="lines+markers",
+            )
+        )
+    fig.update_yaxes(rangemode="tozero")
+    figures["compute-start"] = fig
+    return figures
+
+
+def _table(columns: Sequence[str], rows: Sequence[dict[str, Any]], percent: str) -> str:
+    def cell(column: str, value: Any) -> str:
+        if value is None:
+            return "<td></td>"
+        if column == percent:
+            return f'<td class="n">{100 * value:.1f} %</td>'
+        if isinstance(value, float):
+            return f'<td class="n">{value:,.1f}</td>'
+        if isinstance(value, int):
+            return f'<td class="n">{value:,}</td>'
+        return f"<td>{html.escape(str(jsonable(value)))}</td>"
+
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(cell(c, r.get(c)) for c in columns) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+_STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 24px auto; max-width: 1200px; color: #222; }
+h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; }
+table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; }
+th, td { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: left; }
+td.n { text-align: right; } th { background: #f4f4f4; }
+.chart { height: 420px; margin: 12px 0 28px; border: 1px solid #eee; }
+.tables { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
+"""
+
+
+def render_html(
+    con: duckdb.DuckDBPyConnection, report: Report, *, as_of: dt.datetime | None = None
+) -> str:
+    """The page for `report` (from `build_report` on `con`); `as_of` dates "stuck" (default
+    now, or the report's `until`)."""
+    from plotly.offline import get_plotlyjs
+
+    now = as_of or report.until or dt.datetime.now(dt.timezone.utc)
+    title = f"opsaudit report: {report.operations:,} operations"
+    window = html.escape(_describe(report))
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title>",
+        f"<style>{_STYLE}</style>",
+        # plotly.js, inline: the page needs no network (module docstring).
+        f"<script>{get_plotlyjs()}</script>",
+        "</head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p>{window}. Generated {html.escape(str(jsonable(now)))}.</p>",
+    ]
+    if report.operations == 0:
+        parts.append(f"<p>{html.escape(empty_message(report))}</p></body></html>")
+        return "\n".join(parts) + "\n"
+    figures = _figures(con, report, now)
+    for chart in CHARTS:
+        body = figures[chart].to_html(
+            full_html=False,
+            include_plotlyjs=False,
+            div_id=f"chart-{chart}",
+            config={"displaylogo": False, "displayModeBar": False, "responsive": True},
+            default_height="420px",
+        )
+        parts.append(f'<div class="chart">{body}</div>')
+    parts += [
+        "<h2>Failures (failed = failed at least once; failing_now = status failed or error)</h2>",
+        _table(FAILURE_COLUMNS, report.failures, "failure_rate"),
+        "<h2>Durations of terminal operations in ms (wall = updated_at - created_at)</h2>",
+        _table(DURATION_COLUMNS, report.durations, ""),
+        "<h2>Action mix</h2>",
+        _table(MIX_COLUMNS, report.action_mix, "share"),
+        "</body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _describe(report: Report) -> str:
+    bits = []
+    if report.since is not None:
+        bits.append(f"created since {jsonable(report.since)}")
+    if report.until is not None:
+        bits.append(f"until {jsonable(report.until)}")
+    if report.project_ids:
+        bits.append(f"projects {', '.join(report.project_ids)}")
+    return "; ".join(bits).capitalize() if bits else "All time, all projects"

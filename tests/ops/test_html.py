@@ -1,0 +1,173 @@
+"""`opsaudit report --format html`: one self-contained page, rendered in real headless Chromium
+with the network cut off; every chart must draw its traces and no script may fail."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from exporter._html import CHARTS
+
+from .conftest import analytics_dataset, invoke
+
+CHROMIUM = next(
+    (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
+)
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="Chromium is not installed (.ci/run installs the Debian package `chromium`)",
+)
+WIDTH, HEIGHT = 1280, 2600
+
+# Added to a copy of the page, first thing in <head>: records script errors and the chart boxes
+# as attributes of <html>, which --dump-dom prints.
+PROBE = """<script>
+(function () {
+  var root = document.documentElement;
+  function note(text) { root.setAttribute('data-js-errors',
+      (root.getAttribute('data-js-errors') || '') + text + '\\n'); }
+  window.addEventListener('error', function (e) { note('error: ' + e.message); });
+  window.addEventListener('unhandledrejection', function (e) { note('rejection: ' + e.reason); });
+  var consoleError = console.error;
+  console.error = function () { note('console.error: ' + Array.from(arguments).join(' '));
+                                consoleError.apply(console, arguments); };
+  window.addEventListener('load', function () {
+    var boxes = {};
+    document.querySelectorAll('[id^="chart-"]').forEach(function (div) {
+      var r = div.getBoundingClientRect();
+      boxes[div.id] = [r.left + window.scrollX, r.top + window.scrollY, r.width, r.height];
+    });
+    root.setAttribute('data-boxes', JSON.stringify(boxes));
+  });
+})();
+</script>"""
+
+
+def chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Headless Chromium on `page`, every request to the network refused."""
+    return subprocess.run(
+        [
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            f"--user-data-dir={profile}",
+            # The page must need nothing from the network: make sure it cannot have it.
+            "--proxy-server=http://127.0.0.1:9",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--enable-logging=stderr",
+            "--v=0",
+            f"--window-size={WIDTH},{HEIGHT}",
+            "--hide-scrollbars",
+            "--virtual-time-budget=15000",
+            *args,
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report of the hand-computed dataset (tests/analytics/conftest.py) as of its end."""
+    tmp = tmp_path_factory.mktemp("html")
+    data_dir = analytics_dataset(tmp / "data")
+    out = tmp / "report.html"
+    result = invoke(
+        "report",
+        "--data-dir",
+        str(data_dir),
+        "--until",
+        "2025-01-12T14:00:00Z",
+        "--format",
+        "html",
+        "-o",
+        str(out),
+    )
+    assert (result.exit_code, result.stdout) == (0, ""), result.output
+    return out
+
+
+def test_page_is_self_contained(page: Path) -> None:
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>")
+    # No script, style or image is fetched from anywhere: plotly.js is inline.
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=", text)
+    for chart in CHARTS:
+        assert text.count(f'id="chart-{chart}"') == 1, chart
+    assert "<title>opsaudit report: 12 operations</title>" in text
+
+
+# Rendered plotly traces and points per chart, counted by hand from the dataset's table:
+# failure-rate: start_compute 3 days, suspend_compute 3, create_branch 2, lfc_autoresize 1;
+# durations: p50/p90/p99 of the 3 actions with terminal operations; action-mix: 4 actions x 3
+# days; stuck-retried: stuck and retried for start_compute, suspend_compute, lfc_autoresize
+# (o5 o7 o8 o12 open after an hour; o3 o5 o8 retried); compute-start: p50/p90/p99 x 3 days.
+EXPECTED = {
+    "failure-rate": (["scatter"] * 4, 9),
+    "durations": (["bars"] * 3, 9),
+    "action-mix": (["bars"] * 4, 12),
+    "stuck-retried": (["bars"] * 2, 6),
+    "compute-start": (["scatter"] * 3, 9),
+}
+
+
+@needs_chromium
+def test_every_chart_draws_in_chromium(page: Path, tmp_path: Path) -> None:
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.read_text().replace("<head>", "<head>" + PROBE, 1))
+    dumped = chromium(probed, tmp_path / "profile-dom", "--dump-dom")
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    dom = dumped.stdout
+    root = re.search(r"<html[^>]*>", dom)
+    assert root is not None
+    assert "data-js-errors" not in root.group(0), root.group(0)
+    assert "Uncaught" not in dumped.stderr, dumped.stderr[-2000:]
+    starts = [dom.index(f'id="chart-{chart}"') for chart in CHARTS]
+    for chart, start, end in zip(CHARTS, starts, [*starts[1:], len(dom)]):
+        section = dom[start:end]
+        traces = re.findall(r'class="trace (scatter|bars)', section)
+        assert (traces, section.count('class="point"')) == EXPECTED[chart], chart
+
+    # The screenshot: every chart's box holds a drawing (many non-white pixels, several colours).
+    from PIL import Image
+
+    boxes = json.loads(
+        re.search(r"data-boxes=\"([^\"]*)\"", root.group(0)).group(1).replace("&quot;", '"')  # type: ignore[union-attr]
+    )
+    shot = tmp_path / "report.png"
+    taken = chromium(probed, tmp_path / "profile-shot", f"--screenshot={shot}")
+    assert taken.returncode == 0 and shot.exists(), taken.stderr[-2000:]
+    image = Image.open(shot).convert("RGB")
+    assert image.size == (WIDTH, HEIGHT)
+    for chart in CHARTS:
+        left, top, width, height = boxes[f"chart-{chart}"]
+        assert top + height <= HEIGHT, f"{chart} is below the screenshot"
+        box = image.crop((int(left), int(top), int(left + width), int(top + height)))
+        raw = box.tobytes()
+        pixels = [tuple(raw[i : i + 3]) for i in range(0, len(raw), 3)]
+        drawn = sum(1 for p in pixels if p != (255, 255, 255))
+        colours = {p for p in pixels if max(p) - min(p) > 40}  # saturated: the traces
+        assert drawn > 0.02 * len(pixels), (chart, drawn)
+        assert len(colours) >= 2, chart
+
+
+def test_empty_dataset_page(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    out = tmp_path / "r.html"
+    result = invoke("report", "--data-dir", str(data_dir), "--format", "html", "-o", str(out))
+    assert result.exit_code == 0
+    text = out.read_text()
+    assert "No operations in the dataset yet: run `opsaudit sync` first." in text
+    assert 'id="chart-' not in text

@@ -12,6 +12,7 @@ import orjson
 
 from exporter._errors import ConfigError, ExitCode
 from exporter.cli._common import (
+    DEFAULT_BASE_URL,
     data_dir_option,
     emit,
     existing_data_dir,
@@ -140,4 +141,47 @@ def check_command(
         sys.exit(int(ExitCode.ATTENTION))
 
 
-COMMANDS: list[click.Command] = [check_command]
+@click.command("doctor")
+@data_dir_option
+@click.option(
+    "--api-key-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="File holding the API key (default: $NEON_API_KEY). Never pass the key itself.",
+)
+@click.option(
+    "--base-url",
+    envvar="OPSAUDIT_BASE_URL",
+    show_envvar=True,
+    default=DEFAULT_BASE_URL,
+    show_default=True,
+    help="The management API's base address.",
+)
+@output_options(["text", "json"], help="text: one line per check; json: one object.")
+def doctor_command(
+    data_dir: Path, api_key_file: Path | None, base_url: str, fmt: str, output: Path | None
+) -> None:
+    """Check the set-up (key, API, data directory, lock, state, disk) and say what to fix.
+
+    Checks the key (its kind and the organizations it sees; never the key itself), the base URL
+    and TLS, discovery of the projects, a data directory that is writable and lockable, the
+    lock, the state file, the free disk space and the last runs. One line per check, each
+    problem with its fix. Exit 0 when nothing is wrong, 8 otherwise.
+    """
+    from exporter._doctor import run_doctor
+    from exporter.cli._sync import _read_key
+
+    try:
+        key, key_error = _read_key(api_key_file), None
+    except ConfigError as exc:
+        key, key_error = None, str(exc)
+    report = run_doctor(data_dir, api_key=key, base_url=base_url, key_error=key_error)
+    if fmt == "json":
+        text = orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
+    else:
+        text = "".join(f.line() + "\n" for f in report.findings)
+    emit(text, output)
+    if not report.ok:
+        sys.exit(int(ExitCode.ATTENTION))
+
+
+COMMANDS: list[click.Command] = [check_command, doctor_command]

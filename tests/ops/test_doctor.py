@@ -1,0 +1,235 @@
+"""`opsaudit doctor` against the simulator: a good key, a revoked key, other key kinds, a
+read-only data directory, one that cannot be created, a held lock, TLS and connection errors."""
+
+from __future__ import annotations
+
+import fcntl
+import gc
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import at_us, invoke, run_sync, state_rows
+
+
+@pytest.fixture
+def sim(make_sim: Any) -> Any:
+    return make_sim(seed=21, projects=3, shared_projects=1, orgs=2, ops_per_project_per_day=50)
+
+
+def doctor(sim: Any, data_dir: Path, key: str, *args: str, url: str | None = None) -> Any:
+    return invoke(
+        "doctor",
+        "--data-dir",
+        str(data_dir),
+        "--base-url",
+        url or sim.base_url,
+        *args,
+        env={"NEON_API_KEY": key},
+    )
+
+
+def lines_without_disk(stdout: str) -> list[str]:
+    lines = stdout.splitlines()
+    disk = [line for line in lines if line.startswith(("ok    disk: ", "warn  disk: "))]
+    assert len(disk) == 1 and " GiB free in " in disk[0], lines
+    return [line for line in lines if line not in disk]
+
+
+def test_all_is_well(sim: Any, tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    assert run_sync(sim, data_dir).outcome == "ok"
+    [(finished,)] = state_rows(data_dir, "SELECT finished_us FROM runs")
+    orgs = ", ".join(f"{o['name']} ({o['id']})" for o in sim.world.orgs)
+    result = doctor(sim, data_dir, sim.personal_key)
+    assert result.exit_code == 0, result.output
+    assert lines_without_disk(result.stdout) == [
+        f"ok    base_url: {sim.base_url}/ (plain http on loopback)",
+        f"ok    key: a personal key; it sees 2 organization(s): {orgs}",
+        "ok    discovery: 4 project(s) in scope",
+        f"ok    data_dir: {data_dir} is writable and locks work",
+        "ok    lock: free",
+        "ok    state: state format 2 (this opsaudit reads 2)",
+        f"ok    runs: last run {at_us(finished).isoformat().replace('+00:00', 'Z')}: ok; "
+        "1 successful run(s) in all",
+    ]
+    assert sim.personal_key not in result.output
+    assert [p.name for p in data_dir.iterdir() if p.name.startswith(".opsaudit-doctor")] == []
+
+
+def test_revoked_key(sim: Any, tmp_path: Path) -> None:
+    key = sim.personal_key
+    sim.revoke_key(key)
+    result = doctor(sim, tmp_path, key)
+    assert result.exit_code == 8
+    assert lines_without_disk(result.stdout) == [
+        f"ok    base_url: {sim.base_url}/ (plain http on loopback)",
+        "error key: the key was rejected (401: invalid, revoked or expired) Fix: create a new "
+        "key in the console and update NEON_API_KEY or --api-key-file",
+        f"ok    data_dir: {tmp_path} is writable and locks work",
+        "ok    lock: free (no sync has taken it yet)",
+        "ok    state: no state yet (a new dataset)",
+        "warn  runs: no sync has run yet Fix: run `opsaudit sync`",
+    ]
+    assert key not in result.output
+
+
+def test_organization_and_project_keys(sim: Any, tmp_path: Path) -> None:
+    org = sim.org_ids[0]
+    in_org = sim.project_ids(org)
+    result = doctor(sim, tmp_path, sim.org_key(org))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1:3] == [
+        f"ok    key: an organization key; it sees {len(in_org)} project(s) in organization {org}",
+        f"ok    discovery: {len(in_org)} project(s) in scope",
+    ]
+    project = doctor(sim, tmp_path, sim.project_key(in_org[0]))
+    assert project.stdout.splitlines()[1] == (
+        "ok    key: a project-scoped key (or an organization key of a one-project "
+        f"organization); it sees 1 project(s) in organization {org}"
+    )
+
+
+def test_missing_and_malformed_key_files(sim: Any, tmp_path: Path) -> None:
+    result = invoke(
+        "doctor",
+        "--data-dir",
+        str(tmp_path),
+        "--base-url",
+        sim.base_url,
+        "--api-key-file",
+        str(tmp_path / "nokey"),
+    )
+    assert result.exit_code == 8
+    assert result.stdout.splitlines()[1] == (
+        f"error key: cannot read --api-key-file {tmp_path / 'nokey'}: No such file or directory "
+        "Fix: make the key file readable by this user"
+    )
+    bad = doctor(sim, tmp_path, "two words")
+    assert bad.exit_code == 8
+    assert bad.stdout.splitlines()[1].startswith("error key: the API key is malformed")
+    assert "two words" not in bad.output
+
+
+@pytest.fixture
+def read_only_copy(sim: Any, tmp_path: Path) -> Iterator[Path]:
+    """A synced data directory seen through a read-only mount (EROFS: what a read-only disk or
+    a restored backup mounted ro gives; chmod would not stop root, which the tests run as)."""
+    source = tmp_path / "data"
+    assert run_sync(sim, source).outcome == "ok"
+    if os.geteuid() != 0:
+        source.chmod(0o555)
+        yield source
+        source.chmod(0o755)
+        return
+    target = tmp_path / "ro"
+    target.mkdir()
+    bind = subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True)
+    if bind.returncode != 0:
+        pytest.skip(f"running as root where mount is not permitted: {bind.stderr!r}")
+    try:
+        ro = subprocess.run(
+            ["mount", "-o", "remount,bind,ro", str(target)], capture_output=True, check=False
+        )
+        if ro.returncode != 0:
+            pytest.skip(f"cannot remount read-only: {ro.stderr!r}")
+        yield target
+    finally:
+        gc.collect()
+        held = _open_files_under(target)  # before unmounting: nothing may keep it busy
+        subprocess.run(["umount", "--lazy", str(target)], check=True)
+        assert held == [], held
+
+
+def _open_files_under(directory: Path) -> list[str]:
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            path = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the descriptor listdir itself used
+            continue
+        if path.startswith(str(directory)):
+            out.append(path)
+    return out
+
+
+def test_read_only_data_dir(sim: Any, read_only_copy: Path) -> None:
+    result = doctor(sim, read_only_copy, sim.personal_key)
+    assert result.exit_code == 8
+    reason = "Read-only file system" if os.geteuid() == 0 else "Permission denied"
+    lines = lines_without_disk(result.stdout)
+    assert lines[3] == (
+        f"error data_dir: {read_only_copy} is not writable ({reason}) Fix: make it writable "
+        "by this user (or mount it read-write), or choose another --data-dir"
+    )
+    # The state is still readable (read-only, without its -shm file).
+    assert lines[5] == "ok    state: state format 2 (this opsaudit reads 2)"
+
+
+def test_data_dir_that_cannot_be_created(sim: Any, tmp_path: Path) -> None:
+    # Whoever runs it (root too): a path below a regular file can never be a directory.
+    (tmp_path / "file").write_text("x")
+    result = doctor(sim, tmp_path / "file" / "data", sim.personal_key)
+    assert result.exit_code == 8
+    assert result.stdout.splitlines()[-1] == (
+        f"error data_dir: {tmp_path / 'file' / 'data'} cannot be created: {tmp_path / 'file'} "
+        "is not a directory Fix: point --data-dir (or $OPSAUDIT_DATA_DIR) at a directory path"
+    )
+
+
+def test_lock_held_by_a_running_sync(sim: Any, tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    assert run_sync(sim, data_dir).outcome == "ok"
+    fd = os.open(data_dir / ".lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.write(fd, b"4242\n")
+        result = doctor(sim, data_dir, sim.personal_key)
+    finally:
+        os.close(fd)
+    assert result.exit_code == 0, result.output  # a warning, not an error
+    assert (
+        "warn  lock: held: a sync or compaction is running now (pid 4242) Fix: nothing to "
+        "do unless it never ends (the lock goes with the process)" in result.stdout.splitlines()
+    )
+
+
+def test_tls_and_connection_errors(sim: Any, tmp_path: Path) -> None:
+    https = sim.base_url.replace("http://", "https://")
+    result = doctor(sim, tmp_path, sim.personal_key, url=https)
+    assert result.exit_code == 8
+    assert result.stdout.splitlines()[1].startswith("error tls: TLS handshake failed (")
+    closed = doctor(sim, tmp_path, sim.personal_key, url="http://127.0.0.1:1/api/v2/")
+    assert closed.exit_code == 8
+    assert closed.stdout.splitlines()[1].startswith(
+        "error base_url: cannot connect to http://127.0.0.1:1/api/v2/ (ConnectError: "
+    )
+
+
+def test_json_output(sim: Any, tmp_path: Path) -> None:
+    import json
+
+    result = doctor(sim, tmp_path, sim.personal_key, "--format", "json")
+    report = json.loads(result.stdout)
+    assert report["ok"] is True
+    assert [f["check"] for f in report["findings"]] == [
+        "base_url",
+        "key",
+        "discovery",
+        "data_dir",
+        "lock",
+        "disk",
+        "state",
+        "runs",
+    ]
+    assert report["findings"][-1] == {
+        "check": "runs",
+        "level": "warn",
+        "message": "no sync has run yet",
+        "remedy": "run `opsaudit sync`",
+    }

@@ -171,3 +171,15 @@ def test_empty_dataset_page(tmp_path: Path) -> None:
     text = out.read_text()
     assert "No operations in the dataset yet: run `opsaudit sync` first." in text
     assert 'id="chart-' not in text
+
+
+def test_demo_writes_the_page_and_prints_its_path(tmp_path: Path) -> None:
+    data_dir = tmp_path / "demo"
+    result = invoke("demo", "--data-dir", str(data_dir), "--projects", "2", "--days", "2")
+    assert result.exit_code == 0, result.output
+    page = data_dir / "report.html"
+    line = f"The report with charts (one page, opens offline in a browser): {page}"
+    assert line in result.stdout.splitlines()
+    text = page.read_text()
+    for chart in CHARTS:
+        assert f'id="chart-{chart}"' in text, chart

@@ -19,11 +19,11 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from exporter._state import TERMINAL_STATUSES
 from exporter._storage import VERSIONS_SCHEMA
 from exporter._timeutil import UTC_US, timestamps_array
 
 _US_PER_DAY = 86_400_000_000
-TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})
 
 _STRING_FIELDS = ("id", "project_id", "branch_id", "endpoint_id", "action", "status", "error")
 _INT_FIELDS = ("failures_count", "total_duration_ms")

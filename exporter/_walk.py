@@ -44,8 +44,9 @@ US_PER_SECOND = 1_000_000
 # A 404 on one operation's GET may be transient; after this many in a row (one per run) it is
 # taken as gone (retention deletes operations after about six months).
 MAX_MISSES = 3
-# A finished operation whose updated_at is this recent when first read is read once more.
-FRESH_US = 3600 * US_PER_SECOND
+# A finished operation whose updated_at is this recent when first read is read once more (the
+# in-place change seen on the real API came right after the status turned `finished`).
+FRESH_US = 900 * US_PER_SECOND
 
 
 def second(us: int) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import resource
+import sqlite3
 import subprocess
 import sys
 import time
@@ -24,7 +25,7 @@ from exporter._sync import SyncConfig
 from exporter._walk import WalkLimits
 from exporter.cli import cli
 
-from .conftest import assert_matches_truth, run_sync
+from .conftest import assert_matches_truth, latest_raw, run_sync
 
 FAST = RetryPolicy(max_attempts=3, backoff_initial=0.01, backoff_max=0.02)
 
@@ -278,3 +279,87 @@ def test_16_api_down_for_everything_stops_the_run_early(make_sim: Any, tmp_path:
     # Without the stop, every project would spend its 4 attempts: 80 requests.
     assert _operation_requests(sim) < 40
     assert math.isfinite(summary.requests)
+
+
+# -- a walk cut short resumes, then walks again from the newest -------------------------------------
+
+
+def test_resumed_walk_also_reads_what_arrived_meanwhile(make_sim: Any, tmp_path: Path) -> None:
+    """A backfill cut mid-walk resumes from its cursor; operations created in between sit
+    above its top, so the run that finishes it walks again from the newest (no loss)."""
+    sim, pid = _one_project(make_sim, seed=77)
+    for _ in range(12):
+        sim.add_operations(pid, 5, same_second=True)
+        sim.advance(1)
+    limits = WalkLimits(page_size=5, flush_rows=10)
+    sim.fail_requests(f"/projects/{pid}/operations", 400, after=6)
+    cut = run_sync(sim, tmp_path, limits=limits)
+    assert cut.outcome == "failed" and pid in cut.errors
+    sim.clear_failures()
+    sim.advance(5)
+    sim.add_operations(pid, 3, same_second=True)
+    assert run_sync(sim, tmp_path, limits=limits).outcome == "ok"
+    assert_matches_truth(sim, tmp_path)
+
+
+# -- late arrivals in the checkpoint's second, across a page boundary ------------------------------
+
+
+@pytest.mark.parametrize("late", [1, 3, 4])
+def test_late_arrivals_in_the_checkpoint_second_across_pages(
+    make_sim: Any, tmp_path: Path, late: int
+) -> None:
+    """Operations created in the checkpoint's second after a sync sit above the ones it saw:
+    with a small page, they fill whole pages whose oldest operation is still in that second.
+    The walk goes on until a strictly older second (stopping at `<=` would lose them)."""
+    sim, pid = _one_project(make_sim, seed=78)
+    sim.add_operations(pid, 3, same_second=True)
+    sim.advance(1)
+    sim.add_operations(pid, 2, same_second=True)
+    limits = WalkLimits(page_size=2, flush_rows=4)
+    assert run_sync(sim, tmp_path, limits=limits).outcome == "ok"
+    sim.add_operations(pid, late, same_second=True)  # the clock has not moved: same second
+    seconds = {o["created_at"] for o in sim.ground_truth([pid]).values()}
+    assert len(seconds) == 2
+    assert run_sync(sim, tmp_path, limits=limits).outcome == "ok"
+    assert_matches_truth(sim, tmp_path)
+
+
+# -- a finished operation is read once more: it may still change in place ----------------------------
+
+
+def test_an_operation_first_seen_finished_is_read_once_more(make_sim: Any, tmp_path: Path) -> None:
+    """Seen for the first time already `finished` (total_duration_ms 0), then filled in place
+    with the same updated_at (PRODUCT.md): one more read stores the final state, even when the
+    operation is too deep for the next walk to pass it."""
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    sim = make_sim(
+        seed=79,
+        projects=1,
+        shared_projects=0,
+        orgs=1,
+        days=0,
+        ops_per_project_per_day=0,
+        live_ops_per_project_per_hour=0,
+        start=now,
+    )
+    pid = sim.project_ids()[0]
+    sim.advance(1)
+    [op_id] = sim.add_operations(pid, 1, status="finished")
+    sim.update_operation(op_id, total_duration_ms=0)
+    limits = WalkLimits(page_size=3, flush_rows=3, max_extend_pages=0, max_gets=10)
+    assert run_sync(sim, tmp_path, limits=limits).outcome == "ok"
+    first = latest_raw(tmp_path)[op_id]
+    sim.advance(1)
+    sim.add_operations(pid, 8, same_second=False)  # pushes it below the next walk's page
+    sim.update_operation(op_id, total_duration_ms=31, updated_at=first["updated_at"])
+    assert run_sync(sim, tmp_path, limits=limits).outcome == "ok"
+    assert latest_raw(tmp_path)[op_id]["total_duration_ms"] == 31
+    # Read once more and found final on the next run: then it is no longer tracked.
+    assert run_sync(sim, tmp_path, limits=limits).outcome == "ok"
+    con = sqlite3.connect(tmp_path / "state.sqlite")
+    assert con.execute("SELECT count(*) FROM open_ops WHERE id = ?", (op_id,)).fetchone() == (0,)
+    con.close()
+    assert_matches_truth(sim, tmp_path)

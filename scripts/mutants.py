@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""Named mutants: break one mechanism at a time and check that the test suite notices.
+
+Each mutant replaces one exact snippet of the package (the snippet must occur exactly once, so a
+refactor that moves the code makes this script fail loudly instead of testing nothing), runs the
+tests that guard that mechanism, and expects them to fail. The work happens in a copy of the
+repository, so the working tree is never modified.
+
+    python scripts/mutants.py            # every mutant (about 5 minutes on 2 cores)
+    python scripts/mutants.py --list     # names only
+    python scripts/mutants.py rotation-not-persisted overlap-dedup-removed
+
+Prints one line per mutant (killed / SURVIVED) and exits 1 if any survived.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXACT = "tests/sync/test_exactness.py"
+ROBUST = "tests/sync/test_robustness.py"
+STORAGE = "tests/sync/test_storage.py"
+BACKFILL = "tests/sync/test_backfill.py"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str  # file of the package, relative to the repository
+    old: str
+    new: str
+    tests: tuple[str, ...]  # pytest node ids or files that must fail
+
+
+MUTANTS = [
+    Mutant(
+        "refresh-removed",
+        "exporter/_walk.py",
+        "            self._refresh_open(pager)\n",
+        "            pass\n",
+        (
+            f"{EXACT}::test_1_unchanged_gets_advance_the_rotation",
+            f"{ROBUST}::test_2_no_change_refresh_costs_the_minimum",
+        ),
+    ),
+    Mutant(
+        "rotation-not-persisted",
+        "exporter/_walk.py",
+        "            or self.open_upserts\n",
+        "",
+        (f"{EXACT}::test_1_unchanged_gets_advance_the_rotation",),
+    ),
+    Mutant(
+        "failed-is-terminal",
+        "exporter/_state.py",
+        'TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})',
+        'TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped", "failed"})',
+        (f"{BACKFILL}::test_incremental_sync_records_every_observed_state",),
+    ),
+    Mutant(
+        "stop-at-less-or-equal",
+        "exporter/_walk.py",
+        "oldest < second(cp.checkpoint_us):",
+        "oldest <= second(cp.checkpoint_us):",
+        (f"{ROBUST}::test_late_arrivals_in_the_checkpoint_second_across_pages",),
+    ),
+    Mutant(
+        "boundary-second-all-old",  # `<=` in the new-or-old test: loses late same-second ops
+        "exporter/_walk.py",
+        "return second(created) == second(cp.checkpoint_us) and op_id not in cp.boundary_ids",
+        "return False",
+        (
+            f"{BACKFILL}::test_ties_at_page_boundaries_lose_and_duplicate_nothing",
+            "tests/sync/test_property.py",
+        ),
+    ),
+    Mutant(
+        "boundary-second-all-new",  # `<`: re-adds the boundary operations
+        "exporter/_walk.py",
+        "return second(created) == second(cp.checkpoint_us) and op_id not in cp.boundary_ids",
+        "return second(created) == second(cp.checkpoint_us)",
+        (
+            f"{BACKFILL}::test_ties_at_page_boundaries_lose_and_duplicate_nothing",
+            "tests/sync/test_property.py",
+        ),
+    ),
+    Mutant(
+        "overlap-dedup-removed",
+        "exporter/_walk.py",
+        "if op_id in previous or op_id in ids:",
+        "if False:",
+        (f"{EXACT}::test_12_resumed_walk_is_exact_with_an_inclusive_cursor",),
+    ),
+    Mutant(
+        "timestamp-overlap-filter",  # the old filter that dropped an out-of-order operation
+        "exporter/_walk.py",
+        "if op_id in previous or op_id in ids:",
+        "if op_id in previous or op_id in ids or (self.lowest is not None and c > self.lowest):",
+        (f"{EXACT}::test_3_fractional_created_at_among_whole_seconds_is_kept",),
+    ),
+    Mutant(
+        "resume-rewalk-removed",
+        "exporter/_walk.py",
+        "            if resumed:\n",
+        "            if False:\n",
+        (f"{ROBUST}::test_resumed_walk_also_reads_what_arrived_meanwhile",),
+    ),
+    Mutant(
+        "compaction-inputs-hidden-early",  # the swap in two steps: readers lose rows between
+        "exporter/_state.py",
+        '                "UPDATE files SET replaced_by = ? WHERE path = ?",',
+        "                \"UPDATE files SET replaced_by = ?, state = 'deleting' WHERE path = ?\",",
+        (STORAGE,),
+    ),
+    Mutant(
+        "compaction-garbage-before-views",
+        "exporter/_exports.py",
+        "    export_tables(dataset)\n    dataset.collect_garbage()\n",
+        "    dataset.collect_garbage()\n    export_tables(dataset)\n",
+        (STORAGE,),
+    ),
+    Mutant(
+        "recovery-skipped",
+        "exporter/_storage.py",
+        '        pending = self.state.files_in("pending")\n',
+        "        pending = []\n",
+        (STORAGE,),
+    ),
+    Mutant(
+        "redaction-removed",
+        "exporter/_errors.py",
+        '    """`text` with every registered secret and any `Bearer <token>` replaced by [REDACTED]."""\n',
+        '    """`text` with every registered secret and any `Bearer <token>` replaced by [REDACTED]."""\n    return text\n',
+        (f"{ROBUST}::test_9_a_server_echoing_the_key_never_gets_it_printed_or_stored",),
+    ),
+    Mutant(
+        "key-check-removed",
+        "exporter/_client.py",
+        "    if not _KEY_CHARS.fullmatch(key):\n",
+        "    if False:\n",
+        (f"{ROBUST}::test_9_a_malformed_key_is_a_key_error_at_once",),
+    ),
+    Mutant(
+        "error-not-through-committer",
+        "exporter/_sync.py",
+        "            committer.submit(Chunk(pid, error=error))\n",
+        "            self.dataset.state.query('UPDATE projects SET last_error = ? WHERE id = ?', (error, pid))\n",
+        (f"{EXACT}::test_8_last_error_of_a_failed_project_survives",),
+    ),
+    Mutant(
+        "shared-listing-failure-swallowed",
+        "exporter/_discovery.py",
+        '            found.errors.append(f"listing shared projects failed: {exc}")\n',
+        "            pass\n",
+        (f"{EXACT}::test_4_failing_shared_listing_makes_the_run_partial",),
+    ),
+    Mutant(
+        "shared-deletions-ignored",
+        "exporter/_discovery.py",
+        "        return [] if self.explicit or not self.complete else list(self.scopes_listed)",
+        "        return [] if self.explicit or not self.complete else [s for s in self.scopes_listed if s != SHARED]",
+        (f"{EXACT}::test_5_vanished_shared_project_is_marked_deleted",),
+    ),
+    Mutant(
+        "one-404-forgets",
+        "exporter/_walk.py",
+        "            if entry.misses + 1 >= MAX_MISSES:\n",
+        "            if True:\n",
+        (f"{EXACT}::test_14_transient_404_does_not_stop_tracking",),
+    ),
+    Mutant(
+        "finished-not-read-again",
+        "exporter/_walk.py",
+        "        if is_terminal(op) and known is None and not _fresh(op, observed):\n",
+        "        if is_terminal(op) and known is None:\n",
+        (f"{ROBUST}::test_an_operation_first_seen_finished_is_read_once_more",),
+    ),
+    Mutant(
+        "timestamps-compared-to-the-microsecond",
+        "exporter/_walk.py",
+        "    return us // US_PER_SECOND\n",
+        "    return us\n",
+        (f"{EXACT}::test_3_fractional_created_at_among_whole_seconds_is_kept",),
+    ),
+    Mutant(
+        "worker-error-does-not-cancel",
+        "exporter/_sync.py",
+        "                self.cancel.set()\n                for f in futures:\n                    f.cancel()\n",
+        "                pass\n",
+        (f"{ROBUST}::test_15_an_unexpected_error_in_one_worker_cancels_the_others",),
+    ),
+    Mutant(
+        "api-down-never-stops",
+        "exporter/_client.py",
+        "                and silent >= policy.down_after_seconds\n",
+        "                and False\n",
+        (f"{ROBUST}::test_16_api_down_for_everything_stops_the_run_early",),
+    ),
+    Mutant(
+        "cheapest-plan-ignored",  # always GET one by one (the 7x cost of the review)
+        "exporter/_walk.py",
+        "            if self._extension_plan(below, lowest, pages_left) == 0:\n",
+        "            if True:\n",
+        (f"{ROBUST}::test_2_no_change_refresh_costs_the_minimum",),
+    ),
+]
+
+
+def _copy_repo(dest: Path) -> None:
+    """The repository's files as they are now (tracked and untracked, not ignored)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
+    for rel in listed:
+        src = ROOT / rel
+        if src.is_file():
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target)
+
+
+def _run(mutant: Mutant, work: Path, timeout: float) -> tuple[str, float, str]:
+    """Apply `mutant` in a fresh copy, run its tests; 'killed' when they fail."""
+    copy = work / mutant.name
+    _copy_repo(copy)
+    target = copy / mutant.path
+    text = target.read_text()
+    count = text.count(mutant.old)
+    if count != 1:
+        return "STALE", 0.0, f"snippet found {count} times in {mutant.path}: update the mutant"
+    target.write_text(text.replace(mutant.old, mutant.new))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPSAUDIT_", "NEON_"))}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutant.tests],
+            cwd=copy,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return "killed", time.monotonic() - started, "(timed out)"
+    elapsed = time.monotonic() - started
+    tail = (proc.stdout.strip().splitlines() or [""])[-1]
+    if proc.returncode == 0:
+        return "SURVIVED", elapsed, tail
+    if proc.returncode not in (1,):  # 2-5: the tests did not run (import error, usage...)
+        return "ERROR", elapsed, tail
+    return "killed", elapsed, tail
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants run at once")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
+    args = parser.parse_args(argv)
+    if args.list:
+        for m in MUTANTS:
+            print(f"{m.name:<40} {m.path}")
+        return 0
+    unknown = set(args.names) - {m.name for m in MUTANTS}
+    if unknown:
+        parser.error(f"unknown mutant(s): {', '.join(sorted(unknown))}")
+    chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="opsaudit-mutants-") as tmp:
+        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            futures = [(m, pool.submit(_run, m, Path(tmp), args.timeout)) for m in chosen]
+            for m, future in futures:
+                verdict, elapsed, tail = future.result()
+                failed += verdict != "killed"
+                print(f"{verdict:<9} {m.name:<40} {elapsed:6.1f}s  {tail}", flush=True)
+    print(f"{len(chosen) - failed} killed, {failed} survived or broken, of {len(chosen)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

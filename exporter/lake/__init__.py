@@ -1,0 +1,71 @@
+"""Object storage for opsaudit (issue 11): Delta Lake tables with the state stored beside them.
+
+Building blocks for the storage seam; the sync is wired to them separately. Needs the `lake`
+extra (`pip install 'opsaudit[lake]'`: deltalake, obstore). Importing this package is cheap:
+deltalake and obstore are imported on first use.
+
+    loc = parse_location("s3://bucket/audit", ["AWS_REGION=eu-west-1"])
+    ds = LakeDataset.open(loc, create=True)           # marker, probe: bucket/credentials/endpoint
+    lease = ds.lease(); lease.acquire(wait=False); lease.start_heartbeat()
+    n = ds.restore_state(Path("/tmp/state.sqlite")) or 0   # the state of the last committed batch
+    ...                                               # sync one batch, update the local state
+    ds.commit(versions_table, Path("/tmp/state.sqlite"), n + 1, run_id=run, lease=lease)
+    ds.replace_table("projects", projects_table)
+    ds.snapshot("operation_versions")                 # pyarrow dataset for DuckDB / Arrow readers
+    ds.compact(); ds.vacuum()
+    lease.release()
+"""
+
+from __future__ import annotations
+
+from exporter.lake._lease import DEFAULT_TTL, Lease, LeaseInfo, LeaseLostError
+from exporter.lake._location import Location, parse_location, parse_storage_options, redact
+from exporter.lake._objects import (
+    LakeAccessError,
+    LakeUnreachableError,
+    LocalObjects,
+    Objects,
+    PreconditionFailed,
+    RemoteObjects,
+    objects_for,
+)
+from exporter.lake._tables import (
+    DEFAULT_VACUUM_RETENTION,
+    MIN_VACUUM_RETENTION,
+    PROJECTS,
+    SYNC_RUNS,
+    TABLES,
+    VERSIONS,
+    CommitResult,
+    LakeDataset,
+    open_dataset,
+    with_created_month,
+)
+
+__all__ = [
+    "DEFAULT_TTL",
+    "DEFAULT_VACUUM_RETENTION",
+    "MIN_VACUUM_RETENTION",
+    "PROJECTS",
+    "SYNC_RUNS",
+    "TABLES",
+    "VERSIONS",
+    "CommitResult",
+    "LakeAccessError",
+    "LakeDataset",
+    "LakeUnreachableError",
+    "Lease",
+    "LeaseInfo",
+    "LeaseLostError",
+    "LocalObjects",
+    "Location",
+    "Objects",
+    "PreconditionFailed",
+    "RemoteObjects",
+    "objects_for",
+    "open_dataset",
+    "parse_location",
+    "parse_storage_options",
+    "redact",
+    "with_created_month",
+]

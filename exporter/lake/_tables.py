@@ -1,0 +1,477 @@
+"""The datasets as Delta Lake tables, with the sync state stored beside them, exactly once.
+
+Layout under the dataset root (`s3://bucket/prefix`, or a local directory):
+
+    _opsaudit/dataset.json                    marker: format, format_version, dataset_id
+    _opsaudit/lease.json                      the writer lease (_lease.py)
+    _opsaudit/state/<N:012d>-<token>.sqlite   state snapshot that goes with commit txn N
+    operation_versions/_delta_log/...         Delta table, partitioned by created_month
+    operation_versions/created_month=YYYY-MM/part-*.parquet
+    projects/_delta_log/...                   Delta table, overwritten from the state
+    sync_runs/_delta_log/...                  Delta table, overwritten from the state
+
+Exactly once (`commit()`): the state file of batch N is uploaded first, under a name no other
+writer can take (If-None-Match: *, a fresh token), then the rows are appended to
+`operation_versions` in one Delta commit that carries `txn(appId=dataset_id, version=N)` and, in
+its commitInfo, the name of that state object. The Delta commit is the single commit point:
+
+- killed before the commit: the table's txn version is still N-1; the state N object and any
+  data files written are orphans, never read (readers follow the log) and cleaned up later;
+- killed after the commit: the table says N and names state N; a restart loads exactly it.
+
+`restore_state()` on any machine: read the table's txn version V for the dataset id, download
+the state object of commit V, delete state objects above V. So the state lives with the data and
+a fresh host continues where the last run stopped.
+
+Two writers (a lease lost, a zombie) cannot both commit batch N: Delta's conflict check refuses a
+second `txn(dataset_id, N)` committed after the snapshot a writer read ("Concurrent transaction"),
+and `commit()` itself refuses N <= the table's txn version unless the landed commit names our own
+state object (then it was our commit whose answer we never got: reported `already=True`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import shutil
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from exporter._errors import ConfigError, StorageError
+from exporter.lake._lease import Lease, LeaseLostError
+from exporter.lake._location import Location
+from exporter.lake._objects import Objects, PreconditionFailed, classify, objects_for
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as pads
+    from deltalake import DeltaTable
+
+log = logging.getLogger("opsaudit.lake")
+
+MARKER_KEY = "_opsaudit/dataset.json"
+STATE_PREFIX = "_opsaudit/state/"
+FORMAT = "opsaudit-lake"
+FORMAT_VERSION = 1
+
+VERSIONS = "operation_versions"
+PROJECTS = "projects"
+SYNC_RUNS = "sync_runs"
+TABLES = (VERSIONS, PROJECTS, SYNC_RUNS)
+PARTITIONS: dict[str, list[str]] = {VERSIONS: ["created_month"], PROJECTS: [], SYNC_RUNS: []}
+
+META_STATE = "opsaudit.state"  # commitInfo key: the state object of this commit
+META_TXN = "opsaudit.txn"
+META_RUN = "opsaudit.run_id"
+
+KEEP_STATES = 3  # state objects kept below the current one (debugging, manual rollback)
+MIN_VACUUM_RETENTION = timedelta(hours=1)
+DEFAULT_VACUUM_RETENTION = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    txn_version: int  # N
+    table_version: int  # the Delta version of operation_versions that carries txn N
+    state_key: str
+    rows: int
+    already: bool = False  # the commit had landed before (we never heard the answer)
+
+
+def _deltalake() -> Any:
+    try:
+        import deltalake
+    except ImportError:  # pragma: no cover - the lake extra installs it
+        raise ConfigError(
+            "Delta Lake storage needs the lake extra: pip install 'opsaudit[lake]'"
+        ) from None
+    return deltalake
+
+
+def with_created_month(table: pa.Table) -> pa.Table:
+    """Add the `created_month` partition column ('YYYY-MM' of created_date) if it is missing."""
+    if "created_month" in table.column_names:
+        return table
+    months = pc.strftime(table["created_date"], format="%Y-%m")
+    return table.append_column("created_month", months.cast(pa.string()))
+
+
+def _state_key(version: int, token: str) -> str:
+    return f"{STATE_PREFIX}{version:012d}-{token}.sqlite"
+
+
+def _state_version(key: str) -> int | None:
+    name = key.rsplit("/", 1)[-1]
+    head = name.split("-", 1)[0]
+    return int(head) if head.isdigit() and name.endswith(".sqlite") else None
+
+
+class LakeDataset:
+    """One dataset root holding the three Delta tables, the state snapshots and the lease."""
+
+    def __init__(self, location: Location, objects: Objects, dataset_id: str):
+        self.location = location
+        self.objects = objects
+        self.dataset_id = dataset_id
+        self._tables: dict[str, DeltaTable] = {}
+        self._commits = 0
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, location: Location, *, create: bool = False) -> LakeDataset:
+        """Open the dataset at `location` (create the marker when `create` and the prefix is
+        empty). A prefix that holds anything else than an opsaudit dataset is refused and left
+        untouched; missing bucket, refused credentials and unreachable endpoints are one-line
+        errors (see `_objects.classify`)."""
+        objects = objects_for(location)
+        if location.is_local and create:
+            try:
+                location.path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot use data directory {location.display}: {exc.strerror}"
+                ) from None
+        got = objects.get(MARKER_KEY)
+        if got is None:
+            empty = objects.is_empty()  # also the probe: bucket missing, access denied, unreachable
+            if not empty:
+                raise StorageError(
+                    f"{location.display} holds objects but is not an opsaudit dataset (no "
+                    f"{MARKER_KEY}); nothing was written. Point --data-dir at an empty prefix or "
+                    "at an existing opsaudit dataset."
+                )
+            if not create:
+                raise StorageError(
+                    f"{location.display}: no opsaudit dataset here (run a sync first)"
+                )
+            marker = {
+                "format": FORMAT,
+                "format_version": FORMAT_VERSION,
+                "dataset_id": uuid.uuid4().hex,
+                "created_at": datetime.now(timezone.utc).isoformat(),
+            }
+            # created concurrently: read theirs
+            with contextlib.suppress(PreconditionFailed):
+                objects.put(MARKER_KEY, json.dumps(marker).encode(), if_none_match=True)
+            got = objects.get(MARKER_KEY)
+            if got is None:
+                raise StorageError(
+                    f"{location.display}: the dataset marker vanished after creation"
+                )
+        data, _meta = got
+        try:
+            marker = json.loads(data)
+            if marker.get("format") != FORMAT:
+                raise ValueError
+            version = int(marker["format_version"])
+            dataset_id = str(marker["dataset_id"])
+        except (ValueError, KeyError, TypeError):
+            raise StorageError(
+                f"{location.display}: {MARKER_KEY} is not an opsaudit marker; nothing was written"
+            ) from None
+        if version > FORMAT_VERSION:
+            raise StorageError(
+                f"{location.display} was written by a newer opsaudit (lake format {version}, this "
+                f"version reads {FORMAT_VERSION}); upgrade opsaudit"
+            )
+        return cls(location, objects, dataset_id)
+
+    @property
+    def options(self) -> dict[str, str]:
+        """Storage options for deltalake (S3: conditional put by ETag, made explicit)."""
+        opts = dict(self.location.options)
+        if self.location.scheme == "s3" and not any(
+            k.lower() in ("conditional_put", "aws_conditional_put") for k in opts
+        ):
+            opts["conditional_put"] = "etag"
+        return opts
+
+    def lease(self, *, ttl: timedelta | None = None, holder: str | None = None) -> Lease:
+        kwargs: dict[str, Any] = {"holder": holder, "where": self.location.display}
+        if ttl is not None:
+            kwargs["ttl"] = ttl
+        return Lease(self.objects, **kwargs)
+
+    # -- tables ----------------------------------------------------------------------------
+
+    def table(self, name: str, *, refresh: bool = True) -> DeltaTable | None:
+        """The latest snapshot of table `name`, or None if it was never written."""
+        dl = _deltalake()
+        dt = self._tables.get(name)
+        try:
+            if dt is None:
+                uri = self.location.table_uri(name)
+                if not dl.DeltaTable.is_deltatable(uri, storage_options=self.options):
+                    return None
+                dt = dl.DeltaTable(uri, storage_options=self.options)
+                self._tables[name] = dt
+            elif refresh:
+                dt.update_incremental()
+        except Exception as exc:
+            raise classify(exc, self.location, f"cannot read table {name} in") from None
+        return dt
+
+    def committed_version(self) -> int | None:
+        """The txn version N of the last batch committed to operation_versions (None: none)."""
+        dt = self.table(VERSIONS)
+        return None if dt is None else dt.transaction_version(self.dataset_id)
+
+    def _write(self, name: str, data: pa.Table, mode: str, properties: Any) -> DeltaTable:
+        dl = _deltalake()
+        dt = self.table(name)
+        target: Any = dt if dt is not None else self.location.table_uri(name)
+        kwargs: dict[str, Any] = {
+            "mode": mode,
+            "commit_properties": properties,
+            "writer_properties": dl.WriterProperties(compression="ZSTD"),
+        }
+        if dt is None:
+            kwargs["partition_by"] = PARTITIONS[name] or None
+            kwargs["storage_options"] = self.options
+        elif mode == "overwrite":
+            kwargs["schema_mode"] = "overwrite"
+        dl.write_deltalake(target, data, **kwargs)
+        self._tables.pop(name, None)
+        dt = self.table(name)
+        assert dt is not None
+        return dt
+
+    # -- the exactly-once commit -----------------------------------------------------------
+
+    def commit(
+        self,
+        versions: pa.Table,
+        state_file: Path,
+        version: int,
+        *,
+        run_id: str = "",
+        lease: Lease | None = None,
+    ) -> CommitResult:
+        """Commit batch `version` (= previous txn version + 1): upload `state_file` as the state
+        of this batch, then append `versions` (may be empty) to operation_versions with
+        `txn(dataset_id, version)` in one Delta commit."""
+        dl = _deltalake()
+        dt = self.table(VERSIONS)
+        current = (dt.transaction_version(self.dataset_id) if dt is not None else None) or 0
+        if version <= current:
+            landed = self._state_of_txn(version)
+            raise StorageError(
+                f"{self.location.display}: batch {version} is already committed (state "
+                f"{landed}); the state in hand is stale: restore it from the dataset"
+            )
+        if version != current + 1:
+            raise StorageError(
+                f"{self.location.display}: batch {version} does not follow the committed batch "
+                f"{current}; restore the state from the dataset first"
+            )
+        if lease is not None:
+            lease.check()
+        token = uuid.uuid4().hex[:16]
+        key = _state_key(version, token)
+        self.objects.put(key, Path(state_file).read_bytes(), if_none_match=True)
+        data = with_created_month(versions)
+        props = dl.CommitProperties(
+            app_transactions=[dl.Transaction(self.dataset_id, version)],
+            custom_metadata={META_STATE: key, META_TXN: str(version), META_RUN: run_id},
+        )
+        if lease is not None:
+            lease.check()
+        try:
+            dt = self._write(VERSIONS, data, "append", props)
+        except Exception as exc:
+            # Did it land anyway (answer lost)? Only our commit names our state object.
+            self._tables.pop(VERSIONS, None)
+            try:
+                if self._state_of_txn(version) == key:
+                    dt = self.table(VERSIONS)
+                    assert dt is not None
+                    return CommitResult(version, dt.version(), key, data.num_rows, already=True)
+            except Exception:
+                pass
+            self._discard_state(key)
+            if "Concurrent transaction" in str(exc):
+                raise LeaseLostError(
+                    f"{self.location.display}: another writer committed batch {version} "
+                    "concurrently; stopping (its commit stands, ours was not made)"
+                ) from None
+            raise classify(exc, self.location, f"cannot commit batch {version} to") from None
+        self._commits += 1
+        if self._commits % 20 == 0:
+            self._prune_states(version)
+        return CommitResult(version, dt.version(), key, data.num_rows)
+
+    def _discard_state(self, key: str) -> None:
+        try:
+            self.objects.delete(key)
+        except Exception:
+            log.warning("could not delete orphan state %s (removed on the next start)", key)
+
+    def _state_of_txn(self, version: int) -> str | None:
+        """The state object named by the commit that carries txn `version` (history scan)."""
+        dt = self.table(VERSIONS)
+        if dt is None:
+            return None
+        limit = 8
+        while True:
+            try:
+                history = dt.history(limit)
+            except Exception as exc:
+                raise classify(exc, self.location, "cannot read the history of") from None
+            for entry in history:
+                if entry.get(META_TXN) == str(version):
+                    return str(entry.get(META_STATE))
+            if len(history) < limit:
+                return None
+            limit *= 8
+
+    def restore_state(self, target: Path) -> int | None:
+        """Download the state of the last committed batch to `target`; returns its txn version
+        N (None for a dataset with no commit yet, `target` then untouched). State objects of
+        batches whose commit never landed are deleted."""
+        committed = self.committed_version()
+        states = [m for m in self.objects.list(STATE_PREFIX) if _state_version(m.key) is not None]
+        key = None
+        if committed is not None:
+            same = [m.key for m in states if _state_version(m.key) == committed]
+            key = same[0] if len(same) == 1 else self._state_of_txn(committed)
+            if key is None or not any(m.key == key for m in states):
+                raise StorageError(
+                    f"{self.location.display}: batch {committed} is committed but its state object "
+                    f"({key or 'unknown'}) is missing; the dataset was modified outside opsaudit"
+                )
+            got = self.objects.get(key)
+            if got is None:
+                raise StorageError(f"{self.location.display}: state object {key} vanished")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.restore")
+            tmp.write_bytes(got[0])
+            tmp.replace(target)
+        for m in states:
+            n = _state_version(m.key)
+            assert n is not None
+            if m.key != key and (committed is None or n >= committed):
+                self._discard_state(m.key)  # its commit never landed
+        if committed is not None:
+            self._prune_states(committed, states)
+        return committed
+
+    def _prune_states(self, committed: int, states: list[Any] | None = None) -> None:
+        listed = states if states is not None else self.objects.list(STATE_PREFIX)
+        older = sorted(
+            {n for m in listed if (n := _state_version(m.key)) is not None and n < committed}
+        )
+        drop = set(older[:-KEEP_STATES]) if len(older) > KEEP_STATES else set()
+        for m in listed:
+            if _state_version(m.key) in drop:
+                self._discard_state(m.key)
+
+    # -- snapshot tables rebuilt from the state ---------------------------------------------
+
+    def replace_table(self, name: str, data: pa.Table, *, run_id: str = "") -> int:
+        """Overwrite a small table (projects, sync_runs) in one commit; returns its version."""
+        if name not in (PROJECTS, SYNC_RUNS):
+            raise ValueError(f"{name} is not a replaceable table")
+        dl = _deltalake()
+        props = dl.CommitProperties(custom_metadata={META_RUN: run_id})
+        try:
+            dt = self._write(name, data, "overwrite", props)
+        except Exception as exc:
+            raise classify(exc, self.location, f"cannot write table {name} in") from None
+        return int(dt.version())
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def snapshot(self, name: str) -> pads.Dataset | None:
+        """The current snapshot of table `name` as a pyarrow dataset (files fixed at open), or
+        None if the table does not exist yet. DuckDB reads it with `con.register(name, ds)`."""
+        dt = self.table(name)
+        if dt is None:
+            return None
+        try:
+            return dt.to_pyarrow_dataset()
+        except Exception as exc:
+            raise classify(exc, self.location, f"cannot read table {name} in") from None
+
+    def file_uris(self, name: str) -> list[str]:
+        dt = self.table(name)
+        return [] if dt is None else list(dt.file_uris())
+
+    # -- maintenance -------------------------------------------------------------------------
+
+    def compact(self, name: str = VERSIONS, *, target_size: int | None = None) -> dict[str, Any]:
+        """Merge small files (Delta OPTIMIZE compact, one commit, dataChange=false). Readers of
+        older snapshots keep their files until vacuum removes them after the retention."""
+        dt = self.table(name)
+        if dt is None:
+            return {}
+        try:
+            metrics = dt.optimize.compact(target_size=target_size)
+        except Exception as exc:
+            raise classify(exc, self.location, f"cannot compact {name} in") from None
+        self._tables.pop(name, None)
+        return dict(metrics)
+
+    def vacuum(
+        self,
+        name: str = VERSIONS,
+        *,
+        retention: timedelta = DEFAULT_VACUUM_RETENTION,
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> list[str]:
+        """Delete files no snapshot younger than `retention` needs (removed by compaction or
+        overwrite, or orphans of commits that never landed). Below one hour is refused unless
+        `force`: a reader that opened a snapshot before the compaction may still read them."""
+        if retention < MIN_VACUUM_RETENTION and not force:
+            raise ConfigError(
+                f"vacuum retention {retention} is below {MIN_VACUUM_RETENTION}: running readers may "
+                "still need those files (force it only when no reader can be running)"
+            )
+        dt = self.table(name)
+        if dt is None:
+            return []
+        hours = int(retention.total_seconds() // 3600)
+        try:
+            return list(
+                dt.vacuum(retention_hours=hours, dry_run=dry_run, enforce_retention_duration=False)
+            )
+        except Exception as exc:
+            raise classify(exc, self.location, f"cannot vacuum {name} in") from None
+
+    def destroy_local(self) -> None:  # pragma: no cover - tests' helper for local roots
+        if self.location.is_local:
+            shutil.rmtree(self.location.path, ignore_errors=True)
+
+
+def open_dataset(
+    data_dir: str | Path,
+    storage_options: Mapping[str, str] | list[str] | None = None,
+    *,
+    create: bool = False,
+) -> LakeDataset:
+    """Parse `--data-dir` / `--storage-option` values and open the dataset there."""
+    from exporter.lake._location import parse_location
+
+    return LakeDataset.open(parse_location(data_dir, storage_options), create=create)
+
+
+__all__ = [
+    "DEFAULT_VACUUM_RETENTION",
+    "MIN_VACUUM_RETENTION",
+    "PROJECTS",
+    "SYNC_RUNS",
+    "TABLES",
+    "VERSIONS",
+    "CommitResult",
+    "LakeDataset",
+    "open_dataset",
+    "with_created_month",
+]

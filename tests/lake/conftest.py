@@ -1,0 +1,164 @@
+"""Fixtures for the lake tests: a moto S3 server on 127.0.0.1 (a subprocess, see moto_server.py),
+a fresh bucket per test, and AWS_* variables for that test only."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SERVER = Path(__file__).with_name("moto_server.py")
+
+
+@dataclass
+class S3Server:
+    endpoint: str
+    proc: subprocess.Popen[str]
+
+    def _post(self, path: str, body: Any = None) -> None:
+        data = json.dumps(body).encode() if body is not None else b""
+        req = urllib.request.Request(self.endpoint + path, data=data, method="POST")
+        with urllib.request.urlopen(req, timeout=10):
+            pass
+
+    def reset_log(self) -> None:
+        self._post("/_ctl/reset")
+
+    def log(self) -> list[list[str]]:
+        with urllib.request.urlopen(self.endpoint + "/_ctl/log", timeout=10) as resp:
+            return list(json.load(resp))
+
+    def arm(self, pid: int, method: str, pattern: str, when: str = "before") -> None:
+        """SIGKILL `pid` on its next `method` request whose path matches `pattern`."""
+        self._post("/_ctl/arm", {"pid": pid, "method": method, "pattern": pattern, "when": when})
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.strip().isdigit():
+        proc.kill()
+        pytest.fail(f"moto server did not start: {line!r}")
+    server = S3Server(f"http://127.0.0.1:{int(line)}", proc)
+    yield server
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    proc.stdout.close()
+
+
+def set_aws_env(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing-secret-value")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@dataclass
+class Bucket:
+    name: str
+    server: S3Server
+    options: dict[str, str]
+
+    def url(self, prefix: str = "trail") -> str:
+        return f"s3://{self.name}/{prefix}"
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.server.endpoint, region_name="us-east-1")
+
+    def keys(self, prefix: str = "") -> list[str]:
+        out = []
+        for page in (
+            self.client().get_paginator("list_objects_v2").paginate(Bucket=self.name, Prefix=prefix)
+        ):
+            out += [o["Key"] for o in page.get("Contents", [])]
+        return out
+
+
+@pytest.fixture
+def bucket(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> Bucket:
+    set_aws_env(monkeypatch, s3_server.endpoint)
+    b = Bucket(
+        f"b-{uuid.uuid4().hex[:12]}",
+        s3_server,
+        {"AWS_ENDPOINT_URL": s3_server.endpoint, "AWS_ALLOW_HTTP": "true"},
+    )
+    b.client().create_bucket(Bucket=b.name)
+    return b
+
+
+def wait_for(predicate: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.02)
+
+
+def _load_lakedata() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "lake_testdata", Path(__file__).with_name("lakedata.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+lakedata = _load_lakedata()
+
+
+@pytest.fixture
+def make_versions() -> Any:
+    """`make_versions(batch, rows=50)`: a batch of operation_versions rows (lakedata.py)."""
+    return lakedata.versions
+
+
+@dataclass
+class Root:
+    """A dataset root for tests that run both on the S3 server and on local disk."""
+
+    url: str
+    options: dict[str, str]
+    bucket: Bucket | None
+
+    def open(self, create: bool = True) -> Any:
+        from exporter.lake import LakeDataset, parse_location
+
+        return LakeDataset.open(parse_location(self.url, self.options), create=create)
+
+
+@pytest.fixture(params=["s3", "local"])
+def root(request: pytest.FixtureRequest, tmp_path: Path) -> Root:
+    if request.param == "local":
+        return Root(f"file://{tmp_path}/trail", {}, None)
+    b = request.getfixturevalue("bucket")
+    return Root(b.url(), b.options, b)

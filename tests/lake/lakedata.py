@@ -1,0 +1,40 @@
+"""Test data for the lake tests: operation_versions rows in the exporter's schema."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+
+import pyarrow as pa
+
+from exporter._storage import VERSIONS_SCHEMA
+
+
+def versions(batch: int, rows: int = 50, *, month: date | None = None) -> pa.Table:
+    """Rows `batch * rows .. (batch + 1) * rows - 1` (id `op-<n>`), all created in one month
+    (by default month number `batch` after 2024-01), so each batch lands in its own partition."""
+    if month is None:
+        y, m = divmod(batch, 12)
+        month = date(2024 + y, m + 1, 1)
+    base = datetime(month.year, month.month, 1, tzinfo=timezone.utc)
+    ids = range(batch * rows, (batch + 1) * rows)
+    created = [base + timedelta(minutes=i % 1000) for i in range(rows)]
+    cols = {
+        "id": [f"op-{n:08d}" for n in ids],
+        "project_id": [f"prj-{n % 7}" for n in ids],
+        "branch_id": [None if n % 5 == 0 else f"br-{n % 3}" for n in ids],
+        "endpoint_id": [None] * rows,
+        "action": ["start_compute" if n % 2 else "apply_config" for n in ids],
+        "status": ["finished" if n % 9 else "failed" for n in ids],
+        "failures_count": [n % 3 for n in ids],
+        "error": [None if n % 9 else "boom" for n in ids],
+        "retry_at": [None] * rows,
+        "created_at": created,
+        "updated_at": created,
+        "total_duration_ms": [n * 7 for n in ids],
+        "raw": [f'{{"id":"op-{n:08d}"}}' for n in ids],
+        "version": [1] * rows,
+        "observed_at": created,
+        "run_id": [f"run-{batch}"] * rows,
+        "created_date": [c.date() for c in created],
+    }
+    return pa.Table.from_pydict(cols, schema=VERSIONS_SCHEMA)

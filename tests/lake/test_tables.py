@@ -1,0 +1,196 @@
+"""Delta tables with the state beside them: commit, txn readback, restore, conflicts, readers."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from exporter import ConfigError, StorageError
+from exporter.lake import LakeDataset, LeaseLostError, parse_location
+
+
+def _state(path: Path, value: int) -> Path:
+    path.unlink(missing_ok=True)
+    con = sqlite3.connect(path)
+    with con:
+        con.execute("CREATE TABLE s (v INTEGER)")
+        con.execute("INSERT INTO s VALUES (?)", (value,))
+    con.close()
+    return path
+
+
+def _state_value(path: Path) -> int:
+    con = sqlite3.connect(path)
+    try:
+        return int(con.execute("SELECT v FROM s").fetchone()[0])
+    finally:
+        con.close()
+
+
+def _ids(ds: LakeDataset) -> list[str]:
+    snap = ds.snapshot("operation_versions")
+    return [] if snap is None else sorted(snap.to_table(columns=["id"])["id"].to_pylist())
+
+
+def test_commit_and_txn_readback(root: Any, tmp_path: Path, make_versions: Any) -> None:
+    ds = root.open()
+    assert ds.committed_version() is None
+    assert ds.restore_state(tmp_path / "fresh.sqlite") is None
+    for n in (1, 2, 3):
+        result = ds.commit(make_versions(n - 1, 20), _state(tmp_path / "s.sqlite", n * 10), n)
+        assert (result.txn_version, result.rows, result.already) == (n, 20, False)
+    assert ds.committed_version() == 3
+    # An empty batch still moves the state (checkpoints advance without new rows).
+    ds.commit(make_versions(0, 0), _state(tmp_path / "s.sqlite", 40), 4)
+
+    # A fresh machine: new objects, nothing local; the state of batch 4 comes back.
+    again = root.open(create=False)
+    assert again.dataset_id == ds.dataset_id
+    assert again.committed_version() == 4
+    target = tmp_path / "elsewhere" / "state.sqlite"
+    assert again.restore_state(target) == 4
+    assert _state_value(target) == 40
+    assert _ids(again) == sorted(f"op-{n:08d}" for n in range(60))
+    months = again.snapshot("operation_versions").to_table(columns=["created_month"])
+    assert sorted(set(months["created_month"].to_pylist())) == ["2024-01", "2024-02", "2024-03"]
+
+
+def test_commit_refuses_stale_or_gapped_versions(
+    root: Any, tmp_path: Path, make_versions: Any
+) -> None:
+    ds = root.open()
+    ds.commit(make_versions(0, 5), _state(tmp_path / "s.sqlite", 1), 1)
+    with pytest.raises(StorageError, match="already committed"):
+        ds.commit(make_versions(1, 5), _state(tmp_path / "s.sqlite", 2), 1)
+    with pytest.raises(StorageError, match="does not follow"):
+        ds.commit(make_versions(1, 5), _state(tmp_path / "s.sqlite", 2), 3)
+    assert ds.committed_version() == 1
+    assert len(_ids(ds)) == 5
+
+
+def test_two_writers_same_batch_one_commit_wins(
+    root: Any, tmp_path: Path, make_versions: Any
+) -> None:
+    """Two writers (say a zombie whose lease expired and its successor) both hold a snapshot at
+    batch 1 and both commit batch 2: the conditional log write plus Delta's txn conflict check
+    let exactly one through; the other gets LeaseLostError and leaves no state behind."""
+    a = root.open()
+    a.commit(make_versions(0, 5), _state(tmp_path / "a.sqlite", 1), 1)
+    b = root.open(create=False)
+    assert b.committed_version() == 1  # b's snapshot is at batch 1 now
+    a.commit(make_versions(1, 5), _state(tmp_path / "a.sqlite", 2), 2)
+    # b still holds its stale snapshot (no refresh) and commits batch 2 against it.
+    b_table = b.table("operation_versions", refresh=False)
+    assert b_table.transaction_version(b.dataset_id) == 1
+    b.table = lambda name, refresh=True: (
+        b_table
+        if name == "operation_versions" and refresh
+        else LakeDataset.table(b, name, refresh=refresh)
+    )  # type: ignore[method-assign]
+    with pytest.raises(LeaseLostError, match="concurrently"):
+        b.commit(make_versions(7, 5), _state(tmp_path / "b.sqlite", 99), 2)
+    states = [m.key for m in b.objects.list("_opsaudit/state/")]
+    assert [k.split("/")[-1][:12] for k in states] == ["000000000001", "000000000002"]
+    fresh = root.open(create=False)
+    assert fresh.committed_version() == 2
+    assert _ids(fresh) == sorted(f"op-{n:08d}" for n in range(10))
+    assert fresh.restore_state(tmp_path / "r.sqlite") == 2
+    assert _state_value(tmp_path / "r.sqlite") == 2
+
+
+def test_conditional_log_write_on_s3(bucket: Any, tmp_path: Path, make_versions: Any) -> None:
+    """The Delta log entry is created with If-None-Match: * (S3 conditional write, no DynamoDB),
+    and moto refuses a second create of the same log entry with 412."""
+    from obstore.exceptions import AlreadyExistsError
+
+    ds = LakeDataset.open(parse_location(bucket.url(), bucket.options), create=True)
+    bucket.server.reset_log()
+    ds.commit(make_versions(0, 5), _state(tmp_path / "s.sqlite", 1), 1)
+    puts = [r for r in bucket.server.log() if r[0] == "PUT"]
+    log_puts = [r for r in puts if "/_delta_log/" in r[1]]
+    state_puts = [r for r in puts if "/_opsaudit/state/" in r[1]]
+    assert log_puts and all(r[3] == "*" for r in log_puts), log_puts
+    assert state_puts and all(r[3] == "*" for r in state_puts), state_puts
+    store = ds.objects.store  # type: ignore[attr-defined]
+    import obstore
+
+    with pytest.raises(AlreadyExistsError):
+        obstore.put(
+            store, "operation_versions/_delta_log/00000000000000000000.json", b"{}", mode="create"
+        )
+
+
+def test_readers_agree(bucket: Any, tmp_path: Path, make_versions: Any) -> None:
+    import polars as pl
+    from deltalake import DeltaTable
+
+    ds = LakeDataset.open(parse_location(bucket.url(), bucket.options), create=True)
+    for n in range(1, 4):
+        ds.commit(make_versions(n - 1, 30), _state(tmp_path / "s.sqlite", n), n)
+    uri = bucket.url() + "/operation_versions"
+    expected = sorted(f"op-{n:08d}" for n in range(90))
+
+    by_delta = DeltaTable(uri, storage_options=ds.options).to_pyarrow_table(columns=["id"])
+    by_polars = pl.read_delta(uri, storage_options=ds.options).select("id")
+    by_polars_lazy = pl.scan_delta(uri, storage_options=ds.options).select("id").collect()
+    con = duckdb.connect()
+    con.register("operation_versions", ds.snapshot("operation_versions"))
+    by_duckdb = [
+        r[0] for r in con.execute("SELECT id FROM operation_versions ORDER BY id").fetchall()
+    ]
+    assert sorted(by_delta["id"].to_pylist()) == expected
+    assert sorted(by_polars["id"].to_list()) == expected
+    assert sorted(by_polars_lazy["id"].to_list()) == expected
+    assert by_duckdb == expected
+    # typed timestamps and the partition column survive the round trip
+    row = con.execute(
+        "SELECT typeof(created_at), typeof(created_date), created_month FROM operation_versions "
+        "WHERE id = 'op-00000000'"
+    ).fetchone()
+    assert row == ("TIMESTAMP WITH TIME ZONE", "DATE", "2024-01")
+
+
+def test_replace_small_tables(root: Any) -> None:
+    ds = root.open()
+    t1 = pa.table({"id": ["p1", "p2"], "name": ["a", "b"]})
+    t2 = pa.table({"id": ["p1", "p2", "p3"], "name": ["a", "b", "c"]})
+    ds.replace_table("projects", t1)
+    ds.replace_table("projects", t2)
+    assert sorted(ds.snapshot("projects").to_table()["id"].to_pylist()) == ["p1", "p2", "p3"]
+    with pytest.raises(ValueError):
+        ds.replace_table("operation_versions", t1)
+
+
+def test_compact_and_vacuum_keep_readers_safe(
+    root: Any, tmp_path: Path, make_versions: Any
+) -> None:
+    ds = root.open()
+    # eight small batches into one month -> eight files in one partition
+    for n in range(1, 9):
+        ds.commit(
+            make_versions(n - 1, 10, month=__import__("datetime").date(2024, 5, 1)),
+            _state(tmp_path / "s.sqlite", n),
+            n,
+        )
+    before_files = ds.file_uris("operation_versions")
+    assert len(before_files) == 8
+    reader = ds.snapshot("operation_versions")  # a reader holding the old snapshot
+    metrics = ds.compact()
+    assert metrics["numFilesRemoved"] == 8 and metrics["numFilesAdded"] == 1
+    assert len(ds.file_uris("operation_versions")) == 1
+    assert ds.committed_version() == 8  # optimize keeps the txn
+    # default retention: nothing removed yet, the old reader still reads its snapshot
+    assert ds.vacuum() == []
+    assert reader.count_rows() == 80
+    with pytest.raises(ConfigError, match="below"):
+        ds.vacuum(retention=timedelta(minutes=5))
+    assert len(ds.vacuum(retention=timedelta(0), force=True, dry_run=True)) == 8
+    removed = ds.vacuum(retention=timedelta(0), force=True)
+    assert len(removed) == 8
+    assert sorted(_ids(ds)) == sorted(f"op-{n:08d}" for n in range(80))

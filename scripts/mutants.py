@@ -282,13 +282,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown mutant(s): {', '.join(sorted(unknown))}")
     chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
     failed = 0
-    with tempfile.TemporaryDirectory(prefix="opsaudit-mutants-") as tmp:
-        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            futures = [(m, pool.submit(_run, m, Path(tmp), args.timeout)) for m in chosen]
-            for m, future in futures:
-                verdict, elapsed, tail = future.result()
-                failed += verdict != "killed"
-                print(f"{verdict:<9} {m.name:<40} {elapsed:6.1f}s  {tail}", flush=True)
+    with (
+        tempfile.TemporaryDirectory(prefix="opsaudit-mutants-") as tmp,
+        ThreadPoolExecutor(max(1, args.jobs)) as pool,
+    ):
+        futures = [(m, pool.submit(_run, m, Path(tmp), args.timeout)) for m in chosen]
+        for m, future in futures:
+            verdict, elapsed, tail = future.result()
+            failed += verdict != "killed"
+            print(f"{verdict:<9} {m.name:<40} {elapsed:6.1f}s  {tail}", flush=True)
     print(f"{len(chosen) - failed} killed, {failed} survived or broken, of {len(chosen)}")
     return 1 if failed else 0
 

@@ -7,46 +7,22 @@ from typing import Any
 
 import click
 
-from exporter._errors import ConfigError
-from exporter.cli._common import data_dir_option
+from exporter.cli._common import data_dir_option, emit, existing_data_dir, output_options
 
 
 def _open(data_dir: Path, only: tuple[str, ...] | None = None) -> Any:
     # Imported here: DuckDB is not needed by `opsaudit sync --help` and friends.
     from exporter._sql import connect
 
-    if not data_dir.is_dir():
-        # A mistyped path would otherwise answer every query with 0 rows.
-        raise ConfigError(
-            f"--data-dir {data_dir} does not exist; run `opsaudit sync --data-dir {data_dir}` "
-            "first, or point --data-dir (or $OPSAUDIT_DATA_DIR) at an existing dataset"
-        )
+    # A mistyped path would otherwise answer every query with 0 rows: exit 2.
+    existing_data_dir(data_dir)
     # Read-only: the connection reads only the dataset and cannot change its settings.
     return connect(data_dir, only=only, safe=True)
 
 
-def _emit(text: str, output: Path | None) -> None:
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        output.write_text(text, encoding="utf-8")
-
-
 @click.command("query")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json", "csv"]),
-    default="table",
-    show_default=True,
-    help="json is one array of row objects, timestamps ISO 8601 UTC.",
-)
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    default=None,
-    help="Write the result to FILE instead of stdout.",
+@output_options(
+    ["table", "json", "csv"], help="json is one array of row objects, timestamps ISO 8601 UTC."
 )
 @data_dir_option
 @click.argument("sql")
@@ -67,7 +43,7 @@ def query_command(fmt: str, output: Path | None, data_dir: Path, sql: str) -> No
         columns, rows = execute(con, sql)
     finally:
         con.close()
-    _emit(render(columns, rows, fmt), output)
+    emit(render(columns, rows, fmt), output)
 
 
 @click.command("report")
@@ -91,21 +67,10 @@ def query_command(fmt: str, output: Path | None, data_dir: Path, sql: str) -> No
     metavar="ID",
     help="Only this project (repeatable).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json", "csv", "markdown", "html"]),
-    default="table",
-    show_default=True,
+@output_options(
+    ["table", "json", "csv", "markdown", "html"],
     help="json is one object with keys headline, failures, durations and action_mix; html is "
     "one self-contained page with charts (write it with -o FILE).",
-)
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    default=None,
-    help="Write the report to FILE instead of stdout.",
 )
 @click.option(
     "--top",
@@ -151,14 +116,14 @@ def report_command(
         if fmt == "html":
             from exporter._html import render_html
 
-            _emit(render_html(con, report), output)
+            emit(render_html(con, report), output)
             return
     finally:
         con.close()
     if report.operations == 0 and fmt in ("json", "csv"):
         # Table and markdown say it in the report; json and csv stay machine-readable.
         click.echo(empty_message(report), err=True)
-    _emit(render_report(report, fmt, top=None if all_rows else top), output)
+    emit(render_report(report, fmt, top=None if all_rows else top), output)
 
 
 COMMANDS: list[click.Command] = [query_command, report_command]

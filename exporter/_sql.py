@@ -295,7 +295,7 @@ def _parse(sql: str) -> list[duckdb.Statement]:
 def _check_explained(text: str) -> None:
     """EXPLAIN ANALYZE runs its statement, so the statement explained must be a reading one."""
     words = _words(text)
-    rest = 1 + (len(words) > 1 and words[1][1] == "analyze")
+    rest = 1 + (len(words) > 1 and words[1][1] in ("analyze", "analyse"))
     if rest >= len(words):
         raise _refused("EXPLAIN")
     inner = text[words[rest][0] :]

@@ -1,14 +1,25 @@
-"""Options shared by several commands, and the boundary that maps errors to exit codes."""
+"""Options shared by several commands, logging and progress, and the boundary that maps errors
+to exit codes."""
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+import orjson
 
 from exporter._errors import ConfigError, ExitCode, OpsauditError
+
+if TYPE_CHECKING:
+    from exporter._client import RequestStats
+    from exporter._sync import ProjectResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -98,6 +109,131 @@ def write_metrics_file(
         raise ConfigError(f"cannot write --metrics-file {path}: {exc.strerror}") from None
 
 
+def api_options(f: F) -> F:
+    """`--api-key-file` and `--base-url` (from $OPSAUDIT_BASE_URL when not given)."""
+    f = click.option(
+        "--base-url",
+        envvar="OPSAUDIT_BASE_URL",
+        show_envvar=True,
+        default=DEFAULT_BASE_URL,
+        show_default=True,
+        help="The management API's base address.",
+    )(f)
+    return click.option(
+        "--api-key-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="File holding the API key (default: $NEON_API_KEY). Never pass the key itself.",
+    )(f)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line, for log shippers (`--log-format json`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created)),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        entry.update(getattr(record, "fields", {}))
+        return orjson.dumps(entry, default=str).decode()
+
+
+def setup_logging(log_format: str, verbose: int) -> None:
+    """Log lines of the `opsaudit` loggers on stderr: text (warnings) or JSON (info)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+        level = logging.INFO
+    else:
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        level = logging.WARNING
+    if verbose:
+        level = logging.DEBUG if verbose > 1 else logging.INFO
+    root = logging.getLogger("opsaudit")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+def read_key(api_key_file: Path | None) -> str:
+    """The key from `--api-key-file`, else $NEON_API_KEY (never a command-line argument)."""
+    if api_key_file is not None:
+        try:
+            key = api_key_file.read_text().strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read --api-key-file {api_key_file}: {exc.strerror}"
+            ) from None
+        if not key:
+            raise ConfigError(f"--api-key-file {api_key_file} is empty")
+        return key
+    return os.environ.get("NEON_API_KEY", "").strip()
+
+
+class Progress:
+    """A one-line progress display on a TTY; silent otherwise (cron mails only the summary).
+
+    Every event also goes to the `opsaudit.events` logger (one JSON line each with
+    `--log-format json`).
+    """
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.total = 0
+        self.done = 0
+        self.ops = 0
+        self.requests = 0
+        self.throttled = 0
+        self.rate = 0.0
+        self.started = time.monotonic()
+        self.log = logging.getLogger("opsaudit.events")
+        self._lock = threading.Lock()  # events come from every worker thread
+
+    def discovered(self, projects: int, stats: RequestStats) -> None:
+        with self._lock:
+            self.total = projects
+            self._show("discovered", stats, {"projects": projects})
+
+    def project_done(self, result: ProjectResult, stats: RequestStats, rate: float) -> None:
+        walk = result.walk
+        with self._lock:
+            self.done += 1
+            self.ops += walk.new + walk.changed
+            self.rate = rate
+            fields = {
+                "project_id": walk.project_id,
+                "new": walk.new,
+                "changed": walk.changed,
+                "error": result.error,
+                "rate": rate,
+            }
+            self._show("project_done", stats, fields)
+
+    def committed(self, versions: int, files: int) -> None:
+        with self._lock:
+            self._show("committed", None, {"versions": versions, "files": files})
+
+    def _show(self, event: str, stats: RequestStats | None, fields: dict[str, Any]) -> None:
+        if stats is not None:
+            self.requests, self.throttled = stats.requests, stats.responses_429
+        self.log.info(event, extra={"fields": {"event": event, **fields}})
+        if self.enabled:
+            elapsed = max(time.monotonic() - self.started, 1e-6)
+            click.echo(
+                f"\rprojects {self.done}/{self.total} | operations {self.ops:,} | "
+                f"requests {self.requests:,} | 429s {self.throttled} | "
+                f"{self.requests / elapsed:.1f} req/s   ",
+                nl=False,
+                err=True,
+            )
+
+    def finish(self) -> None:
+        if self.enabled:
+            click.echo("", err=True)
+
+
 class OpsauditGroup(click.Group):
     """The one place that maps errors to exit codes: our errors become a one-line message and
     their code (README, exit codes), Ctrl-C is 130; never a traceback for either."""
@@ -116,11 +252,16 @@ class OpsauditGroup(click.Group):
 __all__ = [
     "DEFAULT_BASE_URL",
     "ExitCode",
+    "JsonFormatter",
     "OpsauditGroup",
+    "Progress",
+    "api_options",
     "data_dir_option",
     "emit",
     "existing_data_dir",
     "metrics_file_option",
     "output_options",
+    "read_key",
+    "setup_logging",
     "write_metrics_file",
 ]

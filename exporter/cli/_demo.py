@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from exporter._demo import DEFAULT_DAYS, DEFAULT_PROJECTS, run_demo
-from exporter.cli._sync import _Progress, _setup_logging
+from exporter.cli._common import Progress, setup_logging
 
 # The query suggested at the end: short, and it shows that the whole history is there.
 _EXAMPLE_SQL = "SELECT * FROM failures_by_day ORDER BY failure_rate DESC LIMIT 5"
@@ -44,14 +44,14 @@ _EXAMPLE_SQL = "SELECT * FROM failures_by_day ORDER BY failure_rate DESC LIMIT 5
 )
 def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool | None) -> None:
     """Sync a simulated account (no key, no network) and print the report."""
-    _setup_logging("text", 0)
+    setup_logging("text", 0)
     click.echo(
         f"Simulating an account with {projects} projects and {days} days of history up to now "
         "on 127.0.0.1 (no key, no network), then syncing it ...",
         err=True,
     )
     show = sys.stderr.isatty() if progress is None else progress
-    observer = _Progress(show)
+    observer = Progress(show)
     try:
         result = run_demo(data_dir, observer, projects=projects, days=days)
     finally:

@@ -12,12 +12,13 @@ import orjson
 
 from exporter._errors import ConfigError, ExitCode
 from exporter.cli._common import (
-    DEFAULT_BASE_URL,
+    api_options,
     data_dir_option,
     emit,
     existing_data_dir,
     metrics_file_option,
     output_options,
+    read_key,
     write_metrics_file,
 )
 
@@ -143,19 +144,7 @@ def check_command(
 
 @click.command("doctor")
 @data_dir_option
-@click.option(
-    "--api-key-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="File holding the API key (default: $NEON_API_KEY). Never pass the key itself.",
-)
-@click.option(
-    "--base-url",
-    envvar="OPSAUDIT_BASE_URL",
-    show_envvar=True,
-    default=DEFAULT_BASE_URL,
-    show_default=True,
-    help="The management API's base address.",
-)
+@api_options
 @output_options(["text", "json"], help="text: one line per check; json: one object.")
 def doctor_command(
     data_dir: Path, api_key_file: Path | None, base_url: str, fmt: str, output: Path | None
@@ -168,10 +157,9 @@ def doctor_command(
     problem with its fix. Exit 0 when nothing is wrong, 8 otherwise.
     """
     from exporter._doctor import run_doctor
-    from exporter.cli._sync import _read_key
 
     try:
-        key, key_error = _read_key(api_key_file), None
+        key, key_error = read_key(api_key_file), None
     except ConfigError as exc:
         key, key_error = None, str(exc)
     report = run_doctor(data_dir, api_key=key, base_url=base_url, key_error=key_error)

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-import os
 import sys
-import threading
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 import orjson
@@ -16,144 +12,28 @@ import orjson
 from exporter._errors import ConfigError, StorageError
 from exporter._pacing import DEFAULT_MAX_RPS
 from exporter.cli._common import (
-    DEFAULT_BASE_URL,
+    Progress,
+    api_options,
     data_dir_option,
     emit,
     existing_data_dir,
     metrics_file_option,
     output_options,
+    read_key,
+    setup_logging,
     write_metrics_file,
 )
 
 if TYPE_CHECKING:
-    from exporter._client import RequestStats
-    from exporter._sync import ProjectResult, RunSummary
+    from exporter._sync import RunSummary
 
 # The account's budget, shared with the console and every other client (PRODUCT.md).
 ACCOUNT_RPS = 700 / 60
 
 
-class _JsonFormatter(logging.Formatter):
-    """One JSON object per line, for log shippers (`--log-format json`)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created)),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        entry.update(getattr(record, "fields", {}))
-        return orjson.dumps(entry, default=str).decode()
-
-
-def _setup_logging(log_format: str, verbose: int) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if log_format == "json":
-        handler.setFormatter(_JsonFormatter())
-        level = logging.INFO
-    else:
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        level = logging.WARNING
-    if verbose:
-        level = logging.DEBUG if verbose > 1 else logging.INFO
-    root = logging.getLogger("opsaudit")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False
-
-
-def _read_key(api_key_file: Path | None) -> str:
-    if api_key_file is not None:
-        try:
-            key = api_key_file.read_text().strip()
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot read --api-key-file {api_key_file}: {exc.strerror}"
-            ) from None
-        if not key:
-            raise ConfigError(f"--api-key-file {api_key_file} is empty")
-        return key
-    return os.environ.get("NEON_API_KEY", "").strip()
-
-
-class _Progress:
-    """A one-line progress display on a TTY; silent otherwise (cron mails only the summary).
-
-    Every event also goes to the `opsaudit.events` logger (one JSON line each with
-    `--log-format json`).
-    """
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.total = 0
-        self.done = 0
-        self.ops = 0
-        self.requests = 0
-        self.throttled = 0
-        self.rate = 0.0
-        self.started = time.monotonic()
-        self.log = logging.getLogger("opsaudit.events")
-        self._lock = threading.Lock()  # events come from every worker thread
-
-    def discovered(self, projects: int, stats: RequestStats) -> None:
-        with self._lock:
-            self.total = projects
-            self._show("discovered", stats, {"projects": projects})
-
-    def project_done(self, result: ProjectResult, stats: RequestStats, rate: float) -> None:
-        walk = result.walk
-        with self._lock:
-            self.done += 1
-            self.ops += walk.new + walk.changed
-            self.rate = rate
-            fields = {
-                "project_id": walk.project_id,
-                "new": walk.new,
-                "changed": walk.changed,
-                "error": result.error,
-                "rate": rate,
-            }
-            self._show("project_done", stats, fields)
-
-    def committed(self, versions: int, files: int) -> None:
-        with self._lock:
-            self._show("committed", None, {"versions": versions, "files": files})
-
-    def _show(self, event: str, stats: RequestStats | None, fields: dict[str, Any]) -> None:
-        if stats is not None:
-            self.requests, self.throttled = stats.requests, stats.responses_429
-        self.log.info(event, extra={"fields": {"event": event, **fields}})
-        if self.enabled:
-            elapsed = max(time.monotonic() - self.started, 1e-6)
-            click.echo(
-                f"\rprojects {self.done}/{self.total} | operations {self.ops:,} | "
-                f"requests {self.requests:,} | 429s {self.throttled} | "
-                f"{self.requests / elapsed:.1f} req/s   ",
-                nl=False,
-                err=True,
-            )
-
-    def finish(self) -> None:
-        if self.enabled:
-            click.echo("", err=True)
-
-
 @click.command()
 @data_dir_option
-@click.option(
-    "--api-key-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="File holding the API key (default: $NEON_API_KEY). Never pass the key itself.",
-)
-@click.option(
-    "--base-url",
-    envvar="OPSAUDIT_BASE_URL",
-    show_envvar=True,
-    default=DEFAULT_BASE_URL,
-    show_default=True,
-    help="The management API's base address.",
-)
+@api_options
 @click.option(
     "--project",
     "projects",
@@ -224,7 +104,7 @@ def sync_command(
     from exporter._client import validate_base_url
     from exporter._sync import SyncConfig, sync
 
-    _setup_logging(log_format, verbose)
+    setup_logging(log_format, verbose)
     try:
         base_url = validate_base_url(base_url)
     except ConfigError as exc:
@@ -238,7 +118,7 @@ def sync_command(
         )
     config = SyncConfig(
         data_dir=data_dir,
-        api_key=_read_key(api_key_file),
+        api_key=read_key(api_key_file),
         base_url=base_url,
         project_ids=list(projects) or None,
         org_ids=list(org_ids) or None,
@@ -253,7 +133,7 @@ def sync_command(
 
     pa.set_memory_pool(pa.system_memory_pool())
     show = sys.stderr.isatty() if progress is None else progress
-    observer = _Progress(show and log_format == "text")
+    observer = Progress(show and log_format == "text")
     try:
         summary = sync(config, observer)
     finally:

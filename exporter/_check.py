@@ -59,7 +59,6 @@ DEFAULT_STUCK_AFTER = dt.timedelta(hours=1)
 # the retention horizon: what it has not read yet is about to be deleted (or already is).
 COVERAGE_MARGIN = dt.timedelta(days=14)
 
-_TERMINAL = ("finished", "cancelled", "skipped")  # PRODUCT.md, Correctness 2
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -241,7 +240,7 @@ def _check_state(
 ) -> set[str]:
     """The findings the state database answers; returns the projects whose first backfill has
     not completed yet (for the coverage check)."""
-    from exporter._state import StateDB
+    from exporter._state import TERMINAL_STATUSES, StateDB
 
     now = report.as_of
     find = report.findings.append
@@ -250,7 +249,7 @@ def _check_state(
         # The owner's row methods (PROJECTS_SCHEMA / SYNC_RUNS_SCHEMA order, microseconds).
         runs = [r for r in state.runs_rows() if r[1] <= _us(now)]  # not after as_of
         projects = [(p[0], p[14], p[16]) for p in state.projects_rows() if p[13] is None]
-        terminal = ",".join(f"'{s}'" for s in _TERMINAL)
+        terminal = ",".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES))
         open_rows = state.query(
             "SELECT o.project_id, count(*), sum(o.checked_us < ?), min(o.checked_us) "
             "FROM open_ops o JOIN projects p ON p.id = o.project_id "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 import orjson
 
-from exporter._errors import ConfigError, StorageError
+from exporter._errors import ConfigError, OpsauditError, StorageError
 from exporter._pacing import DEFAULT_MAX_RPS
 from exporter.cli._common import (
     Progress,
@@ -136,6 +137,14 @@ def sync_command(
     observer = Progress(show and log_format == "text")
     try:
         summary = sync(config, observer)
+    except OpsauditError:
+        # Lock held, state or storage error: the metrics still say when the last success was.
+        from exporter._storage import STATE_FILE
+
+        if metrics_file is not None and (data_dir / STATE_FILE).is_file():
+            with contextlib.suppress(OpsauditError):
+                write_metrics_file(metrics_file, data_dir)
+        raise
     finally:
         observer.finish()
     _report_summary(summary, log_format)

@@ -125,3 +125,33 @@ def test_label_values_are_escaped(tmp_path: Path) -> None:
     assert [(s.labels, s.value) for s in family.samples] == [({"action": weird}, 1.5)]
     assert render_metrics([]) == "\n"
     assert not [p for p in os.listdir(tmp_path) if p != "x.prom"]
+
+
+def test_partial_and_locked_runs_still_write_metrics(make_sim: Any, tmp_path: Path) -> None:
+    import fcntl
+
+    sim = make_sim(seed=11, projects=3, shared_projects=0, orgs=1)
+    data_dir, prom = tmp_path / "data", tmp_path / "opsaudit.prom"
+    env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
+    args = ["sync", "--data-dir", str(data_dir), "--max-rps", "0", "--metrics-file", str(prom)]
+    assert invoke(*args, env=env).exit_code == 0
+    first = parse(prom)["opsaudit_last_success_timestamp_seconds"]
+    sim.fail_requests(f"/projects/{sorted(sim.project_ids())[0]}/operations", 400)
+    assert invoke(*args, env=env).exit_code == 1
+    metrics = parse(prom)
+    assert metrics["opsaudit_last_run_outcome"][(("outcome", "partial"),)] == 1
+    assert metrics["opsaudit_last_run_projects"] == {
+        (("result", "ok"),): 2,
+        (("result", "failed"),): 1,
+    }
+    assert metrics["opsaudit_last_success_timestamp_seconds"] == first  # the ok run's
+    # Another sync holds the lock: exit 4, and the file is rewritten with what is known.
+    prom.unlink()
+    fd = os.open(data_dir / ".lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        locked = invoke(*args, env=env)
+    finally:
+        os.close(fd)
+    assert locked.exit_code == 4
+    assert parse(prom)["opsaudit_last_success_timestamp_seconds"] == first

@@ -112,35 +112,36 @@ def minimum_requests(info: dict[str, Any], new_per_project: dict[str, int] | Non
     return pages + listing
 
 
-def refresh_floor(data_dir: Path) -> dict[str, int]:
+def refresh_floor(data_dir: Path, page_size: int = 1000) -> dict[str, int]:
     """Extra requests beyond one page per project that refreshing open operations needs at
-    least: the cheaper of walking down to the oldest open one or one GET per open operation
-    that the first page does not cover."""
+    least (PRODUCT.md): per project, `min over k >= 1 of (k - 1) + (open operations below page
+    k)`, with each open operation's page known exactly from its place in the newest-first list."""
     import sqlite3
 
     import duckdb
 
     con = sqlite3.connect(data_dir / "state.sqlite")
-    open_ops: dict[str, list[int]] = {}
-    for pid, created in con.execute("SELECT project_id, created_us FROM open_ops"):
-        open_ops.setdefault(pid, []).append(created)
+    open_ids: dict[str, set[str]] = {}
+    for pid, op_id in con.execute(
+        "SELECT project_id, id FROM open_ops "
+        "WHERE status IS NULL OR status NOT IN ('finished', 'cancelled', 'skipped')"
+    ):
+        open_ids.setdefault(pid, set()).add(op_id)
+    files = [
+        str(data_dir / f) for (f,) in con.execute("SELECT path FROM files WHERE state = 'live'")
+    ]
     con.close()
     db = duckdb.connect()
     extra = {}
-    for pid, created in open_ops.items():
+    for pid, ids in open_ids.items():
         rows = db.execute(
-            "SELECT epoch_us(created_at) FROM read_parquet(?, hive_partitioning = true) "
-            "WHERE project_id = ? ORDER BY created_at DESC",
-            [str(data_dir / "operation_versions" / "*" / "*.parquet"), pid],
+            "SELECT id FROM read_parquet(?) WHERE project_id = ? AND version = 1 "
+            "ORDER BY created_at DESC, observed_at",
+            [files, pid],
         ).fetchall()
-        newest_first = [r[0] for r in rows]
-        first_page_floor = newest_first[min(999, len(newest_first) - 1)]
-        below = [c for c in created if c < first_page_floor]
-        if not below:
-            extra[pid] = 0
-            continue
-        covering = sum(1 for c in newest_first if c >= min(below))
-        extra[pid] = min(math.ceil((covering + 1) / 1000) - 1, len(below))
+        pages = [i // page_size + 1 for i, (op_id,) in enumerate(rows) if op_id in ids]
+        last = max(pages, default=1)
+        extra[pid] = min((k - 1) + sum(1 for p in pages if p > k) for k in range(1, last + 1))
     return extra
 
 

@@ -20,6 +20,7 @@ API was seen filling `total_duration_ms` after the status turned `finished`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
@@ -171,7 +172,7 @@ class ProjectWalk:
             version = known.version + 1
             c.changed += 1
         else:
-            fp = fingerprint(op)
+            fp = None  # computed only if it is tracked: most new operations are not
             version = 1
             c.new += 1
         c.ops.append(op)
@@ -182,6 +183,7 @@ class ProjectWalk:
         if is_terminal(op) and known is None and not _fresh(op, observed):
             return  # finished long ago: nothing more will change
         # Open, or just finished (tracked for one more look: it may still change in place).
+        fp = fp or fingerprint(op)
         entry = OpenOp(op_id, self.pid, created, op.get("status"), fp, version, observed)
         c.open_upserts[op_id] = entry
         c.open_deletes.discard(op_id)
@@ -391,7 +393,18 @@ def _fresh(op: dict[str, Any], observed: int) -> bool:
     updated = op.get("updated_at")
     if not isinstance(updated, str):
         return False
+    # The API's usual form ("2025-01-16T21:02:04Z") compares as text: no parse per operation
+    # of a backfill (client CPU, PRODUCT.md).
+    if len(updated) == 20 and updated[19] == "Z":
+        return updated[:19] >= _fresh_after(observed // US_PER_SECOND)
     try:
         return observed - to_micros(updated) < FRESH_US
     except ValueError:
         return False
+
+
+@functools.lru_cache(maxsize=4)
+def _fresh_after(observed_second: int) -> str:
+    """The oldest `updated_at` (as UTC text) that counts as fresh at `observed_second`."""
+    threshold = observed_second - FRESH_US // US_PER_SECOND
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(threshold))

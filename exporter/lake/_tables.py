@@ -428,7 +428,7 @@ class LakeDataset:
         dry_run: bool = False,
     ) -> list[str]:
         """Delete files no snapshot younger than `retention` needs (removed by compaction or
-        overwrite, or orphans of commits that never landed). Below one hour is refused unless
+        overwrite, or orphans of commits that never landed, "full" vacuum). Below one hour is refused unless
         `force`: a reader that opened a snapshot before the compaction may still read them."""
         if retention < MIN_VACUUM_RETENTION and not force:
             raise ConfigError(
@@ -440,8 +440,15 @@ class LakeDataset:
             return []
         hours = int(retention.total_seconds() // 3600)
         try:
+            # full=True: also files that no commit ever referenced (orphans of a writer killed
+            # between its data files and its log entry), once older than the retention.
             return list(
-                dt.vacuum(retention_hours=hours, dry_run=dry_run, enforce_retention_duration=False)
+                dt.vacuum(
+                    retention_hours=hours,
+                    dry_run=dry_run,
+                    enforce_retention_duration=False,
+                    full=True,
+                )
             )
         except Exception as exc:
             raise classify(exc, self.location, f"cannot vacuum {name} in") from None

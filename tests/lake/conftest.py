@@ -94,7 +94,7 @@ class Bucket:
 
         return boto3.client("s3", endpoint_url=self.server.endpoint, region_name="us-east-1")
 
-    def keys(self, prefix: str = "") -> list[str]:
+    def list_keys(self, prefix: str = "") -> list[str]:
         out = []
         for page in (
             self.client().get_paginator("list_objects_v2").paginate(Bucket=self.name, Prefix=prefix)

@@ -1,0 +1,155 @@
+"""The writer lease: conditional create/replace, expiry a dead holder cannot keep, renewal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter import ExitCode, LockHeldError
+from exporter.lake import LeaseLostError
+
+TTL = timedelta(seconds=0.5)
+
+
+def _grace(ds: Any) -> timedelta:
+    # S3 Last-Modified has whole seconds: the grace must cover that truncation (5 s by default).
+    return timedelta(seconds=0.1 if ds.location.is_local else 1.0)
+
+
+def _lease(ds: Any, holder: str, ttl: timedelta = TTL) -> Any:
+    lease = ds.lease(ttl=ttl, holder=holder)
+    lease.grace = _grace(ds)
+    return lease
+
+
+def _expiry(ds: Any) -> float:
+    return (TTL + _grace(ds)).total_seconds() + (0.05 if ds.location.is_local else 1.0)
+
+
+def test_race_one_taker_wins(root: Any) -> None:
+    ds = root.open()
+    takers = [_lease(root.open(), f"taker-{i}", ttl=timedelta(seconds=30)) for i in range(6)]
+    barrier = threading.Barrier(len(takers))
+    results: dict[str, bool] = {}
+
+    def take(lease: Any) -> None:
+        barrier.wait()
+        results[lease.holder] = lease.try_acquire()
+
+    threads = [threading.Thread(target=take, args=(lease,)) for lease in takers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [h for h, won in results.items() if won]
+    assert len(winners) == 1, results
+    info = ds.lease().read()
+    assert info is not None and info.holder == winners[0]
+
+
+def test_live_lease_not_stolen_expired_lease_taken(root: Any) -> None:
+    ds = root.open()
+    holder = _lease(ds, "holder")
+    holder.acquire()
+    other = _lease(root.open(), "other")
+    with pytest.raises(LockHeldError) as err:
+        other.acquire()
+    assert err.value.exit_code == ExitCode.LOCKED
+    assert "holder" in str(err.value)
+    # The holder dies without releasing (no more renewals): after ttl + grace it is free.
+    time.sleep(_expiry(ds))
+    other.acquire()
+    assert other.held
+    # The old holder is fenced: its renewal fails, and check() refuses before any commit.
+    with pytest.raises(LeaseLostError):
+        holder.renew()
+    with pytest.raises(LeaseLostError):
+        holder.check()
+
+
+def test_renewal_keeps_the_lease(root: Any) -> None:
+    ds = root.open()
+    holder = _lease(ds, "holder")
+    holder.acquire()
+    holder.start_heartbeat(0.1)
+    try:
+        time.sleep(_expiry(ds))
+        other = _lease(root.open(), "other")
+        assert not other.try_acquire()
+        holder.check()
+    finally:
+        holder.release()
+    # released: taken at once, no waiting for expiry
+    assert other.try_acquire()
+    other.release()
+
+
+def test_fencing_without_renewal(root: Any) -> None:
+    holder = _lease(root.open(), "holder")
+    holder.acquire()
+    holder.check()
+    time.sleep(TTL.total_seconds())
+    with pytest.raises(LeaseLostError, match="not renewed"):
+        holder.check()
+
+
+def test_wait_queues_behind_the_holder(root: Any) -> None:
+    holder = _lease(root.open(), "holder")
+    holder.acquire()
+    threading.Timer(0.3, holder.release).start()
+    waiter = _lease(root.open(), "waiter")
+    started = time.monotonic()
+    waiter.acquire(wait=True, timeout=10, poll=0.05)
+    assert time.monotonic() - started < 5
+    waiter.release()
+
+
+_HOLD = """
+import sys, time
+from datetime import timedelta
+from exporter.lake import parse_location, LakeDataset
+ds = LakeDataset.open(parse_location(sys.argv[1], dict(a.split("=", 1) for a in sys.argv[2:])), create=True)
+lease = ds.lease(ttl=timedelta(seconds=0.5), holder="victim")
+lease.acquire()
+lease.start_heartbeat(0.1)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_holder_killed_with_sigkill_loses_the_lease(root: Any, tmp_path: Path) -> None:
+    script = tmp_path / "hold.py"
+    script.write_text(_HOLD)
+    args = [f"{k}={v}" for k, v in root.options.items()]
+    proc = subprocess.Popen(
+        [sys.executable, str(script), root.url, *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[2],
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "held"
+        time.sleep(0.7)  # longer than its ttl, but it renews: still held
+        successor = _lease(root.open(), "successor")
+        assert not successor.try_acquire()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        successor.acquire(wait=True, timeout=10, poll=0.1)
+        assert successor.held
+        successor.release()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()

@@ -407,7 +407,7 @@ def _measure(con: Any, t: Threshold, as_of: dt.datetime, stuck_after: dt.timedel
         assert t.window is not None
         _, rows = execute(
             con,
-            "SELECT count(*), count(*) FILTER (WHERE failures_count > 0) FROM operations "
+            "SELECT count(*), count(*) FILTER (WHERE is_failed(failures_count)) FROM operations "
             f"WHERE created_at >= {_timestamp_literal(as_of - t.window)} "
             f"AND created_at < {_timestamp_literal(as_of)}" + action,
             params,

@@ -90,7 +90,7 @@ def _figures(con: duckdb.DuckDBPyConnection, report: Report, as_of: dt.datetime)
     daily = _rows(
         con,
         "SELECT created_at::DATE AS day, action, count(*) AS operations, "
-        "count(*) FILTER (WHERE failures_count > 0) AS failed "
+        "count(*) FILTER (WHERE is_failed(failures_count)) AS failed "
         f"FROM {ops} GROUP BY ALL ORDER BY day, action",
     )
     fig = go.Figure(layout={**layout, "title": "Failure rate per day (failed at least once)"})
@@ -144,7 +144,7 @@ def _figures(con: duckdb.DuckDBPyConnection, report: Report, as_of: dt.datetime)
         con,
         "SELECT action, "
         f"count(*) FILTER (WHERE NOT is_terminal(status) AND created_at < {stuck_before}) "
-        "AS stuck, count(*) FILTER (WHERE failures_count > 0) AS retried "
+        "AS stuck, count(*) FILTER (WHERE is_failed(failures_count)) AS retried "
         f"FROM {ops} GROUP BY action HAVING stuck > 0 OR retried > 0 "
         "ORDER BY stuck + retried DESC, action",
     )[: TOP_ACTIONS * 2]

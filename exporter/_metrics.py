@@ -183,7 +183,7 @@ def _failures(data_dir: Path, now: dt.datetime) -> list[Metric]:
     try:
         _, rows = execute(
             con,
-            "SELECT action, count(*), count(*) FILTER (WHERE failures_count > 0) "
+            "SELECT action, count(*), count(*) FILTER (WHERE is_failed(failures_count)) "
             f"FROM operations WHERE created_at >= TIMESTAMPTZ '{since}+00' "
             f"AND created_at < TIMESTAMPTZ '{until}+00' GROUP BY action ORDER BY action",
         )

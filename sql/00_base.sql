@@ -52,3 +52,12 @@ FROM read_parquet('sync_runs/sync_runs.parquet');
 -- may still change ("failed" is retried by the platform: PRODUCT.md, Correctness 2).
 CREATE OR REPLACE MACRO is_terminal(status) AS
     coalesce(status IN ('finished', 'cancelled', 'skipped'), false);
+
+-- The rest of the vocabulary every view, the report and the checks use (one definition each):
+-- failed: the operation failed at least once (failures_count > 0: the platform retried it).
+CREATE OR REPLACE MACRO is_failed(failures_count) AS coalesce(failures_count > 0, false);
+-- failing now: its latest status is 'failed' or 'error' (not over yet: 'failed' is retried).
+CREATE OR REPLACE MACRO is_failing(status) AS coalesce(status IN ('failed', 'error'), false);
+-- wall time in ms: updated_at - created_at, queueing and retries included (whole ms, floored).
+CREATE OR REPLACE MACRO wall_ms(created_at, updated_at) AS
+    (epoch_us(updated_at) - epoch_us(created_at)) // 1000;

@@ -11,10 +11,10 @@ CREATE OR REPLACE VIEW failures_by_action AS
 SELECT
     action,
     count(*) AS operations,
-    count(*) FILTER (WHERE failures_count > 0) AS failed,
-    count(*) FILTER (WHERE failures_count > 0) / count(*) AS failure_rate,
+    count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
+    count(*) FILTER (WHERE is_failed(failures_count)) / count(*) AS failure_rate,
     coalesce(sum(failures_count), 0)::BIGINT AS retries,
-    count(*) FILTER (WHERE status IN ('failed', 'error')) AS failing_now
+    count(*) FILTER (WHERE is_failing(status)) AS failing_now
 FROM operations
 GROUP BY action
 ORDER BY failed DESC, operations DESC, action;
@@ -23,10 +23,10 @@ CREATE OR REPLACE VIEW failures_by_project AS
 SELECT
     project_id,
     count(*) AS operations,
-    count(*) FILTER (WHERE failures_count > 0) AS failed,
-    count(*) FILTER (WHERE failures_count > 0) / count(*) AS failure_rate,
+    count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
+    count(*) FILTER (WHERE is_failed(failures_count)) / count(*) AS failure_rate,
     coalesce(sum(failures_count), 0)::BIGINT AS retries,
-    count(*) FILTER (WHERE status IN ('failed', 'error')) AS failing_now
+    count(*) FILTER (WHERE is_failing(status)) AS failing_now
 FROM operations
 GROUP BY project_id
 ORDER BY failed DESC, operations DESC, project_id;
@@ -36,10 +36,10 @@ CREATE OR REPLACE VIEW failures_by_day AS
 SELECT
     created_date AS day,
     count(*) AS operations,
-    count(*) FILTER (WHERE failures_count > 0) AS failed,
-    count(*) FILTER (WHERE failures_count > 0) / count(*) AS failure_rate,
+    count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
+    count(*) FILTER (WHERE is_failed(failures_count)) / count(*) AS failure_rate,
     coalesce(sum(failures_count), 0)::BIGINT AS retries,
-    count(*) FILTER (WHERE status IN ('failed', 'error')) AS failing_now
+    count(*) FILTER (WHERE is_failing(status)) AS failing_now
 FROM operations
 GROUP BY created_date
 ORDER BY day;
@@ -50,7 +50,7 @@ SELECT
     id, project_id, branch_id, endpoint_id, action, status, failures_count, error, retry_at,
     created_at, updated_at
 FROM operations
-WHERE status IN ('failed', 'error')
+WHERE is_failing(status)
 ORDER BY updated_at DESC, id;
 
 -- Operations that needed retries (failures_count > 0), most retried first; versions = how
@@ -63,7 +63,7 @@ FROM operations AS o
 LEFT JOIN (
     SELECT id, max(version) AS versions FROM operation_versions WHERE version > 1 GROUP BY id
 ) AS n ON n.id = o.id
-WHERE o.failures_count > 0
+WHERE is_failed(o.failures_count)
 ORDER BY o.failures_count DESC, o.updated_at DESC, o.id;
 
 -- The latest error text of each operation that ever reported one (an error may be cleared by

@@ -16,10 +16,10 @@ SELECT
     quantile_cont(total_duration_ms, 0.9) AS p90_ms,
     quantile_cont(total_duration_ms, 0.99) AS p99_ms,
     max(total_duration_ms) AS max_ms,
-    quantile_cont((epoch_us(updated_at) - epoch_us(created_at)) // 1000, 0.5) AS wall_p50_ms,
-    quantile_cont((epoch_us(updated_at) - epoch_us(created_at)) // 1000, 0.9) AS wall_p90_ms,
-    quantile_cont((epoch_us(updated_at) - epoch_us(created_at)) // 1000, 0.99) AS wall_p99_ms,
-    max((epoch_us(updated_at) - epoch_us(created_at)) // 1000) AS wall_max_ms
+    quantile_cont(wall_ms(created_at, updated_at), 0.5) AS wall_p50_ms,
+    quantile_cont(wall_ms(created_at, updated_at), 0.9) AS wall_p90_ms,
+    quantile_cont(wall_ms(created_at, updated_at), 0.99) AS wall_p99_ms,
+    max(wall_ms(created_at, updated_at)) AS wall_max_ms
 FROM operations
 WHERE is_terminal(status)
 GROUP BY action
@@ -36,8 +36,8 @@ SELECT
     quantile_cont(total_duration_ms, 0.9) AS p90_ms,
     quantile_cont(total_duration_ms, 0.99) AS p99_ms,
     max(total_duration_ms) AS max_ms,
-    quantile_cont((epoch_us(updated_at) - epoch_us(created_at)) // 1000, 0.5) AS wall_p50_ms,
-    max((epoch_us(updated_at) - epoch_us(created_at)) // 1000) AS wall_max_ms
+    quantile_cont(wall_ms(created_at, updated_at), 0.5) AS wall_p50_ms,
+    max(wall_ms(created_at, updated_at)) AS wall_max_ms
 FROM operations
 WHERE is_terminal(status)
 GROUP BY created_date, action

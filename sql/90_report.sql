@@ -57,9 +57,9 @@ FROM (
     SELECT
         action,
         count(*) AS operations,
-        count(*) FILTER (WHERE failures_count > 0) AS failed,
+        count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
         coalesce(sum(failures_count), 0)::BIGINT AS retries,
-        count(*) FILTER (WHERE status IN ('failed', 'error')) AS failing_now,
+        count(*) FILTER (WHERE is_failing(status)) AS failing_now,
         count(*) FILTER (
             WHERE NOT t AND created_at < coalesce(as_of::TIMESTAMPTZ, now())
                 - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR)
@@ -75,7 +75,7 @@ FROM (
         SELECT
             action, status, failures_count, total_duration_ms, created_at,
             is_terminal(status) AS t,
-            (epoch_us(updated_at) - epoch_us(created_at)) // 1000 AS wall_ms
+            wall_ms(created_at, updated_at) AS wall_ms
         FROM report_operations(since := since, until := until, projects := projects)
     )
     GROUP BY action

@@ -50,6 +50,9 @@ def test_view_names() -> None:
     ]
     assert list_macros() == [
         "is_terminal",
+        "is_failed",
+        "is_failing",
+        "wall_ms",
         "stuck_operations_older_than",
         "report_operations",
         "report_by_action",
@@ -350,3 +353,26 @@ def test_sql_files_run_as_written_from_the_data_dir(
         con.execute(path.read_text())
     assert con.execute("SELECT count(*) FROM operations").fetchone() == (12,)
     assert con.execute("SELECT operations FROM action_mix LIMIT 1").fetchone() == (6,)
+
+
+def test_vocabulary_macros(con: Any) -> None:
+    """The SQL vocabulary of 00_base.sql, and `is_terminal` agrees with the sync's Python."""
+    from exporter._state import TERMINAL_STATUSES
+
+    statuses = [
+        "finished", "cancelled", "skipped", "running", "scheduling", "failed", "error",
+        "cancelling", "waiting_for_quorum", None,
+    ]  # fmt: skip
+    for status in statuses:
+        terminal, failing = con.execute(
+            "SELECT is_terminal(?::VARCHAR), is_failing(?::VARCHAR)", [status, status]
+        ).fetchone()
+        assert terminal is (status in TERMINAL_STATUSES), status
+        assert failing is (status in ("failed", "error")), status
+    failed = [
+        con.execute("SELECT is_failed(?::BIGINT)", [n]).fetchone()[0] for n in (None, 0, 1, 7)
+    ]
+    assert failed == [False, False, True, True]
+    assert con.execute(
+        "SELECT wall_ms(TIMESTAMPTZ '2025-01-10 12:00:00Z', TIMESTAMPTZ '2025-01-10 12:00:01.2399Z')"
+    ).fetchone() == (1239,)

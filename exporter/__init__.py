@@ -6,6 +6,8 @@ Use from a notebook or a script::
     summary = exporter.sync(exporter.SyncConfig(data_dir=Path("data"), api_key=key))
     con = exporter.connect(Path("data"))      # DuckDB with every view defined
     con.sql("SELECT * FROM failures_by_action").df()
+    exporter.read_status(Path("data")).projects   # what `opsaudit status` shows
+    exporter.run_check(Path("data")).findings      # what `opsaudit check` finds
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ __all__ = [
     "build_report",
     "check_read_only",
     "connect",
+    "read_status",
+    "render_html",
+    "run_check",
+    "run_doctor",
     "sync",
 ]
 
@@ -55,6 +61,10 @@ _LAZY = {
     "SyncConfig": "exporter._sync",
     "sync": "exporter._sync",
     "WalkLimits": "exporter._walk",
+    "read_status": "exporter._status",
+    "render_html": "exporter._html",
+    "run_check": "exporter._check",
+    "run_doctor": "exporter._doctor",
 }
 
 

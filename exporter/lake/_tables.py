@@ -71,6 +71,10 @@ META_STATE = "opsaudit.state"  # commitInfo key: the state object of this commit
 META_TXN = "opsaudit.txn"
 META_RUN = "opsaudit.run_id"
 
+# A checkpoint every 10 commits (delta-rs' default is 100): opening the table on a fresh machine
+# (every run of a Kubernetes CronJob) reads the last checkpoint and at most 10 commit files.
+TABLE_CONFIGURATION = {"delta.checkpointInterval": "10"}
+
 KEEP_STATES = 3  # state objects kept below the current one (debugging, manual rollback)
 MIN_VACUUM_RETENTION = timedelta(hours=1)
 DEFAULT_VACUUM_RETENTION = timedelta(hours=24)
@@ -122,6 +126,10 @@ class LakeDataset:
         self.dataset_id = dataset_id
         self._tables: dict[str, DeltaTable] = {}
         self._commits = 0
+        # The txn version of the snapshot in hand: `DeltaTable.transaction_version()` replays the
+        # log since the last checkpoint on every call (delta-rs 1.6), so it is read once and then
+        # carried forward by our own commits.
+        self._txn: int | None = None
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -209,9 +217,10 @@ class LakeDataset:
         try:
             if dt is None:
                 uri = self.location.table_uri(name)
-                if not dl.DeltaTable.is_deltatable(uri, storage_options=self.options):
+                try:
+                    dt = dl.DeltaTable(uri, storage_options=self.options)
+                except dl.exceptions.TableNotFoundError:
                     return None
-                dt = dl.DeltaTable(uri, storage_options=self.options)
                 self._tables[name] = dt
             elif refresh:
                 dt.update_incremental()
@@ -222,11 +231,17 @@ class LakeDataset:
     def committed_version(self) -> int | None:
         """The txn version N of the last batch committed to operation_versions (None: none)."""
         dt = self.table(VERSIONS)
-        return None if dt is None else dt.transaction_version(self.dataset_id)
+        txn = None if dt is None else dt.transaction_version(self.dataset_id)
+        self._txn = txn or 0
+        return txn
 
-    def _write(self, name: str, data: pa.Table, mode: str, properties: Any) -> DeltaTable:
+    def _write(
+        self, name: str, data: pa.Table, mode: str, properties: Any, dt: DeltaTable | None
+    ) -> DeltaTable:
+        """Write against the snapshot `dt` (None: create the table). Delta's conflict check
+        covers the commits made since that snapshot, so it must be the one the caller's checks
+        were made on."""
         dl = _deltalake()
-        dt = self.table(name)
         target: Any = dt if dt is not None else self.location.table_uri(name)
         kwargs: dict[str, Any] = {
             "mode": mode,
@@ -236,12 +251,14 @@ class LakeDataset:
         if dt is None:
             kwargs["partition_by"] = PARTITIONS[name] or None
             kwargs["storage_options"] = self.options
+            kwargs["configuration"] = TABLE_CONFIGURATION
         elif mode == "overwrite":
             kwargs["schema_mode"] = "overwrite"
         dl.write_deltalake(target, data, **kwargs)
-        self._tables.pop(name, None)
-        dt = self.table(name)
-        assert dt is not None
+        if dt is None:
+            dt = self.table(name)
+            assert dt is not None
+        # else: write_deltalake moved `dt` to the version it committed (no reload needed)
         return dt
 
     # -- the exactly-once commit -----------------------------------------------------------
@@ -259,8 +276,13 @@ class LakeDataset:
         of this batch, then append `versions` (may be empty) to operation_versions with
         `txn(dataset_id, version)` in one Delta commit."""
         dl = _deltalake()
-        dt = self.table(VERSIONS)
-        current = (dt.transaction_version(self.dataset_id) if dt is not None else None) or 0
+        # No refresh: the snapshot in hand is the one our last commit produced (refreshing costs
+        # a re-read of the log since the last checkpoint, in delta-rs 1.6). Another writer's
+        # commit since then makes ours conflict in Delta: same txn app id -> LeaseLostError.
+        dt = self.table(VERSIONS, refresh=False)
+        if self._txn is None:
+            self._txn = (dt.transaction_version(self.dataset_id) if dt is not None else None) or 0
+        current = self._txn
         if version <= current:
             landed = self._state_of_txn(version)
             raise StorageError(
@@ -285,14 +307,16 @@ class LakeDataset:
         if lease is not None:
             lease.check()
         try:
-            dt = self._write(VERSIONS, data, "append", props)
+            dt = self._write(VERSIONS, data, "append", props, dt)
         except Exception as exc:
             # Did it land anyway (answer lost)? Only our commit names our state object.
             self._tables.pop(VERSIONS, None)
+            self._txn = None
             try:
                 if self._state_of_txn(version) == key:
                     dt = self.table(VERSIONS)
                     assert dt is not None
+                    self._txn = version
                     return CommitResult(version, dt.version(), key, data.num_rows, already=True)
             except Exception:
                 pass
@@ -303,6 +327,7 @@ class LakeDataset:
                     "concurrently; stopping (its commit stands, ours was not made)"
                 ) from None
             raise classify(exc, self.location, f"cannot commit batch {version} to") from None
+        self._txn = version
         self._commits += 1
         if self._commits % 20 == 0:
             self._prune_states(version)
@@ -382,7 +407,7 @@ class LakeDataset:
         dl = _deltalake()
         props = dl.CommitProperties(custom_metadata={META_RUN: run_id})
         try:
-            dt = self._write(name, data, "overwrite", props)
+            dt = self._write(name, data, "overwrite", props, self.table(name))
         except Exception as exc:
             raise classify(exc, self.location, f"cannot write table {name} in") from None
         return int(dt.version())

@@ -1,0 +1,79 @@
+"""Object-store requests per operation, measured on the S3 server (figures in docs/lake-design.md)."""
+
+from __future__ import annotations
+
+import collections
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from exporter.lake import LakeDataset, parse_location
+
+BATCHES = 10
+
+
+def _kind(path: str) -> str:
+    if "/_delta_log/" in path:
+        return "checkpoint" if "checkpoint" in path else "log"
+    if "/_opsaudit/state/" in path:
+        return "state"
+    if "/_opsaudit/" in path:
+        return "control"
+    if path.endswith(".parquet"):
+        return "data"
+    return "list" if path.count("/") <= 1 else "other"
+
+
+def _summary(log: list[list[str]]) -> collections.Counter[str]:
+    return collections.Counter(f"{r[0]} {_kind(r[1])}" for r in log)
+
+
+def test_requests_per_commit(bucket: Any, tmp_path: Path, make_versions: Any) -> None:
+    state = tmp_path / "s.sqlite"
+    sqlite3.connect(state).close()
+    server = bucket.server
+    server.reset_log()
+    ds = LakeDataset.open(parse_location(bucket.url(), bucket.options), create=True)
+    opened = len(server.log())
+    server.reset_log()
+    lease = ds.lease()
+    lease.acquire()
+    n = ds.restore_state(state) or 0
+    startup = _summary(server.log())
+    server.reset_log()
+    ds.commit(make_versions(0, 100), state, n + 1, lease=lease)  # creates the table
+    first = len(server.log())
+    server.reset_log()
+    for b in range(1, BATCHES):
+        # one month per batch: one data file per commit
+        ds.commit(make_versions(b, 100), state, n + 1 + b, lease=lease)
+    steady = server.log()
+    per_commit = _summary(steady)
+    server.reset_log()
+    ds.commit(make_versions(0, 0), state, n + 1 + BATCHES, lease=lease)  # no new rows
+    empty = _summary(server.log())
+    server.reset_log()
+    lease.renew()
+    lease.release()
+    lease_ops = len(server.log())
+    server.reset_log()
+    again = LakeDataset.open(parse_location(bucket.url(), bucket.options))
+    again.restore_state(tmp_path / "r.sqlite")
+    restore = _summary(server.log())
+
+    print(f"\nopen (marker + probe, new dataset): {opened} requests")
+    print(f"lease + restore on a new dataset: {dict(startup)}")
+    print(f"first commit (creates the table): {first} requests")
+    total = sum(per_commit.values())
+    print(f"{BATCHES - 1} commits: {total} requests, {total / (BATCHES - 1):.1f} per commit")
+    print(f"  by kind: {dict(per_commit)}")
+    print(f"empty commit: {sum(empty.values())} {dict(empty)}")
+    print(f"lease renew + release: {lease_ops}")
+    print(f"restore on a fresh machine ({BATCHES + 1} commits in the log): {dict(restore)}")
+    # Regression bounds (measured: see docs/lake-design.md)
+    assert per_commit["PUT data"] == BATCHES - 1
+    assert per_commit["PUT state"] == BATCHES - 1
+    assert per_commit["PUT log"] == BATCHES - 1
+    assert total / (BATCHES - 1) <= 12
+    assert sum(empty.values()) <= 8
+    assert lease_ops == 2

@@ -115,7 +115,7 @@ def discover(
         except ScopeError as exc:
             raise ApiError(
                 f"the key needs an organization to list projects ({exc}); pass --org-id"
-            ) from None
+            ) from exc
         _add_unavailable(found)
         return found
     for org in orgs:

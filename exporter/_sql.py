@@ -118,7 +118,7 @@ def committed_files(data_dir: Path) -> list[str] | None:
     try:
         state = StateDB(state_path, read_only=True)
     except StorageError as exc:
-        raise QueryError(str(exc)) from None
+        raise QueryError(str(exc)) from exc
     try:
         return state.live_files()
     finally:

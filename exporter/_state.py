@@ -228,14 +228,14 @@ class StateDB:
             raise StorageError(
                 f"cannot create the state file {path}: {exc.strerror}; free some space or fix "
                 "the mount, then run again"
-            ) from None
+            ) from exc
         except sqlite3.DatabaseError as exc:
             if _is_write_failure(exc):
-                raise StorageError(_write_failure_message(path, exc)) from None
+                raise StorageError(_write_failure_message(path, exc)) from exc
             raise StorageError(
                 f"state file {path} is corrupt or not an opsaudit state file ({exc}); "
                 "it was left untouched: move it away to start a new dataset, or restore a backup"
-            ) from None
+            ) from exc
 
     def _check(self, migrate: bool = True) -> None:
         app_id = self._con.execute("PRAGMA application_id").fetchone()[0]
@@ -544,12 +544,12 @@ class DataDirLock:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
+        except BlockingIOError as exc:
             os.close(fd)
             raise LockHeldError(
                 f"another opsaudit sync is running on this data directory (lock {self.path}); "
                 "it exits by itself, or use --wait to queue behind it"
-            ) from None
+            ) from exc
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd

@@ -182,7 +182,7 @@ class Dataset:
             raise StorageError(
                 f"cannot write to data directory {self.root}: {exc.strerror}; a sync needs a "
                 "writable directory (query, report and status only read it)"
-            ) from None
+            ) from exc
         self._lock = DataDirLock(self.root / LOCK_FILE)
         if lock:
             self._lock.acquire(wait)

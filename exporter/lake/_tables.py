@@ -196,10 +196,14 @@ class LakeDataset:
     def options(self) -> dict[str, str]:
         """Storage options for deltalake (S3: conditional put by ETag, made explicit)."""
         opts = dict(self.location.options)
-        if self.location.scheme == "s3" and not any(
-            k.lower() in ("conditional_put", "aws_conditional_put") for k in opts
-        ):
-            opts["conditional_put"] = "etag"
+        if self.location.scheme == "s3":
+            for key, value in opts.items():
+                if key.lower() in ("conditional_put", "aws_conditional_put") and value != "etag":
+                    raise ConfigError(
+                        f"--storage-option {key}={value}: opsaudit commits to S3 only with "
+                        "conditional writes (etag): without them two writers can overwrite a commit"
+                    )
+            opts.setdefault("conditional_put", "etag")
         return opts
 
     def lease(self, *, ttl: timedelta | None = None, holder: str | None = None) -> Lease:

@@ -1,0 +1,43 @@
+"""The conditional writes the lease and the state objects rest on, as the S3 server (moto) and
+local disk implement them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from exporter import ConfigError
+from exporter.lake import PreconditionFailed, parse_location
+
+
+def test_conditional_put_semantics(root: Any) -> None:
+    objects = root.open().objects
+    etag = objects.put("_opsaudit/x.json", b"one", if_none_match=True)
+    with pytest.raises(PreconditionFailed):  # If-None-Match: * on an existing object
+        objects.put("_opsaudit/x.json", b"two", if_none_match=True)
+    new = objects.put("_opsaudit/x.json", b"three", if_match=etag)
+    assert new != etag
+    with pytest.raises(PreconditionFailed):  # If-Match with a stale etag
+        objects.put("_opsaudit/x.json", b"four", if_match=etag)
+    with pytest.raises(PreconditionFailed):  # If-Match on a missing object
+        objects.put("_opsaudit/missing.json", b"five", if_match=etag)
+    data, meta = objects.get("_opsaudit/x.json")
+    assert (data, meta.etag.strip('"')) == (b"three", new.strip('"'))
+    assert objects.get("_opsaudit/nothing") is None
+    assert [m.key for m in objects.list("_opsaudit/")] == [
+        "_opsaudit/dataset.json",
+        "_opsaudit/x.json",
+    ]
+    objects.delete("_opsaudit/x.json")
+    objects.delete("_opsaudit/x.json")  # idempotent
+    assert objects.get("_opsaudit/x.json") is None
+
+
+def test_conditional_commits_cannot_be_turned_off(bucket: Any) -> None:
+    from exporter.lake import LakeDataset
+
+    loc = parse_location(bucket.url(), {**bucket.options, "conditional_put": "disabled"})
+    ds = LakeDataset.open(loc, create=True)
+    with pytest.raises(ConfigError, match="conditional"):
+        _ = ds.options

@@ -111,7 +111,7 @@ class SyncMachine(RuleBasedStateMachine):
         self.quiet: list[int] = []  # GET budgets of the quiet ok syncs since the last change
         self.open_start = 0
         self.injected_404: set[str] = set()  # for the next sync only
-        self.outage: str | None = None  # a listing that fails for the whole next sync
+        self.listing_outage: str | None = None  # a listing that fails for the whole next sync
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -290,16 +290,23 @@ class SyncMachine(RuleBasedStateMachine):
             self.s.fail_requests(f"/operations/{op_id}", 404, times=1)
             self.injected_404.add(op_id)
 
-    @rule(shared=st.booleans(), which=st.integers(0, 10**6))
-    def outage(self, shared: bool, which: int) -> None:
-        """A listing fails for the whole next sync: the shared projects', or one project's
-        operations. Such a run must not say "ok" (finding 4)."""
-        if shared:
-            self.outage = "/projects/shared"
-        else:
+    @rule(kind=st.sampled_from(["shared", "project", "operation"]), which=st.integers(0, 10**6))
+    def outage(self, kind: str, which: int) -> None:
+        """A request fails for the whole next sync: the shared projects' listing or one
+        project's operations listing (such a run must not say "ok", finding 4), or one open
+        operation's GET (the failed project keeps its last_error, finding 8)."""
+        if kind == "shared":
+            self.listing_outage = "/projects/shared"
+            self.s.fail_requests(self.listing_outage, 503)
+        elif kind == "project":
             live = self._live()
-            self.outage = f"/projects/{live[which % len(live)]}/operations"
-        self.s.fail_requests(self.outage, 503)
+            self.listing_outage = f"/projects/{live[which % len(live)]}/operations"
+            self.s.fail_requests(self.listing_outage, 503)
+        else:
+            in_api = self._open_in_api()
+            open_ids = sorted(set(self._tracked()) & set(in_api)) or in_api
+            if open_ids:  # the walk may pass it: the run may still be ok
+                self.s.fail_requests(f"/operations/{open_ids[which % len(open_ids)]}", 503)
 
     # -- syncs ------------------------------------------------------------------------------
 
@@ -374,7 +381,7 @@ class SyncMachine(RuleBasedStateMachine):
         self.calm()
         self.s.clear_failures()
         self.injected_404.clear()
-        self.outage = None
+        self.listing_outage = None
         config = self._config(page_size, 2, max_gets, extend, 0.05, 2)
         if self.changed:
             self._sync(config, max_gets, must_be_ok=True)
@@ -391,7 +398,7 @@ class SyncMachine(RuleBasedStateMachine):
         self.attempts += 1
         truth = self._truth()
         assert truth == truth_before  # nothing moves the API during a sync
-        outage, injected = self.outage, set(self.injected_404)
+        outage, injected = self.listing_outage, set(self.injected_404)
         self._after_attempt()
         if must_be_ok:
             assert summary.outcome == "ok", (summary.outcome, summary.errors, summary.error)
@@ -409,7 +416,7 @@ class SyncMachine(RuleBasedStateMachine):
     def _after_attempt(self) -> None:
         self.s.clear_failures()
         self.injected_404.clear()
-        self.outage = None
+        self.listing_outage = None
 
     # -- reading the dataset and the state --------------------------------------------------
 

@@ -318,8 +318,14 @@ class RemoteObjects(Objects):
             },
         }
         root = f"{location.scheme}://{location.bucket}/{location.prefix}".rstrip("/")
+        extra: Any = {}
+        provider = _profile_credentials() if location.scheme == "s3" else None
+        if provider is not None:
+            extra["credential_provider"] = provider
         try:
-            self.store = from_url(root, config=config, client_options=client, retry_config=retry)
+            self.store = from_url(
+                root, config=config, client_options=client, retry_config=retry, **extra
+            )
         except BaseException as exc:  # obstore panics (PanicException) on some bad keys
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
@@ -401,6 +407,45 @@ class RemoteObjects(Objects):
         return not first
 
 
+def profile_keys() -> dict[str, str]:
+    """Keys of the AWS profile in AWS_PROFILE, resolved by boto3 (when installed), for
+    delta-rs: deltalake 1.6 reads keys from the environment, web identity and instance roles,
+    but not from profiles (it falls through to the instance metadata service). Empty when keys
+    are in the environment, no profile is set or boto3 is missing. Never logged."""
+    if os.environ.get("AWS_ACCESS_KEY_ID") or not os.environ.get("AWS_PROFILE"):
+        return {}
+    try:
+        import boto3
+    except ImportError:
+        return {}
+    try:
+        creds = boto3.Session().get_credentials()
+    except Exception as exc:  # botocore.exceptions.ProfileNotFound and friends
+        raise ConfigError(f"AWS_PROFILE: {str(exc).splitlines()[0][:200]}") from None
+    if creds is None:
+        return {}
+    frozen = creds.get_frozen_credentials()
+    keys = {"AWS_ACCESS_KEY_ID": frozen.access_key, "AWS_SECRET_ACCESS_KEY": frozen.secret_key}
+    if frozen.token:
+        keys["AWS_SESSION_TOKEN"] = frozen.token
+    return keys
+
+
+def _profile_credentials() -> Any:
+    """AWS profiles (AWS_PROFILE, SSO, ~/.aws/config): object_store reads env vars, web identity
+    and instance/container roles but not profiles, while delta-rs does; with a profile and no
+    keys in the environment, let boto3 resolve them (when installed) so that the lease and state
+    objects use the same identity as the table commits."""
+    if os.environ.get("AWS_ACCESS_KEY_ID") or not os.environ.get("AWS_PROFILE"):
+        return None
+    try:
+        import boto3
+        from obstore.auth.boto3 import Boto3CredentialProvider
+    except ImportError:
+        return None
+    return Boto3CredentialProvider(boto3.Session())
+
+
 def objects_for(location: Location) -> Objects:
     return LocalObjects(location.path) if location.is_local else RemoteObjects(location)
 
@@ -415,4 +460,5 @@ __all__ = [
     "RemoteObjects",
     "classify",
     "objects_for",
+    "profile_keys",
 ]

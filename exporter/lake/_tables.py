@@ -48,7 +48,13 @@ import pyarrow.compute as pc
 from exporter._errors import ConfigError, StorageError
 from exporter.lake._lease import Lease, LeaseLostError
 from exporter.lake._location import Location
-from exporter.lake._objects import Objects, PreconditionFailed, classify, objects_for
+from exporter.lake._objects import (
+    Objects,
+    PreconditionFailed,
+    classify,
+    objects_for,
+    profile_keys,
+)
 
 if TYPE_CHECKING:
     import pyarrow.dataset as pads
@@ -130,6 +136,7 @@ class LakeDataset:
         # log since the last checkpoint on every call (delta-rs 1.6), so it is read once and then
         # carried forward by our own commits.
         self._txn: int | None = None
+        self._profile: dict[str, str] | None = None
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -204,6 +211,9 @@ class LakeDataset:
                         "conditional writes (etag): without them two writers can overwrite a commit"
                     )
             opts.setdefault("conditional_put", "etag")
+            if self._profile is None:
+                self._profile = profile_keys()
+            opts.update(self._profile)  # profile keys, resolved in memory (never in a repr)
         return opts
 
     def lease(self, *, ttl: timedelta | None = None, holder: str | None = None) -> Lease:

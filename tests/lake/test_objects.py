@@ -41,3 +41,29 @@ def test_conditional_commits_cannot_be_turned_off(bucket: Any) -> None:
     ds = LakeDataset.open(loc, create=True)
     with pytest.raises(ConfigError, match="conditional"):
         _ = ds.options
+
+
+def test_credentials_from_an_aws_profile(
+    bucket: Any, tmp_path: Any, monkeypatch: Any, make_versions: Any
+) -> None:
+    """Keys in a profile (AWS_PROFILE + shared credentials file), none in the environment: the
+    table commits (delta-rs) and the lease/state objects (obstore via boto3) both find them."""
+    from exporter.lake import LakeDataset
+
+    creds = tmp_path / "credentials"
+    creds.write_text(
+        "[audit]\naws_access_key_id = testing\naws_secret_access_key = testing-secret-value\n"
+    )
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config-none"))
+    monkeypatch.setenv("AWS_PROFILE", "audit")
+    ds = LakeDataset.open(parse_location(bucket.url(), bucket.options), create=True)
+    lease = ds.lease()
+    lease.acquire()
+    state = tmp_path / "s.sqlite"
+    state.write_bytes(b"state")
+    ds.commit(make_versions(0, 3), state, 1, lease=lease)
+    lease.release()
+    assert LakeDataset.open(parse_location(bucket.url(), bucket.options)).committed_version() == 1

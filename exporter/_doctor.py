@@ -247,7 +247,7 @@ def _discovery(report: DoctorReport, base_url: str, key: str) -> None:
         )
         return
     errors = getattr(found, "errors", [])
-    message = f"{len(found.projects)} project(s) in scope"
+    message = f"{len(found.scope_of)} project(s) in scope"
     if errors:
         report.add(
             "discovery",

@@ -21,7 +21,13 @@ import pyarrow as pa
 
 from exporter._errors import QueryError, ReadOnlyError, StorageError
 from exporter._state import StateDB
-from exporter._storage import PROJECTS_SCHEMA, STATE_FILE, SYNC_RUNS_SCHEMA, VERSIONS_SCHEMA
+from exporter._storage import (
+    PROJECTS_SCHEMA,
+    STATE_FILE,
+    SYNC_RUNS_SCHEMA,
+    VERSIONS_SCHEMA,
+    any_file,
+)
 
 __all__ = [
     "VIEWS_DB",
@@ -58,7 +64,7 @@ def sql_dir() -> Path:
     """Where the .sql files are: `exporter/sql` in a wheel, `<repo>/sql` in an editable install."""
     package = Path(__file__).resolve().parent
     for candidate in (package / "sql", package.parent / "sql"):
-        if candidate.is_dir() and any(candidate.glob("*.sql")):
+        if candidate.is_dir() and any_file(candidate, "*.sql"):
             return candidate
     raise QueryError(f"the SQL view definitions are missing (looked in {package / 'sql'})")
 

@@ -377,30 +377,19 @@ class StateDB:
 
     # -- projects -------------------------------------------------------------------------
 
-    def record_listing(
-        self,
-        listed: dict[str, tuple[dict[str, Any] | None, str | None]],
-        complete_scopes: list[str],
-        now: int,
-    ) -> None:
-        """Upsert the projects in scope; mark deleted those a complete listing left out.
-
-        `listed` maps id -> (listing object or None when known by id only, its scope);
-        `complete_scopes` are the scopes ('*', an org id, 'shared') listed in full this run.
-        """
+    def upsert_projects(self, projects: list[dict[str, Any]], scope: str, now: int) -> None:
+        """Record one page of the listing: the snapshot of each project, seen now."""
         with self.transaction() as con:
-            for pid, (p, scope) in listed.items():
-                con.execute(
-                    "INSERT INTO projects (id, first_seen_us) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                    (pid, now),
-                )
-                if p is None:
-                    continue
-                con.execute(
-                    "UPDATE projects SET name = ?, region_id = ?, pg_version = ?, "
-                    "platform_id = ?, provisioner = ?, org_id = ?, owner_id = ?, "
-                    "created_us = ?, updated_us = ?, raw = ?, last_seen_us = ?, "
-                    "deleted_us = NULL, listed_in = ? WHERE id = ?",
+            con.executemany(
+                "INSERT INTO projects (id, first_seen_us) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                [(p["id"], now) for p in projects],
+            )
+            con.executemany(
+                "UPDATE projects SET name = ?, region_id = ?, pg_version = ?, "
+                "platform_id = ?, provisioner = ?, org_id = ?, owner_id = ?, "
+                "created_us = ?, updated_us = ?, raw = ?, last_seen_us = ?, "
+                "deleted_us = NULL, listed_in = ? WHERE id = ?",
+                [
                     (
                         p.get("name"),
                         p.get("region_id"),
@@ -414,14 +403,28 @@ class StateDB:
                         orjson.dumps(p).decode(),
                         now,
                         scope,
-                        pid,
-                    ),
-                )
-            if not complete_scopes:
-                return
+                        p["id"],
+                    )
+                    for p in projects
+                ],
+            )
+
+    def add_known(self, ids: Iterable[str], now: int) -> None:
+        """Projects known by id only (--project, a partial listing's unavailable ones)."""
+        with self.transaction() as con:
+            con.executemany(
+                "INSERT INTO projects (id, first_seen_us) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                [(i, now) for i in ids],
+            )
+
+    def mark_vanished(self, present: Iterable[str], complete_scopes: list[str], now: int) -> None:
+        """Mark deleted the projects that a complete listing of their scope left out."""
+        if not complete_scopes:
+            return
+        with self.transaction() as con:
             con.execute("CREATE TEMP TABLE IF NOT EXISTS _present (id TEXT PRIMARY KEY)")
             con.execute("DELETE FROM _present")
-            con.executemany("INSERT OR IGNORE INTO _present VALUES (?)", [(i,) for i in listed])
+            con.executemany("INSERT OR IGNORE INTO _present VALUES (?)", [(i,) for i in present])
             scopes = ",".join("?" * len(complete_scopes))
             # A state from before `listed_in` knew only org ids: fall back to org_id for them.
             con.execute(
@@ -431,6 +434,15 @@ class StateDB:
                 f"org_id IN ({scopes}) OR '*' IN ({scopes}))))",
                 (now, *complete_scopes, *complete_scopes, *complete_scopes),
             )
+            con.execute("DELETE FROM _present")
+
+    def get_meta(self, key: str) -> str | None:
+        rows = self.query("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as con:
+            con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     # -- runs -----------------------------------------------------------------------------
 

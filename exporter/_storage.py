@@ -141,6 +141,16 @@ class StagedFile:
     bytes: int
 
 
+def any_file(directory: Path, pattern: str) -> bool:
+    """Whether `pattern` matches anything under `directory` (the directory scan is closed at
+    once: an abandoned glob leaves an open scandir iterator, a ResourceWarning)."""
+    matches = directory.glob(pattern)
+    try:
+        return next(matches, None) is not None
+    finally:
+        matches.close()
+
+
 def _fsync_dir(path: Path) -> None:
     """Make a rename or a new file in `path` durable (power loss, PRODUCT.md crash-safe)."""
     fd = os.open(path, os.O_RDONLY)
@@ -188,7 +198,7 @@ class Dataset:
             self._lock.acquire(wait)
         try:
             state_path = self.root / STATE_FILE
-            if not state_path.exists() and any((self.root / VERSIONS_DIR).glob("*/*.parquet")):
+            if not state_path.exists() and any_file(self.root / VERSIONS_DIR, "*/*.parquet"):
                 raise StorageError(
                     f"{self.root} holds Parquet data but no {STATE_FILE}: syncing into it would "
                     "duplicate history. Restore the state file or use an empty --data-dir."

@@ -29,7 +29,7 @@ from typing import Protocol
 import pyarrow as pa
 
 from exporter._client import ApiClient, RequestStats, RetryPolicy
-from exporter._discovery import UNLISTED, Discovery, discover
+from exporter._discovery import PROJECTS_PAGE, discover
 from exporter._errors import (
     ApiError,
     ApiUnavailableError,
@@ -284,15 +284,6 @@ class _Committer(threading.Thread):
 _TICK = Chunk("")  # wakes the committer to check its timer
 
 
-def _record_projects(dataset: Dataset, found: Discovery, started: int) -> None:
-    """Upsert the listing snapshot; mark projects that vanished from a complete listing."""
-    listed = {
-        pid: (None if p.get(UNLISTED) else p, found.scope_of.get(pid))
-        for pid, p in found.projects.items()
-    }
-    dataset.state.record_listing(listed, found.complete_scopes, started)
-
-
 def sync(config: SyncConfig, observer: SyncObserver | None = None) -> RunSummary:
     """Run one sync of `config.data_dir`; never raises for a per-project failure.
 
@@ -365,18 +356,31 @@ class _Run:
 
     def _sync(self, client: ApiClient, committer: _Committer) -> None:
         summary, config = self.summary, self.config
+        state = self.dataset.state
+        remembered = state.get_meta("projects_page_limit")
         try:
-            found = discover(client, project_ids=config.project_ids, org_ids=config.org_ids)
+            found = discover(
+                client,
+                project_ids=config.project_ids,
+                org_ids=config.org_ids,
+                on_page=lambda projects, scope: state.upsert_projects(
+                    projects, scope, self.started
+                ),
+                page_limit=int(remembered) if remembered else PROJECTS_PAGE,
+            )
         except AuthError as exc:
             summary.outcome, summary.error = Outcome.AUTH_FAILED, str(exc)
             return
         except ApiError as exc:
             summary.outcome, summary.error = Outcome.FAILED, f"discovery failed: {exc}"
             return
-        _record_projects(self.dataset, found, self.started)
+        if str(found.page_limit) != remembered and not found.explicit:
+            state.set_meta("projects_page_limit", str(found.page_limit))
+        state.add_known(found.ids, self.started)
+        state.mark_vanished(found.ids, found.complete_scopes, self.started)
         for message in found.errors:
             summary.errors[""] = message
-        pids = sorted(found.projects)
+        pids = found.ids
         summary.projects_total = len(pids)
         self.observer.discovered(len(pids), client.stats)
         committer.start()

@@ -159,7 +159,7 @@ class Api:
         return self._page_projects(q, ids)
 
     def _page_projects(self, q: dict[str, list[str]], ids: list[str]) -> bytes:
-        limit = _int_param(q, "limit", 1, 400, 10)
+        limit = _int_param(q, "limit", 1, self.world.config.projects_max_limit, 10)
         assert limit is not None
         cursor = _one(q, "cursor")
         start = 0 if not cursor else bisect_right(ids, cursor)

@@ -24,6 +24,9 @@ class SimConfig:
     # Whether an operations cursor includes the operation it names (undocumented, issue 9
     # finding 12): True repeats the previous page's last operation first on the next page.
     inclusive_cursor: bool = False
+    # The largest `limit` GET /projects accepts: 400 per the OpenAPI document, 100 per the
+    # pagination guide (PRODUCT.md); above it the answer is 400 Bad Request.
+    projects_max_limit: int = 400
     host: str = "127.0.0.1"
     port: int = 0  # 0: pick a free port
     start: str = "2025-01-16T21:00:00Z"  # the virtual clock at start = the end of the history

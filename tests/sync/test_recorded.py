@@ -140,7 +140,8 @@ def test_recorded_project_listing(recorded_server: tuple[str, list[str]], tmp_pa
             datetime(2025, 1, 16, 21, 2, 3, tzinfo=timezone.utc),
         ),
     ]
-    assert any("limit=100" in p for p in log if p.startswith("/api/v2/projects?"))
+    # The largest limit the spec allows (issue 12): 10k projects list in 25 requests.
+    assert any("limit=400" in p for p in log if p.startswith("/api/v2/projects?"))
 
 
 def test_rfc3339_forms_parse_to_the_exact_instant() -> None:

@@ -13,6 +13,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -107,6 +108,38 @@ def _check_readers(root: Any, batches: int = BATCHES) -> int:
     return committed
 
 
+class _Watcher(threading.Thread):
+    """Reads the table's current snapshot over and over: it must always be an exact prefix of
+    the batches (whole batches, each once), whatever instant it looks at."""
+
+    def __init__(self, root: Any):
+        super().__init__(daemon=True)
+        self.root = root
+        self.looks = 0
+        self.errors: list[str] = []
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        ds = LakeDataset.open(parse_location(self.root.url, self.root.options), create=True)
+        uri = ds.location.table_uri("operation_versions")
+        while not self._halt.wait(0.05):
+            try:
+                ids = DeltaTable(uri, storage_options=ds.options).to_pyarrow_table(columns=["id"])
+            except TableNotFoundError:
+                continue
+            got = sorted(ids["id"].to_pylist())
+            if len(got) % ROWS or got != _expected(len(got) // ROWS):
+                self.errors.append(f"{len(got)} rows, not a prefix of whole batches")
+            self.looks += 1
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join()
+
+
 def _s3_arms() -> list[tuple[str, str, str]]:
     # (method, path pattern, when): each kills one run at a different step of one commit
     return [
@@ -121,15 +154,21 @@ def _s3_arms() -> list[tuple[str, str, str]]:
 def test_kill_at_each_commit_step_on_s3(bucket: Any, tmp_path: Path) -> None:
     root = SimpleNamespace(url=bucket.url(), options=bucket.options)
     seen = [_check_readers(root)]
-    for i, (method, pattern, when) in enumerate(_s3_arms()):
-        code = _run_writer(
-            root,
-            tmp_path / f"host-{i}",
-            arm=lambda pid, m=method, p=pattern, w=when: bucket.server.arm(pid, m, p, w),
-        )
-        assert code == -signal.SIGKILL, f"arm {pattern} did not fire"
-        seen.append(_check_readers(root))
-    assert _run_writer(root, tmp_path / "host-final") == 0
+    watcher = _Watcher(root)  # a reader looking all the time, while writers run and die
+    watcher.start()
+    try:
+        for i, (method, pattern, when) in enumerate(_s3_arms()):
+            code = _run_writer(
+                root,
+                tmp_path / f"host-{i}",
+                arm=lambda pid, m=method, p=pattern, w=when: bucket.server.arm(pid, m, p, w),
+            )
+            assert code == -signal.SIGKILL, f"arm {pattern} did not fire"
+            seen.append(_check_readers(root))
+        assert _run_writer(root, tmp_path / "host-final") == 0
+    finally:
+        watcher.stop()
+    assert watcher.looks > 5 and watcher.errors == [], (watcher.looks, watcher.errors[:3])
     seen.append(_check_readers(root))
     assert seen == sorted(seen) and seen[-1] == BATCHES, seen
     print("committed batches seen between kills:", seen)

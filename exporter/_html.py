@@ -213,17 +213,55 @@ th, td { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: left; }
 td.n { text-align: right; } th { background: #f4f4f4; }
 .chart { height: 420px; margin: 12px 0 28px; border: 1px solid #eee; }
 .tables { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
+table.headline th { background: none; font-weight: 600; padding-right: 24px; }
 """
+
+
+def _headline(report: Report) -> str:
+    """The report's headline figures (`Report.headline()`, as the text report's block)."""
+    h = report.headline()
+
+    def stamp(value: Any) -> str:
+        return "" if value is None else str(jsonable(value))
+
+    rate = "" if h["failure_rate"] is None else f" ({100 * h['failure_rate']:.1f} %)"
+    most = ", ".join(f"{r['action']} ({r['failed']:,})" for r in h["most_failures"]) or "none"
+    slowest = h["slowest_p90"]
+    rows = [
+        ("Operations", f"{h['operations']:,}, created {stamp(h['first_created_at'])} .. "
+         f"{stamp(h['last_created_at'])}"),
+        ("Failed at least once", f"{h['failed']:,}{rate}; {h['retries']:,} retries"),
+        ("Failing now (failed or error)", f"{h['failing_now']:,}"),
+        (
+            f"Stuck (not terminal {_duration(h['stuck_after'])} after creation)",
+            f"{h['stuck']:,} as of {stamp(h['as_of'])}",
+        ),
+        ("Most failures", most),
+        (
+            "Slowest by p90",
+            "none" if slowest is None else f"{slowest['action']} ({slowest['p90_ms']:,.0f} ms)",
+        ),
+    ]  # fmt: skip
+    body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
+    return f'<table class="headline"><tbody>{body}</tbody></table>'
+
+
+def _duration(delta: dt.timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def render_html(
     con: duckdb.DuckDBPyConnection, report: Report, *, as_of: dt.datetime | None = None
 ) -> str:
-    """The page for `report` (from `build_report` on `con`); `as_of` dates "stuck" (default
-    now, or the report's `until`)."""
+    """The page for `report` (from `build_report` on `con`): the headline, the charts, the
+    tables. `as_of` dates "stuck" (default: the report's own "now", as its headline)."""
     from plotly.offline import get_plotlyjs
 
-    now = as_of or report.until or dt.datetime.now(dt.timezone.utc)
+    now = as_of or report.as_of or dt.datetime.now(dt.timezone.utc)
     title = f"opsaudit report: {report.operations:,} operations"
     window = html.escape(_describe(report))
     parts = [
@@ -240,6 +278,7 @@ def render_html(
     if report.operations == 0:
         parts.append(f"<p>{html.escape(empty_message(report))}</p></body></html>")
         return "\n".join(parts) + "\n"
+    parts.append(_headline(report))
     figures = _figures(con, report, now)
     for chart in CHARTS:
         body = figures[chart].to_html(

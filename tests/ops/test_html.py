@@ -108,6 +108,27 @@ def test_page_is_self_contained(page: Path) -> None:
     assert "<title>opsaudit report: 12 operations</title>" in text
 
 
+def test_headline_on_the_page(page: Path) -> None:
+    # Hand-computed from the dataset's table: failed o3 o5 o8 (fc 2+1+1), failing now o5 o8,
+    # open after an hour o5 o7 o8 o12; p90 of start_compute's 100 200 300 400 ms is 370.
+    text = page.read_text()
+    start = text.index('<table class="headline">')
+    rows = re.findall(
+        r"<tr><th>([^<]*)</th><td>([^<]*)</td></tr>", text[start : text.index("</table>", start)]
+    )
+    assert rows[:3] == [
+        ("Operations", "12, created 2025-01-10T10:00:00Z .. 2025-01-12T12:00:00Z"),
+        ("Failed at least once", "3 (25.0 %); 4 retries"),
+        ("Failing now (failed or error)", "2"),
+    ]
+    assert rows[3][0] == "Stuck (not terminal 1h after creation)"
+    assert rows[3][1].startswith("4 as of ")
+    assert rows[4:] == [
+        ("Most failures", "start_compute (2), suspend_compute (1)"),
+        ("Slowest by p90", "start_compute (370 ms)"),
+    ]
+
+
 # Rendered plotly traces and points per chart, counted by hand from the dataset's table:
 # failure-rate: start_compute 3 days, suspend_compute 3, create_branch 2, lfc_autoresize 1;
 # durations: p50/p90/p99 of the 3 actions with terminal operations; action-mix: 4 actions x 3

@@ -11,7 +11,8 @@ Besides moto's own API the server has a small control surface under `/_ctl/` for
 - `POST /_ctl/arm` with JSON `{"pid": P, "method": "PUT", "pattern": REGEX, "when": "before"|"after"}`:
   the next request whose method and path match gets process P killed with SIGKILL, either
   before the request is handled (it is then answered 500 and not applied) or after (it is
-  applied, the client never hears back). One shot.
+  applied, the client never hears back). One shot. `"when": "lose-answer"` kills nobody: the
+  request is applied and answered 500, as if the answer had been lost.
 """
 
 from __future__ import annotations
@@ -76,6 +77,14 @@ def main() -> None:
                     trigger = spec
                     armed.remove(spec)
                     break
+        if trigger is not None and trigger["when"] == "lose-answer":
+            # Apply the request, then answer 500 as if the answer had been lost on the way.
+            def swallow(status: str, headers: Any, exc_info: Any = None) -> Any:
+                return lambda data: None
+
+            for _chunk in app(environ, swallow):
+                pass
+            return reply(start_response, "500 Internal Server Error", b"{}")
         if trigger is not None and trigger["when"] == "before":
             os.kill(trigger["pid"], signal.SIGKILL)
             return reply(start_response, "500 Internal Server Error", b"{}")

@@ -186,3 +186,18 @@ def test_compact_and_vacuum_keep_readers_safe(
     removed = ds.vacuum(retention=timedelta(0), force=True)
     assert len(removed) == 8
     assert sorted(_ids(ds)) == sorted(f"op-{n:08d}" for n in range(80))
+
+
+def test_commit_whose_answer_was_lost(bucket: Any, tmp_path: Path, make_versions: Any) -> None:
+    """The log entry is written but the writer gets a 500: delta-rs retries, finds the entry
+    taken, and the commit is recognised as ours (it names our state object): already=True, and
+    the next batch follows on."""
+    ds = LakeDataset.open(parse_location(bucket.url(), bucket.options), create=True)
+    ds.commit(make_versions(0, 5), _state(tmp_path / "s.sqlite", 1), 1)
+    bucket.server.arm(0, "PUT", r"/operation_versions/_delta_log/0+1\.json$", "lose-answer")
+    result = ds.commit(make_versions(1, 5), _state(tmp_path / "s.sqlite", 2), 2)
+    assert result.already and result.txn_version == 2
+    ds.commit(make_versions(2, 5), _state(tmp_path / "s.sqlite", 3), 3)
+    fresh = LakeDataset.open(parse_location(bucket.url(), bucket.options))
+    assert fresh.restore_state(tmp_path / "r.sqlite") == 3
+    assert _ids(fresh) == sorted(f"op-{n:08d}" for n in range(15))

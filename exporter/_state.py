@@ -79,7 +79,12 @@ CREATE TABLE runs (
     projects_failed INTEGER DEFAULT 0, requests INTEGER DEFAULT 0,
     responses_429 INTEGER DEFAULT 0, retries INTEGER DEFAULT 0,
     new_operations INTEGER DEFAULT 0, changed_operations INTEGER DEFAULT 0,
-    versions_written INTEGER DEFAULT 0, error TEXT
+    versions_written INTEGER DEFAULT 0, error TEXT,
+    projects_left INTEGER DEFAULT 0,   -- not reached or cut short (budget, stop): next run
+    coverage_hour REAL, coverage_day REAL,  -- share of projects walked within the hour / day
+    oldest_lag_us INTEGER,             -- since the stalest project's last completed walk
+    open_unchecked_day INTEGER,        -- open operations not re-read for a day
+    achieved_rps REAL, configured_rps REAL
 );
 """
 
@@ -89,6 +94,13 @@ _MIGRATE_TO_2 = [
     "ALTER TABLE projects ADD COLUMN walk_tail_ids TEXT",
     "ALTER TABLE projects ADD COLUMN listed_in TEXT",
     "ALTER TABLE files ADD COLUMN replaced_by TEXT",
+    "ALTER TABLE runs ADD COLUMN projects_left INTEGER DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN coverage_hour REAL",
+    "ALTER TABLE runs ADD COLUMN coverage_day REAL",
+    "ALTER TABLE runs ADD COLUMN oldest_lag_us INTEGER",
+    "ALTER TABLE runs ADD COLUMN open_unchecked_day INTEGER",
+    "ALTER TABLE runs ADD COLUMN achieved_rps REAL",
+    "ALTER TABLE runs ADD COLUMN configured_rps REAL",
 ]
 
 
@@ -123,6 +135,25 @@ class ProjectCheckpoint:
     resume_cursor: str | None = None
     walk_tail_ids: frozenset[str] = frozenset()
     open_ops: dict[str, OpenOp] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Account-wide currency of the trail (issue 12): who was walked how recently."""
+
+    projects: int  # not deleted
+    within_hour: int  # whose last completed walk is at most an hour old
+    within_day: int
+    oldest_lag_us: int | None  # since the stalest project's last walk (or first sighting)
+    open_unchecked_day: int  # open operations not re-read for a day
+
+    @property
+    def share_hour(self) -> float:
+        return self.within_hour / self.projects if self.projects else 1.0
+
+    @property
+    def share_day(self) -> float:
+        return self.within_day / self.projects if self.projects else 1.0
 
 
 def _micros(text: Any) -> int | None:
@@ -364,6 +395,47 @@ class StateDB:
                 (c.deleted_us, c.project_id),
             )
 
+    def stalest_first(self, ids: Iterable[str]) -> list[str]:
+        """`ids` in the order a run should visit them: never completed first, then the least
+        recently completed walk (a budgeted run covers the stalest; the next ones the rest)."""
+        order = {
+            pid: (synced is not None, synced or 0, pid)
+            for pid, synced in self.query("SELECT id, last_synced_us FROM projects")
+        }
+        return sorted(ids, key=lambda pid: order.get(pid, (False, 0, pid)))
+
+    def refresh_allowance(self, limit: int) -> set[str]:
+        """The `limit` tracked operations checked longest ago, across the whole account: the
+        single-operation GETs a run may spend go to them (fair: no project's starve)."""
+        return {
+            row[0]
+            for row in self.query(
+                "SELECT id FROM open_ops ORDER BY checked_us, id LIMIT ?", (max(0, limit),)
+            )
+        }
+
+    def coverage(self, now: int) -> Coverage:
+        """How current the trail is, account-wide (status, check, sync_runs)."""
+        hour, day = now - 3_600_000_000, now - 86_400_000_000
+        total, in_hour, in_day, oldest = self.query(
+            "SELECT count(*), count(*) FILTER (WHERE last_synced_us >= ?), "
+            "count(*) FILTER (WHERE last_synced_us >= ?), "
+            "min(coalesce(last_synced_us, first_seen_us)) FROM projects WHERE deleted_us IS NULL",
+            (hour, day),
+        )[0]
+        [(unchecked,)] = self.query(
+            "SELECT count(*) FROM open_ops WHERE checked_us < ? AND (status IS NULL OR status "
+            f"NOT IN ({','.join('?' * len(TERMINAL_STATUSES))}))",
+            (day, *sorted(TERMINAL_STATUSES)),
+        )
+        return Coverage(
+            projects=total,
+            within_hour=in_hour,
+            within_day=in_day,
+            oldest_lag_us=None if oldest is None else max(0, now - oldest),
+            open_unchecked_day=unchecked,
+        )
+
     def open_count(self) -> int:
         """Operations still being re-read (not the finished ones kept for one more look)."""
         placeholders = ",".join("?" * len(TERMINAL_STATUSES))
@@ -434,6 +506,11 @@ class StateDB:
                 f"org_id IN ({scopes}) OR '*' IN ({scopes}))))",
                 (now, *complete_scopes, *complete_scopes, *complete_scopes),
             )
+            # A deleted project's operations can never be re-read: stop tracking them.
+            con.execute(
+                "DELETE FROM open_ops WHERE project_id IN "
+                "(SELECT id FROM projects WHERE deleted_us IS NOT NULL)"
+            )
             con.execute("DELETE FROM _present")
 
     def get_meta(self, key: str) -> str | None:
@@ -485,7 +562,9 @@ class StateDB:
         return self.query(
             "SELECT run_id, started_us, finished_us, outcome, projects_total, projects_ok, "
             "projects_failed, requests, responses_429, retries, new_operations, "
-            "changed_operations, versions_written, error FROM runs ORDER BY started_us"
+            "changed_operations, versions_written, error, projects_left, coverage_hour, "
+            "coverage_day, oldest_lag_us / 1e6, open_unchecked_day, achieved_rps, "
+            "configured_rps FROM runs ORDER BY started_us"
         )
 
     # -- files (the commit protocol of `_storage`) -----------------------------------------
@@ -575,6 +654,7 @@ class DataDirLock:
 
 __all__ = [
     "TERMINAL_STATUSES",
+    "Coverage",
     "DataDirLock",
     "OpenOp",
     "ProjectCheckpoint",

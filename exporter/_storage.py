@@ -116,6 +116,13 @@ SYNC_RUNS_SCHEMA = pa.schema(
         ("changed_operations", pa.int64()),
         ("versions_written", pa.int64()),
         ("error", pa.string()),
+        ("projects_left", pa.int64()),  # not reached or cut short: the next run continues
+        ("coverage_hour", pa.float64()),  # share of projects walked within the hour
+        ("coverage_day", pa.float64()),  # ... within the day
+        ("oldest_lag_seconds", pa.float64()),  # since the stalest project's last walk
+        ("open_unchecked_day", pa.int64()),  # open operations not re-read for a day
+        ("achieved_rps", pa.float64()),  # requests per second over the run
+        ("configured_rps", pa.float64()),  # the pacing it was given (NULL: unpaced)
     ]
 )
 

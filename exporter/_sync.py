@@ -28,6 +28,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
+from exporter._budget import Budget
 from exporter._client import ApiClient, RequestStats, RetryPolicy
 from exporter._discovery import PROJECTS_PAGE, discover
 from exporter._errors import (
@@ -41,6 +42,7 @@ from exporter._errors import (
 )
 from exporter._pacing import DEFAULT_MAX_RPS, Pacer
 from exporter._records import versions_table
+from exporter._state import Coverage
 from exporter._storage import Dataset, StagedFile
 from exporter._walk import Chunk, ProjectWalk, WalkLimits, WalkResult, now_us
 
@@ -56,6 +58,8 @@ class Outcome(str, enum.Enum):
     FAILED = "failed"  # nothing could be synced, or the run stopped early (exit 5)
     AUTH_FAILED = "auth_failed"  # the key was rejected or revoked (exit 3)
     KILLED = "killed"  # the process died mid-run; set by the next run's recovery
+    BUDGET = "budget"  # --time-budget / --max-requests reached: what was read is committed,
+    # the rest waits for the next run, stalest first (exit 0: not a failure)
 
     def __str__(self) -> str:
         return self.value
@@ -63,6 +67,7 @@ class Outcome(str, enum.Enum):
 
 _EXIT_CODES = {
     Outcome.OK: ExitCode.OK,
+    Outcome.BUDGET: ExitCode.OK,
     Outcome.PARTIAL: ExitCode.PARTIAL,
     Outcome.AUTH_FAILED: ExitCode.AUTH,
 }
@@ -85,6 +90,10 @@ class SyncConfig:
     commit_rows: int = 30_000  # commit once this many versions are waiting ...
     commit_seconds: float = 5.0  # ... or this long after the oldest waiting chunk
     compact: bool = True
+    time_budget: float | None = None  # seconds: stop starting new work after this long
+    max_requests: int | None = None  # stop starting new work after this many requests
+    # Single-operation GETs per run across the account, oldest-checked first (issue 12).
+    max_gets_per_run: int = 5_000
 
 
 @dataclass
@@ -93,6 +102,7 @@ class ProjectResult:
 
     walk: WalkResult
     error: str | None = None
+    left: bool = False  # stopped by the budget (or the run's stop): the next run resumes it
 
 
 @dataclass
@@ -116,6 +126,10 @@ class RunSummary:
     pages: int = 0
     gets: int = 0
     open_operations: int = 0
+    projects_left: int = 0  # not reached or cut short (budget, stop): the next run continues
+    coverage: Coverage | None = None  # account-wide currency after the run
+    achieved_rps: float = 0.0  # requests / wall seconds
+    configured_rps: float | None = None  # the pacing asked for (None: unpaced)
     errors: dict[str, str] = field(default_factory=dict)  # project id (or "") -> message
     error: str | None = None
 
@@ -131,18 +145,21 @@ class RunSummary:
         self.changed_operations += w.changed
         if w.deleted:
             self.projects_deleted += 1
-        if r.error is None:
+        if r.left:
+            self.projects_left += 1
+        elif r.error is None:
             self.projects_ok += 1
         else:
             self.projects_failed += 1
             self.errors[w.project_id] = r.error
 
-    def settle(self) -> None:
+    def settle(self, budget_reached: bool = False) -> None:
         """The outcome of a run whose walks all ended (unless an earlier stop set one)."""
+        self.projects_left = self.projects_total - self.projects_ok - self.projects_failed
         if self.outcome is not Outcome.RUNNING:
             return
         if not self.projects_failed and not self.errors:
-            self.outcome = Outcome.OK
+            self.outcome = Outcome.BUDGET if budget_reached else Outcome.OK
         elif self.projects_ok == 0 and self.projects_total > 0:
             self.outcome = Outcome.FAILED
         else:
@@ -159,6 +176,10 @@ class RunSummary:
         )
         if self.projects_failed:
             text += f"; {self.projects_failed} project(s) failed"
+        if self.projects_left:
+            text += f"; {self.projects_left} project(s) left for the next run"
+        if self.configured_rps:
+            text += f"; {self.achieved_rps:.1f} req/s of {self.configured_rps:g} configured"
         return text
 
 
@@ -311,6 +332,9 @@ class _Run:
         self.summary = RunSummary(run_id, datetime.now(timezone.utc))
         self.cancel = threading.Event()
         self.lock = threading.Lock()
+        self.budget = Budget(config.time_budget, config.max_requests)
+        self.clock_started = time.monotonic()
+        self.allowed_gets: set[str] | None = None
 
     def run(self) -> RunSummary:
         summary, dataset, config = self.summary, self.dataset, self.config
@@ -380,7 +404,10 @@ class _Run:
         state.mark_vanished(found.ids, found.complete_scopes, self.started)
         for message in found.errors:
             summary.errors[""] = message
-        pids = found.ids
+        self.budget.spend(client.stats.requests)
+        # Stalest first: consecutive budgeted runs cover every project (issue 12).
+        pids = state.stalest_first(found.ids)
+        self.allowed_gets = state.refresh_allowance(config.max_gets_per_run)
         summary.projects_total = len(pids)
         self.observer.discovered(len(pids), client.stats)
         committer.start()
@@ -408,7 +435,7 @@ class _Run:
         if config.compact and committer.partitions:
             self.dataset.compact(committer.partitions)
             _release_free_memory()
-        summary.settle()
+        summary.settle(self.budget.reached)
 
     def _walk_one(self, client: ApiClient, committer: _Committer, pid: str) -> None:
         if self.cancel.is_set():
@@ -419,6 +446,8 @@ class _Run:
             committer.submit,
             self.config.limits,
             self.cancel,
+            self.budget,
+            self.allowed_gets,
         )
         error: str | None = None
         try:
@@ -430,7 +459,10 @@ class _Run:
             self._stop(Outcome.FAILED, str(exc))
             return
         except InterruptedError:
-            return  # the run was stopped: the project is neither ok nor failed
+            # Stopped (budget or cancel): neither ok nor failed; what it read is committed.
+            with self.lock:
+                self.summary.add(ProjectResult(walk.result, left=True))
+            return
         except OpsauditError as exc:
             error = redact(str(exc))
             log.warning("project %s failed: %s", pid, error)
@@ -451,6 +483,11 @@ class _Run:
     def _finish(self, s: RunSummary, exports: bool = True) -> None:
         state = self.dataset.state
         s.open_operations = state.open_count()
+        s.projects_left = max(0, s.projects_total - s.projects_ok - s.projects_failed)
+        now = now_us()
+        s.coverage = coverage = state.coverage(now)
+        s.achieved_rps = s.requests / max(time.monotonic() - self.clock_started, 1e-6)
+        s.configured_rps = self.config.max_rps or None
         errors = "; ".join(f"{k or 'discovery'}: {v}" for k, v in sorted(s.errors.items())[:20])
         state.finish_run(
             s.run_id,
@@ -466,6 +503,13 @@ class _Run:
             changed_operations=s.changed_operations,
             versions_written=s.versions_written,
             error=redact(s.error or errors) or None,
+            projects_left=s.projects_left,
+            coverage_hour=coverage.share_hour,
+            coverage_day=coverage.share_day,
+            oldest_lag_us=coverage.oldest_lag_us,
+            open_unchecked_day=coverage.open_unchecked_day,
+            achieved_rps=round(s.achieved_rps, 3),
+            configured_rps=s.configured_rps,
         )
         if not exports:
             return

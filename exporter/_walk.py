@@ -25,12 +25,13 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
+from exporter._budget import UNBOUNDED, Budget
 from exporter._client import ApiClient
 from exporter._errors import ApiError, NotFoundError
 from exporter._paging import Pager
@@ -134,8 +135,14 @@ class ProjectWalk:
         emit: Callable[[Chunk], None],
         limits: WalkLimits = WalkLimits(),
         cancel: threading.Event | None = None,
+        budget: Budget = UNBOUNDED,
+        allowed_gets: Container[str] | None = None,
     ):
         self.client = client
+        self.budget = budget
+        # The single-operation GETs this run may spend on this project (None: any, up to
+        # `limits.max_gets`): the run hands them out oldest-checked first across the account.
+        self.allowed_gets = allowed_gets
         self.cp = checkpoint
         self.pid = checkpoint.project_id
         self.emit = emit
@@ -207,9 +214,15 @@ class ProjectWalk:
 
     # -- pages ----------------------------------------------------------------------------
 
-    def _fetch(self, cursor: str | None) -> tuple[_OpsPage, int, str | None]:
+    def _admit(self) -> None:
+        """Before each request: stop when the run was cancelled or its budget is spent."""
         if self.cancel.is_set():
             raise InterruptedError("run cancelled")
+        if not self.budget.take():
+            raise InterruptedError("budget reached")
+
+    def _fetch(self, cursor: str | None) -> tuple[_OpsPage, int, str | None]:
+        self._admit()
         page = self.client.list_operations(self.pid, limit=self.limits.page_size, cursor=cursor)
         observed = now_us()
         self.result.pages += 1
@@ -236,7 +249,8 @@ class ProjectWalk:
         except NotFoundError:
             # The project is gone (PRODUCT.md: deleted projects keep their history).
             self.result.deleted = True
-            self.chunk = Chunk(self.pid, deleted_us=now_us())
+            # Its open operations can never be re-read: stop tracking them (history stays).
+            self.chunk = Chunk(self.pid, deleted_us=now_us(), open_deletes=set(self.open))
             self._flush()
             return self.result
         except (ApiError, InterruptedError):
@@ -351,14 +365,15 @@ class ProjectWalk:
                     self._record(op, raw, c, observed)
             lowest = min(lowest, *created)
             pending = [o for i, o in self.open.items() if i not in self.seen]
+        if self.allowed_gets is not None:
+            pending = [o for o in pending if o.id in self.allowed_gets]
         pending.sort(key=lambda o: o.checked_us)
         for entry in pending[: self.limits.max_gets]:
             self._get_one(entry)
         self._flush()
 
     def _get_one(self, entry: OpenOp) -> None:
-        if self.cancel.is_set():
-            raise InterruptedError("run cancelled")
+        self._admit()
         try:
             op = self.client.get_operation(self.pid, entry.id)
         except NotFoundError:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-import orjson
 
 from exporter._errors import ConfigError, OpsauditError, StorageError
 from exporter._pacing import DEFAULT_MAX_RPS
@@ -24,6 +24,7 @@ from exporter.cli._common import (
     setup_logging,
     write_metrics_file,
 )
+from exporter.cli._ops import Duration
 
 if TYPE_CHECKING:
     from exporter._sync import RunSummary
@@ -57,6 +58,23 @@ ACCOUNT_RPS = 700 / 60
     default=DEFAULT_MAX_RPS,
     show_default=True,
     help="Requests per second for the whole run (0: no pacing). The account allows 700/min.",
+)
+@click.option(
+    "--time-budget",
+    type=Duration(),
+    envvar="OPSAUDIT_TIME_BUDGET",
+    show_envvar=True,
+    metavar="DURATION",
+    help="Stop starting new work after this long (90s, 10m, 1h); what was read is committed "
+    "and the next run continues with the stalest projects (outcome 'budget', exit 0).",
+)
+@click.option(
+    "--max-requests",
+    type=click.IntRange(min=1),
+    envvar="OPSAUDIT_MAX_REQUESTS",
+    show_envvar=True,
+    metavar="N",
+    help="Stop starting new work after this many requests (like --time-budget).",
 )
 @click.option(
     "--concurrency",
@@ -93,6 +111,8 @@ def sync_command(
     projects: tuple[str, ...],
     org_ids: tuple[str, ...],
     max_rps: float,
+    time_budget: dt.timedelta | None,
+    max_requests: int | None,
     concurrency: int,
     wait_for_lock: bool,
     no_compact: bool,
@@ -127,6 +147,8 @@ def sync_command(
         concurrency=concurrency,
         wait_for_lock=wait_for_lock,
         compact=not no_compact,
+        time_budget=time_budget.total_seconds() if time_budget is not None else None,
+        max_requests=max_requests,
     )
     # Arrow's default pool (mimalloc) keeps freed batches cached: ~50 MB more peak RSS for a
     # process that only streams batches through. The system allocator returns them.
@@ -158,6 +180,8 @@ def _report_summary(summary: RunSummary, log_format: str) -> None:
         record = {k: v for k, v in vars(summary).items() if k not in ("started_at", "finished_at")}
         record["started_at"] = summary.started_at.isoformat()
         record["finished_at"] = summary.finished_at.isoformat() if summary.finished_at else None
+        import orjson
+
         click.echo(orjson.dumps({"event": "summary", **record}).decode())
     else:
         click.echo(summary.line())

@@ -41,3 +41,107 @@ def test_listing_of_a_400_limit_account_takes_ceil_p_plus_1_over_400(
     sim = make_sim(seed=131, projects=800, shared_projects=0, orgs=1, days=0)
     assert run_sync(sim, tmp_path).outcome == "ok"
     assert sim.stats()["by_route"]["GET /projects"] == 3  # ceil(801 / 400)
+
+
+def _synced(data_dir: Path) -> dict[str, int | None]:
+    con = sqlite3.connect(data_dir / "state.sqlite")
+    try:
+        return dict(con.execute("SELECT id, last_synced_us FROM projects").fetchall())
+    finally:
+        con.close()
+
+
+def test_a_budgeted_run_stops_cleanly_and_the_next_ones_resume_exactly(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """Walks cut by --max-requests commit what they read and resume from their cursor; every
+    run exits 0 (outcome `budget` until the account is covered) and the end is ground truth."""
+    sim = make_sim(
+        seed=132,
+        projects=6,
+        shared_projects=0,
+        orgs=1,
+        days=0,
+        ops_per_project_per_day=0,
+        live_ops_per_project_per_hour=0,
+    )
+    for pid in sim.project_ids():
+        sim.add_operations(pid, 40, same_second=False)
+    outcomes = []
+    pages = 0
+    for _ in range(20):
+        summary = run_sync(sim, tmp_path, page_size=5, max_requests=12)
+        assert summary.exit_code == 0, summary.errors
+        outcomes.append(summary.outcome)
+        pages += summary.pages
+        if summary.outcome == "ok":
+            break
+        assert summary.projects_left > 0
+    assert outcomes[-1] == "ok" and set(outcomes[:-1]) == {"budget"}, outcomes
+    # 6 x 9 pages at least; a walk cut short walks again from the newest when it resumes
+    # (one page each time), and every run reads one page of each project it finishes.
+    assert 54 <= pages <= 54 + 2 * 4 * len(outcomes), (pages, outcomes)
+    assert_matches_truth(sim, tmp_path)
+
+
+def test_budgeted_runs_cover_every_project_stalest_first(make_sim: Any, tmp_path: Path) -> None:
+    """12 one-page projects, 4 walks per run: three runs walk each project exactly once, and
+    after new operations arrive, no project waits more than ceil(12 / 4) = 3 runs."""
+    sim = make_sim(seed=133, projects=12, shared_projects=0, orgs=1, days=0)
+    pids = sorted(sim.project_ids())
+    listing = 3  # organizations, projects (one page of 400), shared projects
+    walked: list[set[str]] = []
+    before = _synced(tmp_path) if (tmp_path / "state.sqlite").exists() else {}
+    for _ in range(3):
+        summary = run_sync(sim, tmp_path, max_requests=listing + 4, concurrency=2)
+        after = _synced(tmp_path)
+        walked.append({p for p in pids if after.get(p) != before.get(p)})
+        before = after
+    assert [len(w) for w in walked] == [4, 4, 4]
+    assert set().union(*walked) == set(pids)
+    assert summary.outcome == "budget" and summary.projects_left == 8
+    sim.advance(60)
+    for pid in pids:
+        sim.add_operations(pid, 2)
+    for _ in range(3):
+        assert run_sync(sim, tmp_path, max_requests=listing + 4, concurrency=2).exit_code == 0
+    assert_matches_truth(sim, tmp_path)
+
+
+def test_coverage_figures_are_exact_on_a_constructed_state(tmp_path: Path) -> None:
+    from exporter._state import StateDB
+
+    hour, day = 3_600_000_000, 86_400_000_000
+    now = 1_800_000_000_000_000
+    state = StateDB(tmp_path / "state.sqlite")
+    with state.transaction() as con:
+        rows = [
+            ("p-new", now - 10, None, None),  # never walked: lag since first seen
+            ("p-fresh", now - 5 * day, now - hour // 2, None),
+            ("p-hour", now - 5 * day, now - hour, None),  # exactly an hour: within
+            ("p-day", now - 5 * day, now - 20 * hour, None),
+            ("p-old", now - 5 * day, now - 3 * day, None),
+            ("p-gone", now - 9 * day, now - 8 * day, now - 7 * day),  # deleted: not counted
+        ]
+        con.executemany(
+            "INSERT INTO projects (id, first_seen_us, last_synced_us, deleted_us) "
+            "VALUES (?, ?, ?, ?)",
+            rows,
+        )
+        ops = [
+            ("o1", "p-day", "failed", now - 2 * day),
+            ("o2", "p-day", "running", now - hour),
+            ("o3", "p-old", "error", now - day - 1),
+            ("o4", "p-old", "finished", now - 3 * day),  # kept for one more look: not open
+        ]
+        con.executemany(
+            "INSERT INTO open_ops (id, project_id, created_us, status, fingerprint, version, "
+            "checked_us) VALUES (?, ?, 0, ?, x'00', 1, ?)",
+            ops,
+        )
+    cov = state.coverage(now)
+    state.close()
+    assert (cov.projects, cov.within_hour, cov.within_day) == (5, 2, 3)
+    assert cov.oldest_lag_us == 3 * day
+    assert cov.open_unchecked_day == 2
+    assert (cov.share_hour, cov.share_day) == (0.4, 0.6)

@@ -1,0 +1,59 @@
+"""A run's budget: when it stops starting new work (`--time-budget`, `--max-requests`).
+
+A large account cannot be walked in full every five minutes (10,000 projects at 700 requests a
+minute take 14 minutes at least), so a run may be bounded. Every request the walks are about to
+send takes one unit first; once the deadline passes or the units run out, the walks stop where
+they are, commit what they read (a walk cut short resumes from its cursor next time) and the run
+ends with outcome `budget`. Retries of one request (429, 5xx) are not counted again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+
+class Budget:
+    """Thread-safe: the run's walks share one."""
+
+    def __init__(
+        self,
+        seconds: float | None = None,
+        requests: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self._clock = clock
+        self.deadline = None if seconds is None else clock() + seconds
+        self.requests_left = requests
+        self.reached = False
+        self._lock = threading.Lock()
+
+    @property
+    def bounded(self) -> bool:
+        return self.deadline is not None or self.requests_left is not None
+
+    def spend(self, requests: int) -> None:
+        """Count requests made outside the walks (the listing)."""
+        with self._lock:
+            if self.requests_left is not None:
+                self.requests_left -= requests
+
+    def take(self) -> bool:
+        """One request may be sent (True), or the budget is spent (False, from then on)."""
+        with self._lock:
+            if self.reached:
+                return False
+            if (self.deadline is not None and self._clock() >= self.deadline) or (
+                self.requests_left is not None and self.requests_left <= 0
+            ):
+                self.reached = True
+                return False
+            if self.requests_left is not None:
+                self.requests_left -= 1
+            return True
+
+
+UNBOUNDED = Budget()
+
+__all__ = ["UNBOUNDED", "Budget"]

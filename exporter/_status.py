@@ -68,9 +68,13 @@ class Status:
     as_of: dt.datetime
     projects: list[dict[str, Any]] = field(default_factory=list)  # PROJECT_COLUMNS
     runs: list[dict[str, Any]] = field(default_factory=list)  # RUN_COLUMNS, newest first
+    # Account-wide (issue 12): projects, share walked within the hour / day, the oldest lag,
+    # open operations not re-read for a day.
+    coverage: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "coverage": self.coverage,
             "projects": [{k: jsonable(v) for k, v in p.items()} for p in self.projects],
             "runs": [{k: jsonable(v) for k, v in r.items()} for r in self.runs],
         }
@@ -102,9 +106,17 @@ def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = No
     try:
         project_rows = state.projects_rows()
         run_rows = state.runs_rows()
+        cov = state.coverage(int(now.timestamp() * 1_000_000))
     finally:
         state.close()
     status = Status(as_of=now)
+    status.coverage = {
+        "projects": cov.projects,
+        "synced_within_hour": round(cov.share_hour, 4),
+        "synced_within_day": round(cov.share_day, 4),
+        "oldest_lag_seconds": None if cov.oldest_lag_us is None else cov.oldest_lag_us // 10**6,
+        "open_not_reread_within_day": cov.open_unchecked_day,
+    }
     for p in project_rows:  # PROJECTS_SCHEMA order, times in microseconds
         pid, name, deleted, synced, checkpoint, error, open_ops = (p[i] for i in _PROJECT_FIELDS)
         last = _at(synced)
@@ -136,4 +148,12 @@ def render_status(status: Status, fmt: str) -> str:
         PROJECT_COLUMNS, [tuple(p[c] for c in PROJECT_COLUMNS) for p in status.projects], fmt
     )
     runs = render(RUN_COLUMNS, [tuple(r[c] for c in RUN_COLUMNS) for r in status.runs], fmt)
-    return f"{projects}\n{runs}"
+    c = status.coverage
+    lag = c["oldest_lag_seconds"]
+    coverage = (
+        f"coverage: {c['projects']} projects, {c['synced_within_hour']:.0%} walked within the "
+        f"hour, {c['synced_within_day']:.0%} within the day; oldest lag "
+        f"{'-' if lag is None else f'{lag}s'}; {c['open_not_reread_within_day']} open "
+        "operation(s) not re-read for a day\n"
+    )
+    return f"{coverage}\n{projects}\n{runs}"

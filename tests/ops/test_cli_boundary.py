@@ -79,6 +79,12 @@ def test_status_renders_through_format(make_sim: Any, tmp_path: Path) -> None:
     table = invoke("status", "--data-dir", str(tmp_path))
     assert table.exit_code == 0
     lines = table.stdout.splitlines()
+    assert lines[0] == (
+        "coverage: 2 projects, 100% walked within the hour, 100% within the day; oldest lag "
+        f"{json.loads(invoke('status', '--data-dir', str(tmp_path), '--format', 'json').stdout)['coverage']['oldest_lag_seconds']}s; "
+        "0 open operation(s) not re-read for a day"
+    )
+    lines = lines[2:]
     assert lines[0].split() == [
         "id",
         "name",

@@ -7,7 +7,7 @@ deltalake and obstore are imported on first use.
     loc = parse_location("s3://bucket/audit", ["AWS_REGION=eu-west-1"])
     ds = LakeDataset.open(loc, create=True)           # marker, probe: bucket/credentials/endpoint
     lease = ds.lease(); lease.acquire(wait=False); lease.start_heartbeat()
-    n = ds.restore_state(Path("/tmp/state.sqlite")) or 0   # the state of the last committed batch
+    n = ds.restore_state(Path("/tmp/state.sqlite"), lease=lease) or 0  # last committed state
     ...                                               # sync one batch, update the local state
     ds.commit(versions_table, Path("/tmp/state.sqlite"), n + 1, run_id=run, lease=lease)
     ds.replace_table("projects", projects_table)

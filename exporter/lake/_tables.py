@@ -35,6 +35,8 @@ import contextlib
 import json
 import logging
 import shutil
+import sqlite3
+import tempfile
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -111,6 +113,27 @@ def with_created_month(table: pa.Table) -> pa.Table:
         return table
     months = pc.strftime(table["created_date"], format="%Y-%m")
     return table.append_column("created_month", months.cast(pa.string()))
+
+
+def state_bytes(path: Path) -> bytes:
+    """The bytes to upload for a state file. An SQLite file is copied through the backup API,
+    so the copy holds every committed transaction, also those still in its `-wal` file (the
+    state database runs in WAL mode: its main file alone can lag behind)."""
+    with open(path, "rb") as fh:
+        header = fh.read(16)
+    if header != b"SQLite format 3\x00":
+        return path.read_bytes()
+    with tempfile.TemporaryDirectory(prefix="opsaudit-state-") as tmp:
+        copy = Path(tmp) / "state.sqlite"
+        src = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        dst = sqlite3.connect(copy)
+        try:
+            src.backup(dst)
+            dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+        finally:
+            dst.close()
+            src.close()
+        return copy.read_bytes()
 
 
 def _state_key(version: int, token: str) -> str:
@@ -312,7 +335,7 @@ class LakeDataset:
             lease.check()
         token = uuid.uuid4().hex[:16]
         key = _state_key(version, token)
-        self.objects.put(key, Path(state_file).read_bytes(), if_none_match=True)
+        self.objects.put(key, state_bytes(Path(state_file)), if_none_match=True)
         data = with_created_month(versions)
         props = dl.CommitProperties(
             app_transactions=[dl.Transaction(self.dataset_id, version)],
@@ -371,10 +394,16 @@ class LakeDataset:
                 return None
             limit *= 8
 
-    def restore_state(self, target: Path) -> int | None:
-        """Download the state of the last committed batch to `target`; returns its txn version
-        N (None for a dataset with no commit yet, `target` then untouched). State objects of
-        batches whose commit never landed are deleted."""
+    def restore_state(self, target: Path, *, lease: Lease | None = None) -> int | None:
+        """Download the state of the last committed batch to `target` (replacing it and any
+        `-wal`/`-shm` beside it); returns its txn version N (None for a dataset with no commit
+        yet, `target` then untouched).
+
+        With `lease` (held: the writer at its start), state objects of batches whose commit
+        never landed are deleted and old ones pruned. Without it (status, check, query) nothing
+        is deleted: a running writer's next state object must not vanish under it."""
+        if lease is not None:
+            lease.check()
         committed = self.committed_version()
         states = [m for m in self.objects.list(STATE_PREFIX) if _state_version(m.key) is not None]
         key = None
@@ -392,7 +421,11 @@ class LakeDataset:
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_name(f".{target.name}.restore")
             tmp.write_bytes(got[0])
+            for suffix in ("-wal", "-shm", "-journal"):  # never replay an old WAL onto it
+                target.with_name(target.name + suffix).unlink(missing_ok=True)
             tmp.replace(target)
+        if lease is None:
+            return committed
         for m in states:
             n = _state_version(m.key)
             assert n is not None
@@ -519,5 +552,6 @@ __all__ = [
     "CommitResult",
     "LakeDataset",
     "open_dataset",
+    "state_bytes",
     "with_created_month",
 ]

@@ -31,7 +31,7 @@ def main() -> None:
     lease.start_heartbeat(0.15)
     state = Path(workdir) / "state.sqlite"
     state.parent.mkdir(parents=True, exist_ok=True)
-    committed = ds.restore_state(state) or 0
+    committed = ds.restore_state(state, lease=lease) or 0
     con = sqlite3.connect(state)
     con.execute("CREATE TABLE IF NOT EXISTS progress (next_batch INTEGER NOT NULL)")
     row = con.execute("SELECT next_batch FROM progress").fetchone()

@@ -39,7 +39,7 @@ def run(url: str, options: dict[str, str], total: int, per: int, state: Path) ->
     ds = LakeDataset.open(parse_location(url, options), create=True)
     lease = ds.lease()
     lease.acquire()
-    n = ds.restore_state(state) or 0
+    n = ds.restore_state(state, lease=lease) or 0
     started = time.perf_counter()
     batch = 0
     for start in range(0, total, per):

@@ -38,7 +38,7 @@ def test_requests_per_commit(bucket: Any, tmp_path: Path, make_versions: Any) ->
     server.reset_log()
     lease = ds.lease()
     lease.acquire()
-    n = ds.restore_state(state) or 0
+    n = ds.restore_state(state, lease=lease) or 0
     startup = _summary(server.log())
     server.reset_log()
     ds.commit(make_versions(0, 100), state, n + 1, lease=lease)  # creates the table
@@ -58,7 +58,9 @@ def test_requests_per_commit(bucket: Any, tmp_path: Path, make_versions: Any) ->
     lease_ops = len(server.log())
     server.reset_log()
     again = LakeDataset.open(parse_location(bucket.url(), bucket.options))
-    again.restore_state(tmp_path / "r.sqlite")
+    successor = again.lease()
+    successor.acquire()
+    again.restore_state(tmp_path / "r.sqlite", lease=successor)
     restore = _summary(server.log())
 
     print(f"\nopen (marker + probe, new dataset): {opened} requests")

@@ -201,3 +201,42 @@ def test_commit_whose_answer_was_lost(bucket: Any, tmp_path: Path, make_versions
     fresh = LakeDataset.open(parse_location(bucket.url(), bucket.options))
     assert fresh.restore_state(tmp_path / "r.sqlite") == 3
     assert _ids(fresh) == sorted(f"op-{n:08d}" for n in range(15))
+
+
+def test_state_in_wal_mode_is_uploaded_whole(root: Any, tmp_path: Path, make_versions: Any) -> None:
+    """The state database runs in WAL mode: rows still in its -wal file are in the upload, and
+    a restore never replays a stale -wal left beside the target."""
+    state = tmp_path / "state.sqlite"
+    con = sqlite3.connect(state, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA wal_autocheckpoint=0")
+    con.execute("CREATE TABLE s (v INTEGER)")
+    con.execute("INSERT INTO s VALUES (42)")  # stays in state.sqlite-wal
+    assert (tmp_path / "state.sqlite-wal").stat().st_size > 0
+    ds = root.open()
+    ds.commit(make_versions(0, 3), state, 1)
+    con.close()
+    target = tmp_path / "restored" / "state.sqlite"
+    target.parent.mkdir()
+    (target.parent / "state.sqlite-wal").write_bytes(b"stale wal of another database")
+    assert root.open(create=False).restore_state(target) == 1
+    assert not (target.parent / "state.sqlite-wal").exists()
+    assert _state_value(target) == 42
+
+
+def test_readers_never_delete_a_writers_next_state(
+    root: Any, tmp_path: Path, make_versions: Any
+) -> None:
+    ds = root.open()
+    ds.commit(make_versions(0, 3), _state(tmp_path / "s.sqlite", 1), 1)
+    in_flight = "_opsaudit/state/000000000002-inflight.sqlite"  # uploaded, commit not yet made
+    ds.objects.put(in_flight, b"x", if_none_match=True)
+    reader = root.open(create=False)
+    assert reader.restore_state(tmp_path / "r.sqlite") == 1
+    assert reader.objects.get(in_flight) is not None  # a reader (status, query) deletes nothing
+    writer = root.open(create=False)
+    lease = writer.lease()
+    lease.acquire()
+    assert writer.restore_state(tmp_path / "w.sqlite", lease=lease) == 1
+    assert writer.objects.get(in_flight) is None  # the writer at its start cleans up
+    lease.release()

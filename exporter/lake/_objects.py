@@ -104,7 +104,7 @@ def classify(exc: BaseException, location: Location, doing: str) -> OpsauditErro
         )
     if (
         name in ("PermissionDeniedError", "UnauthenticatedError", "PermissionError")
-        or re.search(r"\b40[13]\b", text)
+        or re.search(r"\b(401 Unauthorized|403 Forbidden)\b", text)
         or any(s in text for s in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied"))
     ):
         return LakeAccessError(

@@ -67,3 +67,37 @@ def test_credentials_from_an_aws_profile(
     ds.commit(make_versions(0, 3), state, 1, lease=lease)
     lease.release()
     assert LakeDataset.open(parse_location(bucket.url(), bucket.options)).committed_version() == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "options"),
+    [
+        ("gs://bucket/p", {}),
+        ("az://container/p", {"azure_storage_account_name": "acct"}),
+        (
+            "s3://bucket/p",
+            {
+                "AWS_ENDPOINT_URL": "http://127.0.0.1:1",
+                "AWS_ALLOW_HTTP": "true",
+                "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
+                "timeout": "30s",
+                "AWS_S3_ALLOW_UNSAFE_RENAME": "true",  # delta-rs only: not given to obstore
+            },
+        ),
+    ],
+)
+def test_object_store_clients_from_deltalake_option_names(
+    url: str, options: dict[str, str]
+) -> None:
+    """The same --storage-option names configure deltalake and the control-object client
+    (built without any request: nothing listens at those endpoints)."""
+    from exporter.lake import RemoteObjects
+
+    RemoteObjects(parse_location(url, options))
+
+
+def test_unknown_option_is_a_config_error() -> None:
+    from exporter.lake import RemoteObjects
+
+    with pytest.raises(ConfigError, match="aws_bogus_key"):
+        RemoteObjects(parse_location("s3://bucket/p", {"AWS_BOGUS_KEY": "1"}))

@@ -210,3 +210,46 @@ def test_kill_at_random_instants_local(tmp_path: Path) -> None:
     seen.append(_check_readers(root))
     assert seen == sorted(seen) and seen[-1] == batches, seen
     print("committed batches seen between kills:", seen)
+
+
+_COMPACT = """
+import json, sys
+from exporter.lake import LakeDataset, parse_location
+ds = LakeDataset.open(parse_location(sys.argv[1], json.loads(sys.argv[2])))
+print(ds.compact(), flush=True)
+"""
+
+
+def test_kill_during_compaction_on_s3(bucket: Any, tmp_path: Path, make_versions: Any) -> None:
+    """Compaction killed after uploading its merged file but before its commit: the table is
+    unchanged and exact; compaction run again works; vacuum then removes both the replaced
+    files and the orphan of the killed compaction."""
+    from datetime import date, timedelta
+
+    root = SimpleNamespace(url=bucket.url(), options=bucket.options)
+    ds = LakeDataset.open(parse_location(root.url, root.options), create=True)
+    state = tmp_path / "s.sqlite"
+    state.write_bytes(b"state")
+    for n in range(1, 7):
+        ds.commit(make_versions(n - 1, ROWS, month=date(2024, 5, 1)), state, n)
+    script = tmp_path / "compact.py"
+    script.write_text(_COMPACT)
+    args = [sys.executable, str(script), root.url, json.dumps(root.options)]
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    bucket.server.arm(proc.pid, "PUT", r"/operation_versions/created_month=2024-05/", "after")
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, out
+    assert _check_readers(root) == 6
+    assert len(ds.file_uris("operation_versions")) == 6
+    data_files = [k for k in bucket.list_keys() if k.endswith(".parquet") and "_delta_log" not in k]
+    assert len(data_files) == 7  # six live files + the killed compaction's merged file
+    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    fresh = LakeDataset.open(parse_location(root.url, root.options))
+    assert len(fresh.file_uris("operation_versions")) == 1
+    assert fresh.committed_version() == 6  # compaction keeps the txn
+    assert _check_readers(root) == 6
+    fresh.vacuum(retention=timedelta(0), force=True)
+    data_files = [k for k in bucket.list_keys() if k.endswith(".parquet") and "_delta_log" not in k]
+    assert len(data_files) == 1
+    assert _check_readers(root) == 6

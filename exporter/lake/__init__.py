@@ -2,7 +2,7 @@
 
 Building blocks for the storage seam; the sync is wired to them separately. Needs the `lake`
 extra (`pip install 'opsaudit[lake]'`: deltalake, obstore). Importing this package is cheap:
-deltalake and obstore are imported on first use.
+pyarrow loads with the table names, deltalake and obstore on first use.
 
     loc = parse_location("s3://bucket/audit", ["AWS_REGION=eu-west-1"])
     ds = LakeDataset.open(loc, create=True)           # marker, probe: bucket/credentials/endpoint
@@ -18,6 +18,8 @@ deltalake and obstore are imported on first use.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from exporter.lake._lease import DEFAULT_TTL, Lease, LeaseInfo, LeaseLostError
 from exporter.lake._location import Location, parse_location, parse_storage_options, redact
 from exporter.lake._objects import (
@@ -29,18 +31,45 @@ from exporter.lake._objects import (
     RemoteObjects,
     objects_for,
 )
-from exporter.lake._tables import (
-    DEFAULT_VACUUM_RETENTION,
-    MIN_VACUUM_RETENTION,
-    PROJECTS,
-    SYNC_RUNS,
-    TABLES,
-    VERSIONS,
-    CommitResult,
-    LakeDataset,
-    open_dataset,
-    with_created_month,
-)
+
+if TYPE_CHECKING:
+    from exporter.lake._tables import (
+        DEFAULT_VACUUM_RETENTION,
+        MIN_VACUUM_RETENTION,
+        PROJECTS,
+        SYNC_RUNS,
+        TABLES,
+        VERSIONS,
+        CommitResult,
+        LakeDataset,
+        open_dataset,
+        state_bytes,
+        with_created_month,
+    )
+
+# pyarrow loads with the table module only: parsing --data-dir stays cheap for the CLI.
+_TABLE_NAMES = {
+    "DEFAULT_VACUUM_RETENTION",
+    "MIN_VACUUM_RETENTION",
+    "PROJECTS",
+    "SYNC_RUNS",
+    "TABLES",
+    "VERSIONS",
+    "CommitResult",
+    "LakeDataset",
+    "open_dataset",
+    "state_bytes",
+    "with_created_month",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TABLE_NAMES:
+        from exporter.lake import _tables
+
+        return getattr(_tables, name)
+    raise AttributeError(f"module 'exporter.lake' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_TTL",
@@ -67,5 +96,6 @@ __all__ = [
     "parse_location",
     "parse_storage_options",
     "redact",
+    "state_bytes",
     "with_created_month",
 ]

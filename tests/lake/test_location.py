@@ -95,3 +95,24 @@ def test_repr_hides_secrets() -> None:
     text = repr(loc) + str(loc)
     assert "pw" not in text.replace("SOME_PASSWORD", "")
     assert "127.0.0.1:9000" in text
+
+
+def test_parsing_loads_no_heavy_module() -> None:
+    """The CLI parses --data-dir before anything else: that must not load pyarrow/deltalake."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from exporter.lake import parse_location, parse_storage_options\n"
+        "parse_location('s3://bucket/p', ['AWS_REGION=x'])\n"
+        "print(sorted(m for m in ('pyarrow', 'deltalake', 'obstore', 'boto3') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parents[2],
+    )
+    assert out.stdout.strip() == "[]"

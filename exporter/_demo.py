@@ -9,14 +9,12 @@ prints; progress reaches the caller through the same observer `sync()` uses.
 from __future__ import annotations
 
 import datetime as dt
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from exporter._errors import ConfigError
-from exporter._storage import STATE_FILE, VERSIONS_DIR
 
 if TYPE_CHECKING:
     from exporter._sync import RunSummary, SyncObserver
@@ -51,6 +49,8 @@ def _check_fresh(data_dir: Path) -> None:
     if data_dir.exists() and not data_dir.is_dir():
         raise ConfigError(f"--data-dir {data_dir} exists and is not a directory")
     if data_dir.is_dir() and any(data_dir.iterdir()):
+        from exporter._storage import STATE_FILE, VERSIONS_DIR
+
         hint = (
             "it already holds a dataset"
             if (data_dir / STATE_FILE).exists() or (data_dir / VERSIONS_DIR).exists()
@@ -86,6 +86,8 @@ def run_demo(
         raise ConfigError("the demo needs at least one project, one day and one operation a day")
     temporary = data_dir is None
     if data_dir is None:
+        import tempfile
+
         data_dir = Path(tempfile.mkdtemp(prefix="opsaudit-demo-"))
     else:
         _check_fresh(data_dir)

@@ -1,15 +1,23 @@
 """The small tables (`projects`, `sync_runs`) exported from the state to Parquet after each run.
 
 The state database is their source of truth; the Parquet copies exist so that DuckDB, Polars,
-pandas and Spark read the whole dataset without opsaudit. Then the views database is refreshed.
+pandas and Spark read the whole dataset without opsaudit. Then the views database is refreshed,
+when what it names has changed, in a short child process: the sync never loads DuckDB (its
+peak memory, PRODUCT.md performance targets).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pyarrow as pa
 
+from exporter._layout import VIEWS_DB, find_sql_dir
 from exporter._storage import (
     PROJECTS_FILE,
     PROJECTS_SCHEMA,
@@ -55,15 +63,84 @@ def export_tables(dataset: Dataset) -> None:
     dataset.replace_file(
         SYNC_RUNS_FILE, _table(runs, SYNC_RUNS_SCHEMA, {"started_at", "finished_at"})
     )
-    try:
-        from exporter._sql import write_views_database
-    except ImportError:  # the analytics layer is optional for the sync itself
+    refresh_views_database(dataset)
+
+
+# The state's meta key holding what the views database was last written from.
+_VIEWS_KEY = "views_database_key"
+
+
+def _views_key(dataset: Dataset) -> str:
+    """A digest of everything `opsaudit.duckdb` is made of: the committed files it names, which
+    small tables exist, the .sql files and the code that resolves them."""
+    h = hashlib.sha256()
+    root = dataset.root.resolve()
+    h.update(str(root).encode())
+    for path in dataset.live_files():
+        h.update(b"\0f" + path.encode())
+    for relative in (PROJECTS_FILE, SYNC_RUNS_FILE):
+        h.update(b"\0t" + relative.encode() + str((root / relative).is_file()).encode())
+    sql = find_sql_dir()
+    for text in sorted(sql.glob("[0-9][0-9]_*.sql")) if sql else []:
+        h.update(b"\0s" + text.name.encode() + text.read_bytes())
+    h.update((Path(__file__).parent / "_sql.py").read_bytes())
+    return h.hexdigest()
+
+
+def refresh_views_database(dataset: Dataset) -> None:
+    """Rewrite `opsaudit.duckdb` unless it already names exactly what the state says is live.
+
+    Runs in a child process unless DuckDB is already loaded here (a notebook, the tests). Never
+    raises: the data is committed; a views database left stale is refreshed by the next run.
+    """
+    key = _views_key(dataset)
+    if (dataset.root / VIEWS_DB).is_file() and dataset.state.get_meta(_VIEWS_KEY) == key:
         return
+    if "duckdb" in sys.modules:
+        try:
+            from exporter._sql import write_views_database
+        except ImportError:  # the analytics layer is optional for the sync itself
+            return
+        try:
+            written = write_views_database(dataset.root) is not None
+        except Exception as exc:
+            log.warning("could not refresh opsaudit.duckdb: %s", exc)
+            return
+    else:
+        outcome = _write_views_in_child(dataset.root)
+        if outcome is None:
+            return
+        written = outcome
+    if not written:
+        log.warning("opsaudit.duckdb is open in another program; its views were not refreshed")
+        return
+    dataset.state.set_meta(_VIEWS_KEY, key)
+
+
+def _write_views_in_child(root: Path) -> bool | None:
+    """`write_views_database` in a child process: True written, False held open elsewhere,
+    None failed (logged)."""
+    package_parent = str(Path(__file__).resolve().parents[1])
+    env = {k: v for k, v in os.environ.items() if k != "NEON_API_KEY"}  # it needs no key
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
     try:
-        if write_views_database(dataset.root) is None:
-            log.warning("opsaudit.duckdb is open in another program; its views were not refreshed")
-    except Exception as exc:
+        done = subprocess.run(
+            [sys.executable, "-m", "exporter._sql", str(root)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
         log.warning("could not refresh opsaudit.duckdb: %s", exc)
+        return None
+    if done.returncode == 3:
+        return False
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        log.warning("could not refresh opsaudit.duckdb: %s", reason)
+        return None
+    return True
 
 
 def compact(dataset: Dataset) -> int:

@@ -14,20 +14,23 @@ import re
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
 from exporter._errors import QueryError, ReadOnlyError, StorageError
-from exporter._state import StateDB
-from exporter._storage import (
-    PROJECTS_SCHEMA,
+from exporter._layout import (
+    PROJECTS_FILE,
     STATE_FILE,
-    SYNC_RUNS_SCHEMA,
-    VERSIONS_SCHEMA,
-    any_file,
+    SYNC_RUNS_FILE,
+    VERSIONS_GLOB,
+    VIEWS_DB,
+    find_sql_dir,
 )
+from exporter._state import StateDB
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "VIEWS_DB",
@@ -41,17 +44,28 @@ __all__ = [
     "write_views_database",
 ]
 
-VIEWS_DB = "opsaudit.duckdb"
+# The relative paths the .sql files read.
+_SOURCES = (VERSIONS_GLOB, PROJECTS_FILE, SYNC_RUNS_FILE)
 
-# The relative paths the .sql files read, and the columns of each when no file exists yet.
-# created_month is not stored in the files: it comes from the Hive path (DESIGN.md).
-_SOURCES: dict[str, pa.Schema] = {
-    "operation_versions/*/*.parquet": VERSIONS_SCHEMA.append(  # VERSIONS_GLOB
-        pa.field("created_month", pa.string())
-    ),
-    "projects/projects.parquet": PROJECTS_SCHEMA,
-    "sync_runs/sync_runs.parquet": SYNC_RUNS_SCHEMA,
-}
+
+def _source_schema(relative: str) -> pa.Schema:
+    """The columns of a source, for the empty relation that stands in when it has no file yet.
+
+    Imported here, not at the top: a dataset with files never needs pyarrow to be queried
+    (`opsaudit query` start-up). created_month is not stored in the files: it comes from the
+    Hive path (DESIGN.md).
+    """
+    import pyarrow as pa
+
+    from exporter._storage import PROJECTS_SCHEMA, SYNC_RUNS_SCHEMA, VERSIONS_SCHEMA
+
+    return {
+        VERSIONS_GLOB: VERSIONS_SCHEMA.append(pa.field("created_month", pa.string())),
+        PROJECTS_FILE: PROJECTS_SCHEMA,
+        SYNC_RUNS_FILE: SYNC_RUNS_SCHEMA,
+    }[relative]
+
+
 # A read_parquet call whose first argument is a quoted path. Its other arguments contain no
 # parentheses (only `name = value` and `{...}`), so `[^()]*` spans them, newlines included.
 _READ_PARQUET = re.compile(r"read_parquet\(\s*'(?P<path>[^']*)'[^()]*\)")
@@ -62,11 +76,11 @@ _CREATE = re.compile(
 
 def sql_dir() -> Path:
     """Where the .sql files are: `exporter/sql` in a wheel, `<repo>/sql` in an editable install."""
-    package = Path(__file__).resolve().parent
-    for candidate in (package / "sql", package.parent / "sql"):
-        if candidate.is_dir() and any_file(candidate, "*.sql"):
-            return candidate
-    raise QueryError(f"the SQL view definitions are missing (looked in {package / 'sql'})")
+    found = find_sql_dir()
+    if found is None:
+        package = Path(__file__).resolve().parent
+        raise QueryError(f"the SQL view definitions are missing (looked in {package / 'sql'})")
+    return found
 
 
 def sql_files() -> list[Path]:
@@ -106,9 +120,6 @@ def _empty_relation(schema: pa.Schema) -> str:
 
 def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-VERSIONS_GLOB = "operation_versions/*/*.parquet"
 
 
 def committed_files(data_dir: Path) -> list[str] | None:
@@ -157,7 +168,7 @@ def _resolve(text: str, sources: dict[str, list[str]]) -> str:
             return match[0]
         files = sources[relative]
         if not files:
-            return _empty_relation(_SOURCES[relative])
+            return _empty_relation(_source_schema(relative))
         listed = _quote(files[0]) if len(files) == 1 else f"[{', '.join(map(_quote, files))}]"
         start, end = match.span("path")
         whole = match[0]
@@ -408,3 +419,23 @@ def write_views_database(data_dir: Path) -> Path | None:
         tmp.unlink(missing_ok=True)
         Path(f"{tmp}.wal").unlink(missing_ok=True)
     return target
+
+
+def _views_database_main(argv: Sequence[str]) -> int:
+    """`python -m exporter._sql DATA_DIR`: what the sync runs in a short child process, so that
+    DuckDB is never loaded into the sync (its peak memory, PRODUCT.md performance targets).
+    Exit 0: written; 3: held open by another program; 1: failed (the reason on stderr)."""
+    import sys
+
+    try:
+        written = write_views_database(Path(argv[0]))
+    except Exception as exc:
+        print(_first_line(exc), file=sys.stderr)
+        return 1
+    return 0 if written is not None else 3
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_views_database_main(sys.argv[1:]))

@@ -36,17 +36,20 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from exporter._errors import StorageError
+from exporter._layout import (
+    LOCK_FILE,
+    PROJECTS_FILE,
+    STAGING_DIR,
+    STATE_FILE,
+    SYNC_RUNS_FILE,
+    VERSIONS_DIR,
+    any_file,
+)
 from exporter._state import DataDirLock, StateDB
 from exporter._timeutil import UTC_US
 
 log = logging.getLogger("opsaudit.storage")
 
-VERSIONS_DIR = "operation_versions"
-PROJECTS_FILE = "projects/projects.parquet"
-SYNC_RUNS_FILE = "sync_runs/sync_runs.parquet"
-STAGING_DIR = "_staging"
-STATE_FILE = "state.sqlite"
-LOCK_FILE = ".lock"
 
 # Compaction: merge a partition's small files once there are this many of them (so a partition
 # holds at most this many small files plus its big ones). Files of BIG_FILE_ROWS or more are left
@@ -146,16 +149,6 @@ class StagedFile:
     partition: str
     rows: int
     bytes: int
-
-
-def any_file(directory: Path, pattern: str) -> bool:
-    """Whether `pattern` matches anything under `directory` (the directory scan is closed at
-    once: an abandoned glob leaves an open scandir iterator, a ResourceWarning)."""
-    matches = directory.glob(pattern)
-    try:
-        return next(matches, None) is not None
-    finally:
-        matches.close()
 
 
 def _fsync_dir(path: Path) -> None:
@@ -386,9 +379,16 @@ class Dataset:
 
 
 __all__ = [
+    "LOCK_FILE",
+    "PROJECTS_FILE",
     "PROJECTS_SCHEMA",
+    "STAGING_DIR",
+    "STATE_FILE",
+    "SYNC_RUNS_FILE",
     "SYNC_RUNS_SCHEMA",
+    "VERSIONS_DIR",
     "VERSIONS_SCHEMA",
     "Dataset",
     "StagedFile",
+    "any_file",
 ]

@@ -8,15 +8,26 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _RFC3339 = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:?\d{2})?$"
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-UTC_US = pa.timestamp("us", tz="UTC")
+
+
+def __getattr__(name: str) -> Any:
+    # `UTC_US` (the Arrow type of every timestamp column) is built on first use: the state
+    # database and the CLI import this module without paying ~50 MiB for pyarrow (start-up,
+    # PRODUCT.md performance targets).
+    if name == "UTC_US":
+        import pyarrow as pa
+
+        return pa.timestamp("us", tz="UTC")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def parse_rfc3339(text: str) -> datetime:
@@ -50,8 +61,12 @@ def timestamps_array(values: list[str | None]) -> pa.TimestampArray:
     Arrow's C parser handles the forms the API sends; anything it rejects falls back to
     `parse_rfc3339` per value, so an odd offset costs time, never correctness.
     """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    utc_us = pa.timestamp("us", tz="UTC")
     strings = pa.array(values, type=pa.string())
     try:
-        return pc.cast(strings, UTC_US)
+        return pc.cast(strings, utc_us)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return pa.array([None if v is None else parse_rfc3339(v) for v in values], type=UTC_US)
+        return pa.array([None if v is None else parse_rfc3339(v) for v in values], type=utc_us)

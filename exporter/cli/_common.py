@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import orjson
 
 from exporter._errors import ConfigError, ExitCode, OpsauditError
 
@@ -137,6 +136,8 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         entry.update(getattr(record, "fields", {}))
+        import orjson  # not at start-up: `opsaudit --help` stays light
+
         return orjson.dumps(entry, default=str).decode()
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import orjson
 
 from exporter._errors import ConfigError, ExitCode
 from exporter.cli._common import (
@@ -130,6 +129,8 @@ def check_command(
         as_of=as_of,
     )
     if fmt == "json":
+        import orjson
+
         text = orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
     else:
         text = "".join(line + "\n" for line in report.lines())
@@ -164,6 +165,8 @@ def doctor_command(
         key, key_error = None, str(exc)
     report = run_doctor(data_dir, api_key=key, base_url=base_url, key_error=key_error)
     if fmt == "json":
+        import orjson
+
         text = orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
     else:
         text = "".join(f.line() + "\n" for f in report.findings)

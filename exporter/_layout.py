@@ -1,0 +1,38 @@
+"""Where things live in a data directory (DESIGN.md, data directory layout): names only.
+
+Kept apart from `_storage` so that the commands which only read (`query`, `report`, `status`,
+`check`) find the state and the files without importing pyarrow (start-up, PRODUCT.md
+performance targets).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+VERSIONS_DIR = "operation_versions"
+VERSIONS_GLOB = "operation_versions/*/*.parquet"
+PROJECTS_FILE = "projects/projects.parquet"
+SYNC_RUNS_FILE = "sync_runs/sync_runs.parquet"
+STAGING_DIR = "_staging"
+STATE_FILE = "state.sqlite"
+LOCK_FILE = ".lock"
+VIEWS_DB = "opsaudit.duckdb"
+
+
+def any_file(directory: Path, pattern: str) -> bool:
+    """Whether `pattern` matches anything under `directory` (the directory scan is closed at
+    once: an abandoned glob leaves an open scandir iterator, a ResourceWarning)."""
+    matches = directory.glob(pattern)
+    try:
+        return next(matches, None) is not None
+    finally:
+        matches.close()
+
+
+def find_sql_dir() -> Path | None:
+    """Where the .sql files are: `exporter/sql` in a wheel, `<repo>/sql` in an editable install."""
+    package = Path(__file__).resolve().parent
+    for candidate in (package / "sql", package.parent / "sql"):
+        if candidate.is_dir() and any_file(candidate, "*.sql"):
+            return candidate
+    return None

@@ -40,7 +40,7 @@ from exporter._errors import (
     StorageError,
     redact,
 )
-from exporter._pacing import DEFAULT_MAX_RPS, Pacer
+from exporter._pacing import DEFAULT_MAX_RPS, ROUTE_MAX_RPS, Pacer
 from exporter._records import versions_table
 from exporter._state import Coverage
 from exporter._storage import Dataset, StagedFile
@@ -83,6 +83,7 @@ class SyncConfig:
     project_ids: list[str] | None = None  # --project: no listing
     org_ids: list[str] | None = None  # --org-id: list only these organizations
     max_rps: float | None = DEFAULT_MAX_RPS  # None or 0: no pacing
+    route_max_rps: float = ROUTE_MAX_RPS  # the API's 40/s per route (benchmarks scale it)
     concurrency: int = 4  # projects walked at once
     wait_for_lock: bool = False
     limits: WalkLimits = field(default_factory=WalkLimits)
@@ -342,7 +343,7 @@ class _Run:
         client = ApiClient(
             config.base_url,
             config.api_key,
-            pacer=Pacer(config.max_rps),
+            pacer=Pacer(config.max_rps, config.route_max_rps),
             retry=config.retry,
             max_connections=max(4, config.concurrency * 2),
         )

@@ -60,6 +60,12 @@ ACCOUNT_RPS = 700 / 60
     help="Requests per second for the whole run (0: no pacing). The account allows 700/min.",
 )
 @click.option(
+    "--route-max-rps",
+    type=click.FloatRange(min=1),
+    default=40.0,
+    hidden=True,  # the API's 40/s per route; time-scaled benchmarks raise it with the simulator
+)
+@click.option(
     "--time-budget",
     type=Duration(),
     envvar="OPSAUDIT_TIME_BUDGET",
@@ -111,6 +117,7 @@ def sync_command(
     projects: tuple[str, ...],
     org_ids: tuple[str, ...],
     max_rps: float,
+    route_max_rps: float,
     time_budget: dt.timedelta | None,
     max_requests: int | None,
     concurrency: int,
@@ -149,6 +156,7 @@ def sync_command(
         compact=not no_compact,
         time_budget=time_budget.total_seconds() if time_budget is not None else None,
         max_requests=max_requests,
+        route_max_rps=route_max_rps,
     )
     # Arrow's default pool (mimalloc) keeps freed batches cached: ~50 MB more peak RSS for a
     # process that only streams batches through. The system allocator returns them.

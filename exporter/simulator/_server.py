@@ -274,9 +274,15 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.stats.lock:
             self.server.stats.by_status[str(status)] += 1
 
-    def _sim_route(self, method: str, path: str) -> None:
+    def _sim_route(self, method: str, path: str, body: bytes = b"") -> None:
         srv = self.server
         request_id = srv.next_request_id()
+        if method == "POST" and path == "/_sim/rate-limits":
+            # Benchmarks in another process switch the limits on after their set-up.
+            srv.rate_limits = RateLimits(**orjson.loads(body or b"{}"))
+            srv.limiter.reset()
+            self._send(200, b'{"rate_limits":true}', request_id)
+            return
         if method == "GET" and path == "/_sim/stats":
             self._send(200, orjson.dumps(srv.stats.snapshot()), request_id)
         elif method == "POST" and path == "/_sim/reset":
@@ -288,11 +294,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
+        body = self.rfile.read(length) if length else b""
         path = self.path.partition("?")[0]
         if path.startswith("/_sim/"):
-            self._sim_route("POST", path)
+            self._sim_route("POST", path, body)
             return
         self._error(405, "the simulator serves read-only routes", self.server.next_request_id())
 

@@ -31,6 +31,7 @@ CI runs a bounded number of examples (about a minute). A longer run:
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import signal
@@ -39,6 +40,7 @@ import tempfile
 import time
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -73,6 +75,25 @@ NEXT_STATUS = {
     "error": ["running"],
     "cancelling": ["cancelled"],
 }
+
+
+def logged(f: Callable[..., None]) -> Callable[..., None]:
+    """Record each step, and name this run's steps on a failure: kills and concurrency make
+    replays inexact, so Hypothesis may end with a Flaky error instead of the shrunk steps."""
+
+    @functools.wraps(f)
+    def step(self: SyncMachine, **kwargs: Any) -> None:
+        args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        self.log.append(f"state.{f.__name__}({args})")
+        try:
+            f(self, **kwargs)
+        except AssertionError as exc:
+            if hasattr(exc, "add_note") and not self.noted:  # Python 3.11+
+                self.noted = True
+                exc.add_note("steps of the failing run:\n  " + "\n  ".join(self.log))
+            raise
+
+    return step
 
 
 def canon(op: dict[str, Any]) -> bytes:
@@ -112,6 +133,8 @@ class SyncMachine(RuleBasedStateMachine):
         self.open_start = 0
         self.injected_404: set[str] = set()  # for the next sync only
         self.listing_outage: str | None = None  # a listing that fails for the whole next sync
+        self.log: list[str] = []  # the steps of this run
+        self.noted = False
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -121,6 +144,7 @@ class SyncMachine(RuleBasedStateMachine):
         shared=st.integers(0, 1),
         inclusive=st.booleans(),
     )
+    @logged
     def start(self, seed: int, projects: int, shared: int, inclusive: bool) -> None:
         self.sim = Simulator(
             SimConfig(
@@ -165,6 +189,7 @@ class SyncMachine(RuleBasedStateMachine):
         status=st.sampled_from(NEW_STATUSES),
         fractional=st.integers(0, 8),
     )
+    @logged
     def add_operations(
         self, which: int, n: int, same_second: bool, tick: int, status: str | None, fractional: int
     ) -> None:
@@ -180,6 +205,7 @@ class SyncMachine(RuleBasedStateMachine):
         self.changed = True
 
     @rule(which=st.integers(0, 10**6), n=st.integers(4, 15))
+    @logged
     def bury(self, which: int, n: int) -> None:
         """Finished operations on top: open ones sink below the first page (GETs or extension)."""
         live = self._live()
@@ -188,12 +214,14 @@ class SyncMachine(RuleBasedStateMachine):
         self.changed = True
 
     @rule(seconds=st.floats(0.5, 90))
+    @logged
     def advance(self, seconds: float) -> None:
         """The clock moves: the history's open operations progress (some only in place)."""
         self.s.advance(seconds)
         self.changed = True
 
     @rule(which=st.integers(0, 10**6), choice=st.integers(0, 10**6), grow=st.integers(1, 5000))
+    @logged
     def move_open_operation(self, which: int, choice: int, grow: int) -> None:
         """scheduling -> running -> failed -> running -> finished | error | cancelled ..., or
         an in-place change of an open operation (same updated_at)."""
@@ -219,6 +247,7 @@ class SyncMachine(RuleBasedStateMachine):
         self.changed = True
 
     @rule(which=st.integers(0, 10**6), grow=st.integers(1, 500))
+    @logged
     def fill_in_finished_operation(self, which: int, grow: int) -> None:
         """total_duration_ms filled in with the same updated_at, right after the operation
         finished (PRODUCT.md: seen 0 -> 31): before the second sync since it finished."""
@@ -243,6 +272,7 @@ class SyncMachine(RuleBasedStateMachine):
         self.changed = True
 
     @rule(shared=st.booleans())
+    @logged
     def add_project(self, shared: bool) -> None:
         """A new project of the organization, or another user's project shared with us."""
         self.s.add_project(shared=shared)
@@ -250,6 +280,7 @@ class SyncMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: len(self.s.project_ids()) > 1)
     @rule(which=st.integers(0, 10**6))
+    @logged
     def delete_project(self, which: int) -> None:
         live = self._live()
         pid = live[which % len(live)]
@@ -261,10 +292,12 @@ class SyncMachine(RuleBasedStateMachine):
     # -- faults -----------------------------------------------------------------------------
 
     @rule(p_5xx=st.floats(0, 0.15), p_drop=st.floats(0, 0.1), seed=st.integers(0, 1000))
+    @logged
     def faults(self, p_5xx: float, p_drop: float, seed: int) -> None:
         self.s.faults = Faults(p_5xx=p_5xx, p_drop=p_drop, seed=seed)
 
     @rule(per_minute=st.integers(60, 240), per_route=st.integers(20, 60))
+    @logged
     def throttle(self, per_minute: int, per_route: int) -> None:
         """429s: the account's "minute" lasts one second (no Retry-After: fast backoff)."""
         self.s.rate_limits = RateLimits(
@@ -276,11 +309,16 @@ class SyncMachine(RuleBasedStateMachine):
         )
 
     @rule()
+    @logged
     def calm(self) -> None:
+        self._calm()
+
+    def _calm(self) -> None:
         self.s.faults = Faults()
         self.s.rate_limits = RateLimits()
 
     @rule(which=st.integers(0, 10**6))
+    @logged
     def transient_404(self, which: int) -> None:
         """The next GET of one open operation answers 404 once (finding 14)."""
         in_api = self._open_in_api()
@@ -291,6 +329,7 @@ class SyncMachine(RuleBasedStateMachine):
             self.injected_404.add(op_id)
 
     @rule(kind=st.sampled_from(["shared", "project", "operation"]), which=st.integers(0, 10**6))
+    @logged
     def outage(self, kind: str, which: int) -> None:
         """A request fails for the whole next sync: the shared projects' listing or one
         project's operations listing (such a run must not say "ok", finding 4), or one open
@@ -325,12 +364,14 @@ class SyncMachine(RuleBasedStateMachine):
         }
 
     @rule(**SYNC_ARGS)
+    @logged
     def sync(
         self, page_size: int, flush: int, max_gets: int, extend: int, commit: float, conc: int
     ) -> None:
         self._sync(self._config(page_size, flush, max_gets, extend, commit, conc), max_gets)
 
     @rule(after=st.integers(0, 40), **SYNC_ARGS)
+    @logged
     def killed_sync(
         self,
         after: int,
@@ -376,9 +417,10 @@ class SyncMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.attempts >= 1)
     @rule(max_gets=st.integers(1, 4), page_size=st.integers(3, 7), extend=st.integers(0, 2))
+    @logged
     def converge(self, max_gets: int, page_size: int, extend: int) -> None:
         """Quiet syncs (no faults, no changes) until the bound: then the open sets are equal."""
-        self.calm()
+        self._calm()
         self.s.clear_failures()
         self.injected_404.clear()
         self.listing_outage = None

@@ -24,6 +24,7 @@ from exporter._storage import (
     SYNC_RUNS_FILE,
     SYNC_RUNS_SCHEMA,
     Dataset,
+    Store,
 )
 
 log = logging.getLogger("opsaudit.storage")
@@ -40,30 +41,25 @@ def _table(rows: list[tuple[object, ...]], schema: pa.Schema, micros: set[str]) 
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def export_tables(dataset: Dataset) -> None:
-    """Rewrite projects.parquet and sync_runs.parquet from the state, then the views file."""
-    projects = dataset.state.projects_rows()
-    dataset.replace_file(
-        PROJECTS_FILE,
-        _table(
-            projects,
-            PROJECTS_SCHEMA,
-            {
-                "created_at",
-                "updated_at",
-                "first_seen_at",
-                "last_seen_at",
-                "deleted_at",
-                "last_synced_at",
-                "checkpoint_at",
-            },
-        ),
-    )
-    runs = dataset.state.runs_rows()
-    dataset.replace_file(
-        SYNC_RUNS_FILE, _table(runs, SYNC_RUNS_SCHEMA, {"started_at", "finished_at"})
-    )
-    refresh_views_database(dataset)
+def export_tables(store: Store) -> bool:
+    """Rewrite the projects and sync_runs tables from the state, then refresh the readers.
+
+    Returns whether the readers now name exactly the committed files (only then may the files
+    a compaction replaced be deleted).
+    """
+    micros = {
+        "created_at",
+        "updated_at",
+        "first_seen_at",
+        "last_seen_at",
+        "deleted_at",
+        "last_synced_at",
+        "checkpoint_at",
+    }
+    store.replace_table("projects", _table(store.state.projects_rows(), PROJECTS_SCHEMA, micros))
+    runs = _table(store.state.runs_rows(), SYNC_RUNS_SCHEMA, {"started_at", "finished_at"})
+    store.replace_table("sync_runs", runs)
+    return store.refresh_readers()
 
 
 # The state's meta key holding what the views database was last written from.
@@ -87,34 +83,36 @@ def _views_key(dataset: Dataset) -> str:
     return h.hexdigest()
 
 
-def refresh_views_database(dataset: Dataset) -> None:
+def refresh_views_database(dataset: Dataset) -> bool:
     """Rewrite `opsaudit.duckdb` unless it already names exactly what the state says is live.
 
     Runs in a child process unless DuckDB is already loaded here (a notebook, the tests). Never
     raises: the data is committed; a views database left stale is refreshed by the next run.
+    Returns whether it names exactly the live files now.
     """
     key = _views_key(dataset)
     if (dataset.root / VIEWS_DB).is_file() and dataset.state.get_meta(_VIEWS_KEY) == key:
-        return
+        return True
     if "duckdb" in sys.modules:
         try:
             from exporter._sql import write_views_database
         except ImportError:  # the analytics layer is optional for the sync itself
-            return
+            return False
         try:
             written = write_views_database(dataset.root) is not None
         except Exception as exc:
             log.warning("could not refresh opsaudit.duckdb: %s", exc)
-            return
+            return False
     else:
         outcome = _write_views_in_child(dataset.root)
         if outcome is None:
-            return
+            return False
         written = outcome
     if not written:
         log.warning("opsaudit.duckdb is open in another program; its views were not refreshed")
-        return
+        return False
     dataset.state.set_meta(_VIEWS_KEY, key)
+    return True
 
 
 def _write_views_in_child(root: Path) -> bool | None:
@@ -143,7 +141,7 @@ def _write_views_in_child(root: Path) -> bool | None:
     return True
 
 
-def compact(dataset: Dataset) -> int:
+def compact(dataset: Store) -> int:
     """Merge small files (`opsaudit compact`); returns how many files were replaced.
 
     The views database is refreshed before the replaced files are deleted, so no reader is
@@ -151,6 +149,6 @@ def compact(dataset: Dataset) -> int:
     """
     dataset.recover()
     removed = dataset.compact()
-    export_tables(dataset)
-    dataset.collect_garbage()
+    if export_tables(dataset):
+        dataset.collect_garbage()
     return removed

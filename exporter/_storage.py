@@ -27,9 +27,10 @@ import errno
 import logging
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -175,8 +176,55 @@ def _writing(what: str) -> Iterator[None]:
         raise StorageError(f"{what} failed: {reason}; {hint}") from exc
 
 
+@dataclass(frozen=True)
+class Committed:
+    """What one commit made durable."""
+
+    rows: int
+    files: int
+    partitions: frozenset[str]
+
+
+class Store(Protocol):
+    """The seam between the sync and where a dataset lives: a local directory of Hive Parquet
+    (`Dataset`, here) or Delta tables on object storage (`exporter.lake`). The sync, compaction
+    and the exports use only these methods; each store keeps every guarantee of PRODUCT.md its
+    own way (here: the state's list of committed files; there: the Delta log).
+    """
+
+    state: StateDB  # the working state (checkpoints, open operations, runs)
+
+    def recover(self) -> None:
+        """Under the lock, before a run: finish or drop what a killed run left."""
+
+    def commit(
+        self, table: pa.Table | None, tag: str, run_id: str, apply: Callable[[Any], None]
+    ) -> Committed:
+        """Make `table` (rows of operation_versions, or None) and the state changes `apply(con)`
+        makes inside the state transaction durable together, atomically."""
+        ...
+
+    def compact(self, partitions: Iterable[str] | None = None) -> int:
+        """Merge small files; readers see one side or the other at every instant."""
+        ...
+
+    def replace_table(self, name: str, table: pa.Table) -> None:
+        """Replace a small table (`projects`, `sync_runs`) atomically."""
+
+    def refresh_readers(self) -> bool:
+        """Point readers at the current committed files; False if some could not be."""
+        ...
+
+    def collect_garbage(self) -> int:
+        """Delete what no reader names any more (only after `refresh_readers` said True)."""
+        ...
+
+    def close(self) -> None:
+        """Release the lock and the state."""
+
+
 class Dataset:
-    """One data directory: its state database, its lock and its Parquet files."""
+    """One data directory: its state database, its lock and its Parquet files (a `Store`)."""
 
     def __init__(self, root: Path, *, lock: bool = True, wait: bool = False):
         """Open the data directory, creating it if needed; with `lock`, take the sync lock
@@ -233,6 +281,19 @@ class Dataset:
             fh.flush()
             os.fsync(fh.fileno())
         return StagedFile(final, staged, partition, rows, target.stat().st_size)
+
+    def commit(
+        self, table: pa.Table | None, tag: str, run_id: str, apply: Callable[[Any], None]
+    ) -> Committed:
+        """Stage (fsynced), register + apply in one state transaction, then publish."""
+        staged = self.stage_versions(table, tag) if table is not None else []
+        with self.state.transaction() as con:
+            self.state.register_pending(con, staged, run_id)
+            apply(con)
+        self.publish(staged)
+        return Committed(
+            sum(f.rows for f in staged), len(staged), frozenset(f.partition for f in staged)
+        )
 
     def sync_staging(self) -> None:
         """Make staged files' names durable before the state commit that registers them."""
@@ -361,6 +422,15 @@ class Dataset:
 
     # -- small tables -----------------------------------------------------------------------
 
+    def replace_table(self, name: str, table: pa.Table) -> None:
+        self.replace_file({"projects": PROJECTS_FILE, "sync_runs": SYNC_RUNS_FILE}[name], table)
+
+    def refresh_readers(self) -> bool:
+        """Rewrite `opsaudit.duckdb` when the committed files changed (see `_exports`)."""
+        from exporter._exports import refresh_views_database
+
+        return refresh_views_database(self)
+
     def replace_file(self, relative: str, table: pa.Table) -> None:
         """Atomically replace a single-file table (projects, sync_runs)."""
         target = self.root / relative
@@ -388,7 +458,9 @@ __all__ = [
     "SYNC_RUNS_SCHEMA",
     "VERSIONS_DIR",
     "VERSIONS_SCHEMA",
+    "Committed",
     "Dataset",
     "StagedFile",
+    "Store",
     "any_file",
 ]

@@ -24,7 +24,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -43,7 +43,7 @@ from exporter._errors import (
 from exporter._pacing import DEFAULT_MAX_RPS, ROUTE_MAX_RPS, Pacer
 from exporter._records import versions_table
 from exporter._state import Coverage
-from exporter._storage import Dataset, StagedFile
+from exporter._storage import Dataset, Store
 from exporter._walk import Chunk, ProjectWalk, WalkLimits, WalkResult, now_us
 
 log = logging.getLogger("opsaudit.sync")
@@ -88,7 +88,7 @@ class SyncConfig:
     wait_for_lock: bool = False
     limits: WalkLimits = field(default_factory=WalkLimits)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    commit_rows: int = 30_000  # commit once this many versions are waiting ...
+    commit_rows: int = 10_000  # commit once this many versions are waiting ...
     commit_seconds: float = 5.0  # ... or this long after the oldest waiting chunk
     compact: bool = True
     time_budget: float | None = None  # seconds: stop starting new work after this long
@@ -217,7 +217,7 @@ class NullObserver:
 class _Committer(threading.Thread):
     """The only writer: turns queued chunks into committed Parquet files and state changes."""
 
-    def __init__(self, dataset: Dataset, run_id: str, config: SyncConfig, observer: SyncObserver):
+    def __init__(self, dataset: Store, run_id: str, config: SyncConfig, observer: SyncObserver):
         super().__init__(name="opsaudit-committer", daemon=True)
         self.dataset = dataset
         self.run_id = run_id
@@ -286,21 +286,20 @@ class _Committer(threading.Thread):
 
     def _commit(self, chunks: list[Chunk]) -> None:
         tables = [c.table for c in chunks if c.table is not None]
-        staged: list[StagedFile] = []
+        table = None
         if tables:
-            self._seq += 1
             table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-            staged = self.dataset.stage_versions(table, f"{self.run_id}-{self._seq:05d}")
+        self._seq += 1
         state = self.dataset.state
-        with state.transaction() as con:
-            state.register_pending(con, staged, self.run_id)
+
+        def apply(con: Any) -> None:
             for c in chunks:
                 state.apply_chunk(con, c)
-        self.dataset.publish(staged)
-        written = sum(f.rows for f in staged)
-        self.versions_written += written
-        self.partitions.update(f.partition for f in staged)
-        self.observer.committed(written, len(staged))
+
+        done = self.dataset.commit(table, f"{self.run_id}-{self._seq:05d}", self.run_id, apply)
+        self.versions_written += done.rows
+        self.partitions.update(done.partitions)
+        self.observer.committed(done.rows, done.files)
 
 
 _TICK = Chunk("")  # wakes the committer to check its timer
@@ -324,7 +323,7 @@ def sync(config: SyncConfig, observer: SyncObserver | None = None) -> RunSummary
 class _Run:
     """One run: discovery, the walks, the commits and the summary, in that order."""
 
-    def __init__(self, dataset: Dataset, config: SyncConfig, observer: SyncObserver):
+    def __init__(self, dataset: Store, config: SyncConfig, observer: SyncObserver):
         self.dataset = dataset
         self.config = config
         self.observer = observer
@@ -516,9 +515,9 @@ class _Run:
             return
         from exporter._exports import export_tables
 
-        export_tables(self.dataset)
-        # Only now that the views database names the compacted files instead of their inputs.
-        self.dataset.collect_garbage()
+        if export_tables(self.dataset):
+            # Only now that the readers name the compacted files instead of their inputs.
+            self.dataset.collect_garbage()
 
 
 def _release_free_memory() -> None:

@@ -264,7 +264,7 @@ def test_15_an_unexpected_error_in_one_worker_cancels_the_others(
 
 
 def test_16_api_down_for_everything_stops_the_run_early(make_sim: Any, tmp_path: Path) -> None:
-    sim = make_sim(seed=76, projects=20, shared_projects=0, days=1, ops_per_project_per_day=20)
+    sim = make_sim(seed=76, projects=60, shared_projects=0, days=1, ops_per_project_per_day=5)
     sim.fail_requests("/operations", 503)
     retry = RetryPolicy(
         max_attempts=4,
@@ -276,8 +276,8 @@ def test_16_api_down_for_everything_stops_the_run_early(make_sim: Any, tmp_path:
     summary = run_sync(sim, tmp_path, retry=retry, concurrency=4)
     assert summary.outcome == "failed" and summary.exit_code == 5
     assert summary.error is not None and "failing every request" in summary.error
-    # Without the stop, every project would spend its 4 attempts: 80 requests.
-    assert _operation_requests(sim) < 40
+    # Without the stop, every project would spend its 4 attempts: 240 requests.
+    assert _operation_requests(sim) < 120
     assert math.isfinite(summary.requests)
 
 

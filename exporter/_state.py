@@ -12,7 +12,7 @@ import fcntl
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -328,24 +328,47 @@ class StateDB:
 
     # -- checkpoints and open operations --------------------------------------------------
 
+    _CHECKPOINT_COLUMNS = (
+        "checkpoint_us, boundary_ids, walk_top_us, walk_top_ids, resume_cursor, walk_tail_ids"
+    )
+
     def load_checkpoint(self, project_id: str) -> ProjectCheckpoint:
         rows = self.query(
-            "SELECT checkpoint_us, boundary_ids, walk_top_us, walk_top_ids, resume_cursor, "
-            "walk_tail_ids FROM projects WHERE id = ?",
-            (project_id,),
+            f"SELECT {self._CHECKPOINT_COLUMNS} FROM projects WHERE id = ?", (project_id,)
         )
+        return self._checkpoint(project_id, rows[0] if rows else None, with_open=True)
+
+    def checkpoints(self) -> Callable[[str], ProjectCheckpoint]:
+        """A loader of checkpoints read in two queries for the whole account, not two per
+        project (ten thousand projects: the state's lock is shared with the committer)."""
+        rows = {
+            r[0]: r[1:] for r in self.query(f"SELECT id, {self._CHECKPOINT_COLUMNS} FROM projects")
+        }
+        with_open = {r[0] for r in self.query("SELECT DISTINCT project_id FROM open_ops")}
+
+        def load(project_id: str) -> ProjectCheckpoint:
+            return self._checkpoint(
+                project_id, rows.pop(project_id, None), with_open=project_id in with_open
+            )
+
+        return load
+
+    def _checkpoint(
+        self, project_id: str, row: tuple[Any, ...] | None, *, with_open: bool
+    ) -> ProjectCheckpoint:
         cp = ProjectCheckpoint(project_id)
-        if rows:
-            cp.checkpoint_us, boundary, cp.walk_top_us, top_ids, cp.resume_cursor, tail = rows[0]
+        if row is not None:
+            cp.checkpoint_us, boundary, cp.walk_top_us, top_ids, cp.resume_cursor, tail = row
             cp.boundary_ids = _ids(boundary)
             cp.walk_top_ids = _ids(top_ids)
             cp.walk_tail_ids = _ids(tail)
-        for row in self.query(
-            "SELECT id, project_id, created_us, status, fingerprint, version, checked_us, misses "
-            "FROM open_ops WHERE project_id = ?",
-            (project_id,),
-        ):
-            cp.open_ops[row[0]] = OpenOp(*row)
+        if with_open:
+            for op in self.query(
+                "SELECT id, project_id, created_us, status, fingerprint, version, checked_us, "
+                "misses FROM open_ops WHERE project_id = ?",
+                (project_id,),
+            ):
+                cp.open_ops[op[0]] = OpenOp(*op)
         return cp
 
     def apply_chunk(self, con: sqlite3.Connection, c: Chunk) -> None:

@@ -408,6 +408,7 @@ class _Run:
         # Stalest first: consecutive budgeted runs cover every project (issue 12).
         pids = state.stalest_first(found.ids)
         self.allowed_gets = state.refresh_allowance(config.max_gets_per_run)
+        self.load_checkpoint = state.checkpoints()
         summary.projects_total = len(pids)
         self.observer.discovered(len(pids), client.stats)
         committer.start()
@@ -442,7 +443,7 @@ class _Run:
             return
         walk = ProjectWalk(
             client,
-            self.dataset.state.load_checkpoint(pid),
+            self.load_checkpoint(pid),
             committer.submit,
             self.config.limits,
             self.cancel,

@@ -363,3 +363,22 @@ def test_an_operation_first_seen_finished_is_read_once_more(make_sim: Any, tmp_p
     assert con.execute("SELECT count(*) FROM open_ops WHERE id = ?", (op_id,)).fetchone() == (0,)
     con.close()
     assert_matches_truth(sim, tmp_path)
+
+
+# -- the checkpoint's second, when its newest operation came with a fraction ------------------------
+
+
+def test_whole_second_arrivals_after_a_fractional_checkpoint(make_sim: Any, tmp_path: Path) -> None:
+    """The newest operation of a walk came as `...08.841+02:00` (an exact instant); operations
+    created later in that second come as whole seconds (`...08Z`, which parses to before it).
+    Compared by whole second they are new; compared to the microsecond they would be lost."""
+    sim, pid = _one_project(make_sim, seed=80)
+    sim.add_operations(pid, 3, same_second=True)
+    sim.advance(1)
+    burst = sim.add_operations(pid, 2, same_second=True)
+    sim.fractional_created_at(burst[-1])
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    later = sim.add_operations(pid, 2, same_second=True)  # same second, later instants
+    assert all(sim.ground_truth([pid])[i]["created_at"].endswith("Z") for i in later)
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    assert_matches_truth(sim, tmp_path)

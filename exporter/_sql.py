@@ -159,14 +159,17 @@ def _sources(data_dir: Path) -> dict[str, list[str]]:
     return out
 
 
-def _resolve(text: str, sources: dict[str, list[str]]) -> str:
-    """The SQL text with each source path replaced by its files, or by an empty relation."""
+def _resolve(text: str, sources: dict[str, Any]) -> str:
+    """The SQL text with each source path replaced by its files, or by an empty relation
+    (a source given as a string: the relation that replaces the whole call, object storage)."""
 
     def replace(match: re.Match[str]) -> str:
         relative = match["path"]
         if relative not in _SOURCES:
             return match[0]
         files = sources[relative]
+        if isinstance(files, str) and files:
+            return files
         if not files:
             return _empty_relation(_source_schema(relative))
         listed = _quote(files[0]) if len(files) == 1 else f"[{', '.join(map(_quote, files))}]"
@@ -181,7 +184,11 @@ def _resolve(text: str, sources: dict[str, list[str]]) -> str:
 def _load(
     con: duckdb.DuckDBPyConnection, data_dir: Path, only: Sequence[str] | None = None
 ) -> None:
-    sources = _sources(data_dir.resolve())
+    from exporter._stores import lake_relations
+
+    # A dataset on object storage: its Delta tables' snapshots, registered as Arrow datasets.
+    lake = lake_relations(con, data_dir)
+    sources = lake if lake is not None else _sources(data_dir.resolve())
     for path in sql_files():
         if only is not None and path.name not in only:
             continue

@@ -402,9 +402,13 @@ class Dataset:
         return removed
 
     def _read_batches(self, paths: list[str]) -> Iterator[pa.RecordBatch]:
-        """The rows of `paths`, a 64k-row batch at a time (compaction's memory is one batch)."""
+        """The rows of `paths`, a 64k-row batch at a time (compaction's memory is one batch).
+
+        Memory-mapped: read through buffers, the hundreds of small inputs of a backfill's
+        compaction left ~50 MiB of fragmented heap behind (peak RSS, PRODUCT.md); mapped pages
+        are the page cache's, not the process's heap."""
         for p in paths:
-            with pq.ParquetFile(self.root / p) as source:
+            with pq.ParquetFile(self.root / p, memory_map=True) as source:
                 for batch in source.iter_batches(batch_size=65_536, use_threads=False):
                     yield batch.cast(VERSIONS_SCHEMA)
 

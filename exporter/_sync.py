@@ -43,7 +43,7 @@ from exporter._errors import (
 from exporter._pacing import DEFAULT_MAX_RPS, ROUTE_MAX_RPS, Pacer
 from exporter._records import versions_table
 from exporter._state import Coverage
-from exporter._storage import Dataset, Store
+from exporter._storage import Store
 from exporter._walk import Chunk, ProjectWalk, WalkLimits, WalkResult, now_us
 
 log = logging.getLogger("opsaudit.sync")
@@ -77,7 +77,7 @@ _EXIT_CODES = {
 class SyncConfig:
     """Everything one run needs; the CLI builds it from flags and environment variables."""
 
-    data_dir: Path
+    data_dir: Path | str  # a local directory, or s3:// gs:// az:// (exporter._stores)
     api_key: str = field(repr=False)  # never in a repr, a log line or a traceback
     base_url: str = "https://console.neon.tech/api/v2/"
     project_ids: list[str] | None = None  # --project: no listing
@@ -86,6 +86,7 @@ class SyncConfig:
     route_max_rps: float = ROUTE_MAX_RPS  # the API's 40/s per route (benchmarks scale it)
     concurrency: int = 4  # projects walked at once
     wait_for_lock: bool = False
+    storage_options: list[str] = field(default_factory=list)  # --storage-option KEY=VALUE
     limits: WalkLimits = field(default_factory=WalkLimits)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     commit_rows: int = 10_000  # commit once this many versions are waiting ...
@@ -312,7 +313,11 @@ def sync(config: SyncConfig, observer: SyncObserver | None = None) -> RunSummary
     `StorageError` when the dataset cannot be written; an authentication failure, a failed
     discovery or an API down for everything is reported in the summary's outcome.
     """
-    dataset = Dataset(config.data_dir, lock=True, wait=config.wait_for_lock)
+    from exporter._stores import open_store
+
+    dataset = open_store(
+        config.data_dir, config.storage_options, lock=True, wait=config.wait_for_lock
+    )
     try:
         dataset.recover()
         return _Run(dataset, config, observer or NullObserver()).run()

@@ -26,16 +26,66 @@ DEFAULT_BASE_URL = "https://console.neon.tech/api/v2/"
 DEFAULT_DATA_DIR = "opsaudit-data"
 
 
-def data_dir_option(f: F) -> F:
+class DataDir(click.ParamType):
+    """A local directory (a `Path`; `file:///abs` too) or an object-storage URL (kept as the
+    string: s3://bucket/prefix, gs://..., az://...). Any other scheme or a malformed URL is a
+    usage error (exit 2), never a local folder named `s3:`."""
+
+    name = "directory"
+
+    def __init__(self, urls: bool = True):
+        self.urls = urls
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, Path):
+            return value
+        from exporter.lake._location import parse_location  # no pyarrow, no deltalake
+
+        text = str(value)
+        try:
+            loc = parse_location(text)
+        except ConfigError as exc:
+            self.fail(str(exc).removeprefix("--data-dir "), param, ctx)
+        if loc.is_local:
+            return loc.path if text.strip().lower().startswith("file:") else Path(text)
+        if not self.urls:
+            self.fail(f"{text}: this command works on local data directories only", param, ctx)
+        return loc.url
+
+
+def data_dir_option(f: F, *, urls: bool = True) -> F:
     """`--data-dir`, from $OPSAUDIT_DATA_DIR when not given, else ./opsaudit-data."""
     return click.option(
         "--data-dir",
-        type=click.Path(file_okay=False, path_type=Path),
+        type=DataDir(urls),
         envvar="OPSAUDIT_DATA_DIR",
         show_envvar=True,
         default=DEFAULT_DATA_DIR,
         show_default=True,
-        help="Directory holding the Parquet dataset and the state.",
+        help="Directory holding the Parquet dataset and the state"
+        + (
+            ", or s3://bucket/prefix, gs://..., az://... (Delta tables, state beside them)."
+            if urls
+            else "."
+        ),
+    )(f)
+
+
+def local_data_dir_option(f: F) -> F:
+    """`--data-dir` for commands that work on local data directories only."""
+    return data_dir_option(f, urls=False)
+
+
+def storage_option_option(f: F) -> F:
+    """`--storage-option KEY=VALUE` (repeatable): object-storage settings, never credentials."""
+    return click.option(
+        "--storage-option",
+        "storage_options",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Object storage setting, repeatable, as deltalake names it (AWS_ENDPOINT_URL, "
+        "AWS_REGION, AWS_ALLOW_HTTP, ...). Credentials come only from the environment or "
+        "profile chain, never from here.",
     )(f)
 
 
@@ -97,13 +147,24 @@ def metrics_file_option(f: F) -> F:
 
 
 def write_metrics_file(
-    path: Path, data_dir: Path, extra: Sequence[Any] = (), as_of: Any = None
+    path: Path,
+    data_dir: Path | str,
+    storage_options: Sequence[str] = (),
+    extra: Sequence[Any] = (),
+    as_of: Any = None,
 ) -> None:
     """Collect the trail's metrics from `data_dir` (plus `extra` families) and write `path`."""
     from exporter._metrics import collect_metrics, write_metrics
 
+    if isinstance(data_dir, str):  # object storage: from the restored state
+        from exporter._stores import reading
+
+        with reading(data_dir, storage_options) as local:
+            metrics = collect_metrics(local, as_of=as_of)
+    else:
+        metrics = collect_metrics(data_dir, as_of=as_of)
     try:
-        write_metrics(path, [*collect_metrics(data_dir, as_of=as_of), *extra])
+        write_metrics(path, [*metrics, *extra])
     except OSError as exc:
         raise ConfigError(f"cannot write --metrics-file {path}: {exc.strerror}") from None
 
@@ -252,6 +313,7 @@ class OpsauditGroup(click.Group):
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "DataDir",
     "ExitCode",
     "JsonFormatter",
     "OpsauditGroup",
@@ -260,9 +322,11 @@ __all__ = [
     "data_dir_option",
     "emit",
     "existing_data_dir",
+    "local_data_dir_option",
     "metrics_file_option",
     "output_options",
     "read_key",
     "setup_logging",
+    "storage_option_option",
     "write_metrics_file",
 ]

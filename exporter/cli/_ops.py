@@ -14,10 +14,11 @@ from exporter.cli._common import (
     api_options,
     data_dir_option,
     emit,
-    existing_data_dir,
+    local_data_dir_option,
     metrics_file_option,
     output_options,
     read_key,
+    storage_option_option,
     write_metrics_file,
 )
 
@@ -62,6 +63,7 @@ def _as_of(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.
 
 @click.command("check")
 @data_dir_option
+@storage_option_option
 @click.option(
     "--max-age",
     type=Duration(),
@@ -101,7 +103,8 @@ def _as_of(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.
 @output_options(["text", "json"], help="text: one line per finding; json: one object.")
 @metrics_file_option
 def check_command(
-    data_dir: Path,
+    data_dir: Path | str,
+    storage_options: tuple[str, ...],
     max_age: dt.timedelta,
     reread_max_age: dt.timedelta,
     stuck_after: dt.timedelta,
@@ -119,15 +122,18 @@ def check_command(
     Meant for cron (`opsaudit sync; opsaudit check`), Nagios-style checks and CI.
     """
     from exporter._check import run_check
+    from exporter._stores import reading
 
-    report = run_check(
-        existing_data_dir(data_dir),
-        max_age=max_age,
-        reread_max_age=reread_max_age,
-        stuck_after=stuck_after,
-        thresholds=thresholds,
-        as_of=as_of,
-    )
+    # On object storage: the restored state and the tables' snapshots (no lease, no writes).
+    with reading(data_dir, storage_options) as local:
+        report = run_check(
+            local,
+            max_age=max_age,
+            reread_max_age=reread_max_age,
+            stuck_after=stuck_after,
+            thresholds=thresholds,
+            as_of=as_of,
+        )
     if fmt == "json":
         import orjson
 
@@ -138,13 +144,19 @@ def check_command(
     if metrics_file is not None:
         from exporter._metrics import check_metrics
 
-        write_metrics_file(metrics_file, data_dir, check_metrics(report), as_of=report.as_of)
+        write_metrics_file(
+            metrics_file,
+            data_dir,
+            storage_options,
+            extra=check_metrics(report),
+            as_of=report.as_of,
+        )
     if not report.ok:
         sys.exit(int(ExitCode.ATTENTION))
 
 
 @click.command("doctor")
-@data_dir_option
+@local_data_dir_option
 @api_options
 @output_options(["text", "json"], help="text: one line per check; json: one object.")
 def doctor_command(

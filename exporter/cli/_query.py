@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
-from exporter.cli._common import data_dir_option, emit, existing_data_dir, output_options
+from exporter.cli._common import data_dir_option, emit, output_options, storage_option_option
 
 
-def _open(data_dir: Path, only: tuple[str, ...] | None = None) -> Any:
+@contextlib.contextmanager
+def _open(
+    data_dir: Path | str, storage_options: Sequence[str], only: tuple[str, ...] | None = None
+) -> Iterator[Any]:
     # Imported here: DuckDB is not needed by `opsaudit sync --help` and friends.
     from exporter._sql import connect
+    from exporter._stores import reading
 
-    # A mistyped path would otherwise answer every query with 0 rows: exit 2.
-    existing_data_dir(data_dir)
-    # Read-only: the connection reads only the dataset and cannot change its settings.
-    return connect(data_dir, only=only, safe=True)
+    # A mistyped path would otherwise answer every query with 0 rows: exit 2 (in `reading`).
+    # On object storage the views read the Delta tables' current snapshots (no state needed).
+    with reading(data_dir, storage_options, state=False) as local:
+        # Read-only: the connection reads only the dataset and cannot change its settings.
+        con = connect(local, only=only, safe=True)
+        try:
+            yield con
+        finally:
+            con.close()
 
 
 @click.command("query")
@@ -25,8 +36,15 @@ def _open(data_dir: Path, only: tuple[str, ...] | None = None) -> Any:
     ["table", "json", "csv"], help="json is one array of row objects, timestamps ISO 8601 UTC."
 )
 @data_dir_option
+@storage_option_option
 @click.argument("sql")
-def query_command(fmt: str, output: Path | None, data_dir: Path, sql: str) -> None:
+def query_command(
+    fmt: str,
+    output: Path | None,
+    data_dir: Path | str,
+    storage_options: tuple[str, ...],
+    sql: str,
+) -> None:
     """Run SQL over the views (operations, operation_versions, projects, sync_runs, ...).
 
     Read-only: SELECT, WITH, VALUES, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN and table-info pragmas
@@ -38,11 +56,8 @@ def query_command(fmt: str, output: Path | None, data_dir: Path, sql: str) -> No
     from exporter._sql import check_read_only, execute
 
     check_read_only(sql)  # before anything runs: COPY, CREATE, SET, ... exit 2
-    con = _open(data_dir)
-    try:
+    with _open(data_dir, storage_options) as con:
         columns, rows = execute(con, sql)
-    finally:
-        con.close()
     emit(render(columns, rows, fmt), output)
 
 
@@ -82,6 +97,7 @@ def query_command(fmt: str, output: Path | None, data_dir: Path, sql: str) -> No
 )
 @click.option("--all", "all_rows", is_flag=True, help="Every row in the table format too.")
 @data_dir_option
+@storage_option_option
 def report_command(
     since: str | None,
     until: str | None,
@@ -90,7 +106,8 @@ def report_command(
     output: Path | None,
     top: int,
     all_rows: bool,
-    data_dir: Path,
+    data_dir: Path | str,
+    storage_options: tuple[str, ...],
 ) -> None:
     """Failures, durations and action mix per action.
 
@@ -108,8 +125,7 @@ def report_command(
 
     window_since = parse_since(since) if since else None
     window_until = parse_until(until) if until else None
-    con = _open(data_dir, REPORT_SQL)
-    try:
+    with _open(data_dir, storage_options, REPORT_SQL) as con:
         report = build_report(
             con, since=window_since, until=window_until, project_ids=list(projects) or None
         )
@@ -118,8 +134,6 @@ def report_command(
 
             emit(render_html(con, report), output)
             return
-    finally:
-        con.close()
     if report.operations == 0 and fmt in ("json", "csv"):
         # Table and markdown say it in the report; json and csv stay machine-readable.
         click.echo(empty_message(report), err=True)

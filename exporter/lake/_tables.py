@@ -478,14 +478,26 @@ class LakeDataset:
 
     # -- maintenance -------------------------------------------------------------------------
 
-    def compact(self, name: str = VERSIONS, *, target_size: int | None = None) -> dict[str, Any]:
+    def compact(
+        self,
+        name: str = VERSIONS,
+        *,
+        target_size: int | None = None,
+        partitions: list[str] | None = None,
+    ) -> dict[str, Any]:
         """Merge small files (Delta OPTIMIZE compact, one commit, dataChange=false). Readers of
-        older snapshots keep their files until vacuum removes them after the retention."""
+        older snapshots keep their files until vacuum removes them after the retention.
+        `partitions`: only these `created_month` values (None: every partition)."""
         dt = self.table(name)
         if dt is None:
             return {}
+        filters: Any = None
+        if partitions is not None:
+            if not partitions:
+                return {}
+            filters = [("created_month", "in", sorted(partitions))]
         try:
-            metrics = dt.optimize.compact(target_size=target_size)
+            metrics = dt.optimize.compact(partition_filters=filters, target_size=target_size)
         except Exception as exc:
             raise classify(exc, self.location, f"cannot compact {name} in") from None
         self._tables.pop(name, None)

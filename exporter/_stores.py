@@ -1,0 +1,170 @@
+"""Where a `--data-dir` lives: `open_store()` for the writers, `reading()` for the readers.
+
+- a plain path or `file:///abs/path`: a local directory of Hive-partitioned Parquet with its
+  SQLite state (`_storage.Dataset`), readable by a bare `read_parquet` glob;
+- `s3://bucket/prefix`, `gs://...`, `az://...`: Delta Lake tables with the state stored beside
+  them (`exporter.lake.LakeStore`; needs `pip install 'opsaudit[lake]'`);
+- any other scheme: a `ConfigError` (exit 2), never a local folder named `s3:`.
+
+Importing this module is cheap (no pyarrow, deltalake or DuckDB): the CLI parses `--data-dir`
+with it at start-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from exporter._errors import ConfigError, StorageError
+from exporter.lake._location import Location, parse_location
+
+if TYPE_CHECKING:
+    from exporter._storage import Store
+
+LAKE_EXTRA = "pip install 'opsaudit[lake]'"
+
+
+def is_url(data_dir: str | Path) -> bool:
+    """True when `data_dir` names object storage (s3://, gs://, az://); a ConfigError for an
+    unsupported scheme or a malformed URL."""
+    if isinstance(data_dir, Path):
+        return False
+    return not parse_location(data_dir).is_local
+
+
+def location(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Location:
+    options = list(storage_options)
+    loc = parse_location(data_dir, options)
+    if loc.is_local and options:
+        raise ConfigError(
+            "--storage-option applies to object storage (s3://, gs://, az://) only; "
+            f"--data-dir {data_dir} is a local directory"
+        )
+    return loc
+
+
+def _local_path(data_dir: str | Path, loc: Location) -> Path:
+    # A plain path stays as given (relative paths keep working as before); file:// is resolved.
+    if isinstance(data_dir, Path):
+        return data_dir
+    return loc.path if data_dir.strip().lower().startswith("file:") else Path(data_dir)
+
+
+def _require_lake() -> None:
+    try:
+        import deltalake  # noqa: F401
+        import obstore  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            f"object storage needs the lake extra: {LAKE_EXTRA} (deltalake, obstore)"
+        ) from None
+
+
+def open_store(
+    data_dir: str | Path,
+    storage_options: Iterable[str] = (),
+    *,
+    lock: bool,
+    wait: bool,
+) -> Store:
+    """The store of `data_dir` for a writer (sync, compact), under its lock or lease."""
+    loc = location(data_dir, storage_options)
+    if loc.is_local:
+        from exporter._storage import Dataset
+
+        return Dataset(_local_path(data_dir, loc), lock=lock, wait=wait)
+    _require_lake()
+    from exporter.lake._store import LakeStore
+
+    return LakeStore(loc, lock=lock, wait=wait)
+
+
+# Readers of an object-storage dataset get a local temporary directory standing in for it (the
+# restored state, when asked for); `_sql.connect` looks the directory up here to read the Delta
+# tables' snapshots instead of Parquet files.
+_LAKES: dict[Path, Any] = {}
+_LAKES_LOCK = threading.Lock()
+
+
+def lake_for(data_dir: Path) -> Any:
+    """The `LakeDataset` a `reading()` directory stands for, or None for a real local dir."""
+    with _LAKES_LOCK:
+        return _LAKES.get(Path(data_dir).resolve())
+
+
+@contextlib.contextmanager
+def reading(
+    data_dir: str | Path, storage_options: Iterable[str] = (), *, state: bool = True
+) -> Iterator[Path]:
+    """A local directory to read `data_dir` through: itself when local (it must exist), else a
+    temporary one holding the state of the last committed batch (`state`; no lease taken,
+    nothing deleted) whose tables `_sql.connect` reads from the Delta snapshots."""
+    loc = location(data_dir, storage_options)
+    if loc.is_local:
+        path = _local_path(data_dir, loc)
+        if not path.is_dir():
+            raise ConfigError(
+                f"--data-dir {data_dir} does not exist; run `opsaudit sync --data-dir "
+                f"{data_dir}` first, or point --data-dir (or $OPSAUDIT_DATA_DIR) at an existing "
+                "dataset"
+            )
+        yield path
+        return
+    _require_lake()
+    from exporter._layout import STATE_FILE
+    from exporter.lake._tables import LakeDataset
+
+    ds = LakeDataset.open(loc)  # StorageError when no dataset is there
+    tmp = Path(tempfile.mkdtemp(prefix="opsaudit-read-")).resolve()
+    try:
+        if state and ds.restore_state(tmp / STATE_FILE) is None:
+            raise StorageError(f"no dataset in {loc.display} yet: run `opsaudit sync` first")
+        with _LAKES_LOCK:
+            _LAKES[tmp] = ds
+        yield tmp
+    finally:
+        with _LAKES_LOCK:
+            _LAKES.pop(tmp, None)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def lake_relations(con: Any, data_dir: Path) -> dict[str, str] | None:
+    """For a `reading()` directory of an object-storage dataset: register each table's current
+    snapshot (a pyarrow dataset) in DuckDB connection `con` and return, per source path the .sql
+    files read, the relation that replaces their `read_parquet(...)`. None for a local dir."""
+    ds = lake_for(data_dir)
+    if ds is None:
+        return None
+    from exporter._layout import PROJECTS_FILE, SYNC_RUNS_FILE, VERSIONS_GLOB
+    from exporter.lake._tables import PROJECTS, SYNC_RUNS, VERSIONS
+
+    out: dict[str, str] = {}
+    for source, name in (
+        (VERSIONS_GLOB, VERSIONS),
+        (PROJECTS_FILE, PROJECTS),
+        (SYNC_RUNS_FILE, SYNC_RUNS),
+    ):
+        snapshot = ds.snapshot(name)
+        if snapshot is None:
+            out[source] = ""  # no table yet: the loader's empty relation
+            continue
+        relation = f"_opsaudit_{name}"
+        con.register(relation, snapshot)
+        out[source] = f"(SELECT * FROM {relation})"
+    return out
+
+
+__all__ = [
+    "LAKE_EXTRA",
+    "is_url",
+    "lake_for",
+    "lake_relations",
+    "location",
+    "open_store",
+    "reading",
+]

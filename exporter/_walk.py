@@ -60,7 +60,7 @@ class WalkLimits:
     """Bounds of one project's walk."""
 
     page_size: int = PAGE_SIZE
-    flush_rows: int = 5_000  # hand rows to storage at least this often (flat memory)
+    flush_rows: int = 2_000  # hand rows to storage at least this often (flat memory)
     max_extend_pages: int = 50  # pages walked past the checkpoint to refresh open ops
     max_gets: int = 500  # single-operation GETs per project per run; the rest wait a run
 

@@ -47,6 +47,9 @@ CREATE TABLE projects (
     walk_top_ids TEXT,             -- ... the ids at that second ...
     resume_cursor TEXT,            -- ... the cursor of the next page to read ...
     walk_tail_ids TEXT,            -- ... and the ids of the last page's oldest second
+    walked_from_us INTEGER,        -- when the last completed walk read its first page
+    active_us INTEGER,             -- the listing's newest activity mark (updated_at,
+                                   -- compute_last_active_at): `--skip-idle`
     listed_in TEXT                 -- scope of the listing that last showed it (org id, '*',
                                    -- 'shared'): a complete listing of that scope without it
                                    -- marks it deleted
@@ -93,6 +96,8 @@ _MIGRATE_TO_2 = [
     "ALTER TABLE open_ops ADD COLUMN misses INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE projects ADD COLUMN walk_tail_ids TEXT",
     "ALTER TABLE projects ADD COLUMN listed_in TEXT",
+    "ALTER TABLE projects ADD COLUMN walked_from_us INTEGER",
+    "ALTER TABLE projects ADD COLUMN active_us INTEGER",
     "ALTER TABLE files ADD COLUMN replaced_by TEXT",
     "ALTER TABLE runs ADD COLUMN projects_left INTEGER DEFAULT 0",
     "ALTER TABLE runs ADD COLUMN coverage_hour REAL",
@@ -161,6 +166,13 @@ def _micros(text: Any) -> int | None:
         return to_micros(text) if isinstance(text, str) else None
     except ValueError:
         return None
+
+
+def _activity(project: dict[str, Any]) -> int | None:
+    """The newest of the listing fields that move when a project is active (`--skip-idle`)."""
+    marks = [_micros(project.get(k)) for k in ("updated_at", "compute_last_active_at")]
+    known = [m for m in marks if m is not None]
+    return max(known) if known else None
 
 
 def _ids(text: str | None) -> frozenset[str]:
@@ -405,8 +417,8 @@ class StateDB:
             con.execute(
                 "UPDATE projects SET checkpoint_us = ?, boundary_ids = ?, walk_top_us = NULL, "
                 "walk_top_ids = NULL, resume_cursor = NULL, walk_tail_ids = NULL, "
-                "last_synced_us = ?, last_error = NULL WHERE id = ?",
-                (checkpoint, ids_json(boundary), c.completed_us, c.project_id),
+                "last_synced_us = ?, walked_from_us = ?, last_error = NULL WHERE id = ?",
+                (checkpoint, ids_json(boundary), c.completed_us, c.walked_from_us, c.project_id),
             )
         if c.error is not None:
             # After `completed` in the same chunk order: a failure is never wiped by a
@@ -426,6 +438,23 @@ class StateDB:
             for pid, synced in self.query("SELECT id, last_synced_us FROM projects")
         }
         return sorted(ids, key=lambda pid: order.get(pid, (False, 0, pid)))
+
+    def idle_projects(self, now: int, full_sweep_us: int) -> set[str]:
+        """Projects `--skip-idle` may leave for a later run: walked completely, with nothing
+        tracked, no error, no walk in progress, no activity in the listing since their last
+        walk began, and walked within `full_sweep_us` (the guarantee: every project is walked
+        at least that often)."""
+        return {
+            row[0]
+            for row in self.query(
+                "SELECT id FROM projects p WHERE checkpoint_us IS NOT NULL "
+                "AND resume_cursor IS NULL AND last_error IS NULL AND deleted_us IS NULL "
+                "AND active_us IS NOT NULL AND walked_from_us IS NOT NULL "
+                "AND active_us < walked_from_us AND last_synced_us >= ? "
+                "AND NOT EXISTS (SELECT 1 FROM open_ops o WHERE o.project_id = p.id)",
+                (now - full_sweep_us,),
+            )
+        }
 
     def refresh_allowance(self, limit: int) -> set[str]:
         """The `limit` tracked operations checked longest ago, across the whole account: the
@@ -483,7 +512,7 @@ class StateDB:
                 "UPDATE projects SET name = ?, region_id = ?, pg_version = ?, "
                 "platform_id = ?, provisioner = ?, org_id = ?, owner_id = ?, "
                 "created_us = ?, updated_us = ?, raw = ?, last_seen_us = ?, "
-                "deleted_us = NULL, listed_in = ? WHERE id = ?",
+                "deleted_us = NULL, listed_in = ?, active_us = ? WHERE id = ?",
                 [
                     (
                         p.get("name"),
@@ -498,6 +527,7 @@ class StateDB:
                         orjson.dumps(p).decode(),
                         now,
                         scope,
+                        _activity(p),
                         p["id"],
                     )
                     for p in projects
@@ -595,6 +625,10 @@ class StateDB:
     def live_files(self) -> list[str]:
         """The committed data files readers may read (relative paths), in path order."""
         return [r[0] for r in self.query("SELECT path FROM files WHERE state = 'live' ORDER BY 1")]
+
+    def known_files(self) -> set[str]:
+        """Every data file the state knows of (committed, being published or retired)."""
+        return {r[0] for r in self.query("SELECT path FROM files")}
 
     def files_in(self, state: str) -> list[tuple[str, str | None]]:
         return self.query("SELECT path, staged FROM files WHERE state = ? ORDER BY 1", (state,))

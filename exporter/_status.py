@@ -71,10 +71,14 @@ class Status:
     # Account-wide (issue 12): projects, share walked within the hour / day, the oldest lag,
     # open operations not re-read for a day.
     coverage: dict[str, Any] = field(default_factory=dict)
+    # Parquet files among the data that are not part of the dataset (a stray copy, a file
+    # written by hand): readers never read them; listed so that someone removes them.
+    stray_files: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "coverage": self.coverage,
+            "stray_files": self.stray_files,
             "projects": [{k: jsonable(v) for k, v in p.items()} for p in self.projects],
             "runs": [{k: jsonable(v) for k, v in r.items()} for r in self.runs],
         }
@@ -89,8 +93,8 @@ def _at(us: int | None) -> dt.datetime | None:
 def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = None) -> Status:
     """The status of `data_dir`; `ConfigError` if it does not exist, `StorageError` if no sync
     has written its state yet or the state is unusable."""
+    from exporter._layout import STATE_FILE, VERSIONS_DIR
     from exporter._state import StateDB
-    from exporter._storage import STATE_FILE
 
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
@@ -107,9 +111,12 @@ def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = No
         project_rows = state.projects_rows()
         run_rows = state.runs_rows()
         cov = state.coverage(int(now.timestamp() * 1_000_000))
+        known = state.known_files()
     finally:
         state.close()
-    status = Status(as_of=now)
+    on_disk = (p.relative_to(data_dir).as_posix() for p in data_dir.glob(f"{VERSIONS_DIR}/*/*"))
+    stray = sorted(p for p in on_disk if p not in known)
+    status = Status(as_of=now, stray_files=stray)
     status.coverage = {
         "projects": cov.projects,
         "synced_within_hour": round(cov.share_hour, 4),
@@ -156,4 +163,9 @@ def render_status(status: Status, fmt: str) -> str:
         f"{'-' if lag is None else f'{lag}s'}; {c['open_not_reread_within_day']} open "
         "operation(s) not re-read for a day\n"
     )
+    if status.stray_files:
+        coverage += (
+            f"{len(status.stray_files)} file(s) among the data are not part of the dataset and "
+            f"are never read (remove them): {', '.join(status.stray_files[:10])}\n"
+        )
     return f"{coverage}\n{projects}\n{runs}"

@@ -96,6 +96,10 @@ class SyncConfig:
     max_requests: int | None = None  # stop starting new work after this many requests
     # Single-operation GETs per run across the account, oldest-checked first (issue 12).
     max_gets_per_run: int = 5_000
+    # --skip-idle: leave projects whose listing shows no activity since their last walk, but
+    # walk every project at least every `full_sweep_every` seconds (README: what it can delay).
+    skip_idle: bool = False
+    full_sweep_every: float = 86_400.0
 
 
 @dataclass
@@ -129,6 +133,7 @@ class RunSummary:
     gets: int = 0
     open_operations: int = 0
     projects_left: int = 0  # not reached or cut short (budget, stop): the next run continues
+    projects_idle: int = 0  # left for a later run by --skip-idle (no activity since last walk)
     coverage: Coverage | None = None  # account-wide currency after the run
     achieved_rps: float = 0.0  # requests / wall seconds
     configured_rps: float | None = None  # the pacing asked for (None: unpaced)
@@ -157,7 +162,9 @@ class RunSummary:
 
     def settle(self, budget_reached: bool = False) -> None:
         """The outcome of a run whose walks all ended (unless an earlier stop set one)."""
-        self.projects_left = self.projects_total - self.projects_ok - self.projects_failed
+        self.projects_left = (
+            self.projects_total - self.projects_ok - self.projects_failed - self.projects_idle
+        )
         if self.outcome is not Outcome.RUNNING:
             return
         if not self.projects_failed and not self.errors:
@@ -178,6 +185,8 @@ class RunSummary:
         )
         if self.projects_failed:
             text += f"; {self.projects_failed} project(s) failed"
+        if self.projects_idle:
+            text += f"; {self.projects_idle} idle project(s) not walked (--skip-idle)"
         if self.projects_left:
             text += f"; {self.projects_left} project(s) left for the next run"
         if self.configured_rps:
@@ -412,9 +421,13 @@ class _Run:
         self.budget.spend(client.stats.requests)
         # Stalest first: consecutive budgeted runs cover every project (issue 12).
         pids = state.stalest_first(found.ids)
+        if config.skip_idle:
+            idle = state.idle_projects(self.started, int(config.full_sweep_every * 1e6))
+            pids = [p for p in pids if p not in idle]
         self.allowed_gets = state.refresh_allowance(config.max_gets_per_run)
         self.load_checkpoint = state.checkpoints()
-        summary.projects_total = len(pids)
+        summary.projects_total = len(found.ids)
+        summary.projects_idle = len(found.ids) - len(pids)
         self.observer.discovered(len(pids), client.stats)
         committer.start()
         with ThreadPoolExecutor(
@@ -489,7 +502,9 @@ class _Run:
     def _finish(self, s: RunSummary, exports: bool = True) -> None:
         state = self.dataset.state
         s.open_operations = state.open_count()
-        s.projects_left = max(0, s.projects_total - s.projects_ok - s.projects_failed)
+        s.projects_left = max(
+            0, s.projects_total - s.projects_ok - s.projects_failed - s.projects_idle
+        )
         now = now_us()
         s.coverage = coverage = state.coverage(now)
         s.achieved_rps = s.requests / max(time.monotonic() - self.clock_started, 1e-6)

@@ -82,6 +82,7 @@ class Chunk:
     # Walk completed: the new (checkpoint_us, boundary_ids), and progress is cleared.
     completed: tuple[int | None, frozenset[str]] | None = None
     completed_us: int = 0
+    walked_from_us: int = 0  # when the completed walk read its first page
     error: str | None = None  # the project failed: its last_error
     deleted_us: int | None = None  # the API answered 404 for the project
     new: int = 0
@@ -263,6 +264,7 @@ class ProjectWalk:
         """Walk down to the checkpoint; returns the pager, positioned where the walk stopped."""
         cp = self.cp
         resuming = cp.resume_cursor is not None
+        walked_from = now_us()
         pager = Pager(self._fetch, self.limits.page_size, cp.resume_cursor, what=self.pid)
         top = cp.walk_top_us if resuming else None
         top_ids: set[str] = set(cp.walk_top_ids) if resuming else set()
@@ -313,6 +315,7 @@ class ProjectWalk:
             completed = (top, frozenset(top_ids))
         self.chunk.completed = completed
         self.chunk.completed_us = now_us()
+        self.chunk.walked_from_us = walked_from
         self._flush()
         cp.checkpoint_us, cp.boundary_ids = completed
         cp.walk_top_us, cp.walk_top_ids, cp.resume_cursor = None, frozenset(), None

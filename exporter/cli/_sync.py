@@ -85,6 +85,21 @@ ACCOUNT_RPS = 700 / 60
     help="Stop starting new work after this many requests (like --time-budget).",
 )
 @click.option(
+    "--skip-idle",
+    is_flag=True,
+    help="Leave projects whose listing shows no activity (updated_at, compute_last_active_at) "
+    "since their last walk; every project is still walked at least every --full-sweep-every. "
+    "Can delay operations that leave no trace in the listing (README).",
+)
+@click.option(
+    "--full-sweep-every",
+    type=Duration(),
+    default="24h",
+    show_default=True,
+    metavar="DURATION",
+    help="With --skip-idle: the longest a project goes without a walk.",
+)
+@click.option(
     "--concurrency",
     type=click.IntRange(1, 64),
     default=4,
@@ -123,6 +138,8 @@ def sync_command(
     route_max_rps: float,
     time_budget: dt.timedelta | None,
     max_requests: int | None,
+    skip_idle: bool,
+    full_sweep_every: dt.timedelta,
     concurrency: int,
     wait_for_lock: bool,
     no_compact: bool,
@@ -161,6 +178,8 @@ def sync_command(
         time_budget=time_budget.total_seconds() if time_budget is not None else None,
         max_requests=max_requests,
         route_max_rps=route_max_rps,
+        skip_idle=skip_idle,
+        full_sweep_every=full_sweep_every.total_seconds(),
     )
     # Arrow's default pool (mimalloc) keeps freed batches cached: ~50 MB more peak RSS for a
     # process that only streams batches through. The system allocator returns them.

@@ -285,6 +285,8 @@ class OpFactory:
                 st = rng.choice(UNKNOWN_STATUSES)
             upd = min(c + dur * 1000, now_us)
         i = p.append(op_id, c, upd, a, self.statuses.get(st), failures, b, e, dur)
+        if action != "check_availability":
+            p.mark_active(c)
         if err is not None:
             p.error[i] = err
         if retry is not None:

@@ -48,7 +48,10 @@ class ProjectData:
         self.meta = meta  # the project object as listed (without org_id)
         self.shared = shared
         self.deleted = False
-        self.rendered_meta: bytes = orjson.dumps({**meta, "org_id": org_id})
+        # `compute_last_active_at` of the listing: moved by every operation but the control
+        # plane's periodic check_availability (what `sync --skip-idle` can and cannot see).
+        self.active_us: int | None = None
+        self._rendered_meta: bytes | None = None
         self.ids: list[str] = []
         self.created = array("q")
         self.updated = array("q")
@@ -86,6 +89,20 @@ class ProjectData:
             i = self._endpoint_ix[endpoint_id] = len(self.endpoints)
             self.endpoints.append(endpoint_id)
         return i
+
+    @property
+    def rendered_meta(self) -> bytes:
+        if self._rendered_meta is None:
+            meta = {**self.meta, "org_id": self.org_id}
+            if self.active_us is not None:
+                meta["compute_last_active_at"] = fmt_seconds(self.active_us)
+            self._rendered_meta = orjson.dumps(meta)
+        return self._rendered_meta
+
+    def mark_active(self, us: int) -> None:
+        if self.active_us is None or us > self.active_us:
+            self.active_us = us
+            self._rendered_meta = None
 
     def append(
         self,

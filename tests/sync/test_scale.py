@@ -145,3 +145,49 @@ def test_coverage_figures_are_exact_on_a_constructed_state(tmp_path: Path) -> No
     assert cov.oldest_lag_us == 3 * day
     assert cov.open_unchecked_day == 2
     assert (cov.share_hour, cov.share_day) == (0.4, 0.6)
+
+
+def test_skip_idle_defers_quiet_projects_and_keeps_the_full_sweep_guarantee(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """`--skip-idle` leaves projects whose listing shows no activity since their last walk;
+    what it can delay is exactly the operations that leave no trace in the listing (here the
+    control plane's check_availability); every project is walked within --full-sweep-every."""
+    import time
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    sim = make_sim(
+        seed=134,
+        projects=3,
+        shared_projects=0,
+        orgs=1,
+        days=0,
+        ops_per_project_per_day=0,
+        live_ops_per_project_per_hour=0,
+        start=now,
+    )
+    busy, quiet, idle = sorted(sim.project_ids())
+    for pid in (busy, quiet, idle):
+        sim.add_operations(pid, 1, action="start_compute")
+    # Twice: a freshly finished operation is tracked for one more look, which keeps its project
+    # from being idle until that look.
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    sim.advance(60)  # the simulated clock moves past the wall clock: activity after the walk
+    new_busy = sim.add_operations(busy, 2, action="start_compute")
+    new_quiet = sim.add_operations(quiet, 2, action="check_availability")
+    sim.reset_stats()
+    deferred = run_sync(sim, tmp_path, skip_idle=True, full_sweep_every=3600.0)
+    assert deferred.outcome == "ok"
+    assert (deferred.projects_idle, deferred.projects_ok) == (2, 1)
+    assert sim.stats()["by_route"]["GET /projects/{project_id}/operations"] == 1
+    from .conftest import latest_raw
+
+    stored = latest_raw(tmp_path)
+    assert set(new_busy) <= set(stored)
+    assert not set(new_quiet) & set(stored)  # delayed: no trace in the listing
+    time.sleep(1.2)
+    swept = run_sync(sim, tmp_path, skip_idle=True, full_sweep_every=1.0)
+    assert swept.projects_idle == 0 and swept.projects_ok == 3
+    assert_matches_truth(sim, tmp_path)

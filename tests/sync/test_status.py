@@ -58,3 +58,35 @@ def test_compact_command(make_sim: Any, tmp_path: Path, monkeypatch: Any) -> Non
     assert result.exit_code == 0, result.output
     removed = int(result.output.split()[2])
     assert removed >= 8 and len(part_files()) == before - removed
+
+
+def test_a_stray_file_is_named_by_status_and_ignored_by_query_and_report(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """Issue 15: the file a `COPY ... TO` once wrote among the data (before `query` refused
+    writes) breaks no reader, and `status` names it."""
+    import duckdb
+
+    sim = make_sim(seed=140, projects=2, shared_projects=0, days=1, ops_per_project_per_day=40)
+    env = {"NEON_API_KEY": sim.personal_key}
+    runner = CliRunner()
+    args = ["--data-dir", str(tmp_path)]
+    done = runner.invoke(
+        cli, ["sync", *args, "--base-url", sim.base_url, "--max-rps", "0"], env=env
+    )
+    assert done.exit_code == 0, done.output
+    month = sorted((tmp_path / "operation_versions").iterdir())[0]
+    stray = month / "zz.parquet"
+    duckdb.sql(f"COPY (SELECT 1 AS x) TO '{stray}' (FORMAT parquet)")
+    count = runner.invoke(
+        cli, ["query", *args, "--format", "csv", "SELECT count(*) FROM operations"]
+    )
+    assert count.exit_code == 0, count.output
+    assert count.output.splitlines()[-1] == str(len(sim.ground_truth()))
+    report = runner.invoke(cli, ["report", *args, "--format", "json"])
+    assert report.exit_code == 0, report.output
+    status = runner.invoke(cli, ["status", *args, "--format", "json"])
+    relative = stray.relative_to(tmp_path).as_posix()
+    assert json.loads(status.output)["stray_files"] == [relative]
+    text = runner.invoke(cli, ["status", *args])
+    assert f"are never read (remove them): {relative}" in text.output

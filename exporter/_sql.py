@@ -41,6 +41,7 @@ __all__ = [
     "list_views",
     "sql_dir",
     "sql_files",
+    "sql_files_for",
     "write_views_database",
 ]
 
@@ -103,6 +104,41 @@ def list_views() -> list[str]:
 def list_macros() -> list[str]:
     """Names of the macros (parameterised views such as stuck_operations_older_than)."""
     return _defined("MACRO")
+
+
+# Words that make a query look at the catalog (SHOW TABLES, duckdb_views(), ...): every view
+# must be defined for those.
+_CATALOG_WORDS = frozenset(
+    {"show", "describe", "summarize", "information_schema", "pg_catalog", "sqlite_master"}
+)
+_WORD = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def sql_files_for(sql: str) -> list[str] | None:
+    """The .sql files a query needs: 00_base.sql, each file defining a name the query mentions,
+    and what those mention in turn; None (all of them) when it looks at the catalog.
+
+    Each view costs a bind, which reads Parquet metadata: `opsaudit query "select 1"` need not
+    define thirty (start-up, PRODUCT.md performance targets). A name mentioned only in a string
+    or a comment loads one file too many, never one too few.
+    """
+    words = set(_WORD.findall(sql.lower()))
+    if words & _CATALOG_WORDS or any(w.startswith(("duckdb_", "pragma")) for w in words):
+        return None
+    files = sql_files()
+    defines = {
+        path.name: {m["name"].lower() for m in _CREATE.finditer(path.read_text())} for path in files
+    }
+    texts = {path.name: path.read_text().lower() for path in files}
+    needed = {files[0].name} if files else set()
+    pending = [words]
+    while pending:
+        mentioned = pending.pop()
+        for name, names in defines.items():
+            if name not in needed and names & mentioned:
+                needed.add(name)
+                pending.append(set(_WORD.findall(texts[name])))
+    return [path.name for path in files if path.name in needed]
 
 
 def _quote(text: str) -> str:

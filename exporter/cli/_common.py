@@ -39,9 +39,11 @@ class DataDir(click.ParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, Path):
             return value
+        text = str(value)
+        if text.strip() and ":" not in text:
+            return Path(text)  # no scheme: a local path (the lake package costs ~17 ms to load)
         from exporter.lake._location import parse_location  # no pyarrow, no deltalake
 
-        text = str(value)
         try:
             loc = parse_location(text)
         except ConfigError as exc:

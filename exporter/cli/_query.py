@@ -53,10 +53,11 @@ def query_command(
     DuckDB CLI on the data directory's opsaudit.duckdb.
     """
     from exporter._format import render
-    from exporter._sql import check_read_only, execute
+    from exporter._sql import check_read_only, execute, sql_files_for
 
     check_read_only(sql)  # before anything runs: COPY, CREATE, SET, ... exit 2
-    with _open(data_dir, storage_options) as con:
+    only = sql_files_for(sql)  # the views the query names (and theirs), not all of them
+    with _open(data_dir, storage_options, tuple(only) if only is not None else None) as con:
         columns, rows = execute(con, sql)
     emit(render(columns, rows, fmt), output)
 

@@ -100,3 +100,23 @@ def assert_matches_truth(sim: Any, data_dir: Path, project_ids: list[str] | None
     assert not differing, (
         f"{len(differing)} operations differ, e.g. {truth[differing[0]]} vs {latest[differing[0]]}"
     )
+
+
+def empty_sim(make_sim: Any, seed: int, projects: int = 1, *, at_now: bool = False) -> Any:
+    """Projects with no history and no live arrivals: the test writes every operation. With
+    `at_now` the simulated clock starts at the wall clock (for what is "fresh" or "recent")."""
+    kwargs: dict[str, Any] = {}
+    if at_now:
+        from datetime import datetime, timezone
+
+        kwargs["start"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return make_sim(
+        seed=seed,
+        projects=projects,
+        shared_projects=0,
+        orgs=1,
+        days=0,
+        ops_per_project_per_day=0,
+        live_ops_per_project_per_hour=0,
+        **kwargs,
+    )

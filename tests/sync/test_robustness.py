@@ -25,21 +25,13 @@ from exporter._sync import SyncConfig
 from exporter._walk import WalkLimits
 from exporter.cli import cli
 
-from .conftest import assert_matches_truth, latest_raw, run_sync
+from .conftest import assert_matches_truth, empty_sim, latest_raw, run_sync
 
 FAST = RetryPolicy(max_attempts=3, backoff_initial=0.01, backoff_max=0.02)
 
 
 def _one_project(make_sim: Any, seed: int) -> tuple[Any, str]:
-    sim = make_sim(
-        seed=seed,
-        projects=1,
-        shared_projects=0,
-        orgs=1,
-        days=0,
-        ops_per_project_per_day=0,
-        live_ops_per_project_per_hour=0,
-    )
+    sim = empty_sim(make_sim, seed)
     return sim, sim.project_ids()[0]
 
 
@@ -332,19 +324,7 @@ def test_an_operation_first_seen_finished_is_read_once_more(make_sim: Any, tmp_p
     """Seen for the first time already `finished` (total_duration_ms 0), then filled in place
     with the same updated_at (PRODUCT.md): one more read stores the final state, even when the
     operation is too deep for the next walk to pass it."""
-    from datetime import datetime, timezone
-
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    sim = make_sim(
-        seed=79,
-        projects=1,
-        shared_projects=0,
-        orgs=1,
-        days=0,
-        ops_per_project_per_day=0,
-        live_ops_per_project_per_hour=0,
-        start=now,
-    )
+    sim = empty_sim(make_sim, 79, at_now=True)
     pid = sim.project_ids()[0]
     sim.advance(1)
     [op_id] = sim.add_operations(pid, 1, status="finished")

@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from .conftest import assert_matches_truth, run_sync
+from .conftest import assert_matches_truth, empty_sim, run_sync
 
 
 def _listing_limits(sim: Any) -> list[str]:
@@ -56,15 +56,7 @@ def test_a_budgeted_run_stops_cleanly_and_the_next_ones_resume_exactly(
 ) -> None:
     """Walks cut by --max-requests commit what they read and resume from their cursor; every
     run exits 0 (outcome `budget` until the account is covered) and the end is ground truth."""
-    sim = make_sim(
-        seed=132,
-        projects=6,
-        shared_projects=0,
-        orgs=1,
-        days=0,
-        ops_per_project_per_day=0,
-        live_ops_per_project_per_hour=0,
-    )
+    sim = empty_sim(make_sim, 132, projects=6)
     for pid in sim.project_ids():
         sim.add_operations(pid, 40, same_second=False)
     outcomes = []
@@ -154,19 +146,8 @@ def test_skip_idle_defers_quiet_projects_and_keeps_the_full_sweep_guarantee(
     what it can delay is exactly the operations that leave no trace in the listing (here the
     control plane's check_availability); every project is walked within --full-sweep-every."""
     import time
-    from datetime import datetime, timezone
 
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    sim = make_sim(
-        seed=134,
-        projects=3,
-        shared_projects=0,
-        orgs=1,
-        days=0,
-        ops_per_project_per_day=0,
-        live_ops_per_project_per_hour=0,
-        start=now,
-    )
+    sim = empty_sim(make_sim, 134, projects=3, at_now=True)
     busy, quiet, idle = sorted(sim.project_ids())
     for pid in (busy, quiet, idle):
         sim.add_operations(pid, 1, action="start_compute")

@@ -54,6 +54,10 @@ class RateLimiter:
             return None
 
 
-def retry_after_header(wait: float) -> int:
-    """Whole seconds, at least 1 (the header has no fractions)."""
-    return max(1, math.ceil(wait))
+def retry_after_header(wait: float, time_scale: float = 1.0) -> str:
+    """Whole seconds, at least 1 (the header has no fractions). Under a time scale the header
+    is scaled too, with a fraction: a whole second would stand for `time_scale` seconds of the
+    simulated clock and distort every benchmark that runs faster than real time."""
+    if time_scale == 1.0:
+        return str(max(1, math.ceil(wait)))
+    return f"{max(wait, 1.0 / time_scale):.3f}"

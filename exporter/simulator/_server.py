@@ -263,7 +263,8 @@ class _Handler(BaseHTTPRequestHandler):
         if wait is not None:
             with srv.stats.lock:
                 srv.stats.responses_429 += 1
-            extra = [("Retry-After", str(retry_after_header(wait)))] if limits.retry_after else None
+            header = retry_after_header(wait, limits.time_scale)
+            extra = [("Retry-After", header)] if limits.retry_after else None
             return None, (429, "rate limit exceeded, retry later", extra)
         try:
             return srv.api.handle(path, query, key, route), None

@@ -444,6 +444,8 @@ class _Run:
                 if not f.cancelled():
                     f.result()
         committer.close()
+        if isinstance(committer.error, OpsauditError):
+            raise committer.error  # its own exit code (a lost lease is 4, a full disk 6)
         if committer.error is not None:
             raise StorageError(
                 f"writing the dataset failed: {committer.error}"

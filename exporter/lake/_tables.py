@@ -181,15 +181,20 @@ class LakeDataset:
         if got is None:
             empty = objects.is_empty()  # also the probe: bucket missing, access denied, unreachable
             if not empty:
+                # A writer racing on a new prefix writes the marker first of all: read it again
+                # before calling the prefix foreign.
+                got = objects.get(MARKER_KEY)
+            if not empty and got is None:
                 raise StorageError(
                     f"{location.display} holds objects but is not an opsaudit dataset (no "
                     f"{MARKER_KEY}); nothing was written. Point --data-dir at an empty prefix or "
                     "at an existing opsaudit dataset."
                 )
-            if not create:
+            if got is None and not create:
                 raise StorageError(
                     f"{location.display}: no opsaudit dataset here (run a sync first)"
                 )
+        if got is None:
             marker = {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -263,9 +264,13 @@ def _run(mutant: Mutant, work: Path, timeout: float) -> tuple[str, float, str]:
         return "SURVIVED", elapsed, tail
     if proc.returncode not in (1,):  # 2-5: the tests did not run (import error, usage...)
         return "ERROR", elapsed, tail
-    summary = [line for line in proc.stdout.splitlines() if " in " in line and "passed" in line]
-    if not any(word in " ".join(summary[-1:]) + tail for word in ("failed", "error")):
-        # Exit 1 without a failed test (a warning at exit, say): not evidence of a kill.
+    # A failed test shows as `F` (or `E`) in the progress lines and as "failed" in the summary;
+    # exit 1 with neither (a warning at exit, say) is no evidence of a kill.
+    progress = re.compile(r"^[.sxXFE]+(\s+\[\s*\d+%\])?$")
+    failed_marks = any(
+        progress.match(line) and ("F" in line or "E" in line) for line in proc.stdout.splitlines()
+    )
+    if not failed_marks and not re.search(r"\d+ (failed|error)", proc.stdout):
         return "UNCLEAR", elapsed, tail
     return "killed", elapsed, tail
 

@@ -5,6 +5,8 @@ Use from a notebook or a script::
     import exporter
     summary = exporter.sync(exporter.SyncConfig(data_dir=Path("data"), api_key=key))
     con = exporter.connect(Path("data"))      # DuckDB with every view defined
+    con = exporter.connect("s3://bucket/org-1", storage_options=["AWS_REGION=eu-west-1"])
+    con = exporter.connect([Path("data"), "s3://bucket/org-1"])   # read together
     con.sql("SELECT * FROM failures_by_action").df()
     exporter.read_status(Path("data")).projects   # what `opsaudit status` shows
     exporter.run_check(Path("data")).findings      # what `opsaudit check` finds

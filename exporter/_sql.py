@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,12 @@ __all__ = [
 
 # The relative paths the .sql files read.
 _SOURCES = (VERSIONS_GLOB, PROJECTS_FILE, SYNC_RUNS_FILE)
+# The base view over each source.
+_BASE_VIEWS = {
+    VERSIONS_GLOB: "operation_versions",
+    PROJECTS_FILE: "projects",
+    SYNC_RUNS_FILE: "sync_runs",
+}
 
 
 def _source_schema(relative: str) -> pa.Schema:
@@ -218,13 +224,8 @@ def _resolve(text: str, sources: dict[str, Any]) -> str:
 
 
 def _load(
-    con: duckdb.DuckDBPyConnection, data_dir: Path, only: Sequence[str] | None = None
+    con: duckdb.DuckDBPyConnection, sources: dict[str, Any], only: Sequence[str] | None
 ) -> None:
-    from exporter._stores import lake_relations
-
-    # A dataset on object storage: its Delta tables' snapshots, registered as Arrow datasets.
-    lake = lake_relations(con, data_dir)
-    sources = lake if lake is not None else _sources(data_dir.resolve())
     for path in sql_files():
         if only is not None and path.name not in only:
             continue
@@ -234,48 +235,135 @@ def _load(
             raise QueryError(f"loading {path.name}: {_first_line(exc)}") from exc
 
 
+def _dataset_sources(con: duckdb.DuckDBPyConnection, dataset: Any, tag: str) -> dict[str, Any]:
+    """What each .sql source path reads for one dataset: committed files of a local directory,
+    or the relations of an object-storage dataset's snapshots (registered in `con`)."""
+    from exporter._stores import lake_for, lake_relations
+
+    if isinstance(dataset, Path):
+        lake = lake_for(dataset)  # a `reading()` directory standing for object storage
+        if lake is None:
+            return _sources(dataset.resolve())
+        dataset = lake
+    return lake_relations(con, dataset, tag)
+
+
+# With several datasets each one's base views live in their own schema (d1, d2, ...) and these
+# views in `main` join them, with a `dataset` column. An operation that several datasets hold
+# (a shared project exported per account) keeps the history of the one that saw its newest
+# state (updated_at, then observed_at, then the order given): versions are numbered within a
+# dataset, so every view and macro over `operation_versions` stays exact as it is.
+_UNION_VIEWS = """
+CREATE OR REPLACE VIEW operation_versions AS
+WITH owner AS (
+    SELECT id, _rank FROM ({latest})
+    QUALIFY row_number() OVER (
+        PARTITION BY id ORDER BY updated_at DESC, observed_at DESC, _rank
+    ) = 1
+)
+SELECT v.* EXCLUDE (_rank)
+FROM ({versions}) AS v
+SEMI JOIN owner ON v.id = owner.id AND v._rank = owner._rank;
+CREATE OR REPLACE VIEW projects AS
+SELECT * EXCLUDE (_rank) FROM ({projects})
+QUALIFY row_number() OVER (PARTITION BY id ORDER BY last_seen_at DESC NULLS LAST, _rank) = 1;
+CREATE OR REPLACE VIEW sync_runs AS SELECT * EXCLUDE (_rank) FROM ({sync_runs});
+"""
+
+
+def _union(view: str, labels: Sequence[str], columns: str = "*") -> str:
+    return "\nUNION ALL\n".join(
+        f"SELECT {columns}, {_quote(label)} AS dataset, {i} AS _rank FROM d{i}.{view}"
+        for i, label in enumerate(labels, 1)
+    )
+
+
+def _load_datasets(
+    con: duckdb.DuckDBPyConnection,
+    datasets: Sequence[Any],
+    labels: Sequence[str],
+    only: Sequence[str] | None,
+) -> None:
+    if len(datasets) == 1:
+        _load(con, _dataset_sources(con, datasets[0], "1"), only)
+        return
+    base = sql_files()[0].name
+    for i, dataset in enumerate(datasets, 1):
+        con.execute(f"CREATE SCHEMA d{i}")
+        con.execute(f"SET schema = 'd{i}'")
+        _load(con, _dataset_sources(con, dataset, str(i)), [base])
+    con.execute("SET schema = 'main'")
+    # The files load over placeholders of the right shape; the base views are then replaced.
+    placeholder = {source: f"(SELECT * FROM d1.{view})" for source, view in _BASE_VIEWS.items()}
+    _load(con, placeholder, only)
+    con.execute(
+        _UNION_VIEWS.format(
+            latest=_union("operations", labels, "id, updated_at, observed_at"),
+            versions=_union("operation_versions", labels),
+            projects=_union("projects", labels),
+            sync_runs=_union("sync_runs", labels),
+        )
+    )
+
+
 def _first_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
 
 
 def connect(
-    data_dir: Path, *, only: Sequence[str] | None = None, safe: bool = False
+    data_dir: Path | str | Sequence[Path | str],
+    *,
+    storage_options: Iterable[str] = (),
+    only: Sequence[str] | None = None,
+    safe: bool = False,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with every view over `data_dir` defined.
 
-    The views read the files committed when connecting (a snapshot: connect again to see
-    later syncs); a source that had no file at all stays empty for this connection.
+    `data_dir` is a local directory, an object-storage URL (s3://bucket/prefix, gs://, az://:
+    the Delta tables' current snapshots, read through Arrow; `storage_options` as for
+    `--storage-option`), or a list of those read together: then `operation_versions`,
+    `projects` and `sync_runs` gain a `dataset` column (the data dir as given) and
+    `operations` holds each operation once, as most recently observed by any of them.
+
+    The views read what was committed when connecting (a snapshot: connect again to see later
+    syncs); a source that had no file at all stays empty for this connection.
     `only` names the .sql files to load (e.g. the report's): each view costs a bind, which
     reads Parquet metadata, so a command that needs three views need not define thirty.
-    `safe` (what `opsaudit query` and `report` use) limits file access to `data_dir`, turns
-    off extension installs and loads, and locks the configuration so no statement undoes it.
+    `safe` (what `opsaudit query` and `report` use) limits file access to the datasets' local
+    directories, turns off extension installs and loads, and locks the configuration so no
+    statement undoes it.
     """
+    from exporter._stores import open_readers
+
+    given = [data_dir] if isinstance(data_dir, (str, Path)) else list(data_dir)
+    datasets, labels = open_readers(given, storage_options)
     con = duckdb.connect(":memory:")
     try:
         # UTC everywhere: created_at::DATE must be the same day as the created_date partition.
         con.execute("SET TimeZone = 'UTC'")
         # Binding each view reads the first file's footer; cache footers across binds/queries.
         con.execute("SET parquet_metadata_cache = true")
-        _load(con, Path(data_dir), only)
+        _load_datasets(con, datasets, labels, only)
         if safe:
-            _lock_down(con, Path(data_dir))
+            _lock_down(con, [d for d in datasets if isinstance(d, Path)])
     except BaseException:
         con.close()
         raise
     return con
 
 
-def _lock_down(con: duckdb.DuckDBPyConnection, data_dir: Path) -> None:
-    """Only the dataset's files can be read from now on, and no setting can be changed (issue 15).
+def _lock_down(con: duckdb.DuckDBPyConnection, local_dirs: Sequence[Path]) -> None:
+    """Only the datasets' files can be read from now on, and no setting can be changed (issue 15).
 
-    The views read Parquet under `data_dir` when queried, so that directory stays allowed;
+    The views read Parquet under each local data directory when queried, so those stay allowed
+    (object-storage snapshots are read through Arrow, not DuckDB's file system);
     `read_csv('/etc/passwd')`, a URL or `ATTACH` elsewhere fail with a permission error.
-    Writes into `data_dir` are kept out by `check_read_only`, not by DuckDB.
+    Writes into a data directory are kept out by `check_read_only`, not by DuckDB.
     """
-    allowed = data_dir.resolve().as_posix().rstrip("/") + "/"
+    allowed = ", ".join(_quote(d.resolve().as_posix().rstrip("/") + "/") for d in local_dirs)
     for statement in (
-        f"SET allowed_directories = [{_quote(allowed)}]",
+        f"SET allowed_directories = [{allowed}]",
         "SET enable_external_access = false",
         "SET autoinstall_known_extensions = false",
         "SET autoload_known_extensions = false",
@@ -451,7 +539,7 @@ def write_views_database(data_dir: Path) -> Path | None:
     try:
         con = duckdb.connect(str(tmp))
         try:
-            _load(con, data_dir)
+            _load(con, _dataset_sources(con, data_dir, "1"), None)
             con.execute("CHECKPOINT")
         finally:
             con.close()

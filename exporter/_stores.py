@@ -16,7 +16,7 @@ import contextlib
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,22 +97,24 @@ def lake_for(data_dir: Path) -> Any:
         return _LAKES.get(Path(data_dir).resolve())
 
 
+def _missing_dir(data_dir: str | Path) -> ConfigError:
+    return ConfigError(
+        f"--data-dir {data_dir} does not exist; run `opsaudit sync --data-dir {data_dir}` first, "
+        "or point --data-dir (or $OPSAUDIT_DATA_DIR) at an existing dataset"
+    )
+
+
 @contextlib.contextmanager
-def reading(
-    data_dir: str | Path, storage_options: Iterable[str] = (), *, state: bool = True
-) -> Iterator[Path]:
-    """A local directory to read `data_dir` through: itself when local (it must exist), else a
-    temporary one holding the state of the last committed batch (`state`; no lease taken,
-    nothing deleted) whose tables `_sql.connect` reads from the Delta snapshots."""
+def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterator[Path]:
+    """A local directory holding `data_dir`'s state, for readers of the state (status, check):
+    itself when local (it must exist), else a temporary one holding the state of the last
+    committed batch (no lease taken, nothing deleted) whose tables `_sql.connect` reads from
+    the Delta snapshots."""
     loc = location(data_dir, storage_options)
     if loc.is_local:
         path = _local_path(data_dir, loc)
         if not path.is_dir():
-            raise ConfigError(
-                f"--data-dir {data_dir} does not exist; run `opsaudit sync --data-dir "
-                f"{data_dir}` first, or point --data-dir (or $OPSAUDIT_DATA_DIR) at an existing "
-                "dataset"
-            )
+            raise _missing_dir(data_dir)
         yield path
         return
     _require_lake()
@@ -122,7 +124,7 @@ def reading(
     ds = LakeDataset.open(loc)  # StorageError when no dataset is there
     tmp = Path(tempfile.mkdtemp(prefix="opsaudit-read-")).resolve()
     try:
-        if state and ds.restore_state(tmp / STATE_FILE) is None:
+        if ds.restore_state(tmp / STATE_FILE) is None:
             raise StorageError(f"no dataset in {loc.display} yet: run `opsaudit sync` first")
         with _LAKES_LOCK:
             _LAKES[tmp] = ds
@@ -133,13 +135,47 @@ def reading(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def lake_relations(con: Any, data_dir: Path) -> dict[str, str] | None:
-    """For a `reading()` directory of an object-storage dataset: register each table's current
-    snapshot (a pyarrow dataset) in DuckDB connection `con` and return, per source path the .sql
-    files read, the relation that replaces their `read_parquet(...)`. None for a local dir."""
-    ds = lake_for(data_dir)
-    if ds is None:
-        return None
+def open_readers(
+    data_dirs: Sequence[str | Path], storage_options: Iterable[str] = ()
+) -> tuple[list[Any], list[str]]:
+    """For `_sql.connect`: each data dir as a local directory (`Path`, which must exist) or an
+    opened `LakeDataset`, and its label (the `dataset` column when several are read together).
+    Storage options apply to every URL among them."""
+    if not data_dirs:
+        raise ConfigError("no --data-dir given")
+    options = list(storage_options)
+    if options and not any(is_url(d) for d in data_dirs):
+        location(data_dirs[0], options)  # the error that says options are for object storage
+    datasets: list[Any] = []
+    labels: list[str] = []
+    seen: set[str] = set()
+    for data_dir in data_dirs:
+        loc = parse_location(data_dir, options if is_url(data_dir) else ())
+        dataset: Any
+        if loc.is_local:
+            path = _local_path(data_dir, loc)
+            if not path.is_dir():
+                raise _missing_dir(data_dir)
+            key, dataset, label = str(path.resolve()), path, str(data_dir)
+        else:
+            _require_lake()
+            from exporter.lake._tables import LakeDataset
+
+            key, label = loc.display.rstrip("/"), loc.display
+            dataset = LakeDataset.open(loc)  # StorageError when no dataset is there
+        if key in seen:
+            raise ConfigError(f"--data-dir {data_dir} is given twice")
+        seen.add(key)
+        datasets.append(dataset)
+        labels.append(label)
+    return datasets, labels
+
+
+def lake_relations(con: Any, dataset: Any, tag: str = "") -> dict[str, str]:
+    """An object-storage dataset's tables for the .sql files: register each table's current
+    snapshot (a pyarrow dataset) in DuckDB connection `con` (under names ending in `tag`) and
+    return, per source path the .sql files read, the relation that replaces their
+    `read_parquet(...)` ("" for a table not written yet: the loader's empty relation)."""
     from exporter._layout import PROJECTS_FILE, SYNC_RUNS_FILE, VERSIONS_GLOB
     from exporter.lake._tables import PROJECTS, SYNC_RUNS, VERSIONS
 
@@ -149,11 +185,11 @@ def lake_relations(con: Any, data_dir: Path) -> dict[str, str] | None:
         (PROJECTS_FILE, PROJECTS),
         (SYNC_RUNS_FILE, SYNC_RUNS),
     ):
-        snapshot = ds.snapshot(name)
+        snapshot = dataset.snapshot(name)
         if snapshot is None:
-            out[source] = ""  # no table yet: the loader's empty relation
+            out[source] = ""
             continue
-        relation = f"_opsaudit_{name}"
+        relation = f"_opsaudit_{name}{tag}"
         con.register(relation, snapshot)
         out[source] = f"(SELECT * FROM {relation})"
     return out
@@ -165,6 +201,7 @@ __all__ = [
     "lake_for",
     "lake_relations",
     "location",
+    "open_readers",
     "open_store",
     "reading",
 ]

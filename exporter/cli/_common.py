@@ -36,6 +36,10 @@ class DataDir(click.ParamType):
     def __init__(self, urls: bool = True):
         self.urls = urls
 
+    def split_envvar_value(self, rv: str) -> Sequence[str]:
+        # $OPSAUDIT_DATA_DIR names one directory, spaces and colons included (s3://...).
+        return (rv,)
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, Path):
             return value
@@ -76,6 +80,23 @@ def data_dir_option(f: F, *, urls: bool = True) -> F:
 def local_data_dir_option(f: F) -> F:
     """`--data-dir` for commands that work on local data directories only."""
     return data_dir_option(f, urls=False)
+
+
+def data_dirs_option(f: F) -> F:
+    """`--data-dir`, repeatable: the readers (query, report) read several datasets together."""
+    return click.option(
+        "--data-dir",
+        "data_dirs",
+        type=DataDir(),
+        multiple=True,
+        envvar="OPSAUDIT_DATA_DIR",
+        show_envvar=True,
+        default=(DEFAULT_DATA_DIR,),
+        show_default=True,
+        help="Directory holding the Parquet dataset and the state, or s3://bucket/prefix, "
+        "gs://..., az://... (Delta tables). Repeat to read several datasets together: the "
+        "views gain a `dataset` column and `operations` holds each operation once.",
+    )(f)
 
 
 def storage_option_option(f: F) -> F:

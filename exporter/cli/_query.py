@@ -9,39 +9,39 @@ from typing import Any
 
 import click
 
-from exporter.cli._common import data_dir_option, emit, output_options, storage_option_option
+from exporter.cli._common import data_dirs_option, emit, output_options, storage_option_option
 
 
 @contextlib.contextmanager
 def _open(
-    data_dir: Path | str, storage_options: Sequence[str], only: tuple[str, ...] | None = None
+    data_dirs: Sequence[Path | str],
+    storage_options: Sequence[str],
+    only: tuple[str, ...] | None = None,
 ) -> Iterator[Any]:
     # Imported here: DuckDB is not needed by `opsaudit sync --help` and friends.
     from exporter._sql import connect
-    from exporter._stores import reading
 
-    # A mistyped path would otherwise answer every query with 0 rows: exit 2 (in `reading`).
+    # A mistyped path would otherwise answer every query with 0 rows: exit 2 (in `connect`).
     # On object storage the views read the Delta tables' current snapshots (no state needed).
-    with reading(data_dir, storage_options, state=False) as local:
-        # Read-only: the connection reads only the dataset and cannot change its settings.
-        con = connect(local, only=only, safe=True)
-        try:
-            yield con
-        finally:
-            con.close()
+    # Read-only: the connection reads only the datasets and cannot change its settings.
+    con = connect(data_dirs, storage_options=storage_options, only=only, safe=True)
+    try:
+        yield con
+    finally:
+        con.close()
 
 
 @click.command("query")
 @output_options(
     ["table", "json", "csv"], help="json is one array of row objects, timestamps ISO 8601 UTC."
 )
-@data_dir_option
+@data_dirs_option
 @storage_option_option
 @click.argument("sql")
 def query_command(
     fmt: str,
     output: Path | None,
-    data_dir: Path | str,
+    data_dirs: tuple[Path | str, ...],
     storage_options: tuple[str, ...],
     sql: str,
 ) -> None:
@@ -57,7 +57,7 @@ def query_command(
 
     check_read_only(sql)  # before anything runs: COPY, CREATE, SET, ... exit 2
     only = sql_files_for(sql)  # the views the query names (and theirs), not all of them
-    with _open(data_dir, storage_options, tuple(only) if only is not None else None) as con:
+    with _open(data_dirs, storage_options, tuple(only) if only is not None else None) as con:
         columns, rows = execute(con, sql)
     emit(render(columns, rows, fmt), output)
 
@@ -97,7 +97,7 @@ def query_command(
     help="Rows per table in the table format (json, csv and markdown keep every row).",
 )
 @click.option("--all", "all_rows", is_flag=True, help="Every row in the table format too.")
-@data_dir_option
+@data_dirs_option
 @storage_option_option
 def report_command(
     since: str | None,
@@ -107,7 +107,7 @@ def report_command(
     output: Path | None,
     top: int,
     all_rows: bool,
-    data_dir: Path | str,
+    data_dirs: tuple[Path | str, ...],
     storage_options: tuple[str, ...],
 ) -> None:
     """Failures, durations and action mix per action.
@@ -126,7 +126,7 @@ def report_command(
 
     window_since = parse_since(since) if since else None
     window_until = parse_until(until) if until else None
-    with _open(data_dir, storage_options, REPORT_SQL) as con:
+    with _open(data_dirs, storage_options, REPORT_SQL) as con:
         report = build_report(
             con, since=window_since, until=window_until, project_ids=list(projects) or None
         )

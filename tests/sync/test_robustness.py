@@ -200,7 +200,9 @@ def read_only_copy(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     try:
         yield source, view
     finally:
-        subprocess.run(["umount", str(view)], check=False)
+        # Lazy: a file a reader still holds open would make a plain umount fail ("busy") and
+        # leave the mount behind, which then breaks pytest's clean-up of old tmp dirs.
+        subprocess.run(["umount", "--lazy", str(view)], check=False)
 
 
 def test_10_read_only_data_dir_sync_is_exit_6_and_readers_still_work(

@@ -214,6 +214,16 @@ MUTANTS = [
         "            if True:\n",
         (f"{ROBUST}::test_2_no_change_refresh_costs_the_minimum",),
     ),
+    Mutant(
+        "datasets-read-together-without-an-owner",
+        "exporter/_sql.py",
+        "SEMI JOIN owner ON v.id = owner.id AND v._rank = owner._rank;",
+        ";",
+        (
+            "tests/sync/test_read_together.py::"
+            "test_overlapping_datasets_hold_each_operation_once_in_its_newest_state",
+        ),
+    ),
 ]
 
 

@@ -224,6 +224,13 @@ MUTANTS = [
             "test_overlapping_datasets_hold_each_operation_once_in_its_newest_state",
         ),
     ),
+    Mutant(
+        "lake-commits-every-empty-chunk",
+        "exporter/lake/_store.py",
+        "if (table is None or not table.num_rows) and tag != _STATE_ONLY:",
+        "if False:",
+        ("tests/lake/test_requests.py::test_a_no_change_sync_makes_one_commit",),
+    ),
 ]
 
 

@@ -59,6 +59,10 @@ VACUUM_EVERY = timedelta(hours=6)
 _META_VACUUM = "lake_last_vacuum_s"
 
 
+# The tag of a commit that uploads the state alone (`flush_state`).
+_STATE_ONLY = "state"
+
+
 def lease_ttl() -> timedelta:
     raw = os.environ.get(LEASE_TTL_ENV, "").strip()
     if not raw:
@@ -134,6 +138,11 @@ class LakeStore:
         self._run_id = run_id or self._run_id
         with self.state.transaction() as con:
             apply(con)
+        if (table is None or not table.num_rows) and tag != _STATE_ONLY:
+            # State changes without rows (checkpoints of a walk that found nothing new, re-reads
+            # of unchanged open operations) wait for the next upload: losing them to a kill only
+            # means redoing that work, and a no-change sync then makes one Delta commit, not two.
+            return Committed(0, 0, frozenset())
         rows = table if table is not None and table.num_rows else _empty_versions()
         n = self._txn + 1
         try:
@@ -155,7 +164,7 @@ class LakeStore:
         True if a commit was made."""
         if self._changes() == self._uploaded:
             return False
-        self.commit(None, "state", self._run_id, lambda con: None)
+        self.commit(None, _STATE_ONLY, self._run_id, lambda con: None)
         return True
 
     def compact(self, partitions: Iterable[str] | None = None) -> int:

@@ -79,3 +79,40 @@ def test_requests_per_commit(bucket: Any, tmp_path: Path, make_versions: Any) ->
     assert total / (BATCHES - 1) <= 12
     assert sum(empty.values()) <= 8
     assert lease_ops == 2
+
+
+def test_a_no_change_sync_makes_one_commit(make_sim: Any, bucket: Any) -> None:
+    """Walk checkpoints and unchanged re-reads carry no rows: they ride on the one state upload
+    before the projects and sync_runs tables are rewritten (was: a commit of their own too)."""
+    from exporter._client import RetryPolicy
+    from exporter._sync import SyncConfig, sync
+
+    sim = make_sim(
+        seed=8, projects=3, days=1, ops_per_project_per_day=60, live_ops_per_project_per_hour=0
+    )
+    options = [f"{k}={v}" for k, v in bucket.options.items()]
+    config = SyncConfig(
+        data_dir=bucket.url("no-change"),
+        api_key=sim.personal_key,
+        base_url=sim.base_url,
+        max_rps=None,
+        retry=RetryPolicy(max_attempts=8, backoff_initial=0.01, backoff_max=0.05),
+        storage_options=options,
+    )
+    assert sync(config).outcome == "ok"
+    bucket.server.reset_log()
+    assert sync(config).outcome == "ok"
+    puts = collections.Counter(
+        path.split("/")[3] + " " + _kind(path)
+        for method, path, *_ in bucket.server.log()
+        if method == "PUT"
+    )
+    assert puts == {
+        "_opsaudit control": 2,  # the lease: taken, released
+        "_opsaudit state": 1,
+        "operation_versions log": 1,
+        "projects data": 1,
+        "projects log": 1,
+        "sync_runs data": 1,
+        "sync_runs log": 1,
+    }

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -15,3 +17,21 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.upper() in _PROXY_VARS or name.startswith("OPSAUDIT_") or name == "NEON_API_KEY":
             monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def make_sim() -> Iterator[Callable[..., Any]]:
+    """`make_sim(**SimConfig fields)`: a started simulator on loopback, stopped after the test.
+    tests/ops overrides it to add its defaults; tests/simulator has its own."""
+    from exporter.simulator import SimConfig, Simulator
+
+    started: list[Simulator] = []
+
+    def factory(**kwargs: Any) -> Simulator:
+        sim = Simulator(SimConfig(**kwargs)).start()
+        started.append(sim)
+        return sim
+
+    yield factory
+    for sim in started:
+        sim.stop()

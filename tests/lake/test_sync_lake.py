@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,22 +26,6 @@ from exporter._sync import RunSummary, SyncConfig, sync
 from .conftest import Bucket
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def make_sim() -> Iterator[Any]:
-    from exporter.simulator import SimConfig, Simulator
-
-    started: list[Simulator] = []
-
-    def factory(**kwargs: Any) -> Simulator:
-        sim = Simulator(SimConfig(**kwargs)).start()
-        started.append(sim)
-        return sim
-
-    yield factory
-    for sim in started:
-        sim.stop()
 
 
 def _opts(bucket: Bucket) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -25,21 +25,15 @@ def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
 
 
 @pytest.fixture
-def make_sim() -> Iterator[Any]:
-    from exporter.simulator import SimConfig, Simulator
+def make_sim(make_sim: Callable[..., Any]) -> Callable[..., Any]:
+    """tests/conftest.py's make_sim with a small default world (1 day, 200 ops per project)."""
 
-    started: list[Simulator] = []
-
-    def factory(**kwargs: Any) -> Simulator:
+    def factory(**kwargs: Any) -> Any:
         kwargs.setdefault("days", 1)
         kwargs.setdefault("ops_per_project_per_day", 200)
-        sim = Simulator(SimConfig(**kwargs)).start()
-        started.append(sim)
-        return sim
+        return make_sim(**kwargs)
 
-    yield factory
-    for sim in started:
-        sim.stop()
+    return factory
 
 
 def run_sync(sim: Any, data_dir: Path, **kwargs: Any) -> Any:

@@ -1,33 +1,16 @@
-"""Fixtures for the sync engine tests: a simulator on loopback and ways to read the data back."""
+"""Helpers for the sync engine tests: syncs of the simulator (make_sim, tests/conftest.py) on
+loopback and ways to read the data back."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import orjson
-import pytest
 
 from exporter._sync import RunSummary, SyncConfig, sync
 from exporter._walk import WalkLimits
-
-
-@pytest.fixture
-def make_sim() -> Iterator[Any]:
-    from exporter.simulator import SimConfig, Simulator
-
-    started: list[Simulator] = []
-
-    def factory(**kwargs: Any) -> Simulator:
-        sim = Simulator(SimConfig(**kwargs)).start()
-        started.append(sim)
-        return sim
-
-    yield factory
-    for sim in started:
-        sim.stop()
 
 
 def run_sync(sim: Any, data_dir: Path, key: str | None = None, **kwargs: Any) -> RunSummary:

@@ -30,6 +30,13 @@ APPLICATION_ID = 0x4F505341  # "OPSA": marks the file as ours (PRAGMA applicatio
 FORMAT_VERSION = 2
 TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})
 
+
+def _still_open(column: str = "status") -> str:
+    """SQL: the operation whose status is in `column` may still change (unknown ones too)."""
+    listed = ", ".join(f"'{status}'" for status in sorted(TERMINAL_STATUSES))
+    return f"({column} IS NULL OR {column} NOT IN ({listed}))"
+
+
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE projects (
@@ -476,9 +483,7 @@ class StateDB:
             (hour, day),
         )[0]
         [(unchecked,)] = self.query(
-            "SELECT count(*) FROM open_ops WHERE checked_us < ? AND (status IS NULL OR status "
-            f"NOT IN ({','.join('?' * len(TERMINAL_STATUSES))}))",
-            (day, *sorted(TERMINAL_STATUSES)),
+            f"SELECT count(*) FROM open_ops WHERE checked_us < ? AND {_still_open()}", (day,)
         )
         return Coverage(
             projects=total,
@@ -490,14 +495,7 @@ class StateDB:
 
     def open_count(self) -> int:
         """Operations still being re-read (not the finished ones kept for one more look)."""
-        placeholders = ",".join("?" * len(TERMINAL_STATUSES))
-        return int(
-            self.query(
-                "SELECT count(*) FROM open_ops WHERE status IS NULL "
-                f"OR status NOT IN ({placeholders})",
-                tuple(sorted(TERMINAL_STATUSES)),
-            )[0][0]
-        )
+        return int(self.query(f"SELECT count(*) FROM open_ops WHERE {_still_open()}")[0][0])
 
     # -- projects -------------------------------------------------------------------------
 
@@ -600,14 +598,12 @@ class StateDB:
 
     def projects_rows(self) -> list[tuple[Any, ...]]:
         """The `projects` table's rows (PROJECTS_SCHEMA order, times in microseconds)."""
-        placeholders = ",".join("?" * len(TERMINAL_STATUSES))
         return self.query(
             "SELECT id, name, region_id, pg_version, platform_id, provisioner, org_id, "
             "owner_id, created_us, updated_us, raw, first_seen_us, last_seen_us, deleted_us, "
             "last_synced_us, checkpoint_us, last_error, "
-            "(SELECT count(*) FROM open_ops o WHERE o.project_id = p.id AND (o.status IS NULL "
-            f"OR o.status NOT IN ({placeholders}))) FROM projects p ORDER BY id",
-            tuple(sorted(TERMINAL_STATUSES)),
+            "(SELECT count(*) FROM open_ops o WHERE o.project_id = p.id AND "
+            f"{_still_open('o.status')}) FROM projects p ORDER BY id"
         )
 
     def runs_rows(self) -> list[tuple[Any, ...]]:

@@ -160,11 +160,15 @@ class RunSummary:
             self.projects_failed += 1
             self.errors[w.project_id] = r.error
 
+    def count_left(self) -> None:
+        """Projects not reached or cut short: every one neither done, failed nor left idle."""
+        self.projects_left = max(
+            0, self.projects_total - self.projects_ok - self.projects_failed - self.projects_idle
+        )
+
     def settle(self, budget_reached: bool = False) -> None:
         """The outcome of a run whose walks all ended (unless an earlier stop set one)."""
-        self.projects_left = (
-            self.projects_total - self.projects_ok - self.projects_failed - self.projects_idle
-        )
+        self.count_left()
         if self.outcome is not Outcome.RUNNING:
             return
         if not self.projects_failed and not self.errors:
@@ -504,9 +508,7 @@ class _Run:
     def _finish(self, s: RunSummary, exports: bool = True) -> None:
         state = self.dataset.state
         s.open_operations = state.open_count()
-        s.projects_left = max(
-            0, s.projects_total - s.projects_ok - s.projects_failed - s.projects_idle
-        )
+        s.count_left()
         now = now_us()
         s.coverage = coverage = state.coverage(now)
         s.achieved_rps = s.requests / max(time.monotonic() - self.clock_started, 1e-6)

@@ -89,6 +89,10 @@ class Bucket:
     def url(self, prefix: str = "trail") -> str:
         return f"s3://{self.name}/{prefix}"
 
+    def storage_options(self) -> list[str]:
+        """The `--storage-option KEY=VALUE`s that point opsaudit at the server."""
+        return [f"{k}={v}" for k, v in self.options.items()]
+
     def client(self) -> Any:
         import boto3
 
@@ -162,3 +166,24 @@ def root(request: pytest.FixtureRequest, tmp_path: Path) -> Root:
         return Root(f"file://{tmp_path}/trail", {}, None)
     b = request.getfixturevalue("bucket")
     return Root(b.url(), b.options, b)
+
+
+def run_sync(
+    sim: Any, data_dir: str | Path, opts: list[str], key: str | None = None, **kwargs: Any
+) -> Any:
+    """One sync of the simulator into `data_dir`, unpaced, with fast retries (personal key
+    unless `key`)."""
+    from exporter._client import RetryPolicy
+    from exporter._sync import SyncConfig, sync
+
+    kwargs.setdefault("max_rps", None)
+    kwargs.setdefault("retry", RetryPolicy(max_attempts=12, backoff_initial=0.01, backoff_max=0.05))
+    kwargs.setdefault("commit_seconds", 0.2)
+    config = SyncConfig(
+        data_dir=data_dir,
+        storage_options=opts,
+        api_key=key or sim.personal_key,
+        base_url=sim.base_url,
+        **kwargs,
+    )
+    return sync(config)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 from datetime import date, datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -38,3 +39,21 @@ def versions(batch: int, rows: int = 50, *, month: date | None = None) -> pa.Tab
         "created_date": [c.date() for c in created],
     }
     return pa.Table.from_pydict(cols, schema=VERSIONS_SCHEMA)
+
+
+def request_kind(path: str, control: str, other: str) -> str:
+    if "/_delta_log/" in path:
+        return "checkpoint" if "checkpoint" in path else "log"
+    if "/_opsaudit/state/" in path:
+        return "state"
+    if "/_opsaudit/" in path:
+        return control
+    return "data" if path.endswith(".parquet") else other
+
+
+def count_requests(
+    entries: list[list[str]], control: str = "control", other: str = "list"
+) -> collections.Counter[str]:
+    """Requests of the server's log by "METHOD kind"; `control` and `other` name the lease/marker
+    objects and the rest (listings)."""
+    return collections.Counter(f"{e[0]} {request_kind(e[1], control, other)}" for e in entries)

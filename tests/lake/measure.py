@@ -6,12 +6,11 @@ Commits TOTAL_ROWS operation_versions rows (spread over 24 months) in batches of
 ROWS_PER_COMMIT, each with a state file of STATE_BYTES; prints wall time and object-store
 requests by kind, then the same on local disk, then a fresh-machine restore.
 
-`moto_s3` and `count_requests` are shared with measure_sync.py (which imports this file).
+`moto_s3` is shared with measure_sync.py (which imports this file).
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import json
 import os
@@ -28,24 +27,6 @@ import lakedata  # beside this script
 import pyarrow as pa
 
 from exporter.lake import LakeDataset, parse_location
-
-
-def _kind(path: str, control: str, other: str) -> str:
-    if "/_delta_log/" in path:
-        return "checkpoint" if "checkpoint" in path else "log"
-    if "/_opsaudit/state/" in path:
-        return "state"
-    if "/_opsaudit/" in path:
-        return control
-    return "data" if path.endswith(".parquet") else other
-
-
-def count_requests(
-    entries: list[list[str]], control: str = "control", other: str = "list"
-) -> collections.Counter[str]:
-    """Requests of the server's log by "METHOD kind"; `control` and `other` name the lease/marker
-    objects and the rest (listings)."""
-    return collections.Counter(f"{e[0]} {_kind(e[1], control, other)}" for e in entries)
 
 
 @dataclass
@@ -117,7 +98,7 @@ def main() -> None:
         options = {"AWS_ENDPOINT_URL": s3.endpoint, "AWS_ALLOW_HTTP": "true"}
         s3.reset()
         elapsed, commits = run("s3://measure/trail", options, total, per, state)
-        counts = count_requests(s3.log())
+        counts = lakedata.count_requests(s3.log())
         requests = sum(counts.values())
         print(
             f"S3 (moto, loopback): {total} rows in {commits} commits of {per}, state "
@@ -132,7 +113,7 @@ def main() -> None:
         fresh = LakeDataset.open(parse_location("s3://measure/trail", options))
         fresh.restore_state(Path(tmp) / "restored.sqlite")
         rows = fresh.snapshot("operation_versions").count_rows()  # type: ignore[union-attr]
-        counts = count_requests(s3.log())
+        counts = lakedata.count_requests(s3.log())
         print(
             f"fresh machine: open + restore + count ({rows} rows): "
             f"{time.perf_counter() - started:.2f} s, {sum(counts.values())} requests "

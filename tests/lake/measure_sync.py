@@ -14,7 +14,8 @@ import sys
 import tempfile
 import time
 
-from measure import count_requests, moto_s3  # beside this script
+import lakedata  # beside this script
+from measure import moto_s3
 
 from exporter._sync import SyncConfig, sync
 from exporter.simulator import SimConfig, Simulator
@@ -53,7 +54,9 @@ def main() -> None:
             line = f"{label}: {elapsed:.2f} s, {rows} versions written"
             if s3:
                 entries = server.log()
-                counts = count_requests(entries, control="lease/marker", other="list/other")
+                counts = lakedata.count_requests(
+                    entries, control="lease/marker", other="list/other"
+                )
                 line += f", {len(entries)} object-store requests {dict(sorted(counts.items()))}"
             print(line, flush=True)
 

@@ -11,27 +11,9 @@ import orjson
 from click.testing import CliRunner
 
 import exporter
-from exporter._client import RetryPolicy
-from exporter._sync import SyncConfig, sync
 from exporter.cli import cli
 
-from .conftest import Bucket
-
-
-def _sync(sim: Any, data_dir: str | Path, key: str, options: list[str]) -> None:
-    config = SyncConfig(
-        data_dir=data_dir,
-        api_key=key,
-        base_url=sim.base_url,
-        max_rps=None,
-        retry=RetryPolicy(max_attempts=8, backoff_initial=0.01, backoff_max=0.05),
-        storage_options=options,
-    )
-    assert sync(config).outcome == "ok"
-
-
-def _options(bucket: Bucket) -> list[str]:
-    return [f"{k}={v}" for k, v in bucket.options.items()]
+from .conftest import Bucket, run_sync
 
 
 def test_connect_reads_an_s3_dataset_and_query_reads_it_with_a_local_one(
@@ -41,9 +23,9 @@ def test_connect_reads_an_s3_dataset_and_query_reads_it_with_a_local_one(
         seed=23, projects=4, orgs=2, shared_projects=0, days=2, ops_per_project_per_day=50
     )
     org_a, org_b = sim.org_ids
-    url, local, options = bucket.url("org-a"), tmp_path / "org-b", _options(bucket)
-    _sync(sim, url, sim.org_key(org_a), options)
-    _sync(sim, local, sim.org_key(org_b), [])
+    url, local, options = bucket.url("org-a"), tmp_path / "org-b", bucket.storage_options()
+    assert run_sync(sim, url, options, key=sim.org_key(org_a)).outcome == "ok"
+    assert run_sync(sim, local, [], key=sim.org_key(org_b)).outcome == "ok"
 
     # A notebook: the S3 dataset alone, by URL.
     con = exporter.connect(url, storage_options=options)

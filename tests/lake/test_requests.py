@@ -9,23 +9,9 @@ from typing import Any
 
 from exporter.lake import LakeDataset, parse_location
 
+from .conftest import lakedata, run_sync
+
 BATCHES = 10
-
-
-def _kind(path: str) -> str:
-    if "/_delta_log/" in path:
-        return "checkpoint" if "checkpoint" in path else "log"
-    if "/_opsaudit/state/" in path:
-        return "state"
-    if "/_opsaudit/" in path:
-        return "control"
-    if path.endswith(".parquet"):
-        return "data"
-    return "list" if path.count("/") <= 1 else "other"
-
-
-def _summary(log: list[list[str]]) -> collections.Counter[str]:
-    return collections.Counter(f"{r[0]} {_kind(r[1])}" for r in log)
 
 
 def test_requests_per_commit(bucket: Any, tmp_path: Path, make_versions: Any) -> None:
@@ -39,7 +25,7 @@ def test_requests_per_commit(bucket: Any, tmp_path: Path, make_versions: Any) ->
     lease = ds.lease()
     lease.acquire()
     n = ds.restore_state(state, lease=lease) or 0
-    startup = _summary(server.log())
+    startup = lakedata.count_requests(server.log())
     server.reset_log()
     ds.commit(make_versions(0, 100), state, n + 1, lease=lease)  # creates the table
     first = len(server.log())
@@ -48,10 +34,10 @@ def test_requests_per_commit(bucket: Any, tmp_path: Path, make_versions: Any) ->
         # one month per batch: one data file per commit
         ds.commit(make_versions(b, 100), state, n + 1 + b, lease=lease)
     steady = server.log()
-    per_commit = _summary(steady)
+    per_commit = lakedata.count_requests(steady)
     server.reset_log()
     ds.commit(make_versions(0, 0), state, n + 1 + BATCHES, lease=lease)  # no new rows
-    empty = _summary(server.log())
+    empty = lakedata.count_requests(server.log())
     server.reset_log()
     lease.renew()
     lease.release()
@@ -61,7 +47,7 @@ def test_requests_per_commit(bucket: Any, tmp_path: Path, make_versions: Any) ->
     successor = again.lease()
     successor.acquire()
     again.restore_state(tmp_path / "r.sqlite", lease=successor)
-    restore = _summary(server.log())
+    restore = lakedata.count_requests(server.log())
 
     print(f"\nopen (marker + probe, new dataset): {opened} requests")
     print(f"lease + restore on a new dataset: {dict(startup)}")
@@ -84,26 +70,15 @@ def test_requests_per_commit(bucket: Any, tmp_path: Path, make_versions: Any) ->
 def test_a_no_change_sync_makes_one_commit(make_sim: Any, bucket: Any) -> None:
     """Walk checkpoints and unchanged re-reads carry no rows: they ride on the one state upload
     before the projects and sync_runs tables are rewritten (was: a commit of their own too)."""
-    from exporter._client import RetryPolicy
-    from exporter._sync import SyncConfig, sync
-
     sim = make_sim(
         seed=8, projects=3, days=1, ops_per_project_per_day=60, live_ops_per_project_per_hour=0
     )
-    options = [f"{k}={v}" for k, v in bucket.options.items()]
-    config = SyncConfig(
-        data_dir=bucket.url("no-change"),
-        api_key=sim.personal_key,
-        base_url=sim.base_url,
-        max_rps=None,
-        retry=RetryPolicy(max_attempts=8, backoff_initial=0.01, backoff_max=0.05),
-        storage_options=options,
-    )
-    assert sync(config).outcome == "ok"
+    url, options = bucket.url("no-change"), bucket.storage_options()
+    assert run_sync(sim, url, options).outcome == "ok"
     bucket.server.reset_log()
-    assert sync(config).outcome == "ok"
+    assert run_sync(sim, url, options).outcome == "ok"
     puts = collections.Counter(
-        path.split("/")[3] + " " + _kind(path)
+        path.split("/")[3] + " " + lakedata.request_kind(path, "control", "list")
         for method, path, *_ in bucket.server.log()
         if method == "PUT"
     )

@@ -20,30 +20,13 @@ from typing import Any
 import orjson
 import pytest
 
-from exporter._client import RetryPolicy
-from exporter._sync import RunSummary, SyncConfig, sync
-
-from .conftest import Bucket
+from .conftest import Bucket, run_sync
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _opts(bucket: Bucket) -> list[str]:
-    return [f"{k}={v}" for k, v in bucket.options.items()]
-
-
-def run_sync(sim: Any, data_dir: str | Path, opts: list[str], **kwargs: Any) -> RunSummary:
-    kwargs.setdefault("max_rps", None)
-    kwargs.setdefault("retry", RetryPolicy(max_attempts=12, backoff_initial=0.01, backoff_max=0.05))
-    kwargs.setdefault("commit_seconds", 0.2)
-    config = SyncConfig(
-        data_dir=data_dir,
-        storage_options=opts,
-        api_key=sim.personal_key,
-        base_url=sim.base_url,
-        **kwargs,
-    )
-    return sync(config)
+    return bucket.storage_options()
 
 
 def table_rows(url: str, opts: list[str]) -> list[dict[str, Any]]:

@@ -88,7 +88,8 @@ def run(command: str, expected: str, timeout: float) -> bool:
         seconds = time.monotonic() - started
         output = proc.stdout
         ok = proc.returncode == 0 and expected in output
-        tail = "\n".join(output.rstrip().splitlines()[-15:])
+        # On failure enough of the end to hold pytest's failures and its short summary.
+        tail = "\n".join(output.rstrip().splitlines()[-15 if ok else -200 :])
         print(f"{tail}\n-> exit {proc.returncode} in {seconds:.0f}s: {'ok' if ok else 'FAILED'}\n")
         return ok
 

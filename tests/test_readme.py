@@ -49,8 +49,8 @@ def test_setup_commands() -> None:
 
 def test_ci_runs_the_readme_commands() -> None:
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
-    test_command = check_setup.setup_commands(README)[1].split(" && ")[-1]
-    assert test_command in ci, "CI's test command differs from the README's"
+    # CI runs the README's set-up lines themselves (the test command among them) in fresh
+    # copies: the test command is the README's by construction.
     assert "python scripts/check_setup_commands.py" in ci
 
 

@@ -221,6 +221,56 @@ def test_two_syncs_race_one_exits_4(make_sim: Any, bucket: Bucket) -> None:
     assert_exact(sim, table_rows(url, _opts(bucket)))
 
 
+def test_one_dataset_per_org_written_at_once_and_read_together(
+    make_sim: Any, bucket: Bucket
+) -> None:
+    """Different prefixes take different leases: one sync per organization runs at the same
+    time, both exit 0, and `query --data-dir A --data-dir B` holds every operation once."""
+    from exporter.simulator import Faults
+
+    sim = make_sim(
+        seed=9, projects=4, orgs=2, shared_projects=0, days=2, ops_per_project_per_day=500
+    )
+    sim.faults = Faults(p_slow=1.0, slow_seconds=0.1, seed=2)  # long enough to overlap
+    urls = [bucket.url(f"audit/{org}") for org in sim.org_ids]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "exporter",
+                "sync",
+                "--data-dir",
+                url,
+                *_so(bucket),
+                "--max-rps",
+                "0",
+            ],
+            env=_cli_env(sim, {"NEON_API_KEY": sim.org_key(org)}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for url, org in zip(urls, sim.org_ids)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    sim.faults = Faults()
+    args = ["query", "--format", "json", *_so(bucket)]
+    for url in urls:
+        args += ["--data-dir", url]
+    done = _cli([*args, "SELECT id, raw, dataset FROM operations"], _cli_env(sim))
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert len(rows) == len({r["id"] for r in rows})
+    assert {r["id"]: orjson.loads(r["raw"]) for r in rows} == sim.ground_truth()
+    assert {r["dataset"] for r in rows} == set(urls)
+    # The two runs did overlap in time.
+    runs = _cli([*args, "SELECT started_at, finished_at FROM sync_runs"], _cli_env(sim))
+    spans = json.loads(runs.stdout)
+    assert max(r["started_at"] for r in spans) < min(r["finished_at"] for r in spans), spans
+
+
 def test_readers_agree_with_a_local_run(make_sim: Any, bucket: Bucket, tmp_path: Path) -> None:
     """query / report / status / check / compact on the S3 dataset give the figures of the
     same sync into a local directory; Polars reads the same table."""

@@ -1,12 +1,13 @@
-"""Spark reads the local dataset as README's "Reading the Parquet without opsaudit" tells Spark
-users to (its Spark block, run as it is) and agrees exactly with `opsaudit query`.
+"""DuckDB, Polars, pandas and Spark read the local dataset as README's "Reading the Parquet
+without opsaudit" tells their users to (each block run as it is) and agree exactly with
+`opsaudit query`.
 
 The dataset comes from the built-in simulator over loopback: a backfill of three projects over
 two months, then syncs of eight hours and three quarter-hours of live traffic (new operations;
 open ones move on, so many operations have several versions) while `opsaudit.duckdb` is held
 open, as a DuckDB shell would hold it. The compaction inputs then stay on disk after those runs
 (the views database still names them), so a directory read sees more files than the committed
-ones: the case the README's `dropDuplicates(["id", "version"])` is for. The last test syncs a
+ones: the case the README's deduplication on (id, version) is for. The last test syncs a
 copy once more with nothing held open and checks that only the committed files are left.
 
 One SparkSession for the module (local, UI off, driver bound to 127.0.0.1, times in UTC).
@@ -45,10 +46,7 @@ pytestmark = pytest.mark.slow
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 README_ROOT = "/var/lib/opsaudit"  # the data directory in README's examples
-_SPARK_BLOCK = re.compile(
-    r"^Spark \(exercised by tests/analytics/test_spark\.py[^\n]*\n\n```python\n(.*?)^```$",
-    re.MULTILINE | re.DOTALL,
-)
+_SECTION = "## Reading the Parquet without opsaudit"
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
 
 
@@ -152,11 +150,20 @@ def spark(loopback_env: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
         SparkContext._jvm = None
 
 
-def readme_spark_block() -> str:
-    blocks = _SPARK_BLOCK.findall(README.read_text())
-    assert len(blocks) == 1, "README's Spark block ('Reading the Parquet without opsaudit')"
+def readme_block(label: str, language: str) -> str:
+    """The code block that follows the line starting with `label` in README's section."""
+    text = README.read_text()
+    section = text[text.index(_SECTION) :]
+    section = section[: section.index("\n## ", 1)]
+    pattern = rf"^{re.escape(label)}[^\n]*:\n\n```{language}\n(.*?)^```$"
+    blocks = re.findall(pattern, section, re.MULTILINE | re.DOTALL)
+    assert len(blocks) == 1, f"README's {label} block ({_SECTION})"
     block: str = blocks[0]
     return block
+
+
+def readme_spark_block() -> str:
+    return readme_block("Spark", "python")
 
 
 def run_readme_block(spark: SparkSession, data_dir: Path) -> dict[str, Any]:
@@ -375,3 +382,59 @@ def test_the_next_run_deletes_the_leftovers(
     assert spark_files(namespace["versions"], copy) == committed
     ours = [tuple(r[c] for c in VERSION_COLUMNS) for r in query(copy, VERSIONS_SQL)]
     assert Counter(spark_versions(namespace["versions"])) == Counter(ours)
+
+
+# -- DuckDB, Polars, pandas: README's blocks, on the same directory (leftovers included) -----
+
+
+def _expected(synced: Synced) -> tuple[set[tuple[Any, ...]], set[tuple[Any, ...]]]:
+    """(id, version, status) of every version, and of every latest state, by opsaudit query."""
+    versions = query(synced.data_dir, "SELECT id, version, status FROM operation_versions")
+    latest = query(synced.data_dir, "SELECT id, version, status FROM operations")
+    as_set = lambda rows: {(r["id"], r["version"], r["status"]) for r in rows}  # noqa: E731
+    assert len(latest) < len(versions)  # some operations have several versions
+    return as_set(versions), as_set(latest)
+
+
+def _python_block(label: str, data_dir: Path) -> dict[str, Any]:
+    code = readme_block(label, "python")
+    assert README_ROOT in code
+    namespace: dict[str, Any] = {}
+    exec(
+        compile(code.replace(README_ROOT, data_dir.as_posix()), f"README.md ({label})", "exec"),
+        namespace,
+    )
+    return namespace
+
+
+def test_duckdb_block(synced: Synced) -> None:
+    assert parquet_files(synced.data_dir) - set(committed_files(synced.data_dir) or [])
+    block = readme_block("DuckDB", "sql").replace(README_ROOT, synced.data_dir.as_posix())
+    code = "\n".join(line for line in block.splitlines() if not line.startswith("--"))
+    versions_sql, latest_sql = (part.strip() for part in code.split(";") if part.strip())
+    con = duckdb.connect()
+    try:
+        versions = con.execute(f"SELECT id, version, status FROM ({versions_sql})").fetchall()
+        latest = con.execute(f"SELECT id, version, status FROM ({latest_sql})").fetchall()
+    finally:
+        con.close()
+    expected_versions, expected_latest = _expected(synced)
+    assert len(versions) == len(expected_versions) and set(versions) == expected_versions
+    assert len(latest) == len(expected_latest) and set(latest) == expected_latest
+
+
+def test_polars_block(synced: Synced) -> None:
+    namespace = _python_block("Polars", synced.data_dir)
+    expected_versions, expected_latest = _expected(synced)
+    for name, expected in (("versions", expected_versions), ("operations", expected_latest)):
+        rows = namespace[name].select("id", "version", "status").collect().rows()
+        assert len(rows) == len(expected) and set(rows) == expected, name
+
+
+def test_pandas_block(synced: Synced) -> None:
+    namespace = _python_block("pandas", synced.data_dir)
+    expected_versions, expected_latest = _expected(synced)
+    for name, expected in (("versions", expected_versions), ("operations", expected_latest)):
+        frame = namespace[name][["id", "version", "status"]]
+        rows = [tuple(r) for r in frame.itertuples(index=False)]
+        assert len(rows) == len(expected) and set(rows) == expected, name

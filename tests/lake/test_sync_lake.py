@@ -78,6 +78,37 @@ def _so(bucket: Bucket) -> list[str]:
     return out
 
 
+def _start_sync(
+    sim: Any,
+    url: str,
+    bucket: Bucket,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    output: bool = True,
+) -> subprocess.Popen[str]:
+    """`opsaudit sync --data-dir URL --max-rps 0 EXTRA...` as its own process (the personal key
+    unless `env` names another); its output piped, or dropped when `output` is False."""
+    pipe = subprocess.PIPE if output else subprocess.DEVNULL
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            "sync",
+            "--data-dir",
+            url,
+            *_so(bucket),
+            "--max-rps",
+            "0",
+            *extra,
+        ],
+        env=_cli_env(sim, env),
+        stdout=pipe,
+        stderr=pipe,
+        text=True,
+    )
+
+
 def test_backfill_incremental_faults_and_a_fresh_machine(make_sim: Any, bucket: Bucket) -> None:
     """Backfill, then incremental syncs with mutations and faults, each run a fresh working copy
     (LakeStore restores the state into a new temp dir every time: a new machine)."""
@@ -109,29 +140,6 @@ def test_backfill_incremental_faults_and_a_fresh_machine(make_sim: Any, bucket: 
     assert len(table_rows(url, opts)) == before
 
 
-def _start_cli_sync(sim: Any, url: str, bucket: Bucket) -> subprocess.Popen[bytes]:
-    env = _cli_env(sim, {"OPSAUDIT_LEASE_TTL": "2"})
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "exporter",
-            "sync",
-            "--data-dir",
-            url,
-            *_so(bucket),
-            "--max-rps",
-            "0",
-            "--concurrency",
-            "3",
-            "--wait",
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
 def _lease_holder(bucket: Bucket, prefix: str) -> str | None:
     try:
         body = bucket.client().get_object(Bucket=bucket.name, Key=f"{prefix}/_opsaudit/lease.json")
@@ -158,7 +166,16 @@ def test_kill_9_at_random_instants_on_s3(
     for _ in range(30):
         if kills >= 10:
             break
-        proc = _start_cli_sync(sim, url, bucket)
+        proc = _start_sync(
+            sim,
+            url,
+            bucket,
+            "--concurrency",
+            "3",
+            "--wait",
+            env={"OPSAUDIT_LEASE_TTL": "2"},
+            output=False,
+        )
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and proc.poll() is None:
             if (_lease_holder(bucket, prefix) or "").endswith(f":{proc.pid}"):
@@ -192,26 +209,7 @@ def test_two_syncs_race_one_exits_4(make_sim: Any, bucket: Bucket) -> None:
 
     sim.faults = Faults(p_slow=1.0, slow_seconds=0.02, seed=1)  # long enough to overlap
     url = bucket.url("race")
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "exporter",
-                "sync",
-                "--data-dir",
-                url,
-                *_so(bucket),
-                "--max-rps",
-                "0",
-            ],
-            env=_cli_env(sim),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
+    procs = [_start_sync(sim, url, bucket) for _ in range(2)]
     outs = [p.communicate(timeout=120) for p in procs]
     codes = sorted(p.returncode for p in procs)
     assert codes == [0, 4], (codes, outs)
@@ -234,23 +232,7 @@ def test_one_dataset_per_org_written_at_once_and_read_together(
     sim.faults = Faults(p_slow=1.0, slow_seconds=0.1, seed=2)  # long enough to overlap
     urls = [bucket.url(f"audit/{org}") for org in sim.org_ids]
     procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "exporter",
-                "sync",
-                "--data-dir",
-                url,
-                *_so(bucket),
-                "--max-rps",
-                "0",
-            ],
-            env=_cli_env(sim, {"NEON_API_KEY": sim.org_key(org)}),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        _start_sync(sim, url, bucket, env={"NEON_API_KEY": sim.org_key(org)})
         for url, org in zip(urls, sim.org_ids)
     ]
     outs = [p.communicate(timeout=120) for p in procs]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -19,19 +19,15 @@ def default_sim() -> Iterator[Simulator]:
 
 
 @pytest.fixture
-def make_sim() -> Iterator[Any]:
-    started: list[Simulator] = []
+def make_sim(make_sim: Callable[..., Any]) -> Callable[..., Any]:
+    """tests/conftest.py's make_sim with a small default world (1 day, 100 ops per project)."""
 
-    def factory(**kwargs: Any) -> Simulator:
+    def factory(**kwargs: Any) -> Any:
         kwargs.setdefault("ops_per_project_per_day", 100)
         kwargs.setdefault("days", 1)
-        sim = Simulator(SimConfig(**kwargs)).start()
-        started.append(sim)
-        return sim
+        return make_sim(**kwargs)
 
-    yield factory
-    for sim in started:
-        sim.stop()
+    return factory
 
 
 def api(sim: Simulator, key: str | None = None) -> httpx.Client:

@@ -347,7 +347,14 @@ class RemoteObjects(Objects):
         except Exception as exc:
             raise self._fail(exc, f"cannot read {key} in") from None
         m = result.meta
-        return data, ObjectMeta(key, m["size"], m["e_tag"] or "", m["last_modified"])
+        return data, ObjectMeta(key, m["size"], self._tag(m), m["last_modified"])
+
+    def _tag(self, meta: Any) -> str:
+        """The token a later If-Match names: the ETag, except on GCS, where object_store's
+        conditional update matches the object's generation (x-goog-if-generation-match) and
+        refuses an ETag alone ("Version required for conditional update")."""
+        tag = meta["version"] if self.location.scheme == "gs" else meta["e_tag"]
+        return str(tag or "")
 
     def put(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
@@ -359,7 +366,7 @@ class RemoteObjects(Objects):
         if if_none_match:
             mode = "create"
         elif if_match is not None:
-            mode = {"e_tag": if_match}
+            mode = {"version": if_match} if self.location.scheme == "gs" else {"e_tag": if_match}
         try:
             result = obstore.put(self.store, key, data, mode=mode)
         except (AlreadyExistsError, PreconditionError):
@@ -370,7 +377,7 @@ class RemoteObjects(Objects):
             raise self._fail(FileNotFoundError(key), f"cannot write {key} in") from None
         except Exception as exc:
             raise self._fail(exc, f"cannot write {key} in") from None
-        return str(result["e_tag"] or "")
+        return self._tag(result)
 
     def list(self, prefix: str) -> list[ObjectMeta]:
         import obstore

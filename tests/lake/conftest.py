@@ -1,18 +1,26 @@
 """Fixtures for the lake tests: a moto S3 server on 127.0.0.1 (a subprocess, see moto_server.py),
-a fresh bucket per test, and AWS_* variables for that test only."""
+a fresh bucket per test, and AWS_* variables for that test only; likewise Azurite (Azure Blob
+Storage, `azurite` / `container`) for test_other_clouds.py."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import importlib.util
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +125,153 @@ def bucket(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> Bucket:
     )
     b.client().create_bucket(Bucket=b.name)
     return b
+
+
+# -- Azure Blob Storage: Azurite (npm package `azurite`, pinned in .ci/run) ------------------------
+
+# Azurite's one account and its key: public, documented by Microsoft for the emulator only.
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+
+def azurite_binary() -> str | None:
+    """`azurite-blob`: $OPSAUDIT_AZURITE (what .ci/run exports), else on PATH, else where .ci/run
+    installs it by default."""
+    named = os.environ.get("OPSAUDIT_AZURITE")
+    if named:
+        return named
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    for candidate in (
+        shutil.which("azurite-blob"),
+        *sorted(cache.glob("opsaudit-ci/azurite-*/node_modules/.bin/azurite-blob"), reverse=True),
+    ):
+        if candidate and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+@dataclass
+class AzureServer:
+    endpoint: str  # http://127.0.0.1:PORT (the account is the first path segment)
+    proc: subprocess.Popen[str]
+
+    def create_container(self, name: str) -> None:
+        """Create Container, signed with the account key (SharedKey): object_store cannot."""
+        date, version = formatdate(usegmt=True), "2021-08-06"
+        to_sign = (
+            "PUT\n\n\n\n\napplication/octet-stream\n\n\n\n\n\n\n"
+            f"x-ms-date:{date}\nx-ms-version:{version}\n"
+            f"/{AZURITE_ACCOUNT}/{AZURITE_ACCOUNT}/{name}\nrestype:container"
+        )
+        mac = hmac.new(base64.b64decode(AZURITE_KEY), to_sign.encode(), hashlib.sha256)
+        req = urllib.request.Request(
+            f"{self.endpoint}/{AZURITE_ACCOUNT}/{name}?restype=container",
+            data=b"",
+            method="PUT",
+            headers={
+                "Content-Type": "application/octet-stream",
+                "x-ms-date": date,
+                "x-ms-version": version,
+                "Authorization": f"SharedKey {AZURITE_ACCOUNT}:"
+                + base64.b64encode(mac.digest()).decode(),
+            },
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 201, resp.status
+
+
+def _drain(stream: Any) -> None:
+    for _ in stream:
+        pass
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzureServer]:
+    """Azurite's Blob service on 127.0.0.1, a free port, in memory, no telemetry. Skipped only
+    where it is not installed and OPSAUDIT_AZURITE is unset (CI sets it: never skipped there)."""
+    binary = azurite_binary()
+    if binary is None:
+        pytest.skip("Azurite is not installed (.ci/run: npm install azurite into a cache dir)")
+    work = tmp_path_factory.mktemp("azurite")
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            "0",
+            "--inMemoryPersistence",
+            "--silent",
+            "--disableTelemetry",
+            "--skipApiVersionCheck",
+        ],
+        cwd=work,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    seen = []
+    port = None
+    for line in proc.stdout:  # three lines; the last names the port
+        seen.append(line)
+        found = re.search(r"listens on http://127\.0\.0\.1:(\d+)", line)
+        if found:
+            port = int(found.group(1))
+            break
+    if port is None:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"Azurite did not start: {''.join(seen)!r}")
+    # Whatever it prints later must not fill the pipe and stall it.
+    drain = threading.Thread(target=_drain, args=(proc.stdout,), daemon=True)
+    drain.start()
+    yield AzureServer(f"http://127.0.0.1:{port}", proc)
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    drain.join(timeout=5)
+    proc.stdout.close()
+
+
+@dataclass
+class Container:
+    name: str
+    server: AzureServer
+    options: dict[str, str]
+
+    def url(self, prefix: str = "trail") -> str:
+        return f"az://{self.name}/{prefix}"
+
+    def storage_options(self) -> list[str]:
+        return [f"{k}={v}" for k, v in self.options.items()]
+
+
+@pytest.fixture
+def container(azurite: AzureServer, monkeypatch: pytest.MonkeyPatch) -> Container:
+    """A fresh container; the account key only in the environment (AZURE_STORAGE_ACCOUNT_KEY,
+    read by deltalake and obstore alike), the rest as --storage-option values."""
+    for name in list(os.environ):
+        if name.startswith(("AZURE_", "AZURITE_")):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", AZURITE_KEY)
+    c = Container(
+        f"c-{uuid.uuid4().hex[:12]}",
+        azurite,
+        {
+            "AZURE_STORAGE_ACCOUNT_NAME": AZURITE_ACCOUNT,
+            "AZURE_ENDPOINT": f"{azurite.endpoint}/{AZURITE_ACCOUNT}",
+            "AZURE_ALLOW_HTTP": "true",
+        },
+    )
+    azurite.create_container(c.name)
+    return c
 
 
 def wait_for(predicate: Any, timeout: float = 10.0) -> None:

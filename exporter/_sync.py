@@ -94,8 +94,9 @@ class SyncConfig:
     compact: bool = True
     time_budget: float | None = None  # seconds: stop starting new work after this long
     max_requests: int | None = None  # stop starting new work after this many requests
-    # Single-operation GETs per run across the account, oldest-checked first (issue 12).
-    max_gets_per_run: int = 5_000
+    # Single-operation GETs per run across the account, oldest-checked first (issue 12); None:
+    # every open operation the walk does not pass is read (an exit-0 sync is then current).
+    max_gets_per_run: int | None = None
     # --skip-idle: leave projects whose listing shows no activity since their last walk, but
     # walk every project at least every `full_sweep_every` seconds (README: what it can delay).
     skip_idle: bool = False
@@ -428,7 +429,8 @@ class _Run:
         if config.skip_idle:
             idle = state.idle_projects(self.started, int(config.full_sweep_every * 1e6))
             pids = [p for p in pids if p not in idle]
-        self.allowed_gets = state.refresh_allowance(config.max_gets_per_run)
+        if config.max_gets_per_run is not None:
+            self.allowed_gets = state.refresh_allowance(config.max_gets_per_run)
         self.load_checkpoint = state.checkpoints()
         summary.projects_total = len(found.ids)
         summary.projects_idle = len(found.ids) - len(pids)

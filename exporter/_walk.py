@@ -61,8 +61,11 @@ class WalkLimits:
 
     page_size: int = PAGE_SIZE
     flush_rows: int = 2_000  # hand rows to storage at least this often (flat memory)
-    max_extend_pages: int = 50  # pages walked past the checkpoint to refresh open ops
-    max_gets: int = 500  # single-operation GETs per project per run; the rest wait a run
+    # Bounds of the refresh of open operations, per project and run (None: none; the rest wait
+    # a run). Unbounded by default: a sync that exits 0 has re-read every open operation, by the
+    # cheapest plan; --time-budget / --max-requests are how a run is bounded (outcome budget).
+    max_extend_pages: int | None = None  # pages walked past the checkpoint to refresh open ops
+    max_gets: int | None = None  # single-operation GETs
 
 
 @dataclass
@@ -324,7 +327,7 @@ class ProjectWalk:
 
     # -- refreshing open operations ---------------------------------------------------------
 
-    def _extension_plan(self, pending: list[OpenOp], lowest: int, pages_left: int) -> int:
+    def _extension_plan(self, pending: list[OpenOp], lowest: int, pages_left: float) -> int:
         """How many more pages to walk so that pages + GETs of the rest is cheapest.
 
         `min over k of k + (operations below the first k pages)` (PRODUCT.md, minimum
@@ -352,7 +355,8 @@ class ProjectWalk:
         pending = [o for i, o in self.open.items() if i not in self.seen]
         if not pending:
             return
-        pages_left = self.limits.max_extend_pages
+        bound = self.limits.max_extend_pages
+        pages_left: float = math.inf if bound is None else bound
         lowest = self.lowest
         while not pager.exhausted and lowest is not None and pages_left > 0:
             below = [o for o in pending if second(o.created_us) <= second(lowest)]

@@ -238,6 +238,13 @@ MUTANTS = [
         'mode = {"e_tag": if_match}',
         ("tests/lake/test_other_clouds.py::test_gcs_if_match_names_the_generation",),
     ),
+    Mutant(
+        "refresh-bounded-by-default",  # an exit-0 sync leaves open operations stale
+        "exporter/_walk.py",
+        "    max_gets: int | None = None  # single-operation GETs",
+        "    max_gets: int | None = 500  # single-operation GETs",
+        (f"{EXACT}::test_1_every_exit_0_sync_is_current_however_many_open_operations",),
+    ),
 ]
 
 

@@ -105,6 +105,31 @@ def test_1_unchanged_gets_advance_the_rotation(make_sim: Any, tmp_path: Path) ->
     assert_matches_truth(sim, tmp_path)
 
 
+def test_1_every_exit_0_sync_is_current_however_many_open_operations(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """With the default limits a sync that exits 0 has re-read every open operation: 600 open
+    ones spread 12 apart (GETs are the cheapest refresh) all finish, and one sync brings every
+    one of them (was: 500 GETs per project and run, 5,000 per account, the rest a run later)."""
+    sim, pid = _empty_project_sim(make_sim, seed=94)
+    open_ids = []
+    for _ in range(600):
+        sim.add_operations(pid, 11, same_second=False)
+        open_ids += sim.add_operations(pid, 1, status="running", same_second=False)
+        sim.advance(1)
+    assert run_sync(sim, tmp_path).outcome == "ok"  # backfill at the default page size
+    sim.advance(60)
+    sim.add_operations(pid, 20, same_second=False)
+    for op_id in open_ids:
+        sim.update_operation(op_id, status="finished", total_duration_ms=17)
+    summary = run_sync(sim, tmp_path, page_size=10)
+    assert summary.outcome == "ok"
+    # The cheapest plan: one GET each (extending would take 720 pages), but for the newest one,
+    # which the walk's last page (the one that reaches the checkpoint) holds.
+    assert summary.gets == 599
+    assert_matches_truth(sim, tmp_path)
+
+
 # -- finding 3: an out-of-order fractional created_at is skipped ------------------------------------
 
 

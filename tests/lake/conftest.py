@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from email.utils import formatdate
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -88,18 +88,27 @@ def set_aws_env(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
-@dataclass
-class Bucket:
+class _OnServer:
+    """A bucket or container on a loopback server: its URLs and the options pointing at it."""
+
+    scheme: ClassVar[str]
     name: str
-    server: S3Server
     options: dict[str, str]
 
     def url(self, prefix: str = "trail") -> str:
-        return f"s3://{self.name}/{prefix}"
+        return f"{self.scheme}://{self.name}/{prefix}"
 
     def storage_options(self) -> list[str]:
         """The `--storage-option KEY=VALUE`s that point opsaudit at the server."""
         return [f"{k}={v}" for k, v in self.options.items()]
+
+
+@dataclass
+class Bucket(_OnServer):
+    scheme: ClassVar[str] = "s3"
+    name: str
+    server: S3Server
+    options: dict[str, str]
 
     def client(self) -> Any:
         import boto3
@@ -241,16 +250,11 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzureServer]:
 
 
 @dataclass
-class Container:
+class Container(_OnServer):
+    scheme: ClassVar[str] = "az"
     name: str
     server: AzureServer
     options: dict[str, str]
-
-    def url(self, prefix: str = "trail") -> str:
-        return f"az://{self.name}/{prefix}"
-
-    def storage_options(self) -> list[str]:
-        return [f"{k}={v}" for k, v in self.options.items()]
 
 
 @pytest.fixture

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from typing import Any
 
@@ -26,7 +24,7 @@ from exporter import ExitCode, LockHeldError
 
 from . import test_lease, test_objects, test_tables
 from .conftest import Container, Root, run_sync
-from .test_sync_lake import _cli, _cli_env, assert_exact, table_rows
+from .test_sync_lake import _cli, _cli_env, _so, _start_sync, assert_exact, table_rows
 
 
 @pytest.fixture
@@ -62,13 +60,6 @@ test_state_in_wal_mode_is_uploaded_whole = test_tables.test_state_in_wal_mode_is
 test_readers_never_delete_a_writers_next_state = (
     test_tables.test_readers_never_delete_a_writers_next_state
 )
-
-
-def _so(container: Container) -> list[str]:
-    out = []
-    for o in container.storage_options():
-        out += ["--storage-option", o]
-    return out
 
 
 def test_sync_incremental_and_query_on_azure(make_sim: Any, container: Container) -> None:
@@ -123,23 +114,7 @@ def test_a_second_sync_while_the_lease_is_held_exits_4(make_sim: Any, container:
     sim.faults = Faults(p_slow=1.0, slow_seconds=0.3, seed=2)
     url, opts = container.url("leased"), container.storage_options()
     env = _cli_env(sim)
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "exporter",
-            "sync",
-            "--data-dir",
-            url,
-            *_so(container),
-            "--max-rps",
-            "0",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    holder = _start_sync(sim, url, container)
     try:
         deadline = time.monotonic() + 30
         while not (_holder(url, opts) or "").endswith(f":{holder.pid}"):

@@ -71,9 +71,10 @@ def _cli(args: list[str], env: dict[str, str], **kw: Any) -> subprocess.Complete
     )
 
 
-def _so(bucket: Bucket) -> list[str]:
+def _so(store: Any) -> list[str]:
+    """`--storage-option` flags for a Bucket or an Azurite Container (conftest.py)."""
     out = []
-    for o in _opts(bucket):
+    for o in store.storage_options():
         out += ["--storage-option", o]
     return out
 
@@ -81,7 +82,7 @@ def _so(bucket: Bucket) -> list[str]:
 def _start_sync(
     sim: Any,
     url: str,
-    bucket: Bucket,
+    bucket: Any,
     *extra: str,
     env: dict[str, str] | None = None,
     output: bool = True,

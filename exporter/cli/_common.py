@@ -59,21 +59,32 @@ class DataDir(click.ParamType):
         return loc.url
 
 
-def data_dir_option(f: F, *, urls: bool = True) -> F:
-    """`--data-dir`, from $OPSAUDIT_DATA_DIR when not given, else ./opsaudit-data."""
+def data_dir_option(f: F, *, urls: bool = True, several: bool = False) -> F:
+    """`--data-dir`, from $OPSAUDIT_DATA_DIR when not given, else ./opsaudit-data; `several`:
+    repeatable, as `data_dirs` (the readers read several datasets together)."""
+    if several:
+        text = (
+            "Directory holding the Parquet dataset and the state, or s3://bucket/prefix, "
+            "gs://..., az://... (Delta tables). Repeat to read several datasets together: the "
+            "views gain a `dataset` column and `operations` holds each operation once."
+        )
+    elif urls:
+        text = (
+            "Directory holding the Parquet dataset and the state, or s3://bucket/prefix, "
+            "gs://..., az://... (Delta tables, state beside them)."
+        )
+    else:
+        text = "Directory holding the Parquet dataset and the state."
     return click.option(
         "--data-dir",
+        "data_dirs" if several else "data_dir",
         type=DataDir(urls),
+        multiple=several,
         envvar="OPSAUDIT_DATA_DIR",
         show_envvar=True,
-        default=DEFAULT_DATA_DIR,
+        default=(DEFAULT_DATA_DIR,) if several else DEFAULT_DATA_DIR,
         show_default=True,
-        help="Directory holding the Parquet dataset and the state"
-        + (
-            ", or s3://bucket/prefix, gs://..., az://... (Delta tables, state beside them)."
-            if urls
-            else "."
-        ),
+        help=text,
     )(f)
 
 
@@ -84,19 +95,7 @@ def local_data_dir_option(f: F) -> F:
 
 def data_dirs_option(f: F) -> F:
     """`--data-dir`, repeatable: the readers (query, report) read several datasets together."""
-    return click.option(
-        "--data-dir",
-        "data_dirs",
-        type=DataDir(),
-        multiple=True,
-        envvar="OPSAUDIT_DATA_DIR",
-        show_envvar=True,
-        default=(DEFAULT_DATA_DIR,),
-        show_default=True,
-        help="Directory holding the Parquet dataset and the state, or s3://bucket/prefix, "
-        "gs://..., az://... (Delta tables). Repeat to read several datasets together: the "
-        "views gain a `dataset` column and `operations` holds each operation once.",
-    )(f)
+    return data_dir_option(f, several=True)
 
 
 def storage_option_option(f: F) -> F:

@@ -361,15 +361,67 @@ def _lock_down(con: duckdb.DuckDBPyConnection, local_dirs: Sequence[Path]) -> No
     `read_csv('/etc/passwd')`, a URL or `ATTACH` elsewhere fail with a permission error.
     Writes into a data directory are kept out by `check_read_only`, not by DuckDB.
     """
-    allowed = ", ".join(_quote(d.resolve().as_posix().rstrip("/") + "/") for d in local_dirs)
+    directories: list[Path] = []
+    files: list[Path] = []
+    for data_dir in local_dirs:
+        more_dirs, more_files = _resolved_parts(data_dir)
+        directories += more_dirs
+        files += more_files
+    allowed = ", ".join(_quote(d.as_posix().rstrip("/") + "/") for d in directories)
+    allowed_files = ", ".join(_quote(f.as_posix()) for f in files)
     for statement in (
+        # DuckDB allows its temporary directory ($PWD/.tmp by default) besides the listed ones
+        # (issue 19): without a temporary directory nothing outside the datasets is readable;
+        # a query then holds its working set in memory (no spilling to disk).
+        "SET temp_directory = ''",
         f"SET allowed_directories = [{allowed}]",
+        f"SET allowed_paths = [{allowed_files}]",
         "SET enable_external_access = false",
         "SET autoinstall_known_extensions = false",
         "SET autoload_known_extensions = false",
         "SET lock_configuration = true",
     ):
         con.execute(statement)
+
+
+def _resolved_parts(data_dir: Path) -> tuple[list[Path], list[Path]]:
+    """The directories and files DuckDB must be allowed to read for dataset `data_dir`, resolved:
+    DuckDB checks a file's real path, so a table's folder (or a partition, or a file) moved to
+    another disk and linked back is allowed where it really is (issue 19). Only what the views
+    read is followed (the tables' folders, their partitions and files); a link elsewhere in the
+    data directory allows nothing."""
+    directories = [data_dir.resolve()]
+    files: list[Path] = []
+
+    def allow(path: str, is_dir: bool) -> bool:
+        """Allow `path`'s real location unless it is already; False if it cannot be read."""
+        try:
+            real = Path(path).resolve(strict=True)
+        except (OSError, RuntimeError):  # gone, or a link loop: nothing to read there
+            return False
+        if not any(real.is_relative_to(d) for d in directories):
+            (directories if is_dir else files).append(real)
+        return True
+
+    def walk(folder: str, depth: int) -> None:
+        # Only links can lead outside: an entry that is not one lies where its folder really is.
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            return
+        for entry in entries:
+            is_dir = entry.is_dir()
+            if entry.is_symlink() and not allow(entry.path, is_dir):
+                continue
+            if is_dir and depth < 1:  # operation_versions/created_month=.../part-*.parquet
+                walk(entry.path, depth + 1)
+
+    for source in (VERSIONS_GLOB, PROJECTS_FILE, SYNC_RUNS_FILE):
+        table = data_dir / Path(source).parts[0]
+        if table.is_symlink() and not allow(str(table), True):
+            continue
+        walk(str(table), 0)
+    return directories, files
 
 
 def execute(

@@ -224,6 +224,24 @@ MUTANTS = [
             "test_overlapping_datasets_hold_each_operation_once_in_its_newest_state",
         ),
     ),
+    # -- issue 19, exact storage (kept together: other helpers append at the end) ----------
+    Mutant(
+        "query-temp-directory-readable",  # DuckDB allows $PWD/.tmp besides the datasets
+        "exporter/_sql.py",
+        "        \"SET temp_directory = ''\",\n",
+        "",
+        ("tests/analytics/test_read_only.py::test_duckdb_temporary_directory_is_not_readable",),
+    ),
+    Mutant(
+        "query-linked-folders-not-allowed",  # a linked partition folder makes queries exit 7
+        "exporter/_sql.py",
+        "            (directories if is_dir else files).append(real)\n",
+        "            pass\n",
+        (
+            "tests/analytics/test_read_only.py::"
+            "test_linked_folders_and_files_of_the_dataset_are_read",
+        ),
+    ),
     Mutant(
         "lake-commits-every-empty-chunk",
         "exporter/lake/_store.py",

@@ -189,3 +189,52 @@ def test_report_runs_on_the_locked_connection(data_dir: Path) -> None:
     result = invoke("report", "--data-dir", str(data_dir), "--format", "csv")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[1].startswith("failures,start_compute,6,2,")
+
+
+def test_duckdb_temporary_directory_is_not_readable(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19: DuckDB allowed its temporary directory ($PWD/.tmp) besides the dataset, so a
+    query read whatever was there, from any working directory."""
+    (tmp_path / ".tmp").mkdir()
+    (tmp_path / ".tmp" / "x.csv").write_text("secret\nfound\n")
+    monkeypatch.chdir(tmp_path)
+    for path in (".tmp/x.csv", f"{tmp_path}/.tmp/x.csv"):
+        result = invoke("query", "--data-dir", str(data_dir), f"SELECT * FROM read_csv('{path}')")
+        assert (result.exit_code, result.stdout) == (7, "")
+        assert result.stderr == (
+            f'Error: Permission Error: Cannot access file "{path}" - file system operations '
+            "are disabled by configuration\n"
+        )
+
+
+def test_linked_folders_and_files_of_the_dataset_are_read(fresh: Path, tmp_path: Path) -> None:
+    """Issue 19: operation_versions/ moved to another disk and linked back (likewise a partition
+    folder or a file) made every query and report exit 7; links elsewhere allow nothing."""
+    disk = tmp_path / "other-disk"
+    disk.mkdir()
+    versions = fresh / "operation_versions"
+    (versions / "created_month=2025-01").rename(disk / "month")
+    (versions / "created_month=2025-01").symlink_to(disk / "month")
+    versions.rename(disk / "versions")
+    versions.symlink_to(disk / "versions")
+    (fresh / "projects" / "projects.parquet").rename(disk / "projects.parquet")
+    (fresh / "projects" / "projects.parquet").symlink_to(disk / "projects.parquet")
+    (disk / "secret.csv").write_text("a\n1\n")
+    (fresh / "elsewhere").symlink_to(disk)
+    count = "SELECT count(*) AS n FROM operations"
+    result = invoke("query", "--data-dir", str(fresh), "--format", "csv", count)
+    assert (result.exit_code, result.stdout) == (0, "n\n12\n")
+    projects = "SELECT count(*) AS n FROM projects"
+    result = invoke("query", "--data-dir", str(fresh), "--format", "csv", projects)
+    assert (result.exit_code, result.stdout) == (0, "n\n2\n")
+    result = invoke("report", "--data-dir", str(fresh), "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1].startswith("failures,start_compute,6,2,")
+    for path in (f"{fresh}/elsewhere/secret.csv", f"{disk}/secret.csv"):
+        result = invoke("query", "--data-dir", str(fresh), f"SELECT * FROM read_csv('{path}')")
+        assert (result.exit_code, result.stdout) == (7, "")
+        assert result.stderr == (
+            f'Error: Permission Error: Cannot access file "{path}" - file system operations '
+            "are disabled by configuration\n"
+        )

@@ -29,6 +29,9 @@ APPLICATION_ID = 0x4F505341  # "OPSA": marks the file as ours (PRAGMA applicatio
 # 2: open_ops.misses, projects.walk_tail_ids/listed_in, files.replaced_by (migrated from 1).
 FORMAT_VERSION = 2
 TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})
+# `--skip-idle`: how far this host's clock may run ahead of the API's before activity marks
+# (the API's clock) could read as older than a walk's start (this host's clock).
+IDLE_SKEW_US = 60_000_000
 
 
 def _still_open(column: str = "status") -> str:
@@ -450,16 +453,25 @@ class StateDB:
         """Projects `--skip-idle` may leave for a later run: walked completely, with nothing
         tracked, no error, no walk in progress, no activity in the listing since their last
         walk began, and walked within `full_sweep_us` (the guarantee: every project is walked
-        at least that often)."""
+        at least that often).
+
+        Only a mark this run's listing wrote (`last_seen_us = now`, the run's start) is trusted: `--project`
+        and a partial listing's unavailable projects carry an earlier listing's mark, which says
+        nothing of what happened since (issue 19, finding 1). The marks are whole seconds and the
+        walk's start is this host's clock: the mark's whole second must end `IDLE_SKEW_US`
+        before the walk began, or activity in the walk's own second (or hidden by clock skew)
+        would read as idle (finding 2)."""
         return {
             row[0]
             for row in self.query(
                 "SELECT id FROM projects p WHERE checkpoint_us IS NOT NULL "
                 "AND resume_cursor IS NULL AND last_error IS NULL AND deleted_us IS NULL "
+                "AND last_seen_us = ? "
                 "AND active_us IS NOT NULL AND walked_from_us IS NOT NULL "
-                "AND active_us < walked_from_us AND last_synced_us >= ? "
+                "AND (active_us / 1000000 + 1) * 1000000 + ? <= walked_from_us "
+                "AND last_synced_us >= ? "
                 "AND NOT EXISTS (SELECT 1 FROM open_ops o WHERE o.project_id = p.id)",
-                (now - full_sweep_us,),
+                (now, IDLE_SKEW_US, now - full_sweep_us),
             )
         }
 

@@ -32,6 +32,7 @@ EXACT = "tests/sync/test_exactness.py"
 ROBUST = "tests/sync/test_robustness.py"
 STORAGE = "tests/sync/test_storage.py"
 BACKFILL = "tests/sync/test_backfill.py"
+SKIP_IDLE = "tests/sync/test_skip_idle.py"
 
 
 @dataclass(frozen=True)
@@ -262,6 +263,27 @@ MUTANTS = [
         "    max_gets: int | None = None  # single-operation GETs",
         "    max_gets: int | None = 500  # single-operation GETs",
         (f"{EXACT}::test_1_every_exit_0_sync_is_current_however_many_open_operations",),
+    ),
+    Mutant(
+        "skip-idle-trusts-an-old-listing",  # issue 19 finding 1: --project P --skip-idle
+        "exporter/_state.py",
+        '                "AND last_seen_us = ? "\n',
+        '                "AND ? IS NOT NULL "\n',
+        (f"{SKIP_IDLE}::test_skip_idle_leaves_only_projects_this_runs_listing_showed_idle",),
+    ),
+    Mutant(
+        "skip-idle-compares-microseconds",  # finding 2: same-second activity read as idle
+        "exporter/_state.py",
+        '                "AND (active_us / 1000000 + 1) * 1000000 + ? <= walked_from_us "\n',
+        '                "AND active_us + 0 * ? < walked_from_us "\n',
+        (f"{SKIP_IDLE}::test_skip_idle_walks_a_project_whose_activity_is_in_its_walks_own_second",),
+    ),
+    Mutant(
+        "skip-idle-without-skew-margin",  # finding 2: this host's clock ahead of the API's
+        "exporter/_state.py",
+        "IDLE_SKEW_US = 60_000_000\n",
+        "IDLE_SKEW_US = 0\n",
+        (f"{SKIP_IDLE}::test_skip_idle_allows_for_clock_skew",),
     ),
 ]
 

@@ -1,0 +1,108 @@
+"""Issue 19, findings 1 and 2: `--skip-idle` leaves a project only on this run's listing, and
+never loses activity in its walk's own second."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from exporter._timeutil import to_micros
+
+from .conftest import assert_matches_truth, latest_raw, run_sync
+
+OPS_ROUTE = "GET /projects/{project_id}/operations"
+
+
+def _quiet_sim(make_sim: Any, seed: int, projects: int) -> Any:
+    """Projects with one finished operation each, twenty minutes before the wall clock: a minute
+    later (simulated) their listing marks are old enough to be idle."""
+    start = datetime.now(timezone.utc) - timedelta(minutes=20)
+    sim = make_sim(
+        seed=seed,
+        projects=projects,
+        shared_projects=0,
+        orgs=1,
+        days=0,
+        ops_per_project_per_day=0,
+        live_ops_per_project_per_hour=0,
+        start=start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+    for pid in sim.project_ids():
+        sim.add_operations(pid, 1, action="start_compute")
+    return sim
+
+
+def _walked_from(data_dir: Path) -> dict[str, int]:
+    con = sqlite3.connect(data_dir / "state.sqlite")
+    try:
+        return dict(con.execute("SELECT id, walked_from_us FROM projects").fetchall())
+    finally:
+        con.close()
+
+
+def test_skip_idle_leaves_only_projects_this_runs_listing_showed_idle(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """Finding 1: `--project P --skip-idle` lists nothing, so P's stored activity mark is an
+    earlier listing's: P is walked, and its new operations are stored."""
+    sim = _quiet_sim(make_sim, 1901, projects=2)
+    target = sorted(sim.project_ids())[0]
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    # The idle baseline: with a listing, both projects are idle (nothing since their walks).
+    sim.reset_stats()
+    baseline = run_sync(sim, tmp_path, skip_idle=True)
+    assert (baseline.outcome, baseline.projects_idle, baseline.projects_ok) == ("ok", 2, 0)
+    assert sim.stats()["by_route"].get(OPS_ROUTE, 0) == 0
+    sim.advance(1260)  # past the wall clock: this activity is after every walk so far
+    new = sim.add_operations(target, 3, action="start_compute")
+    sim.reset_stats()
+    summary = run_sync(sim, tmp_path, skip_idle=True, project_ids=[target])
+    assert (summary.outcome, summary.projects_idle, summary.projects_ok) == ("ok", 0, 1)
+    assert sim.stats()["by_route"][OPS_ROUTE] == 1
+    assert set(new) <= set(latest_raw(tmp_path))
+    assert_matches_truth(sim, tmp_path, [target])
+
+
+def test_skip_idle_walks_a_project_whose_activity_is_in_its_walks_own_second(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """Finding 2: the listing's marks are whole seconds, the walk's start a microsecond instant
+    of this host: an operation created in the walk's own second, after its first page, has a
+    mark below the walk's start. The project is not idle: its operation is stored by the next
+    `--skip-idle` run."""
+    sim = _quiet_sim(make_sim, 1902, projects=1)
+    [pid] = sim.project_ids()
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    assert run_sync(sim, tmp_path, skip_idle=True).projects_idle == 1
+    walked_from = _walked_from(tmp_path)[pid]
+    # Put the simulated clock in the walk's own second, at its very start.
+    target_us = walked_from // 1_000_000 * 1_000_000
+    now_sim_us = to_micros(sim.clock)
+    assert now_sim_us <= target_us
+    sim.advance((target_us - now_sim_us) / 1e6)
+    [late] = sim.add_operations(pid, 1, action="start_compute")
+    assert sim.ground_truth()[late]["created_at"][:19] == time.strftime(
+        "%Y-%m-%dT%H:%M:%S", time.gmtime(walked_from // 1_000_000)
+    )
+    summary = run_sync(sim, tmp_path, skip_idle=True)
+    assert (summary.outcome, summary.projects_idle, summary.projects_ok) == ("ok", 0, 1)
+    assert late in latest_raw(tmp_path)
+    assert_matches_truth(sim, tmp_path)
+
+
+def test_skip_idle_allows_for_clock_skew(make_sim: Any, tmp_path: Path) -> None:
+    """Finding 2: activity half a minute before the walk's start (by this host's clock) may be
+    after it by the API's: the project is walked, not left idle."""
+    sim = _quiet_sim(make_sim, 1903, projects=1)
+    [pid] = sim.project_ids()
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    assert run_sync(sim, tmp_path, skip_idle=True).projects_idle == 1
+    walked_from = _walked_from(tmp_path)[pid]
+    sim.advance((walked_from - 30_000_000 - to_micros(sim.clock)) / 1e6)
+    [skewed] = sim.add_operations(pid, 1, action="start_compute")
+    summary = run_sync(sim, tmp_path, skip_idle=True)
+    assert (summary.projects_idle, summary.projects_ok) == (0, 1)
+    assert skewed in latest_raw(tmp_path)

@@ -244,6 +244,20 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "storage-options-any-name",  # the allow-list let through: secrets by any alias
+        "exporter/lake/_location.py",
+        "        if not known_option(key):\n",
+        '        if key.upper() in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):\n',
+        ("tests/lake/test_location.py::test_only_known_non_secret_options_are_accepted",),
+    ),
+    Mutant(
+        "location-repr-shows-values",
+        "exporter/lake/_location.py",
+        'return f"Location({self.display!r}, options={sorted(self.options)!r})"',
+        'return f"Location({self.display!r}, options={dict(self.options)!r})"',
+        ("tests/lake/test_location.py::test_repr_shows_no_option_value",),
+    ),
+    Mutant(
         "lake-commits-every-empty-chunk",
         "exporter/lake/_store.py",
         "if (table is None or not table.num_rows) and tag != _STATE_ONLY:",

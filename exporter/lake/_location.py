@@ -12,9 +12,10 @@ relative directory named `s3:`.
 
 Storage options are passed through under the names deltalake (delta-rs / object_store) uses,
 e.g. `AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ALLOW_HTTP`, `AWS_VIRTUAL_HOSTED_STYLE_REQUEST`,
-`conditional_put`. Credentials are refused as options: they come only from the standard
-environment/profile chains, so they never sit in shell history, cron files or process lists, and
-they never appear in a `Location`'s repr or in any message.
+`conditional_put`. Only an allow-list of options known to carry no secret is accepted (any other
+name exits 2): credentials come only from the standard environment/profile chains, so they never
+sit in shell history, cron files or process lists. No option value appears in a `Location`'s repr
+or in a message about the options.
 """
 
 from __future__ import annotations
@@ -40,37 +41,91 @@ _SCHEMES = {
     "file": "file",
 }
 
-# Option names (upper-cased) that carry credentials: refused on the command line.
-_CREDENTIAL_KEYS = {
-    "AWS_ACCESS_KEY_ID",
-    "ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "SESSION_TOKEN",
-    "AWS_TOKEN",
-    "TOKEN",
-    "GOOGLE_SERVICE_ACCOUNT",
-    "GOOGLE_SERVICE_ACCOUNT_PATH",
-    "GOOGLE_SERVICE_ACCOUNT_KEY",
-    "SERVICE_ACCOUNT",
-    "SERVICE_ACCOUNT_KEY",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "AZURE_STORAGE_ACCOUNT_KEY",
-    "AZURE_STORAGE_ACCESS_KEY",
-    "ACCOUNT_KEY",
-    "ACCESS_KEY",
-    "AZURE_STORAGE_SAS_KEY",
-    "AZURE_STORAGE_SAS_TOKEN",
-    "SAS_KEY",
-    "SAS_TOKEN",
-    "AZURE_STORAGE_TOKEN",
-    "BEARER_TOKEN",
-    "AZURE_CLIENT_SECRET",
-    "CLIENT_SECRET",
-    "AZURE_STORAGE_CLIENT_SECRET",
+# The options accepted by `--storage-option`: an allow-list of settings known to carry no secret
+# (issue 19: a deny-list missed aliases such as AZURE_STORAGE_MASTER_KEY). Credentials come only
+# from the environment or profile chains. Names are matched case-insensitively, with or without the
+# family prefix deltalake / object_store accept (`AWS_REGION` or `region`).
+_FAMILIES = ("aws_", "google_", "azure_")
+_CLIENT_OPTIONS = frozenset(
+    {
+        "allow_http",
+        "allow_invalid_certificates",
+        "connect_timeout",
+        "timeout",
+        "pool_idle_timeout",
+        "pool_max_idle_per_host",
+        "http1_only",
+        "http2_only",
+        "user_agent",
+        "max_retries",
+        "retry_timeout",
+        "skip_signature",
+        "disable_tagging",
+    }
+)
+_FAMILY_OPTIONS = {
+    "aws_": frozenset(
+        {
+            "region",
+            "default_region",
+            "endpoint",
+            "endpoint_url",
+            "virtual_hosted_style_request",
+            "s3_express",
+            "unsigned_payload",
+            "checksum_algorithm",
+            "imdsv1_fallback",
+            "metadata_endpoint",
+            "request_payer",
+            "server_side_encryption",
+            "sse_kms_key_id",
+            "sse_bucket_key_enabled",
+            "conditional_put",
+            # delta-rs' own (no secret): unused with conditional puts, accepted as before
+            "s3_allow_unsafe_rename",
+            "s3_locking_provider",
+            "force_credential_load",
+        }
+    ),
+    "google_": frozenset(),
+    "azure_": frozenset(
+        {
+            "storage_account_name",
+            "account_name",
+            "endpoint",
+            "storage_endpoint",
+            "use_emulator",
+            "storage_use_emulator",
+            "use_fabric_endpoint",
+            "use_azure_cli",
+            "client_id",
+            "storage_client_id",
+            "tenant_id",
+            "storage_tenant_id",
+            "authority_id",
+            "msi_endpoint",
+            "object_id",
+            "msi_resource_id",
+            "federated_token_file",
+        }
+    ),
 }
-_SECRET_HINT = re.compile(r"SECRET|TOKEN|PASSWORD|SAS|ACCOUNT_KEY|ACCESS_KEY|CREDENTIAL", re.I)
+# Options without a family prefix: the client's, and delta-rs' conditional_put and lock table.
+_BARE_OPTIONS = _CLIENT_OPTIONS | {"conditional_put", "delta_dynamo_table_name"}
+
+
+def known_option(key: str) -> bool:
+    """Whether `key` is an accepted (non-secret) storage option."""
+    low = key.lower()
+    if low in _BARE_OPTIONS:
+        return True
+    for family in _FAMILIES:
+        if low.startswith(family):
+            bare = low.removeprefix(family)
+            return bare in _CLIENT_OPTIONS or bare in _FAMILY_OPTIONS[family]
+    return False
+
+
 _URL_LIKE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.S)
 _USERINFO = re.compile(r"(?<=://)[^/@]*@")
 
@@ -85,8 +140,8 @@ class Location:
     """A parsed `--data-dir`: local directory or object-storage prefix, plus storage options.
 
     `url` has no trailing slash: `s3://bucket/prefix`, `file:///abs/path`. `options` are the
-    deltalake storage options (never credentials); `repr()` shows them with secret-looking
-    values hidden all the same.
+    deltalake storage options (allow-listed: never credentials); `repr()` shows their names,
+    never a value.
     """
 
     scheme: str  # canonical: file | s3 | gs | az
@@ -119,10 +174,7 @@ class Location:
         return redact(self.url)
 
     def __repr__(self) -> str:
-        shown = {
-            k: ("***" if _SECRET_HINT.search(k) else redact(v)) for k, v in self.options.items()
-        }
-        return f"Location({self.display!r}, options={shown!r})"
+        return f"Location({self.display!r}, options={sorted(self.options)!r})"
 
     __str__ = __repr__
 
@@ -138,8 +190,8 @@ def parse_storage_options(items: Iterable[str] | Mapping[str, str] | None) -> di
         for item in items:
             key, sep, value = item.partition("=")
             if not sep or not key.strip():
-                raise ConfigError(
-                    f"--storage-option {item.split('=')[0]!r}: expected KEY=VALUE, "
+                raise ConfigError(  # the item is not echoed: it may be a secret typed alone
+                    "--storage-option without KEY=: expected KEY=VALUE, "
                     "e.g. AWS_ENDPOINT_URL=http://127.0.0.1:9000"
                 )
             pairs.append((key.strip(), value.strip()))
@@ -147,11 +199,13 @@ def parse_storage_options(items: Iterable[str] | Mapping[str, str] | None) -> di
     for key, value in pairs:
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.]*", key):
             raise ConfigError(f"--storage-option {key!r}: not a storage option name")
-        if key.upper() in _CREDENTIAL_KEYS:
+        if not known_option(key):
             raise ConfigError(
-                f"--storage-option {key}: credentials are not accepted as options; they come "
-                "from the environment or profile chain (e.g. AWS_ACCESS_KEY_ID / "
-                "AWS_SECRET_ACCESS_KEY / AWS_PROFILE, instance or workload roles)"
+                f"--storage-option {key}: not an accepted option. Only settings known to carry "
+                "no secret are (e.g. AWS_ENDPOINT_URL, AWS_REGION, AWS_ALLOW_HTTP, "
+                "AZURE_STORAGE_ACCOUNT_NAME, AZURE_ENDPOINT; the list is in the README); "
+                "credentials come from the environment or profile chain (e.g. AWS_ACCESS_KEY_ID "
+                "/ AWS_SECRET_ACCESS_KEY / AWS_PROFILE, instance or workload roles)"
             )
         if key in options:
             raise ConfigError(f"--storage-option {key} given twice")

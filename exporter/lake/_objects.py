@@ -74,10 +74,10 @@ _DELTA_ONLY = {
 }
 
 
-def _duration(value: str) -> timedelta:
+def _duration(value: str, key: str = "timeout") -> timedelta:
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", value)
     if not m:
-        raise ConfigError(f"storage option: {value!r} is not a duration (e.g. 30s)")
+        raise ConfigError(f"--storage-option {key}: not a duration (e.g. 30s)")
     n = float(m.group(1))
     unit = m.group(2) or "s"
     return (
@@ -299,7 +299,7 @@ class RemoteObjects(Objects):
                 if bare in ("allow_http", "allow_invalid_certificates", "http1_only", "http2_only"):
                     client[bare] = _truthy(value)
                 elif bare.endswith("timeout"):
-                    client[bare] = _duration(value)
+                    client[bare] = _duration(value, key)
                 else:
                     client[bare] = value
             elif low in _DELTA_ONLY or bare in ("conditional_put", "copy_if_not_exists"):
@@ -329,9 +329,11 @@ class RemoteObjects(Objects):
         except BaseException as exc:  # obstore panics (PanicException) on some bad keys
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
-            raise ConfigError(
-                f"--storage-option for {location.display}: {str(exc).splitlines()[0][:200]}"
-            ) from None
+            said = (str(exc).splitlines() or [type(exc).__name__])[0]
+            for value in location.options.values():  # the client may quote a value back
+                if value:
+                    said = said.replace(value, "***")
+            raise ConfigError(f"--storage-option for {location.display}: {said[:200]}") from None
 
     def _fail(self, exc: BaseException, doing: str) -> OpsauditError:
         return classify(exc, self.location, doing)

@@ -235,7 +235,7 @@ class LakeDataset:
             for key, value in opts.items():
                 if key.lower() in ("conditional_put", "aws_conditional_put") and value != "etag":
                     raise ConfigError(
-                        f"--storage-option {key}={value}: opsaudit commits to S3 only with "
+                        f"--storage-option {key}: opsaudit commits to S3 only with "
                         "conditional writes (etag): without them two writers can overwrite a commit"
                     )
             opts.setdefault("conditional_put", "etag")

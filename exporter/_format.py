@@ -1,4 +1,4 @@
-"""Rendering query results (column names + rows) as a table, JSON, CSV or Markdown."""
+"""Rendering query results (column names + rows) as a table, JSON, JSON lines, CSV or Markdown."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 
 import orjson
 
-__all__ = ["FORMATS", "jsonable", "render", "text"]
+__all__ = ["FORMATS", "jsonable", "readable_interval", "render", "text"]
 
-FORMATS = ("table", "json", "csv", "markdown")
+FORMATS = ("table", "json", "jsonl", "csv", "markdown")
 
 # A terminal cell longer than this is cut (error texts, raw JSON); json/csv are never cut.
 MAX_CELL = 60
@@ -33,6 +33,25 @@ def _interval(value: dt.timedelta) -> str:
     sign = "-" if seconds < 0 else ""
     number = f"{abs(seconds):.6f}".rstrip("0").rstrip(".")
     return f"{sign}PT{number}S"
+
+
+def readable_interval(value: dt.timedelta) -> str:
+    """An interval as DuckDB prints one, for people: `30 days 00:51:52`, `00:00:01.5`."""
+    sign = "-" if value < dt.timedelta(0) else ""
+    value = abs(value)
+    hours, rest = divmod(value.seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{seconds:02d}"
+    if value.microseconds:
+        clock += f".{value.microseconds:06d}".rstrip("0")
+    if value.days:
+        clock = f"{value.days} day{'' if value.days == 1 else 's'} {clock}"
+    return sign + clock
+
+
+def _non_finite(value: float) -> str:
+    """inf, -inf or nan: what they are (JSON has no such numbers, so json says null)."""
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
 def jsonable(value: Any) -> Any:
@@ -66,6 +85,8 @@ def text(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return _non_finite(value)
     if isinstance(value, (dict, list, tuple)):
         return orjson.dumps(jsonable(value)).decode()
     converted = jsonable(value)
@@ -79,6 +100,8 @@ def _cell(value: Any) -> str:
         # Three decimals are plenty on a terminal (ms percentiles, shares); json keeps all.
         out = f"{value:.3f}".rstrip("0").rstrip(".")
         return "0" if out == "-0" else out
+    if isinstance(value, dt.timedelta):
+        return readable_interval(value)
     out = " ".join(text(value).split())  # newlines and tabs would break the alignment
     return out if len(out) <= MAX_CELL else out[: MAX_CELL - 1] + "…"
 
@@ -87,7 +110,13 @@ def _numeric(value: Any) -> bool:
     return isinstance(value, (int, float, decimal.Decimal)) and not isinstance(value, bool)
 
 
-def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def _table(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], max_rows: int | None = None
+) -> str:
+    hidden = 0
+    if max_rows is not None and len(rows) > max_rows:
+        hidden = len(rows) - max_rows
+        rows = rows[:max_rows]
     cells = [[_cell(v) for v in row] for row in rows]
     widths = [len(c) for c in columns]
     for row in cells:
@@ -102,7 +131,11 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
     out = [line(columns), "  ".join("-" * w for w in widths)]
     out += [line(row) for row in cells]
-    out.append(f"({len(rows)} row{'' if len(rows) == 1 else 's'})")
+    total = len(rows) + hidden
+    if hidden:
+        out.append(f"({total:,} rows, {hidden:,} more rows not shown: --max-rows 0 shows all)")
+    else:
+        out.append(f"({total:,} row{'' if total == 1 else 's'})")
     return "\n".join(out) + "\n"
 
 
@@ -131,12 +164,30 @@ def _json(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return orjson.dumps(objects, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
-def render(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str) -> str:
-    """The rows in `fmt` (one of FORMATS), ending with a newline."""
+def _jsonl(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """One JSON object per line, for jq and log shippers (nothing at all for no rows)."""
+    return "".join(
+        orjson.dumps({c: jsonable(v) for c, v in zip(columns, row)}).decode() + "\n" for row in rows
+    )
+
+
+def render(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    fmt: str,
+    *,
+    max_rows: int | None = None,
+) -> str:
+    """The rows in `fmt` (one of FORMATS), ending with a newline (jsonl of no rows: "").
+
+    `max_rows` cuts the table format only, with a last line saying how many more there are;
+    the machine formats always carry every row."""
     if fmt == "table":
-        return _table(columns, rows)
+        return _table(columns, rows, max_rows)
     if fmt == "json":
         return _json(columns, rows)
+    if fmt == "jsonl":
+        return _jsonl(columns, rows)
     if fmt == "csv":
         return _csv(columns, rows)
     if fmt == "markdown":

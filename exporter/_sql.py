@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from exporter._errors import QueryError, ReadOnlyError, StorageError
+from exporter._errors import ConfigError, QueryError, ReadOnlyError, StorageError
 from exporter._layout import (
     PROJECTS_FILE,
     STATE_FILE,
@@ -311,6 +311,13 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+def _whole(exc: BaseException) -> str:
+    """DuckDB's whole message: its `Did you mean "operations"?`, the LINE and caret lines
+    and the candidate bindings say what to fix (only trailing blanks are dropped)."""
+    lines = [line.rstrip() for line in str(exc).strip("\n").splitlines()]
+    return "\n".join(lines) if any(lines) else type(exc).__name__
+
+
 def connect(
     data_dir: Path | str | Sequence[Path | str],
     *,
@@ -425,9 +432,12 @@ def _resolved_parts(data_dir: Path) -> tuple[list[Path], list[Path]]:
 
 
 def execute(
-    con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None = None
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    params: Sequence[Any] | dict[str, Any] | None = None,
 ) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Run one query; its column names and rows. DuckDB errors become `QueryError`."""
+    """Run one query (`params`: values of its `?` or `$name` placeholders); its column names and
+    rows. DuckDB errors become `QueryError` with DuckDB's whole message."""
     try:
         cursor = con.execute(sql, params) if params is not None else con.execute(sql)
         if cursor.description is None:  # a statement with no result (SET, CREATE, ...)
@@ -435,7 +445,7 @@ def execute(
         columns = [d[0] for d in cursor.description]
         return columns, cursor.fetchall()
     except duckdb.Error as exc:
-        raise QueryError(_first_line(exc)) from exc
+        raise QueryError(_whole(exc)) from exc
 
 
 # Which statements `opsaudit query` runs (issue 15): reading ones only, decided by DuckDB's own
@@ -489,7 +499,7 @@ def _parse(sql: str) -> list[duckdb.Statement]:
     try:
         return duckdb.extract_statements(sql)
     except duckdb.Error as exc:
-        raise QueryError(_first_line(exc)) from exc
+        raise QueryError(_whole(exc)) from exc
 
 
 def _check_explained(text: str) -> None:
@@ -547,8 +557,12 @@ def _check_statement(statement: duckdb.Statement) -> None:
     raise _refused(label)
 
 
-def check_read_only(sql: str) -> None:
+def check_read_only(sql: str, *, single: bool = False) -> None:
     """Raise `ReadOnlyError` unless every statement of `sql` only reads; nothing is run.
+
+    No statement at all (empty text, only comments or semicolons) is a usage error
+    (`ConfigError`, exit 2). `single`: more than one statement is one too (`opsaudit query`
+    prints one result: running them all and showing the last would hide the others).
 
     Reading: SELECT (with WITH, VALUES, DESCRIBE, SHOW, SUMMARIZE, PIVOT), EXPLAIN of a reading
     statement, and the introspection pragmas of `READ_ONLY_PRAGMAS`. Everything else (COPY,
@@ -558,9 +572,14 @@ def check_read_only(sql: str) -> None:
     """
     statements = _parse(sql)
     if not statements:
-        raise QueryError("no SQL statement given")
+        raise ConfigError("no SQL statement given (the text is empty or only comments)")
     for statement in statements:
         _check_statement(statement)
+    if single and len(statements) > 1:
+        raise ConfigError(
+            f"{len(statements)} SQL statements given; opsaudit query runs one per call "
+            "(run each on its own, or combine them with UNION ALL or WITH)"
+        )
 
 
 def _held_by_another_connection(path: Path) -> bool:

@@ -299,6 +299,23 @@ MUTANTS = [
         "IDLE_SKEW_US = 0\n",
         (f"{SKIP_IDLE}::test_skip_idle_allows_for_clock_skew",),
     ),
+    Mutant(
+        "query-runs-several-statements",  # DuckDB would run them all and show only the last
+        "exporter/_sql.py",
+        "    if single and len(statements) > 1:\n",
+        "    if False:\n",
+        (
+            "tests/analytics/test_cli.py::"
+            "test_query_several_statements_are_refused_not_the_last_shown",
+        ),
+    ),
+    Mutant(
+        "query-table-not-capped",
+        "exporter/_format.py",
+        "    if max_rows is not None and len(rows) > max_rows:\n",
+        "    if False:\n",
+        ("tests/analytics/test_cli.py::test_query_table_caps_rows_and_says_how_many_more",),
+    ),
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 
@@ -31,35 +31,92 @@ def _open(
         con.close()
 
 
+def _sql_text(sql: str | None, sql_file: IO[str] | None) -> str:
+    """The SQL of `opsaudit query`: the argument, `-` (stdin) or `-f FILE` (exactly one)."""
+    if sql is not None and sql_file is not None:
+        raise click.UsageError("give the SQL as an argument or with -f FILE, not both")
+    if sql_file is None and sql == "-":
+        return click.open_file("-", encoding="utf-8").read()
+    if sql_file is not None:
+        return sql_file.read()
+    if sql is None:
+        raise click.UsageError('no SQL given: opsaudit query "SELECT ...", -f FILE or - (stdin)')
+    return sql
+
+
+def _params(values: Sequence[str]) -> dict[str, str] | None:
+    params: dict[str, str] = {}
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"{value!r} is not NAME=VALUE", param_hint="'--param'")
+        params[name.strip()] = text
+    return params or None
+
+
 @click.command("query")
 @output_options(
-    ["table", "json", "csv"], help="json is one array of row objects, timestamps ISO 8601 UTC."
+    ["table", "json", "jsonl", "csv", "markdown"],
+    help="json is one array of row objects, jsonl one object per line; timestamps ISO 8601 UTC.",
+)
+@click.option(
+    "-f",
+    "--file",
+    "sql_file",
+    type=click.File("r", encoding="utf-8"),
+    default=None,
+    metavar="FILE",
+    help="Read the SQL from FILE (- for stdin).",
+)
+@click.option(
+    "--param",
+    "-p",
+    "params",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Bind $NAME in the SQL to VALUE (a string DuckDB casts as needed), repeatable.",
+)
+@click.option(
+    "--max-rows",
+    type=click.IntRange(0),
+    default=100,  # a screenful or two: a `SELECT *` of the whole history is for csv or jsonl
+    show_default=True,
+    metavar="N",
+    help="Rows the table format prints, then how many more (0: all); the other formats print "
+    "every row.",
 )
 @data_dirs_option
 @storage_option_option
-@click.argument("sql")
+@click.argument("sql", required=False)
 def query_command(
     fmt: str,
     output: Path | None,
+    sql_file: IO[str] | None,
+    params: tuple[str, ...],
+    max_rows: int,
     data_dirs: tuple[Path | str, ...],
     storage_options: tuple[str, ...],
-    sql: str,
+    sql: str | None,
 ) -> None:
-    """Run SQL over the views (operations, operation_versions, projects, sync_runs, ...).
+    """Run one SQL statement over the views (operations, ...).
 
-    Read-only: SELECT, WITH, VALUES, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN and table-info pragmas
-    run; COPY, CREATE, SET, ATTACH, INSTALL and other writing statements exit 2. Only the
-    dataset's files can be read. Save rows with --format csv -o FILE; for anything else use the
-    DuckDB CLI on the data directory's opsaudit.duckdb.
+    The SQL is the argument, - (read from stdin) or -f FILE. One statement per call: several
+    are refused (exit 2), as is an empty one. Read-only: SELECT, WITH, VALUES, DESCRIBE, SHOW,
+    SUMMARIZE, EXPLAIN and table-info pragmas run; COPY, CREATE, SET, ATTACH, INSTALL and other
+    writing statements exit 2. Only the dataset's files can be read. Save rows with --format
+    csv -o FILE; for anything else use the DuckDB CLI on the data directory's opsaudit.duckdb.
     """
     from exporter._format import render
     from exporter._sql import check_read_only, execute, sql_files_for
 
-    check_read_only(sql)  # before anything runs: COPY, CREATE, SET, ... exit 2
-    only = sql_files_for(sql)  # the views the query names (and theirs), not all of them
+    text = _sql_text(sql, sql_file)
+    bound = _params(params)
+    # Before anything runs: COPY, CREATE, SET, ..., no statement or several exit 2.
+    check_read_only(text, single=True)
+    only = sql_files_for(text)  # the views the query names (and theirs), not all of them
     with _open(data_dirs, storage_options, tuple(only) if only is not None else None) as con:
-        columns, rows = execute(con, sql)
-    emit(render(columns, rows, fmt), output)
+        columns, rows = execute(con, text, bound)
+    emit(render(columns, rows, fmt, max_rows=max_rows or None), output)
 
 
 @click.command("report")

@@ -78,15 +78,133 @@ def test_query_empty_result_keeps_the_columns(data_dir: Path) -> None:
     assert json.stdout == "[]\n"
 
 
-def test_bad_sql_is_exit_7_one_line_no_traceback(data_dir: Path) -> None:
+def test_bad_sql_is_exit_7_with_duckdbs_whole_message_no_traceback(data_dir: Path) -> None:
     result = invoke("query", "--data-dir", str(data_dir), "SELEC 1")
     assert result.exit_code == 7
     assert result.stdout == ""
-    assert result.stderr == 'Error: Parser Error: syntax error at or near "SELEC"\n'
-    unknown = invoke("query", "--data-dir", str(data_dir), "SELECT * FROM nope")
+    assert result.stderr == (
+        'Error: Parser Error: syntax error at or near "SELEC"\n\nLINE 1: SELEC 1\n        ^^^^^\n'
+    )
+    # The hint and the caret line are DuckDB's own: they say what to fix.
+    unknown = invoke("query", "--data-dir", str(data_dir), "SELECT * FROM operation")
     assert unknown.exit_code == 7
-    assert unknown.stderr.startswith("Error: Catalog Error: Table with name nope does not exist!")
-    assert len(unknown.stderr.splitlines()) == 1
+    assert unknown.stderr == (
+        "Error: Catalog Error: Table with name operation does not exist!\n"
+        'Did you mean "operations"?\n'
+        "\n"
+        "LINE 1: SELECT * FROM operation\n"
+        "                      ^^^^^^^^^\n"
+    )
+
+
+def test_query_sql_from_a_file_or_stdin(data_dir: Path, tmp_path: Path) -> None:
+    sql = "-- kept in a repository\nSELECT count(*) AS n FROM operations;\n"
+    (tmp_path / "q.sql").write_text(sql)
+    expected = "n\n12\n"
+    for args, stdin in (
+        (["-f", str(tmp_path / "q.sql")], None),
+        (["--file", "-"], sql),
+        (["-"], sql),
+    ):
+        result = CliRunner().invoke(
+            cli,
+            ["query", "--data-dir", str(data_dir), "--format", "csv", *args],
+            input=stdin,
+            prog_name="opsaudit",
+        )
+        assert (result.exit_code, result.stdout, result.stderr) == (0, expected, ""), args
+    both = invoke("query", "--data-dir", str(data_dir), "-f", str(tmp_path / "q.sql"), "SELECT 1")
+    assert both.exit_code == 2
+    assert both.stderr.endswith("Error: give the SQL as an argument or with -f FILE, not both\n")
+    neither = invoke("query", "--data-dir", str(data_dir))
+    assert neither.exit_code == 2
+    assert neither.stderr.endswith(
+        'Error: no SQL given: opsaudit query "SELECT ...", -f FILE or - (stdin)\n'
+    )
+
+
+def test_query_jsonl_and_markdown(data_dir: Path) -> None:
+    sql = "SELECT id, created_at, total_duration_ms FROM operations WHERE id IN ('o3', 'o7') ORDER BY id"
+    jsonl = invoke("query", "--data-dir", str(data_dir), "--format", "jsonl", sql)
+    assert (jsonl.exit_code, jsonl.stdout) == (
+        0,
+        '{"id":"o3","created_at":"2025-01-10T12:00:00Z","total_duration_ms":300}\n'
+        '{"id":"o7","created_at":"2025-01-12T08:00:00Z","total_duration_ms":null}\n',
+    )
+    none = invoke("query", "--data-dir", str(data_dir), "--format", "jsonl", sql + " LIMIT 0")
+    assert (none.exit_code, none.stdout) == (0, "")
+    md = invoke("query", "--data-dir", str(data_dir), "--format", "markdown", sql)
+    assert (md.exit_code, md.stdout) == (
+        0,
+        "| id | created_at | total_duration_ms |\n"
+        "|---|---|---:|\n"
+        "| o3 | 2025-01-10T12:00:00Z | 300 |\n"
+        "| o7 | 2025-01-12T08:00:00Z | NULL |\n",
+    )
+
+
+def test_query_empty_statement_is_a_usage_error(data_dir: Path) -> None:
+    for sql in ("", "   \n", ";", "-- only a comment\n"):
+        result = CliRunner().invoke(
+            cli, ["query", "--data-dir", str(data_dir), "-"], input=sql, prog_name="opsaudit"
+        )
+        assert (result.exit_code, result.stdout, result.stderr) == (
+            2,
+            "",
+            "Error: no SQL statement given (the text is empty or only comments)\n",
+        ), sql
+
+
+def test_query_several_statements_are_refused_not_the_last_shown(data_dir: Path) -> None:
+    result = invoke("query", "--data-dir", str(data_dir), "SELECT 1 AS a; SELECT 2 AS b;")
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        2,
+        "",
+        "Error: 2 SQL statements given; opsaudit query runs one per call (run each on its own, "
+        "or combine them with UNION ALL or WITH)\n",
+    )
+    one = invoke("query", "--data-dir", str(data_dir), "--format", "csv", "SELECT 1 AS a;")
+    assert (one.exit_code, one.stdout) == (0, "a\n1\n")
+
+
+def test_query_table_caps_rows_and_says_how_many_more(data_dir: Path) -> None:
+    sql = "SELECT range AS n FROM range(1, 1206)"
+    capped = invoke("query", "--data-dir", str(data_dir), "--max-rows", "3", sql)
+    assert (capped.exit_code, capped.stdout) == (
+        0,
+        "n\n-\n1\n2\n3\n(1,205 rows, 1,202 more rows not shown: --max-rows 0 shows all)\n",
+    )
+    default = invoke("query", "--data-dir", str(data_dir), sql)
+    lines = default.stdout.splitlines()
+    assert (len(lines), lines[-2], lines[-1]) == (
+        103,
+        "100",
+        "(1,205 rows, 1,105 more rows not shown: --max-rows 0 shows all)",
+    )
+    every = invoke("query", "--data-dir", str(data_dir), "--max-rows", "0", sql)
+    assert every.stdout.splitlines()[-2:] == ["1205", "(1,205 rows)"]
+    csv = invoke("query", "--data-dir", str(data_dir), "--max-rows", "3", "--format", "csv", sql)
+    assert len(csv.stdout.splitlines()) == 1206  # the machine formats keep every row
+
+
+def test_query_named_parameters(data_dir: Path) -> None:
+    result = invoke(
+        "query",
+        "--data-dir",
+        str(data_dir),
+        "--format",
+        "csv",
+        "-p",
+        "project=p2",
+        "--param",
+        "since=2025-01-12",
+        "SELECT id FROM operations WHERE project_id = $project AND created_at >= $since "
+        "ORDER BY id",
+    )
+    assert (result.exit_code, result.stdout) == (0, "id\no12\no9\n")
+    bad = invoke("query", "--data-dir", str(data_dir), "-p", "nope", "SELECT 1")
+    assert bad.exit_code == 2
+    assert bad.stderr.endswith("Error: Invalid value for '--param': 'nope' is not NAME=VALUE\n")
 
 
 def test_missing_data_dir_is_a_usage_error(tmp_path: Path) -> None:

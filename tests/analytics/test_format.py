@@ -51,3 +51,21 @@ def test_long_cells_are_cut_on_a_terminal_only() -> None:
     text = "e" * 100
     assert render(["error"], [(text,)], "table").splitlines()[2] == "e" * 59 + "…"
     assert text in render(["error"], [(text,)], "json")
+
+
+def test_table_prints_inf_nan_and_readable_intervals() -> None:
+    rows = [
+        (float("inf"), float("-inf"), float("nan"), dt.timedelta(days=30, seconds=3112)),
+        (1.5, 0.0, None, dt.timedelta(seconds=-1.5)),
+        (2.0, 1.0, 3.0, dt.timedelta(days=1)),
+    ]
+    assert render(["a", "b", "c", "age"], rows, "table") == (
+        "  a     b     c  age\n"
+        "---  ----  ----  ----------------\n"
+        "inf  -inf   nan  30 days 00:51:52\n"
+        "1.5     0  NULL  -00:00:01.5\n"
+        "  2     1     3  1 day 00:00:00\n"
+        "(3 rows)\n"
+    )
+    assert render(["a", "b", "c"], [rows[0][:3]], "csv") == "a,b,c\ninf,-inf,nan\n"
+    assert render(["a"], [(float("inf"),)], "json") == '[\n  {\n    "a": null\n  }\n]\n'

@@ -137,16 +137,22 @@ def test_introspection_runs(data_dir: Path, sql: str, first_line: str) -> None:
     assert result.stdout.splitlines()[0].startswith(first_line)
 
 
+def _no_access(path: str) -> str:
+    """The message for `SELECT * FROM read_csv('<path>')` outside the dataset, up to DuckDB's
+    LINE 1 and caret lines (a long path is cut there with "...")."""
+    return (
+        f'Error: Permission Error: Cannot access file "{path}" - file system operations '
+        "are disabled by configuration\n\nLINE 1: SELECT * FROM read_csv('"
+    )
+
+
 def test_file_outside_the_dataset_cannot_be_read(data_dir: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside.csv"
     outside.write_text("a\n1\n")
     for path in ("/etc/passwd", outside.as_posix(), f"{data_dir}/../outside.csv"):
         result = invoke("query", "--data-dir", str(data_dir), f"SELECT * FROM read_csv('{path}')")
         assert (result.exit_code, result.stdout) == (7, "")
-        assert result.stderr.startswith(
-            f'Error: Permission Error: Cannot access file "{path}" - file system operations '
-            "are disabled by configuration\n\nLINE 1: SELECT * FROM read_csv("
-        )
+        assert result.stderr.startswith(_no_access(path))
 
 
 def test_files_of_the_dataset_can_be_read(data_dir: Path) -> None:
@@ -204,10 +210,7 @@ def test_duckdb_temporary_directory_is_not_readable(
     for path in (".tmp/x.csv", f"{tmp_path}/.tmp/x.csv"):
         result = invoke("query", "--data-dir", str(data_dir), f"SELECT * FROM read_csv('{path}')")
         assert (result.exit_code, result.stdout) == (7, "")
-        assert result.stderr == (
-            f'Error: Permission Error: Cannot access file "{path}" - file system operations '
-            "are disabled by configuration\n"
-        )
+        assert result.stderr.startswith(_no_access(path))
 
 
 def test_linked_folders_and_files_of_the_dataset_are_read(fresh: Path, tmp_path: Path) -> None:
@@ -236,7 +239,4 @@ def test_linked_folders_and_files_of_the_dataset_are_read(fresh: Path, tmp_path:
     for path in (f"{fresh}/elsewhere/secret.csv", f"{disk}/secret.csv"):
         result = invoke("query", "--data-dir", str(fresh), f"SELECT * FROM read_csv('{path}')")
         assert (result.exit_code, result.stdout) == (7, "")
-        assert result.stderr == (
-            f'Error: Permission Error: Cannot access file "{path}" - file system operations '
-            "are disabled by configuration\n"
-        )
+        assert result.stderr.startswith(_no_access(path))

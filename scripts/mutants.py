@@ -300,6 +300,13 @@ MUTANTS = [
         (f"{SKIP_IDLE}::test_skip_idle_allows_for_clock_skew",),
     ),
     Mutant(
+        "unexpected-error-escapes",  # finding 4: a traceback and exit 1 ("partial")
+        "exporter/cli/_common.py",
+        "            ctx.exit(int(ExitCode.FATAL))\n",
+        "            raise\n",
+        ("tests/ops/test_unexpected_error.py::test_an_unexpected_error_exits_5_with_one_line",),
+    ),
+    Mutant(
         "query-runs-several-statements",  # DuckDB would run them all and show only the last
         "exporter/_sql.py",
         "    if single and len(statements) > 1:\n",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from exporter._errors import ConfigError, ExitCode, OpsauditError
+from exporter._errors import ConfigError, ExitCode, OpsauditError, redact
 
 if TYPE_CHECKING:
     from exporter._client import RequestStats
@@ -208,6 +208,16 @@ def api_options(f: F) -> F:
     )(f)
 
 
+class TextFormatter(logging.Formatter):
+    """`LEVEL logger: message` (and a traceback when one is attached), redacted."""
+
+    def __init__(self) -> None:
+        super().__init__("%(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line, for log shippers (`--log-format json`)."""
 
@@ -216,8 +226,10 @@ class JsonFormatter(logging.Formatter):
             "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created)),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": redact(record.getMessage()),
         }
+        if record.exc_info:
+            entry["traceback"] = redact(self.formatException(record.exc_info))
         entry.update(getattr(record, "fields", {}))
         import orjson  # not at start-up: `opsaudit --help` stays light
 
@@ -231,7 +243,7 @@ def setup_logging(log_format: str, verbose: int) -> None:
         handler.setFormatter(JsonFormatter())
         level = logging.INFO
     else:
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter())
         level = logging.WARNING
     if verbose:
         level = logging.DEBUG if verbose > 1 else logging.INFO
@@ -320,7 +332,9 @@ class Progress:
 
 class OpsauditGroup(click.Group):
     """The one place that maps errors to exit codes: our errors become a one-line message and
-    their code (README, exit codes), Ctrl-C is 130; never a traceback for either."""
+    their code (README, exit codes), Ctrl-C is 130; never a traceback for either. Any other
+    error is a bug: one line and exit 5 (never 1, "partial", which a service manager may take
+    for success); its traceback goes to the log (`-v`, and always with `--log-format json`)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -331,6 +345,18 @@ class OpsauditGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             ctx.exit(130)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # click's own: usage errors (2), ctx.exit, a refused prompt
+        except Exception as error:
+            # `-v` makes this INFO line visible; the JSON log (INFO) always carries it.
+            logging.getLogger("opsaudit").info("unexpected error", exc_info=True)
+            text = redact(f"{type(error).__name__}: {error}")
+            click.echo(
+                f"Error: unexpected error ({text}). This is a bug in "
+                "opsaudit: run again with -v for the traceback and report it",
+                err=True,
+            )
+            ctx.exit(int(ExitCode.FATAL))
 
 
 __all__ = [
@@ -340,6 +366,7 @@ __all__ = [
     "JsonFormatter",
     "OpsauditGroup",
     "Progress",
+    "TextFormatter",
     "api_options",
     "data_dir_option",
     "emit",

@@ -35,7 +35,7 @@ class DemoResult:
     """Where the demo dataset is and what the sync did."""
 
     data_dir: Path
-    views_db: Path  # `duckdb <this file>` opens the dataset with every view defined
+    views_db: Path  # `duckdb` on it, from its directory, opens the dataset with every view
     summary: RunSummary
     temporary: bool  # True when run_demo created data_dir itself (it is kept, not deleted)
     operations: int  # operations the simulator holds (its ground truth)

@@ -1,7 +1,8 @@
 """The SQL layer: loads `sql/*.sql` in order into DuckDB; `connect()`; the `opsaudit.duckdb` file.
 
 The .sql files are written for a person in the DuckDB CLI, with paths relative to the data
-directory. This module makes those paths absolute and, for a source that has no file yet,
+directory. This module replaces each path by the committed files (absolute for a connection,
+relative in `opsaudit.duckdb`) and, for a source that has no file yet,
 substitutes an empty relation with the same columns and types, so every view answers on an
 empty data directory. Nothing here takes a lock on a file the sync writes: Parquet files are
 only read, and `opsaudit.duckdb` is replaced by rename, never opened for writing in place.
@@ -184,20 +185,19 @@ def committed_files(data_dir: Path) -> list[str] | None:
         state.close()
 
 
-def _sources(data_dir: Path) -> dict[str, list[str]]:
-    """Each source's absolute file paths ([] when it has none yet)."""
+def _sources(data_dir: Path, relative: bool = False) -> dict[str, list[str]]:
+    """Each source's file paths ([] when it has none yet): absolute, or relative to `data_dir`
+    (the views database, which must keep working after the directory is copied or moved)."""
+    base = Path() if relative else data_dir
     out: dict[str, list[str]] = {}
-    for relative in _SOURCES:
-        if relative == VERSIONS_GLOB:
+    for source in _SOURCES:
+        if source == VERSIONS_GLOB:
             files = committed_files(data_dir)
             if files is None:
-                out[relative] = sorted(p.as_posix() for p in data_dir.glob(relative))
-            else:
-                out[relative] = [(data_dir / f).as_posix() for f in files]
+                files = sorted(p.relative_to(data_dir).as_posix() for p in data_dir.glob(source))
+            out[source] = [(base / f).as_posix() for f in files]
         else:
-            out[relative] = (
-                [(data_dir / relative).as_posix()] if (data_dir / relative).is_file() else []
-            )
+            out[source] = [(base / source).as_posix()] if (data_dir / source).is_file() else []
     return out
 
 
@@ -596,8 +596,19 @@ def _held_by_another_connection(path: Path) -> bool:
     return False
 
 
+# The DuckDB storage format of `opsaudit.duckdb`: the oldest DuckDB CLI release on PyPI
+# (duckdb-cli 1.4.4) must open it, whatever newer duckdb pip resolved for the Python package
+# (duckdb 2.0 writes a format the 1.5 CLIs cannot read; issue 23).
+VIEWS_DB_STORAGE_VERSION = "v1.4.0"
+
+
 def write_views_database(data_dir: Path) -> Path | None:
-    """Create or refresh `<data_dir>/opsaudit.duckdb` (views only, absolute paths), atomically.
+    """Create or refresh `<data_dir>/opsaudit.duckdb` (views only), atomically.
+
+    Its views name the files relative to the data directory, as the .sql files do: the file
+    keeps working after the directory is copied, moved or restored, opened from it
+    (`cd <data-dir> && duckdb opsaudit.duckdb`). Written in the storage format of
+    `VIEWS_DB_STORAGE_VERSION` so the DuckDB CLI releases users have can open it.
 
     Returns the path, or None when a program holds the file open for writing (a DuckDB shell,
     a notebook): the sync must never wait for a reader, and the next sync refreshes the file.
@@ -608,10 +619,20 @@ def write_views_database(data_dir: Path) -> Path | None:
         return None
     tmp = data_dir / f".{VIEWS_DB}.{uuid.uuid4().hex[:12]}.tmp"
     try:
-        con = duckdb.connect(str(tmp))
+        con = duckdb.connect(":memory:")
         try:
-            _load(con, _dataset_sources(con, data_dir, "1"), None)
-            con.execute("CHECKPOINT")
+            con.execute(
+                f"ATTACH {_quote(str(tmp))} AS views_db "
+                f"(STORAGE_VERSION {_quote(VIEWS_DB_STORAGE_VERSION)})"
+            )
+            con.execute("USE views_db")
+            # Creating a view binds it: its relative paths must resolve here as they will
+            # for a user in the data directory.
+            con.execute(f"SET file_search_path = {_quote(data_dir.as_posix())}")
+            _load(con, _sources(data_dir, relative=True), None)
+            con.execute("USE memory")
+            con.execute("CHECKPOINT views_db")
+            con.execute("DETACH views_db")
         finally:
             con.close()
         # A WAL left by a crashed writer of the old file would be replayed against the new one.

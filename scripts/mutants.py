@@ -323,6 +323,23 @@ MUTANTS = [
         "    if False:\n",
         ("tests/analytics/test_cli.py::test_query_table_caps_rows_and_says_how_many_more",),
     ),
+    Mutant(
+        "views-db-newest-storage",  # the DuckDB CLI releases on PyPI cannot open the file
+        "exporter/_sql.py",
+        '                f"(STORAGE_VERSION {_quote(VIEWS_DB_STORAGE_VERSION)})"\n',
+        '                ""\n',
+        ("tests/analytics/test_views_db.py::test_views_database_opens_in_the_duckdb_cli",),
+    ),
+    Mutant(
+        "views-db-absolute-paths",  # a copied or moved data directory's views fail
+        "exporter/_sql.py",
+        "            _load(con, _sources(data_dir, relative=True), None)\n",
+        "            _load(con, _sources(data_dir), None)\n",
+        (
+            "tests/analytics/test_views_db.py::"
+            "test_views_database_keeps_working_after_the_directory_is_moved",
+        ),
+    ),
 ]
 
 

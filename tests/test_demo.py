@@ -45,7 +45,7 @@ def test_demo_succeeds_and_says_what_next(demo: tuple[Path, Result]) -> None:
     out = result.stdout
     assert f"The dataset is in {data_dir}." in out
     assert "Next, try:" in out
-    assert f"duckdb {data_dir / 'opsaudit.duckdb'}" in out
+    assert f"  (cd {data_dir} && duckdb opsaudit.duckdb)    # the DuckDB CLI" in out
     assert (data_dir / "opsaudit.duckdb").exists()
     assert "notebooks/overview.ipynb" in out
 

@@ -76,7 +76,7 @@ def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool
     click.echo(f"  opsaudit report --data-dir {where} --since 7d    # the history ends now")
     click.echo(f"  opsaudit status --data-dir {where}")
     click.echo(
-        f"  duckdb {shlex.quote(str(result.views_db))}"
+        f"  (cd {shlex.quote(str(result.views_db.parent))} && duckdb {result.views_db.name})"
         "    # the DuckDB CLI: every view is defined there"
     )
     click.echo(

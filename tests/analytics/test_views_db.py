@@ -1,7 +1,9 @@
-"""`opsaudit.duckdb`: every view, absolute paths, atomic refresh, never blocked by a reader."""
+"""`opsaudit.duckdb`: every view, opened by the DuckDB CLI from PyPI, relocatable, atomic refresh,
+never blocked by a reader."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -21,29 +23,55 @@ def own_data_dir(tmp_path: Path) -> Path:
     return write_dataset(tmp_path / "data")
 
 
-def test_views_database_answers_from_anywhere(own_data_dir: Path, tmp_path: Path) -> None:
+def duckdb_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The DuckDB CLI from PyPI (`duckdb-cli`, in the test extra) as a user runs it."""
+    binary = shutil.which("duckdb", path=str(Path(sys.executable).parent)) or shutil.which("duckdb")
+    assert binary is not None, "the DuckDB CLI is missing: pip install -e '.[test]'"
+    return subprocess.run(
+        [binary, "-readonly", "-csv", *args], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+
+
+VIEWS_SQL = "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name"
+
+
+def test_views_database_opens_in_the_duckdb_cli(own_data_dir: Path) -> None:
     path = write_views_database(own_data_dir)
     assert path == own_data_dir.resolve() / "opsaudit.duckdb"
-    # A shell started elsewhere: the paths inside the views are absolute.
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import duckdb, sys; c = duckdb.connect(sys.argv[1], read_only=True); "
-            "print(c.execute('SELECT count(*) FROM operations').fetchone()[0]); "
-            "print(sorted(r[0] for r in c.execute("
-            "'SELECT view_name FROM duckdb_views() WHERE NOT internal').fetchall()))",
-            str(path),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=True,
+    # The CLI release may be older than the duckdb Python package that wrote the file.
+    out = duckdb_cli(
+        "opsaudit.duckdb",
+        "-c",
+        "SELECT count(*) AS n FROM operations",
+        "-c",
+        VIEWS_SQL,
+        cwd=own_data_dir,
     )
-    count, views = out.stdout.splitlines()
-    assert count == "12"
-    assert views == str(sorted(list_views()))
+    assert out.stderr == ""
+    assert out.stdout == "n\n12\nview_name\n" + "".join(
+        f"{name}\n" for name in sorted(list_views())
+    )
     assert not list(own_data_dir.glob(".opsaudit.duckdb.*")), "no temp file left behind"
+
+
+def test_views_database_keeps_working_after_the_directory_is_moved(
+    own_data_dir: Path, tmp_path: Path
+) -> None:
+    write_views_database(own_data_dir)
+    copied = tmp_path / "restored" / "copy"
+    shutil.copytree(own_data_dir, copied)
+    moved = tmp_path / "moved"
+    own_data_dir.rename(moved)  # the original is gone: nothing may still point at it
+    sql = "SELECT count(*) AS n, count(DISTINCT project_id) AS p FROM operations"
+    for where in (copied, moved):
+        out = duckdb_cli("opsaudit.duckdb", "-c", sql, cwd=where)
+        assert (out.stdout, out.stderr) == ("n,p\n12,2\n", ""), where
+        con = duckdb.connect(str(where / "opsaudit.duckdb"), read_only=True)
+        try:
+            con.execute(f"SET file_search_path = '{where}'")  # from elsewhere: say where
+            assert con.execute(sql).fetchone() == (12, 2)
+        finally:
+            con.close()
 
 
 def test_views_database_on_an_empty_data_dir(tmp_path: Path) -> None:
@@ -72,6 +100,7 @@ def test_writer_in_this_process_does_not_block_or_raise(own_data_dir: Path) -> N
         started = time.monotonic()
         assert write_views_database(own_data_dir) is None
         assert time.monotonic() - started < 5
+        holder.execute(f"SET file_search_path = '{own_data_dir}'")  # its paths are relative
         assert holder.execute("SELECT count(*) FROM operations").fetchone() == (12,)
     finally:
         holder.close()
@@ -86,7 +115,7 @@ def _hold(path: Path, *, read_only: bool) -> subprocess.Popen[str]:
         "print('open', flush=True); time.sleep(60)"
     )
     proc = subprocess.Popen(
-        [sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True, cwd=path.parent
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "open"

@@ -237,6 +237,7 @@ def _ids_through_query(data_dir: Path) -> list[str]:
 def _ids_through_views_db(data_dir: Path) -> list[str]:
     con = duckdb.connect(str(data_dir / "opsaudit.duckdb"), read_only=True)
     try:
+        con.execute(f"SET file_search_path = '{data_dir}'")  # its paths are relative to it
         return [
             r[0] for r in con.execute("SELECT id FROM operation_versions ORDER BY id").fetchall()
         ]

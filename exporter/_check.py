@@ -137,7 +137,7 @@ class Finding:
     """One thing that needs attention; `line()` is what `opsaudit check` prints."""
 
     check: str  # stale_sync, project_not_synced, project_error, open_not_reread,
-    # retention_gap, retention_coverage, threshold
+    # retention_gap, retention_coverage, threshold, events_backlog
     subject: str | None  # the project id, or the threshold as written; None for the whole trail
     message: str
 
@@ -240,6 +240,7 @@ def _check_state(
 ) -> set[str]:
     """The findings the state database answers; returns the projects whose first backfill has
     not completed yet (for the coverage check)."""
+    from exporter._outbox import read_backlog
     from exporter._state import TERMINAL_STATUSES, StateDB
 
     now = report.as_of
@@ -257,6 +258,7 @@ def _check_state(
             "GROUP BY o.project_id ORDER BY o.project_id",
             (_us(now - reread_max_age),),
         )
+        backlog = read_backlog(state)
     finally:
         state.close()
 
@@ -336,6 +338,19 @@ def _check_state(
                     f"{format_duration(reread_max_age)} (oldest check {_stamp(oldest)})",
                 )
             )
+    # Events a sink has not taken (a receiver down, a file not writable): never dropped, so
+    # they pile up; once older than --max-age someone should look (issue 22).
+    if backlog.oldest_us is not None and now - _when(backlog.oldest_us) > max_age:
+        waiting = ", ".join(f"{n} for the {sink}" for sink, n in backlog.pending.items() if n)
+        find(
+            Finding(
+                "events_backlog",
+                None,
+                f"{backlog.total} event(s) waiting for delivery ({waiting}), the oldest since "
+                f"{_stamp(_when(backlog.oldest_us))}, longer than --max-age "
+                f"{format_duration(max_age)}: is the receiver down? the next sync retries them",
+            )
+        )
     return backfilling
 
 

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 APPLICATION_ID = 0x4F505341  # "OPSA": marks the file as ours (PRAGMA application_id)
 # 2: open_ops.misses, projects.walk_tail_ids/listed_in, files.replaced_by (migrated from 1).
-FORMAT_VERSION = 2
+# 3: events (the outbox of `exporter._outbox`).
+FORMAT_VERSION = 3
 TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})
 # `--skip-idle`: how far this host's clock may run ahead of the API's before activity marks
 # (the API's clock) could read as older than a walk's start (this host's clock).
@@ -99,6 +100,23 @@ CREATE TABLE runs (
     open_unchecked_day INTEGER,        -- open operations not re-read for a day
     achieved_rps REAL, configured_rps REAL
 );
+"""
+
+# The events outbox (issue 22). Its rows are written by `exporter._outbox` inside the committer's
+# transaction (with the versions they announce) and deleted once every sink took them.
+_EVENTS_SCHEMA = """
+CREATE TABLE events (
+    seq INTEGER PRIMARY KEY,       -- commit order: the order of delivery
+    id TEXT NOT NULL,              -- "<operation id>:<version>"
+    operation_id TEXT NOT NULL,
+    recorded_us INTEGER NOT NULL,  -- when its version was committed (the backlog's age)
+    body BLOB NOT NULL,            -- the event's JSON, fixed at commit: every retry sends it
+    to_file INTEGER NOT NULL,      -- 1 until appended to the events file
+    to_webhook INTEGER NOT NULL    -- 1 until the webhook answered 2xx
+);
+CREATE INDEX events_id ON events (id);
+CREATE INDEX events_to_file ON events (seq) WHERE to_file = 1;
+CREATE INDEX events_to_webhook ON events (seq) WHERE to_webhook = 1;
 """
 
 
@@ -235,7 +253,7 @@ def _create(path: Path) -> None:
         con = sqlite3.connect(tmp, isolation_level=None)
         try:
             con.execute("BEGIN")
-            for statement in _SCHEMA.split(";"):
+            for statement in (_SCHEMA + _EVENTS_SCHEMA).split(";"):
                 if statement.strip():
                     con.execute(statement)
             con.execute("INSERT INTO meta VALUES ('format', 'opsaudit-state')")
@@ -317,6 +335,10 @@ class StateDB:
             if version < 2:
                 for statement in _MIGRATE_TO_2:
                     con.execute(statement)
+            if version < 3:
+                for statement in _EVENTS_SCHEMA.split(";"):
+                    if statement.strip():
+                        con.execute(statement)
             con.execute(
                 "UPDATE meta SET value = ? WHERE key = 'format_version'", (str(FORMAT_VERSION),)
             )

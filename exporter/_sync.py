@@ -40,6 +40,7 @@ from exporter._errors import (
     StorageError,
     redact,
 )
+from exporter._outbox import EventsConfig, Outbox
 from exporter._pacing import DEFAULT_MAX_RPS, ROUTE_MAX_RPS, Pacer
 from exporter._records import versions_table
 from exporter._state import Coverage
@@ -101,6 +102,8 @@ class SyncConfig:
     # walk every project at least every `full_sweep_every` seconds (README: what it can delay).
     skip_idle: bool = False
     full_sweep_every: float = 86_400.0
+    # Events of new versions (issue 22): recorded with the commit, delivered after the run.
+    events: EventsConfig | None = None
 
 
 @dataclass
@@ -140,6 +143,8 @@ class RunSummary:
     configured_rps: float | None = None  # the pacing asked for (None: unpaced)
     errors: dict[str, str] = field(default_factory=dict)  # project id (or "") -> message
     error: str | None = None
+    events_delivered: int = 0  # events the sinks took in this run (a file and a webhook: 2)
+    events_pending: int | None = None  # events left in the outbox (None: no sink configured)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -196,6 +201,10 @@ class RunSummary:
             text += f"; {self.projects_left} project(s) left for the next run"
         if self.configured_rps:
             text += f"; {self.achieved_rps:.1f} req/s of {self.configured_rps:g} configured"
+        if self.events_pending is not None:
+            text += f"; {self.events_delivered} event(s) delivered"
+            if self.events_pending:
+                text += f", {self.events_pending} waiting for the next run"
         return text
 
 
@@ -244,6 +253,7 @@ class _Committer(threading.Thread):
         self.versions_written = 0
         self.error: BaseException | None = None
         self._seq = 0
+        self.outbox = Outbox(dataset.state, config.events) if config.events else None
 
     def submit(self, chunk: Chunk) -> None:
         if self.error is not None:
@@ -307,8 +317,13 @@ class _Committer(threading.Thread):
         self._seq += 1
         state = self.dataset.state
 
+        outbox, now = self.outbox, now_us()
+
         def apply(con: Any) -> None:
             for c in chunks:
+                if outbox is not None and c.table is not None:
+                    # In the transaction that commits the rows: the outbox (issue 22).
+                    outbox.record(con, c.project_id, c.table, now)
                 state.apply_chunk(con, c)
 
         done = self.dataset.commit(table, f"{self.run_id}-{self._seq:05d}", self.run_id, apply)
@@ -369,6 +384,7 @@ class _Run:
         failure: BaseException | None = None
         try:
             self._sync(client, committer)
+            self._deliver()
         except BaseException as exc:
             failure = exc
             raise
@@ -463,6 +479,17 @@ class _Run:
             self.dataset.compact(committer.partitions)
             _release_free_memory()
         summary.settle(self.budget.reached)
+
+    def _deliver(self) -> None:
+        """After the commits: hand the outbox to the sinks (whatever the run's outcome)."""
+        events = self.config.events
+        if events is None or not events.sinks:
+            return
+        from exporter._delivery import deliver
+
+        done = deliver(self.dataset.state, events)
+        self.summary.events_delivered = sum(done.delivered.values())
+        self.summary.events_pending = done.pending  # why a sink stopped: logged by deliver
 
     def _walk_one(self, client: ApiClient, committer: _Committer, pid: str) -> None:
         if self.cancel.is_set():

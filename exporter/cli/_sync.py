@@ -25,9 +25,11 @@ from exporter.cli._common import (
     storage_option_option,
     write_metrics_file,
 )
+from exporter.cli._events import events_options
 from exporter.cli._ops import Duration
 
 if TYPE_CHECKING:
+    from exporter._outbox import EventsConfig
     from exporter._sync import RunSummary
 
 # The account's budget, shared with the console and every other client (PRODUCT.md).
@@ -127,6 +129,7 @@ ACCOUNT_RPS = 700 / 60
 )
 @click.option("-v", "--verbose", count=True, help="More log lines (-vv for debug).")
 @metrics_file_option
+@events_options
 def sync_command(
     data_dir: Path | str,
     storage_options: tuple[str, ...],
@@ -147,6 +150,7 @@ def sync_command(
     progress: bool | None,
     verbose: int,
     metrics_file: Path | None,
+    events: EventsConfig | None,
 ) -> None:
     """Export every project's new and changed operations to the dataset."""
     from exporter._client import validate_base_url
@@ -180,6 +184,7 @@ def sync_command(
         route_max_rps=route_max_rps,
         skip_idle=skip_idle,
         full_sweep_every=full_sweep_every.total_seconds(),
+        events=events,
     )
     # Arrow's default pool (mimalloc) keeps freed batches cached: ~50 MB more peak RSS for a
     # process that only streams batches through. The system allocator returns them.

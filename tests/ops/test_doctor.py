@@ -53,7 +53,7 @@ def test_all_is_well(sim: Any, tmp_path: Path) -> None:
         "ok    discovery: 4 project(s) in scope",
         f"ok    data_dir: {data_dir} is writable and locks work",
         "ok    lock: free",
-        "ok    state: state format 2 (this opsaudit reads 2)",
+        "ok    state: state format 3 (this opsaudit reads 3)",
         f"ok    runs: last run {at_us(finished).isoformat().replace('+00:00', 'Z')}: ok; "
         "1 successful run(s) in all",
     ]
@@ -167,7 +167,7 @@ def test_read_only_data_dir(sim: Any, read_only_copy: Path) -> None:
         "by this user (or mount it read-write), or choose another --data-dir"
     )
     # The state is still readable (read-only, without its -shm file).
-    assert lines[5] == "ok    state: state format 2 (this opsaudit reads 2)"
+    assert lines[5] == "ok    state: state format 3 (this opsaudit reads 3)"
 
 
 def test_data_dir_that_cannot_be_created(sim: Any, tmp_path: Path) -> None:

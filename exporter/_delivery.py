@@ -1,0 +1,316 @@
+"""Delivery of the outbox's events after the commit (issue 22): the events file and the webhook.
+
+The events file holds each event exactly once, across kill -9 at any instant. Events are
+appended in commit order, fsynced, then marked delivered. A kill can leave two traces, both
+mended by the next run before it appends anything: a torn last line (cut at the last newline;
+its event is still pending and is appended again whole), and appended lines whose marks were
+never committed (the file's last line names a pending event: it and every pending event before
+it are in the file, because appends are in commit order, so they are marked, not repeated).
+
+The webhook gets each event at least once (Standard Webhooks: `webhook-id` = the event id on
+every attempt, a fresh `webhook-timestamp` and signature per attempt). Events go out in commit
+order on a few lanes, all of an operation's events on one lane, so one operation's versions
+arrive in order. A non-2xx answer, a timeout or a refused connection is retried with doubling
+waits; an event that still fails stops the webhook for this run (the receiver is down or
+refusing: the rest would fail the same way), and it and everything after it wait in the outbox
+for the next run. The URL's query string and userinfo (where a token may live) and the secret
+never reach a log line or a message.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import os
+import threading
+import time
+import urllib.parse
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import orjson
+
+from exporter._errors import ConfigError
+from exporter._outbox import EventsConfig, Outbox
+
+__all__ = [
+    "Delivery",
+    "deliver",
+    "read_webhook_secret",
+    "safe_url",
+    "sign",
+    "validate_webhook_url",
+]
+
+log = logging.getLogger("opsaudit.events")
+
+_FILE_BATCH = 5000
+_WEBHOOK_BATCH = 2000
+_TAIL_BLOCK = 65536
+_MAX_BACKOFF = 30.0
+
+
+@dataclass
+class Delivery:
+    """What one run's delivery did."""
+
+    delivered: dict[str, int] = field(default_factory=dict)  # sink -> events delivered now
+    pending: int = 0  # events still waiting for a sink after the run
+    errors: list[str] = field(default_factory=list)  # why a sink stopped (safe to print)
+
+
+def safe_url(url: str) -> str:
+    """The webhook URL as it may be printed: no userinfo, no query, no fragment."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def validate_webhook_url(url: str) -> str:
+    """An http(s) URL with a host; `ConfigError` (exit 2) otherwise, naming only its safe
+    part."""
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(
+            f"--webhook {safe_url(url) if '://' in url else '(hidden)'} is not an http(s) URL "
+            "with a host"
+        )
+    return url.strip()
+
+
+def read_webhook_secret(path: Path) -> bytes:
+    """The signing key of a Standard Webhooks secret file (`whsec_<base64>`); `ConfigError`
+    (exit 2) when missing or malformed. The secret itself is never part of a message."""
+    try:
+        text = Path(path).read_text().strip()
+    except OSError as exc:
+        raise ConfigError(
+            f"--webhook-secret-file {path}: cannot read it ({exc.strerror})"
+        ) from None
+    encoded = text.removeprefix("whsec_")
+    try:
+        key = base64.b64decode(encoded, validate=True)
+    except ValueError:
+        key = b""
+    if not key:
+        raise ConfigError(
+            f"--webhook-secret-file {path} does not hold a Standard Webhooks secret "
+            "(whsec_ followed by base64)"
+        )
+    return key
+
+
+def sign(key: bytes, event_id: str, timestamp: int, body: bytes) -> str:
+    """The `webhook-signature` header value (Standard Webhooks, v1 = HMAC-SHA256)."""
+    message = f"{event_id}.{timestamp}.".encode() + body
+    digest = hmac.new(key, message, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()
+
+
+def deliver(state: object, config: EventsConfig) -> Delivery:
+    """Deliver what waits in the outbox to the run's sinks; never raises for a sink that
+    fails (the events wait), only when the state cannot be written (`StorageError`)."""
+    outbox = Outbox(state, config)
+    out = Delivery()
+    if config.file is not None:
+        try:
+            out.delivered["file"] = _deliver_file(outbox, config.file)
+        except OSError as exc:
+            message = f"events file {config.file}: {exc.strerror or exc}; the events wait"
+            log.warning("%s", message)
+            out.errors.append(message)
+    if config.webhook_url and config.webhook_key:
+        sender = _Webhook(config)
+        try:
+            out.delivered["webhook"], error = sender.deliver(outbox)
+        finally:
+            sender.close()
+        if error:
+            out.errors.append(error)
+    out.pending = outbox.backlog().total
+    return out
+
+
+# -- the events file ----------------------------------------------------------------------------
+
+
+def _repair_tail(fd: int) -> bytes | None:
+    """Cut a torn last line (a kill mid-append); return the last complete line, or None."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return None
+    end = size
+    tail = b""
+    # Read backwards until the tail holds the last newline and the one before it (or the start).
+    while True:
+        start = max(0, end - _TAIL_BLOCK)
+        tail = os.pread(fd, end - start, start) + tail
+        end = start
+        complete = tail.rfind(b"\n")
+        if complete >= 0 and (tail.rfind(b"\n", 0, complete) >= 0 or start == 0):
+            break
+        if start == 0:
+            break
+    last_newline = tail.rfind(b"\n")
+    keep = end + last_newline + 1  # 0 when no newline at all: the whole file is one torn line
+    if keep != size:
+        log.warning(
+            "events file: cut a torn last line of %d bytes (a run was killed while appending)",
+            size - keep,
+        )
+        os.ftruncate(fd, keep)
+        os.fsync(fd)
+    if last_newline < 0:
+        return None
+    previous = tail.rfind(b"\n", 0, last_newline)
+    return tail[previous + 1 : last_newline]
+
+
+def _last_event_id(line: bytes | None) -> str | None:
+    if not line:
+        return None
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    event_id = value.get("id") if isinstance(value, dict) else None
+    return event_id if isinstance(event_id, str) else None
+
+
+def _deliver_file(outbox: Outbox, path: Path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        last_id = _last_event_id(_repair_tail(fd))
+        if last_id is not None:
+            seq = outbox.pending_seq("file", last_id)
+            if seq is not None:
+                # Appended by a run killed before it recorded that: in the file already.
+                n = outbox.delivered_through("file", seq)
+                log.info("events file: %d event(s) found appended by an interrupted run", n)
+        delivered = 0
+        after = 0
+        while batch := outbox.pending("file", after, _FILE_BATCH):
+            data = b"".join(body + b"\n" for _, _, _, body in batch)
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+            after = batch[-1][0]
+            outbox.delivered_through("file", after)
+            delivered += len(batch)
+        return delivered
+    finally:
+        os.close(fd)
+
+
+# -- the webhook --------------------------------------------------------------------------------
+
+
+class _Webhook:
+    """POSTs events to the webhook with retries; the first event that exhausts them stops it."""
+
+    def __init__(self, config: EventsConfig):
+        assert config.webhook_url and config.webhook_key
+        self.url = config.webhook_url
+        self.shown = safe_url(config.webhook_url)
+        self.key = config.webhook_key
+        self.config = config
+        self.lanes = max(1, config.webhook_lanes)
+        self.client = httpx.Client(
+            timeout=config.webhook_timeout,
+            limits=httpx.Limits(max_connections=self.lanes, max_keepalive_connections=self.lanes),
+            follow_redirects=False,
+            headers={"content-type": "application/json", "user-agent": "opsaudit"},
+        )
+        self.stop = threading.Event()
+        self.error: str | None = None
+        self._error_lock = threading.Lock()
+
+    def close(self) -> None:
+        self.client.close()
+
+    def deliver(self, outbox: Outbox) -> tuple[int, str | None]:
+        delivered = 0
+        after = 0
+        with ThreadPoolExecutor(self.lanes, thread_name_prefix="opsaudit-webhook") as pool:
+            while not self.stop.is_set():
+                batch = outbox.pending("webhook", after, _WEBHOOK_BATCH)
+                if not batch:
+                    break
+                lanes: list[list[tuple[int, str, bytes]]] = [[] for _ in range(self.lanes)]
+                for seq, event_id, op_id, body in batch:
+                    lanes[zlib.crc32(op_id.encode()) % self.lanes].append((seq, event_id, body))
+                done = [f.result() for f in [pool.submit(self._lane, lane) for lane in lanes]]
+                acked = sorted(seq for seqs in done for seq in seqs)
+                if acked:
+                    delivered += outbox.delivered("webhook", acked)
+                after = batch[-1][0]
+        return delivered, self.error
+
+    def _lane(self, events: list[tuple[int, str, bytes]]) -> list[int]:
+        acked: list[int] = []
+        for seq, event_id, body in events:
+            if self.stop.is_set() or not self._send(event_id, body):
+                break  # later events of this lane's operations must not overtake this one
+            acked.append(seq)
+        return acked
+
+    def _send(self, event_id: str, body: bytes) -> bool:
+        attempts = max(1, self.config.webhook_attempts)
+        for attempt in range(attempts):
+            timestamp = int(time.time())
+            problem: str
+            try:
+                response = self.client.post(
+                    self.url,
+                    content=body,
+                    headers={
+                        "webhook-id": event_id,
+                        "webhook-timestamp": str(timestamp),
+                        "webhook-signature": sign(self.key, event_id, timestamp, body),
+                    },
+                )
+                response.read()
+                if 200 <= response.status_code < 300:
+                    return True
+                problem = f"HTTP {response.status_code}"
+            except httpx.TimeoutException:
+                problem = f"no answer within {self.config.webhook_timeout:g}s"
+            except httpx.TransportError as exc:
+                # Transport errors name no URL; the type says what failed (refused, reset...).
+                problem = type(exc).__name__
+            if attempt + 1 < attempts:
+                wait = min(_MAX_BACKOFF, self.config.webhook_backoff * 2**attempt)
+                log.debug(
+                    "webhook %s: %s for %s, retry in %.1fs", self.shown, problem, event_id, wait
+                )
+                if self.stop.wait(wait):
+                    return False
+        with self._error_lock:
+            if self.error is None:
+                self.error = (
+                    f"webhook {self.shown}: {problem} after {attempts} attempt(s); the events "
+                    "wait in the outbox for the next run"
+                )
+                log.warning("%s", self.error)
+        self.stop.set()
+        return False
+
+
+def check_sinks(config: EventsConfig) -> None:
+    """A webhook needs a key (PRODUCT.md: a usage error, exit 2)."""
+    if config.webhook_url and not config.webhook_key:
+        raise ConfigError("--webhook needs --webhook-secret-file (a Standard Webhooks secret)")

@@ -1,0 +1,122 @@
+"""`opsaudit sync`'s event options (issue 22): one decorator that adds them and hands the
+command a single `events` argument (an `EventsConfig`, or None when no sink is given)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from exporter._errors import ConfigError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_NAMES = (
+    "events_file",
+    "webhook",
+    "webhook_secret_file",
+    "events_backfill",
+    "events_filters",
+    "webhook_timeout",
+    "webhook_attempts",
+)
+
+
+def events_options(f: F) -> F:
+    """Add `--events-file`, `--webhook`, `--webhook-secret-file`, `--events-backfill` and
+    `--events-filter` to a command; it receives `events` instead of them."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name) for name in _NAMES}
+        try:
+            kwargs["events"] = build_events_config(**values)
+        except ConfigError as exc:
+            raise click.UsageError(str(exc)) from None
+        return f(*args, **kwargs)
+
+    options = [
+        click.option(
+            "--events-file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            envvar="OPSAUDIT_EVENTS_FILE",
+            show_envvar=True,
+            help="Append one JSON line per new operation state to this file (each event "
+            "exactly once, also across kills).",
+        ),
+        click.option(
+            "--webhook",
+            metavar="URL",
+            envvar="OPSAUDIT_WEBHOOK_URL",
+            show_envvar=True,
+            help="POST each event to this URL, signed per Standard Webhooks (needs "
+            "--webhook-secret-file); what it does not accept waits for the next run.",
+        ),
+        click.option(
+            "--webhook-secret-file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            envvar="OPSAUDIT_WEBHOOK_SECRET_FILE",
+            show_envvar=True,
+            help="File holding the webhook's signing secret (whsec_<base64>).",
+        ),
+        click.option(
+            "--events-backfill",
+            is_flag=True,
+            help="Also emit events for the states a project's first walk records.",
+        ),
+        click.option(
+            "--events-filter",
+            "events_filters",
+            multiple=True,
+            metavar="FIELD=V1,V2",
+            help="Emit only events whose action or status is one of the values (FIELD!=... "
+            "leaves them out); repeatable, all must hold. E.g. status=failed,error.",
+        ),
+        # Tuning for tests and slow receivers: seconds per attempt, attempts per event and run.
+        click.option(
+            "--webhook-timeout", type=click.FloatRange(min=0.01), default=10.0, hidden=True
+        ),
+        click.option("--webhook-attempts", type=click.IntRange(min=1), default=6, hidden=True),
+    ]
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper  # type: ignore[return-value]
+
+
+def build_events_config(
+    events_file: Path | None,
+    webhook: str | None,
+    webhook_secret_file: Path | None,
+    events_backfill: bool,
+    events_filters: tuple[str, ...],
+    webhook_timeout: float,
+    webhook_attempts: int,
+) -> Any:
+    """The run's `EventsConfig`, or None when neither a file nor a webhook is given;
+    `ConfigError` (a usage error) for a webhook without a usable secret."""
+    if events_file is None and not webhook:
+        return None
+    from exporter._delivery import read_webhook_secret, validate_webhook_url
+    from exporter._outbox import EventsConfig, parse_event_filter
+
+    key = None
+    if webhook:
+        webhook = validate_webhook_url(webhook)
+        if webhook_secret_file is None:
+            raise ConfigError(
+                "--webhook needs --webhook-secret-file (or $OPSAUDIT_WEBHOOK_SECRET_FILE): a "
+                "file holding the Standard Webhooks secret, whsec_<base64>"
+            )
+        key = read_webhook_secret(webhook_secret_file)
+    return EventsConfig(
+        file=events_file,
+        webhook_url=webhook or None,
+        webhook_key=key,
+        backfill=events_backfill,
+        filters=[parse_event_filter(t) for t in events_filters],
+        webhook_timeout=webhook_timeout,
+        webhook_attempts=webhook_attempts,
+    )

@@ -1,0 +1,420 @@
+"""Events (issue 22, PRODUCT.md "Events"): the outbox, the events file and the webhook."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from exporter._delivery import read_webhook_secret
+from exporter._outbox import EventsConfig, parse_event_filter
+
+from .conftest import (
+    SECRET,
+    Receiver,
+    closed_port_url,
+    file_events,
+    run_ids,
+    versions_after,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _sync(sim: Any, data_dir: Path, **events: Any) -> Any:
+    from exporter._client import RetryPolicy
+    from exporter._sync import SyncConfig, sync
+
+    events.setdefault("webhook_backoff", 0.01)
+    config = SyncConfig(
+        data_dir=data_dir,
+        api_key=sim.personal_key,
+        base_url=sim.base_url,
+        max_rps=None,
+        retry=RetryPolicy(max_attempts=12, backoff_initial=0.01, backoff_max=0.05),
+        commit_seconds=0.2,
+        events=EventsConfig(**events),
+    )
+    return sync(config)
+
+
+def _webhook(receiver: Receiver, secret_file: Path, **kwargs: Any) -> dict[str, Any]:
+    return {
+        "webhook_url": receiver.url,
+        "webhook_key": read_webhook_secret(secret_file),
+        "webhook_timeout": 0.5,
+        **kwargs,
+    }
+
+
+def _changes(sim: Any, rng: random.Random) -> None:
+    """New operations, and new states of running ones (changed in place)."""
+    for pid in sim.project_ids():
+        ids = sim.add_operations(pid, rng.randint(1, 4), status="running", same_second=False)
+        sim.add_operations(pid, rng.randint(0, 3), same_second=False)
+        sim.advance(2)
+        for op_id in ids[: rng.randint(0, len(ids))]:
+            sim.update_operation(op_id, status="failed", failures_count=1, error="boom")
+        sim.advance(2)
+
+
+def _rfc3339(value: dt.datetime | None) -> str | None:
+    if value is None:
+        return None
+    text = value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    return text.removesuffix(".000000") + "Z"
+
+
+def test_one_event_per_new_version_after_the_backfill(
+    make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path
+) -> None:
+    sim = make_sim(seed=5, projects=2, days=2, ops_per_project_per_day=40)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    sinks = {"file": events_file, **_webhook(receiver, secret_file)}
+    first = _sync(sim, data, **sinks)
+    assert first.outcome == "ok" and first.versions_written > 0
+    assert first.events_delivered == 0 and first.events_pending == 0
+    assert file_events(events_file) == [] and receiver.received == []
+    _changes(sim, random.Random(3))
+    second = _sync(sim, data, **sinks)
+    assert second.outcome == "ok"
+    expected = versions_after(data, {first.run_id})
+    assert len(expected) == second.versions_written > 0
+    events = file_events(events_file)
+    assert [e["id"] for e in events] == sorted(
+        (e["id"] for e in events), key=[e["id"] for e in events].index
+    )
+    assert sorted(e["id"] for e in events) == sorted(expected)
+    assert second.events_delivered == 2 * len(expected) and second.events_pending == 0
+    # The exact shape: the row's columns under the API's names, RFC 3339 UTC, the names.
+    names = {p: sim.world.live_project(p).meta["name"] for p in sim.project_ids()}
+    for event in events:
+        row = expected[event["id"]]
+        assert event["type"] == (
+            "operation.created" if row["version"] == 1 else "operation.changed"
+        )
+        assert event["timestamp"] == _rfc3339(row["observed_at"])
+        want = {k: _rfc3339(v) if isinstance(v, dt.datetime) else v for k, v in row.items()}
+        want["created_date"] = row["created_date"].isoformat()
+        want |= {
+            "project_name": names[row["project_id"]],
+            "branch_name": None,
+            "endpoint_name": None,
+        }
+        assert event["data"] == want
+        assert set(event) == {"id", "type", "timestamp", "data"}
+    # The webhook got the same events, byte for byte the file's lines, each signed.
+    assert {r.id for r in receiver.received} == set(expected)
+    assert all(r.valid for r in receiver.received) and not receiver.bad_requests
+    by_id = {e["id"]: e for e in events}
+    assert all(orjson.loads(r.body) == by_id[r.id] for r in receiver.received)
+
+
+def test_events_backfill_emits_the_first_walk(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=6, projects=2, days=1, ops_per_project_per_day=30)
+    events_file = tmp_path / "events.jsonl"
+    summary = _sync(sim, tmp_path / "data", file=events_file, backfill=True)
+    ids = [e["id"] for e in file_events(events_file)]
+    assert sorted(ids) == sorted(versions_after(tmp_path / "data", set()))
+    assert len(ids) == summary.versions_written > 0
+
+
+def test_events_filter_keeps_only_matching_actions_and_statuses(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    sim = make_sim(seed=8, projects=1, days=1, ops_per_project_per_day=60)
+    events_file = tmp_path / "events.jsonl"
+    filters = [
+        parse_event_filter("status!=finished,skipped"),
+        parse_event_filter("action=start_compute,suspend_compute,create_branch"),
+    ]
+    _sync(sim, tmp_path / "data", file=events_file, backfill=True, filters=filters)
+    rows = versions_after(tmp_path / "data", set())
+    want = {
+        k
+        for k, r in rows.items()
+        if r["status"] not in ("finished", "skipped")
+        and r["action"] in ("start_compute", "suspend_compute", "create_branch")
+    }
+    assert want, "the world has no matching operation: the test would prove nothing"
+    assert sorted(e["id"] for e in file_events(events_file)) == sorted(want)
+    with pytest.raises(Exception, match="is not a filter"):
+        parse_event_filter("region=us")
+
+
+def test_webhook_retries_failures_hangs_and_drops_within_the_run(
+    make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path
+) -> None:
+    sim = make_sim(seed=9, projects=1, days=1, ops_per_project_per_day=20)
+    receiver.fail_first = 1  # every event's first attempt fails ...
+    receiver.weights = {"ok": 0.6, "hang": 0.15, "drop": 0.25}  # ... and later ones often
+    receiver.hang_seconds = 1.0
+    summary = _sync(
+        sim,
+        tmp_path / "data",
+        backfill=True,
+        **_webhook(receiver, secret_file, webhook_attempts=40),
+    )
+    expected = versions_after(tmp_path / "data", set())
+    assert summary.events_pending == 0
+    assert receiver.ids() == set(expected)
+    # Retried under the same id: every event was attempted at least twice.
+    assert all(receiver.attempts.count(i) >= 2 for i in expected)
+    assert all(r.valid for r in receiver.received)
+
+
+def test_receiver_down_for_a_whole_run_loses_nothing_and_check_reports_it(
+    make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path
+) -> None:
+    from exporter._check import run_check
+
+    sim = make_sim(seed=10, projects=2, days=1, ops_per_project_per_day=20)
+    data = tmp_path / "data"
+    key = read_webhook_secret(secret_file)
+    down = {"webhook_url": closed_port_url(), "webhook_key": key, "webhook_attempts": 3}
+    first = _sync(sim, data, backfill=True, **down)
+    expected = versions_after(data, set())
+    assert first.outcome == "ok" and first.exit_code == 0
+    assert first.events_pending == len(expected) > 0 and first.events_delivered == 0
+    assert f"{len(expected)} waiting for the next run" in first.line()
+    # Young backlog: no finding; older than --max-age: one.
+    assert not [f for f in run_check(data).findings if f.check == "events_backlog"]
+    later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=3)
+    findings = [f for f in run_check(data, as_of=later).findings if f.check == "events_backlog"]
+    assert len(findings) == 1 and f"{len(expected)} event(s)" in findings[0].message
+    # The next run, receiver up: everything, in order per operation.
+    second = _sync(sim, data, **_webhook(receiver, secret_file))
+    assert second.events_pending == 0
+    assert receiver.ids() == set(expected)
+    _assert_in_order(receiver)
+
+
+def _assert_in_order(receiver: Receiver) -> None:
+    """Per operation, each version first arrives after every earlier version did."""
+    seen: dict[str, set[int]] = {}
+    for r in receiver.received:
+        op_id, _, version = r.id.rpartition(":")
+        got = seen.setdefault(op_id, set())
+        got.add(int(version))
+    first_arrival: dict[str, list[int]] = {}
+    for r in receiver.received:
+        op_id, _, version = r.id.rpartition(":")
+        order = first_arrival.setdefault(op_id, [])
+        if int(version) not in order:
+            order.append(int(version))
+    for op_id, order in first_arrival.items():
+        assert order == sorted(order), f"{op_id}: versions arrived as {order}"
+
+
+def test_torn_last_line_is_repaired(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=11, projects=1, days=1, ops_per_project_per_day=20)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    first = _sync(sim, data, file=events_file, backfill=True)
+    # A kill in the middle of an append leaves half a line (and its event not marked).
+    with events_file.open("ab") as fh:
+        fh.write(b'{"id":"half-written-event:1","type":"operation.crea')
+    _changes(sim, random.Random(4))
+    _sync(sim, data, file=events_file)
+    ids = [e["id"] for e in file_events(events_file)]
+    assert sorted(ids) == sorted(versions_after(data, set())) and first.versions_written
+
+
+def _python_sync(sim: Any, data: Path, events_file: Path, patch: str) -> int:
+    """A sync in a child process whose `patch` (Python) kills it at a chosen instant."""
+    code = (
+        "import os, signal, sys\n"
+        f"{patch}\n"
+        "from exporter.cli import main\n"
+        "sys.argv = ['opsaudit', 'sync', '--max-rps', '0']\n"
+        "main()\n"
+    )
+    env = {
+        **os.environ,
+        "NEON_API_KEY": sim.personal_key,
+        "OPSAUDIT_BASE_URL": sim.base_url,
+        "OPSAUDIT_DATA_DIR": str(data),
+        "OPSAUDIT_EVENTS_FILE": str(events_file),
+        "PYTHONPATH": str(ROOT),
+    }
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=120)
+    return proc.returncode
+
+
+def test_kill_after_append_before_the_mark_does_not_repeat_lines(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    sim = make_sim(seed=12, projects=2, days=1, ops_per_project_per_day=30)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    _sync(sim, data, file=events_file)
+    _changes(sim, random.Random(5))
+    patch = (
+        "import exporter._outbox as o\n"
+        "def killed(self, sink, seq): os.kill(os.getpid(), signal.SIGKILL)\n"
+        "o.Outbox.delivered_through = killed\n"
+    )
+    assert _python_sync(sim, data, events_file, patch) == -signal.SIGKILL
+    appended = [e["id"] for e in file_events(events_file)]
+    assert appended, "the kill came before the append: the test would prove nothing"
+    _sync(sim, data, file=events_file)
+    ids = [e["id"] for e in file_events(events_file)]
+    assert len(ids) == len(set(ids)), "an event was appended twice"
+    assert sorted(ids) == sorted(versions_after(data, set(run_ids(data)[:1])))
+
+
+def test_kill_right_after_the_commit_loses_no_event(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=13, projects=2, days=1, ops_per_project_per_day=30)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    _sync(sim, data, file=events_file)
+    _changes(sim, random.Random(6))
+    # Dies as the first commit with rows returns from its state transaction (before publish).
+    patch = (
+        "import exporter._storage as s\n"
+        "def killed(self, files):\n"
+        "    if list(files): os.kill(os.getpid(), signal.SIGKILL)\n"
+        "s.Dataset.publish = killed\n"
+    )
+    assert _python_sync(sim, data, events_file, patch) == -signal.SIGKILL
+    assert file_events(events_file) == []
+    _sync(sim, data, file=events_file)
+    ids = [e["id"] for e in file_events(events_file)]
+    expected = versions_after(data, set(run_ids(data)[:1]))
+    assert expected and sorted(ids) == sorted(expected)
+
+
+def _start_sync(sim: Any, data: Path, events_file: Path, url: str, secret: Path) -> Any:
+    env = {
+        **os.environ,
+        "NEON_API_KEY": sim.personal_key,
+        "OPSAUDIT_BASE_URL": sim.base_url,
+        "OPSAUDIT_DATA_DIR": str(data),
+        "OPSAUDIT_EVENTS_FILE": str(events_file),
+        "OPSAUDIT_WEBHOOK_URL": url,
+        "OPSAUDIT_WEBHOOK_SECRET_FILE": str(secret),
+        "PYTHONPATH": str(ROOT),
+    }
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            "sync",
+            "--max-rps",
+            "0",
+            "--wait",
+            "--webhook-timeout",
+            "0.3",
+            "--webhook-attempts",
+            "3",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_instants_then_a_healthy_run(
+    make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path
+) -> None:
+    from exporter.simulator import Faults
+
+    sim = make_sim(seed=14, projects=4, days=2, ops_per_project_per_day=300)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    first = _sync(sim, data, file=events_file, **_webhook(receiver, secret_file))
+    assert first.outcome == "ok"
+    sim.faults = Faults(p_slow=0.3, slow_seconds=0.02, seed=4)
+    receiver.weights = {"ok": 0.85, "fail": 0.05, "hang": 0.05, "drop": 0.05}
+    receiver.hang_seconds = 0.5
+    rng = random.Random(99)
+    kills = 0
+    for _ in range(30):
+        if kills >= 10:
+            break
+        _changes(sim, rng)
+        sim.add_operations(sim.project_ids()[0], rng.randint(50, 400), same_second=False)
+        proc = _start_sync(sim, data, events_file, receiver.url, secret_file)
+        time.sleep(rng.uniform(0.2, 2.5))
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            kills += 1
+        proc.wait()
+        sim.advance(rng.uniform(0, 60))
+    assert kills >= 6
+    sim.faults = Faults()
+    receiver.weights = None
+    last = _sync(sim, data, file=events_file, **_webhook(receiver, secret_file))
+    assert last.outcome == "ok" and last.events_pending == 0
+    expected = set(versions_after(data, {first.run_id}))
+    ids = [e["id"] for e in file_events(events_file)]
+    assert len(ids) == len(set(ids)), "an event is in the file twice"
+    assert set(ids) == expected
+    assert receiver.ids() == expected
+    assert len(receiver.attempts) > len(expected), "no retry or redelivery was exercised"
+    assert all(r.valid for r in receiver.received) and not receiver.bad_requests
+    _assert_in_order(receiver)
+
+
+def test_cli_webhook_needs_a_secret_and_never_shows_it(
+    make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path
+) -> None:
+    sim = make_sim(seed=15, projects=1, days=1, ops_per_project_per_day=10)
+    env = {
+        **os.environ,
+        "NEON_API_KEY": sim.personal_key,
+        "OPSAUDIT_BASE_URL": sim.base_url,
+        "OPSAUDIT_DATA_DIR": str(tmp_path / "data"),
+        "PYTHONPATH": str(ROOT),
+    }
+    base = [sys.executable, "-m", "exporter", "sync", "--max-rps", "0"]
+    no_secret = subprocess.run([*base, "--webhook", receiver.url], env=env, capture_output=True)
+    assert no_secret.returncode == 2
+    assert b"--webhook-secret-file" in no_secret.stderr
+    bad = tmp_path / "bad.secret"
+    bad.write_text("not base64 !!")
+    refused = subprocess.run(
+        [*base, "--webhook", receiver.url, "--webhook-secret-file", str(bad)],
+        env=env,
+        capture_output=True,
+    )
+    assert refused.returncode == 2 and b"not base64" not in refused.stderr
+    down = closed_port_url()
+    runs = [
+        subprocess.run(
+            [
+                *base,
+                "-vv",
+                "--events-backfill",
+                "--webhook",
+                url,
+                "--webhook-secret-file",
+                str(secret_file),
+                "--webhook-attempts",
+                "2",
+                "--metrics-file",
+                str(tmp_path / "m.prom"),
+            ],
+            env=env,
+            capture_output=True,
+        )
+        for url in (down, receiver.url)
+    ]
+    assert [r.returncode for r in runs] == [0, 0]
+    assert b"waiting for the next run" in runs[0].stdout
+    assert b"/hooks" in runs[0].stderr  # the safe part of the URL is named ...
+    secret_body = SECRET.split("_", 1)[1].encode()
+    for out in [r.stdout + r.stderr for r in runs]:
+        assert b"s3cr3t-query" not in out and secret_body not in out
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and path != secret_file:
+            content = path.read_bytes()
+            assert b"s3cr3t-query" not in content and secret_body not in content, path
+    assert receiver.received and all(r.valid for r in receiver.received)

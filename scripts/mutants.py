@@ -258,6 +258,20 @@ MUTANTS = [
         ("tests/lake/test_location.py::test_repr_shows_no_option_value",),
     ),
     Mutant(
+        "lake-unreadable-history-means-absent",  # deletes the state a landed commit names
+        "exporter/lake/_tables.py",
+        "                continue\n            if found is not None and found[0] == key:",
+        "                return None\n            if found is not None and found[0] == key:",
+        ("tests/lake/test_tables.py::test_landed_commit_whose_history_read_fails",),
+    ),
+    Mutant(
+        "lake-history-read-once",  # one failed read fails the run (no retry)
+        "exporter/lake/_tables.py",
+        "LANDED_READS = 3\n",
+        "LANDED_READS = 1\n",
+        ("tests/lake/test_tables.py::test_landed_commit_whose_history_read_fails",),
+    ),
+    Mutant(
         "lake-commits-every-empty-chunk",
         "exporter/lake/_store.py",
         "if (table is None or not table.num_rows) and tag != _STATE_ONLY:",

@@ -37,6 +37,7 @@ import logging
 import shutil
 import sqlite3
 import tempfile
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,9 +48,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exporter._errors import ConfigError, StorageError
+from exporter._errors import ConfigError, ExitCode, OpsauditError, StorageError
 from exporter.lake._lease import Lease, LeaseLostError
-from exporter.lake._location import Location
+from exporter.lake._location import Location, redact
 from exporter.lake._objects import (
     Objects,
     PreconditionFailed,
@@ -84,8 +85,19 @@ META_RUN = "opsaudit.run_id"
 TABLE_CONFIGURATION = {"delta.checkpointInterval": "10"}
 
 KEEP_STATES = 3  # state objects kept below the current one (debugging, manual rollback)
+# After an append that raised, the history is read up to this many times (pauses of 0.5 s, 1 s)
+# to learn whether the commit landed.
+LANDED_READS = 3
+LANDED_PAUSE_S = 0.5
 MIN_VACUUM_RETENTION = timedelta(hours=1)
 DEFAULT_VACUUM_RETENTION = timedelta(hours=24)
+
+
+class CommitUnknownError(OpsauditError):
+    """A commit failed and whether it landed cannot be told yet (exit 5): nothing was deleted,
+    the next run restores whichever batch the table holds."""
+
+    exit_code = ExitCode.FATAL
 
 
 @dataclass(frozen=True)
@@ -351,17 +363,14 @@ class LakeDataset:
         try:
             dt = self._write(VERSIONS, data, "append", props, dt)
         except Exception as exc:
-            # Did it land anyway (answer lost)? Only our commit names our state object.
-            self._tables.pop(VERSIONS, None)
+            # Did it land anyway (answer lost)? Only our commit names our state object. The state
+            # object is deleted only when the history shows the commit absent: deleting the state
+            # a landed commit names breaks the dataset for every later run (issue 19).
             self._txn = None
-            try:
-                if self._state_of_txn(version) == key:
-                    dt = self.table(VERSIONS)
-                    assert dt is not None
-                    self._txn = version
-                    return CommitResult(version, dt.version(), key, data.num_rows, already=True)
-            except Exception:
-                pass
+            ours = self._landed_version(version, key, exc)
+            if ours is not None:
+                self._txn = version
+                return CommitResult(version, ours, key, data.num_rows, already=True)
             self._discard_state(key)
             if "Concurrent transaction" in str(exc):
                 raise LeaseLostError(
@@ -375,6 +384,38 @@ class LakeDataset:
             self._prune_states(version)
         return CommitResult(version, dt.version(), key, data.num_rows)
 
+    def _landed_version(self, version: int, key: str, failure: Exception) -> int | None:
+        """After an append that raised: the table version of our commit of batch `version` (the
+        one naming state `key`) if the history shows it landed, None if the history shows it
+        absent. A history that cannot be read (LANDED_READS attempts) is no answer: raises
+        `CommitUnknownError`, and the state object stays (a landed commit names it)."""
+        for attempt in range(LANDED_READS):
+            if attempt:
+                time.sleep(LANDED_PAUSE_S * attempt)
+            self._tables.pop(VERSIONS, None)  # the snapshot in hand predates the commit
+            try:
+                found = self._commit_of_txn(version)
+            except Exception as exc:
+                log.warning(
+                    "batch %d: cannot read the history of %s (attempt %d of %d): %s",
+                    version,
+                    self.location.display,
+                    attempt + 1,
+                    LANDED_READS,
+                    exc,
+                )
+                continue
+            if found is not None and found[0] == key:
+                return found[1]
+            return None  # absent, or batch N is another writer's commit (Delta allows one)
+        said = (str(failure).splitlines() or [type(failure).__name__])[0][:200]
+        raise CommitUnknownError(
+            f"{self.location.display}: the commit of batch {version} failed ({redact(said)}) and "
+            "the table's history, which tells whether it landed all the same, could not be read; "
+            f"its state object {key} is kept. Nothing is lost: the next run continues from "
+            "whichever batch the table holds"
+        )
+
     def _discard_state(self, key: str) -> None:
         try:
             self.objects.delete(key)
@@ -383,6 +424,12 @@ class LakeDataset:
 
     def _state_of_txn(self, version: int) -> str | None:
         """The state object named by the commit that carries txn `version` (history scan)."""
+        found = self._commit_of_txn(version)
+        return None if found is None else found[0]
+
+    def _commit_of_txn(self, version: int) -> tuple[str, int] | None:
+        """(state object, table version) of the commit that carries txn `version`, None if the
+        history has no such commit; raises if the history cannot be read."""
         dt = self.table(VERSIONS)
         if dt is None:
             return None
@@ -394,7 +441,7 @@ class LakeDataset:
                 raise classify(exc, self.location, "cannot read the history of") from None
             for entry in history:
                 if entry.get(META_TXN) == str(version):
-                    return str(entry.get(META_STATE))
+                    return str(entry.get(META_STATE)), int(entry["version"])
             if len(history) < limit:
                 return None
             limit *= 8
@@ -567,6 +614,7 @@ __all__ = [
     "TABLES",
     "VERSIONS",
     "CommitResult",
+    "CommitUnknownError",
     "LakeDataset",
     "open_dataset",
     "state_bytes",

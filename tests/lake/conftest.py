@@ -51,6 +51,16 @@ class S3Server:
         """SIGKILL `pid` on its next `method` request whose path matches `pattern`."""
         self._post("/_ctl/arm", {"pid": pid, "method": method, "pattern": pattern, "when": when})
 
+    def deny(self, method: str, pattern: str, times: int = 1) -> None:
+        """Answer the next `times` `method` requests whose path matches `pattern` with 403
+        (not applied; clients do not retry it)."""
+        for _ in range(times):
+            self.arm(0, method, pattern, "deny")
+
+    def disarm(self) -> None:
+        """Drop every armed fault not fired yet."""
+        self._post("/_ctl/disarm")
+
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:

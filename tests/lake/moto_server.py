@@ -12,7 +12,10 @@ Besides moto's own API the server has a small control surface under `/_ctl/` for
   the next request whose method and path match gets process P killed with SIGKILL, either
   before the request is handled (it is then answered 500 and not applied) or after (it is
   applied, the client never hears back). One shot. `"when": "lose-answer"` kills nobody: the
-  request is applied and answered 500, as if the answer had been lost.
+  request is applied and answered 500, as if the answer had been lost. `"when": "deny"` kills
+  nobody either: the request is not applied and answered 403 (clients do not retry it), a read
+  or write that fails once per shot;
+- `POST /_ctl/disarm`: drop every shot not fired yet.
 """
 
 from __future__ import annotations
@@ -54,6 +57,10 @@ def main() -> None:
                 with lock:
                     log.clear()
                 return reply(start_response, "200 OK", b"{}")
+            if path == "/_ctl/disarm":
+                with lock:
+                    armed.clear()
+                return reply(start_response, "200 OK", b"{}")
             if path == "/_ctl/arm":
                 size = int(environ.get("CONTENT_LENGTH") or 0)
                 spec = json.loads(environ["wsgi.input"].read(size))
@@ -85,6 +92,10 @@ def main() -> None:
             for _chunk in app(environ, swallow):
                 pass
             return reply(start_response, "500 Internal Server Error", b"{}")
+        if trigger is not None and trigger["when"] == "deny":
+            body = b"<Error><Code>AccessDenied</Code><Message>injected</Message></Error>"
+            start_response("403 Forbidden", [("Content-Type", "application/xml")])
+            return [body]
         if trigger is not None and trigger["when"] == "before":
             os.kill(trigger["pid"], signal.SIGKILL)
             return reply(start_response, "500 Internal Server Error", b"{}")

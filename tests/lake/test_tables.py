@@ -240,3 +240,50 @@ def test_readers_never_delete_a_writers_next_state(
     assert writer.restore_state(tmp_path / "w.sqlite", lease=lease) == 1
     assert writer.objects.get(in_flight) is None  # the writer at its start cleans up
     lease.release()
+
+
+@pytest.mark.parametrize("failed_reads", [1, 2, "always"])
+def test_landed_commit_whose_history_read_fails(
+    bucket: Any, tmp_path: Path, make_versions: Any, failed_reads: int | str
+) -> None:
+    """Issue 19: the append lands but raises (its answer lost), and the history read that tells
+    whether it landed fails too. The state object the landed commit names was deleted, and every
+    later run exited 6. Now: a read that fails once or twice is retried (the commit is ours,
+    already=True); one that keeps failing fails the commit and deletes nothing. Either way the
+    dataset stays readable and the next run continues from batch 2."""
+    from exporter.lake._tables import CommitUnknownError
+
+    ds = LakeDataset.open(parse_location(bucket.url(), bucket.options), create=True)
+    ds.commit(make_versions(0, 5), _state(tmp_path / "s.sqlite", 1), 1)
+    log_entry = r"/operation_versions/_delta_log/0+1\.json$"  # batch 2's Delta commit
+    bucket.server.arm(0, "PUT", log_entry, "lose-answer")
+    # Reading the table from scratch (what the history read does, and delta-rs' write does not)
+    # starts with _last_checkpoint: each denied GET fails one history read.
+    first_read = r"/operation_versions/_delta_log/_last_checkpoint$"
+    bucket.server.deny("GET", first_read, times=50 if failed_reads == "always" else failed_reads)
+    bucket.server.reset_log()
+    if failed_reads == "always":
+        with pytest.raises(CommitUnknownError) as err:
+            ds.commit(make_versions(1, 5), _state(tmp_path / "s.sqlite", 2), 2)
+        assert err.value.exit_code == 5
+        assert "could not be read; its state object _opsaudit/state/000000000002-" in str(err.value)
+        bucket.server.disarm()
+    else:
+        result = ds.commit(make_versions(1, 5), _state(tmp_path / "s.sqlite", 2), 2)
+        assert (result.txn_version, result.table_version, result.already) == (2, 1, True)
+        reads = [r for r in bucket.server.log() if r[0] == "GET" and r[1].endswith("checkpoint")]
+        assert len(reads) == failed_reads + 1  # the denied reads, then one that answered
+        bucket.server.disarm()
+    # The next run, on a fresh machine: batch 2 is the committed state, and it goes on.
+    again = LakeDataset.open(parse_location(bucket.url(), bucket.options))
+    lease = again.lease()
+    lease.acquire()
+    assert again.restore_state(tmp_path / "next.sqlite", lease=lease) == 2
+    assert _state_value(tmp_path / "next.sqlite") == 2
+    assert _ids(again) == sorted(f"op-{n:08d}" for n in range(10))
+    result = again.commit(make_versions(2, 5), _state(tmp_path / "s.sqlite", 3), 3, lease=lease)
+    assert (result.txn_version, result.already) == (3, False)
+    lease.release()
+    reader = LakeDataset.open(parse_location(bucket.url(), bucket.options))
+    assert reader.restore_state(tmp_path / "read.sqlite") == 3
+    assert _ids(reader) == sorted(f"op-{n:08d}" for n in range(15))

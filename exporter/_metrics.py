@@ -100,6 +100,7 @@ def _seconds(us: int | None) -> float | None:
 
 def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list[Metric]:
     """The trail's metrics from `data_dir`'s state and data (nothing when there is no state)."""
+    from exporter._outbox import SINKS, read_backlog
     from exporter._state import StateDB
     from exporter._storage import STATE_FILE
 
@@ -114,6 +115,7 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
         runs = [r for r in state.runs_rows() if r[1] <= until]  # SYNC_RUNS_SCHEMA order
         open_ops = state.open_count()
         projects = sum(p[13] is None for p in state.projects_rows())  # not deleted
+        backlog = read_backlog(state)
     finally:
         state.close()
     finished = [r for r in runs if r[2] is not None]
@@ -129,6 +131,19 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
             open_ops
         ),
         Metric("opsaudit_projects", "Projects in scope (deleted ones excluded).").add(projects),
+        _per_sink(
+            "opsaudit_events_pending",
+            "Events in the outbox not yet delivered, per sink (file, webhook).",
+            backlog.pending,
+            SINKS,
+        ),
+        _per_sink(
+            "opsaudit_events_delivered_total",
+            "Events delivered over the dataset's life, per sink (file, webhook).",
+            backlog.delivered,
+            SINKS,
+            kind="counter",
+        ),
     ]
     if last:
         started, ended, outcome, _, ok, failed, requests, r429, retries, new, changed = last[0][
@@ -164,6 +179,15 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
         ]
     metrics += _failures(Path(data_dir), now)
     return metrics
+
+
+def _per_sink(
+    name: str, text: str, values: dict[str, int], sinks: Sequence[str], kind: str = "gauge"
+) -> Metric:
+    metric = Metric(name, text, kind)
+    for sink in sinks:
+        metric.add(values.get(sink, 0), sink=sink)
+    return metric
 
 
 def _one_hot(outcome: str) -> Metric:

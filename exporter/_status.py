@@ -74,10 +74,13 @@ class Status:
     # Parquet files among the data that are not part of the dataset (a stray copy, a file
     # written by hand): readers never read them; listed so that someone removes them.
     stray_files: list[str] = field(default_factory=list)
+    # The events outbox (issue 22): pending per sink, the oldest waiting, delivered per sink.
+    events: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "coverage": self.coverage,
+            "events": {k: jsonable(v) for k, v in self.events.items()},
             "stray_files": self.stray_files,
             "projects": [{k: jsonable(v) for k, v in p.items()} for p in self.projects],
             "runs": [{k: jsonable(v) for k, v in r.items()} for r in self.runs],
@@ -94,6 +97,7 @@ def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = No
     """The status of `data_dir`; `ConfigError` if it does not exist, `StorageError` if no sync
     has written its state yet or the state is unusable."""
     from exporter._layout import STATE_FILE, VERSIONS_DIR
+    from exporter._outbox import read_backlog
     from exporter._state import StateDB
 
     data_dir = Path(data_dir)
@@ -112,6 +116,7 @@ def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = No
         run_rows = state.runs_rows()
         cov = state.coverage(int(now.timestamp() * 1_000_000))
         known = state.known_files()
+        backlog = read_backlog(state)
     finally:
         state.close()
     on_disk = (p.relative_to(data_dir).as_posix() for p in data_dir.glob(f"{VERSIONS_DIR}/*/*"))
@@ -123,6 +128,11 @@ def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = No
         "synced_within_day": round(cov.share_day, 4),
         "oldest_lag_seconds": None if cov.oldest_lag_us is None else cov.oldest_lag_us // 10**6,
         "open_not_reread_within_day": cov.open_unchecked_day,
+    }
+    status.events = {
+        "pending": backlog.pending,
+        "oldest_pending_at": _at(backlog.oldest_us),
+        "delivered": backlog.delivered,
     }
     for p in project_rows:  # PROJECTS_SCHEMA order, times in microseconds
         pid, name, deleted, synced, checkpoint, error, open_ops = (p[i] for i in _PROJECT_FIELDS)
@@ -163,6 +173,14 @@ def render_status(status: Status, fmt: str) -> str:
         f"{'-' if lag is None else f'{lag}s'}; {c['open_not_reread_within_day']} open "
         "operation(s) not re-read for a day\n"
     )
+    pending = status.events.get("pending") or {}
+    if any(pending.values()):
+        oldest = status.events["oldest_pending_at"]
+        coverage += (
+            "events waiting for delivery: "
+            + ", ".join(f"{n} for the {sink}" for sink, n in pending.items() if n)
+            + f" (the oldest since {oldest:%Y-%m-%d %H:%M:%SZ}); the next sync retries them\n"
+        )
     if status.stray_files:
         coverage += (
             f"{len(status.stray_files)} file(s) among the data are not part of the dataset and "

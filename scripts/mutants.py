@@ -32,6 +32,7 @@ EXACT = "tests/sync/test_exactness.py"
 ROBUST = "tests/sync/test_robustness.py"
 STORAGE = "tests/sync/test_storage.py"
 BACKFILL = "tests/sync/test_backfill.py"
+EVENTS = "tests/events/test_events.py"
 SKIP_IDLE = "tests/sync/test_skip_idle.py"
 
 
@@ -353,6 +354,48 @@ MUTANTS = [
             "tests/analytics/test_views_db.py::"
             "test_views_database_keeps_working_after_the_directory_is_moved",
         ),
+    ),
+    Mutant(
+        "events-outbox-after-commit",  # a kill between the two commits loses events
+        "exporter/_sync.py",
+        "                if outbox is not None and c.table is not None:\n"
+        "                    # In the transaction that commits the rows: the outbox (issue 22).\n"
+        "                    outbox.record(con, c.project_id, c.table, now)\n"
+        "                state.apply_chunk(con, c)\n"
+        "\n"
+        '        done = self.dataset.commit(table, f"{self.run_id}-{self._seq:05d}", '
+        "self.run_id, apply)\n",
+        "                state.apply_chunk(con, c)\n"
+        "\n"
+        '        done = self.dataset.commit(table, f"{self.run_id}-{self._seq:05d}", '
+        "self.run_id, apply)\n"
+        "        if outbox is not None:\n"
+        "            with state.transaction() as after:\n"
+        "                for c in chunks:\n"
+        "                    if c.table is not None:\n"
+        "                        outbox.record(after, c.project_id, c.table, now)\n",
+        (f"{EVENTS}::test_kill_right_after_the_commit_loses_no_event",),
+    ),
+    Mutant(
+        "events-retry-removed",  # one failed attempt leaves the event for the next run
+        "exporter/_delivery.py",
+        "        attempts = max(1, self.config.webhook_attempts)\n",
+        "        attempts = 1\n",
+        (f"{EVENTS}::test_webhook_retries_failures_hangs_and_drops_within_the_run",),
+    ),
+    Mutant(
+        "events-torn-line-repair-removed",  # the next line is glued to half a line
+        "exporter/_delivery.py",
+        "        os.ftruncate(fd, keep)\n",
+        "        pass\n",
+        (f"{EVENTS}::test_torn_last_line_is_repaired",),
+    ),
+    Mutant(
+        "events-file-reconcile-removed",  # lines appended before a kill are appended again
+        "exporter/_delivery.py",
+        "            if seq is not None:\n",
+        "            if False:\n",
+        (f"{EVENTS}::test_kill_after_append_before_the_mark_does_not_repeat_lines",),
     ),
 ]
 

@@ -176,6 +176,8 @@ def test_receiver_down_for_a_whole_run_loses_nothing_and_check_reports_it(
     make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path
 ) -> None:
     from exporter._check import run_check
+    from exporter._metrics import collect_metrics, render_metrics
+    from exporter._status import read_status, render_status
 
     sim = make_sim(seed=10, projects=2, days=1, ops_per_project_per_day=20)
     data = tmp_path / "data"
@@ -191,11 +193,25 @@ def test_receiver_down_for_a_whole_run_loses_nothing_and_check_reports_it(
     later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=3)
     findings = [f for f in run_check(data, as_of=later).findings if f.check == "events_backlog"]
     assert len(findings) == 1 and f"{len(expected)} event(s)" in findings[0].message
+    assert f"{len(expected)} for the webhook" in findings[0].message
+    status = read_status(data)
+    assert status.events["pending"] == {"file": 0, "webhook": len(expected)}
+    assert f"events waiting for delivery: {len(expected)} for the webhook" in render_status(
+        status, "table"
+    )
+    metrics = render_metrics(collect_metrics(data))
+    assert f'opsaudit_events_pending{{sink="webhook"}} {len(expected)}\n' in metrics
+    assert 'opsaudit_events_delivered_total{sink="webhook"} 0\n' in metrics
     # The next run, receiver up: everything, in order per operation.
     second = _sync(sim, data, **_webhook(receiver, secret_file))
     assert second.events_pending == 0
     assert receiver.ids() == set(expected)
     _assert_in_order(receiver)
+    assert not [f for f in run_check(data, as_of=later).findings if f.check == "events_backlog"]
+    assert read_status(data).events["pending"] == {"file": 0, "webhook": 0}
+    metrics = render_metrics(collect_metrics(data))
+    assert 'opsaudit_events_pending{sink="webhook"} 0\n' in metrics
+    assert f'opsaudit_events_delivered_total{{sink="webhook"}} {len(expected)}\n' in metrics
 
 
 def _assert_in_order(receiver: Receiver) -> None:
@@ -418,3 +434,26 @@ def test_cli_webhook_needs_a_secret_and_never_shows_it(
             content = path.read_bytes()
             assert b"s3cr3t-query" not in content and secret_body not in content, path
     assert receiver.received and all(r.valid for r in receiver.received)
+
+
+def test_a_state_from_before_the_outbox_is_read_then_migrated(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    from exporter._status import read_status
+
+    sim = make_sim(seed=16, projects=1, days=1, ops_per_project_per_day=10)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    first = _sync(sim, data)
+    con = sqlite3.connect(data / "state.sqlite")
+    con.execute("DROP TABLE events")
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'format_version'")
+    con.commit()
+    con.close()
+    assert read_status(data).events["pending"] == {"file": 0, "webhook": 0}
+    _changes(sim, random.Random(8))
+    second = _sync(sim, data, file=events_file)
+    assert second.outcome == "ok"
+    ids = [e["id"] for e in file_events(events_file)]
+    assert ids and sorted(ids) == sorted(versions_after(data, {first.run_id}))

@@ -4,6 +4,7 @@ and the Standard Webhooks check, written from the specification, not from opsaud
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import random
@@ -77,8 +78,9 @@ class Receiver:
         return {r.id for r in self.received}
 
 
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
+@contextlib.contextmanager
+def start_receiver() -> Iterator[Receiver]:
+    """A `Receiver` listening on loopback until the block ends (the lake tests use it too)."""
     state = Receiver()
 
     class Handler(BaseHTTPRequestHandler):
@@ -126,9 +128,17 @@ def receiver() -> Iterator[Receiver]:
     state.url = f"http://127.0.0.1:{server.server_address[1]}/hooks/opsaudit?token=s3cr3t-query"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with start_receiver() as state:
+        yield state
 
 
 def closed_port_url() -> str:

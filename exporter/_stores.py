@@ -104,6 +104,29 @@ def _missing_dir(data_dir: str | Path) -> ConfigError:
     )
 
 
+# What a sync leaves in a data directory, any one of which makes it a dataset (an empty directory
+# is an empty dataset: the views answer 0 rows).
+_DATASET_MARKS = ("state.sqlite", "operation_versions", "projects", "sync_runs", "opsaudit.duckdb")
+
+
+def _not_a_dataset(path: Path, data_dir: str | Path) -> ConfigError | None:
+    """A usage error when local `path` holds files but none a sync writes: `--data-dir ~` or a
+    mistyped parent would otherwise answer every query with 0 rows."""
+    if lake_for(path) is not None or any((path / mark).exists() for mark in _DATASET_MARKS):
+        return None
+    entries = path.iterdir()
+    try:
+        if next(entries, None) is None:
+            return None
+    finally:
+        entries.close()
+    return ConfigError(
+        f"--data-dir {data_dir} is not an opsaudit dataset (no state.sqlite or "
+        "operation_versions/ in it); point --data-dir (or $OPSAUDIT_DATA_DIR) at the directory "
+        "`opsaudit sync` writes"
+    )
+
+
 @contextlib.contextmanager
 def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterator[Path]:
     """A local directory holding `data_dir`'s state, for readers of the state (status, check):
@@ -156,6 +179,9 @@ def open_readers(
             path = _local_path(data_dir, loc)
             if not path.is_dir():
                 raise _missing_dir(data_dir)
+            error = _not_a_dataset(path, data_dir)
+            if error is not None:
+                raise error
             key, dataset, label = str(path.resolve()), path, str(data_dir)
         else:
             _require_lake()

@@ -397,6 +397,22 @@ MUTANTS = [
         "            if False:\n",
         (f"{EVENTS}::test_kill_after_append_before_the_mark_does_not_repeat_lines",),
     ),
+    Mutant(
+        "data-dir-file-accepted",  # sync exit 6, readers "does not exist"
+        "exporter/cli/_common.py",
+        "        if path.exists() and not path.is_dir():\n",
+        "        if False:\n",
+        (
+            "tests/ops/test_cli_boundary.py::test_a_data_dir_that_is_a_file_is_exit_2_for_every_command",
+        ),
+    ),
+    Mutant(
+        "not-a-dataset-read-as-empty",  # --data-dir ~ answers every query with 0 rows
+        "exporter/_stores.py",
+        "            if error is not None:\n",
+        "            if False:\n",
+        ("tests/ops/test_cli_boundary.py::test_a_directory_that_is_not_a_dataset_is_exit_2",),
+    ),
 ]
 
 

@@ -42,10 +42,11 @@ class DataDir(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, Path):
-            return value
+            return self._directory(value, param, ctx)
         text = str(value)
         if text.strip() and ":" not in text:
-            return Path(text)  # no scheme: a local path (the lake package costs ~17 ms to load)
+            # No scheme: a local path (the lake package costs ~17 ms to load).
+            return self._directory(Path(text), param, ctx)
         from exporter.lake._location import parse_location  # no pyarrow, no deltalake
 
         try:
@@ -53,10 +54,20 @@ class DataDir(click.ParamType):
         except ConfigError as exc:
             self.fail(str(exc).removeprefix("--data-dir "), param, ctx)
         if loc.is_local:
-            return loc.path if text.strip().lower().startswith("file:") else Path(text)
+            path = loc.path if text.strip().lower().startswith("file:") else Path(text)
+            return self._directory(path, param, ctx)
         if not self.urls:
             self.fail(f"{text}: this command works on local data directories only", param, ctx)
         return loc.url
+
+    def _directory(
+        self, path: Path, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Path:
+        # Every command, before anything runs: a file is never a data directory (the sync
+        # would fail creating its folders in it, exit 6; readers would say "does not exist").
+        if path.exists() and not path.is_dir():
+            self.fail(f"{path} is a file, not a directory", param, ctx)
+        return path
 
 
 def data_dir_option(f: F, *, urls: bool = True, several: bool = False) -> F:

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from exporter._demo import DEFAULT_DAYS, DEFAULT_PROJECTS, run_demo
-from exporter.cli._common import Progress, setup_logging
+from exporter.cli._common import DataDir, Progress, setup_logging
 
 # The query suggested at the end: short, and it shows that the whole history is there.
 _EXAMPLE_SQL = "SELECT * FROM failures_by_day ORDER BY failure_rate DESC LIMIT 5"
@@ -18,7 +18,7 @@ _EXAMPLE_SQL = "SELECT * FROM failures_by_day ORDER BY failure_rate DESC LIMIT 5
 @click.command("demo")
 @click.option(
     "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=DataDir(urls=False),
     default=None,
     show_default="a new temporary directory, kept",
     help="New or empty directory for the demo dataset.",

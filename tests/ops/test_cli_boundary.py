@@ -65,6 +65,54 @@ def test_a_missing_data_dir_is_exit_2_and_is_not_created(
     assert not missing.exists()
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sync"],
+        ["status"],
+        ["compact"],
+        ["check"],
+        ["doctor"],
+        ["report"],
+        ["query", "SELECT 1"],
+        ["demo"],
+    ],
+)
+def test_a_data_dir_that_is_a_file_is_exit_2_for_every_command(
+    tmp_path: Path, command: list[str]
+) -> None:
+    a_file = tmp_path / "data.parquet"
+    a_file.write_bytes(b"not a directory")
+    result = invoke(*command, "--data-dir", str(a_file), env={"NEON_API_KEY": "k"})
+    env_var = "" if command == ["demo"] else " (env var: 'OPSAUDIT_DATA_DIR')"
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    assert result.stderr.endswith(
+        f"Error: Invalid value for '--data-dir'{env_var}: {a_file} is a file, not a directory\n"
+    )
+    if env_var:  # the demo's --data-dir is never taken from the environment
+        env = {"OPSAUDIT_DATA_DIR": str(a_file), "NEON_API_KEY": "k"}
+        from_env = invoke(*command, env=env)
+        assert from_env.exit_code == 2
+        assert f"{a_file} is a file, not a directory" in from_env.stderr
+    assert a_file.read_bytes() == b"not a directory"
+
+
+@pytest.mark.parametrize("command", [["report"], ["query", "SELECT 1"]])
+def test_a_directory_that_is_not_a_dataset_is_exit_2(tmp_path: Path, command: list[str]) -> None:
+    (tmp_path / "notes.txt").write_text("a home directory, say")
+    result = invoke(*command, "--data-dir", str(tmp_path))
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        2,
+        "",
+        f"Error: --data-dir {tmp_path} is not an opsaudit dataset (no state.sqlite or "
+        "operation_versions/ in it); point --data-dir (or $OPSAUDIT_DATA_DIR) at the directory "
+        "`opsaudit sync` writes\n",
+    )
+    (tmp_path / "notes.txt").unlink()
+    empty = invoke(*command, "--data-dir", str(tmp_path))  # empty: an empty dataset
+    assert empty.exit_code == 0, empty.output
+
+
 def test_compact_on_an_empty_directory_creates_nothing(tmp_path: Path) -> None:
     result = invoke("compact", "--data-dir", str(tmp_path))
     assert result.exit_code == 6

@@ -93,13 +93,28 @@ def text(value: Any) -> str:
     return converted if isinstance(converted, str) else str(converted)
 
 
-def _cell(value: Any) -> str:
+def _decimals(value: Any) -> int | None:
+    """Decimals a finite float needs on a terminal (at most 3); None for anything else."""
+    if isinstance(value, float) and math.isfinite(value):
+        out = f"{value:.3f}".rstrip("0")
+        return len(out) - out.index(".") - 1
+    return None
+
+
+def _column_decimals(rows: Sequence[Sequence[Any]], i: int) -> int:
+    """One number of decimals per column, so its figures line up (0.500 above 0.167)."""
+    return max((d for row in rows if (d := _decimals(row[i])) is not None), default=0)
+
+
+def _cell(value: Any, decimals: int = 3, thousands: bool = False) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, float) and math.isfinite(value):
-        # Three decimals are plenty on a terminal (ms percentiles, shares); json keeps all.
-        out = f"{value:.3f}".rstrip("0").rstrip(".")
-        return "0" if out == "-0" else out
+        # At most three decimals on a terminal (ms percentiles, shares); json keeps all.
+        out = f"{value:,.{decimals}f}" if thousands else f"{value:.{decimals}f}"
+        return out[1:] if out.startswith("-") and not out.strip("-0.,") else out  # no "-0"
+    if thousands and isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
     if isinstance(value, dt.timedelta):
         return readable_interval(value)
     out = " ".join(text(value).split())  # newlines and tabs would break the alignment
@@ -110,14 +125,22 @@ def _numeric(value: Any) -> bool:
     return isinstance(value, (int, float, decimal.Decimal)) and not isinstance(value, bool)
 
 
+def _cells(rows: Sequence[Sequence[Any]], width: int, thousands: bool) -> list[list[str]]:
+    decimals = [_column_decimals(rows, i) for i in range(width)]
+    return [[_cell(v, d, thousands) for v, d in zip(row, decimals)] for row in rows]
+
+
 def _table(
-    columns: Sequence[str], rows: Sequence[Sequence[Any]], max_rows: int | None = None
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    max_rows: int | None = None,
+    thousands: bool = False,
 ) -> str:
     hidden = 0
     if max_rows is not None and len(rows) > max_rows:
         hidden = len(rows) - max_rows
         rows = rows[:max_rows]
-    cells = [[_cell(v) for v in row] for row in rows]
+    cells = _cells(rows, len(columns), thousands)
     widths = [len(c) for c in columns]
     for row in cells:
         widths = [max(w, len(c)) for w, c in zip(widths, row)]
@@ -139,15 +162,17 @@ def _table(
     return "\n".join(out) + "\n"
 
 
-def _markdown(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def _markdown(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], thousands: bool = False
+) -> str:
     def escape(value: str) -> str:
         return value.replace("|", "\\|")
 
     right = [any(_numeric(row[i]) for row in rows) for i in range(len(columns))]
     out = ["| " + " | ".join(escape(c) for c in columns) + " |"]
     out.append("|" + "|".join("---:" if r else "---" for r in right) + "|")
-    for row in rows:
-        out.append("| " + " | ".join(escape(_cell(v)) for v in row) + " |")
+    for row in _cells(rows, len(columns), thousands):
+        out.append("| " + " | ".join(escape(c) for c in row) + " |")
     return "\n".join(out) + "\n"
 
 
@@ -177,13 +202,15 @@ def render(
     fmt: str,
     *,
     max_rows: int | None = None,
+    thousands: bool = False,
 ) -> str:
     """The rows in `fmt` (one of FORMATS), ending with a newline (jsonl of no rows: "").
 
     `max_rows` cuts the table format only, with a last line saying how many more there are;
-    the machine formats always carry every row."""
+    the machine formats always carry every row. In table and markdown, each float column has
+    one number of decimals; `thousands` adds separators (1,988) there too."""
     if fmt == "table":
-        return _table(columns, rows, max_rows)
+        return _table(columns, rows, max_rows, thousands)
     if fmt == "json":
         return _json(columns, rows)
     if fmt == "jsonl":
@@ -191,5 +218,5 @@ def render(
     if fmt == "csv":
         return _csv(columns, rows)
     if fmt == "markdown":
-        return _markdown(columns, rows)
+        return _markdown(columns, rows, thousands)
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")

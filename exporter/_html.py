@@ -23,13 +23,19 @@ from typing import Any
 
 import duckdb
 
-from exporter._format import jsonable
+from exporter._format import jsonable, readable_interval
 from exporter._report import (
     DURATION_COLUMNS,
+    ERROR_COLUMNS,
+    FAILING_COLUMNS,
     FAILURE_COLUMNS,
     MIX_COLUMNS,
+    PROJECT_COLUMNS,
+    SMALL_N,
+    STUCK_COLUMNS,
     Report,
     empty_message,
+    freshness_text,
 )
 from exporter._sql import execute
 
@@ -198,6 +204,8 @@ def _table(columns: Sequence[str], rows: Sequence[dict[str, Any]], percent: str)
             return f'<td class="n">{value:,.1f}</td>'
         if isinstance(value, int):
             return f'<td class="n">{value:,}</td>'
+        if isinstance(value, dt.timedelta):
+            return f'<td class="n">{html.escape(readable_interval(value))}</td>'
         return f"<td>{html.escape(str(jsonable(value)))}</td>"
 
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
@@ -227,19 +235,23 @@ def _headline(report: Report) -> str:
     rate = "" if h["failure_rate"] is None else f" ({100 * h['failure_rate']:.1f} %)"
     most = ", ".join(f"{r['action']} ({r['failed']:,})" for r in h["most_failures"]) or "none"
     slowest = h["slowest_p90"]
+    stuck = f"{h['stuck']:,} still running or waiting as of {stamp(h['as_of'])}"
+    if h["stuck_failing"]:
+        stuck += f" (and {h['stuck_failing']:,} failing, counted above)"
     rows = [
+        ("Data", freshness_text(report)),
         ("Operations", f"{h['operations']:,}, created {stamp(h['first_created_at'])} .. "
          f"{stamp(h['last_created_at'])}"),
         ("Failed at least once", f"{h['failed']:,}{rate}; {h['retries']:,} retries"),
         ("Failing now (failed or error)", f"{h['failing_now']:,}"),
-        (
-            f"Stuck (not terminal {_duration(h['stuck_after'])} after creation)",
-            f"{h['stuck']:,} as of {stamp(h['as_of'])}",
-        ),
+        (f"Stuck (not terminal {_duration(h['stuck_after'])} after creation)", stuck),
         ("Most failures", most),
         (
             "Slowest by p90",
-            "none" if slowest is None else f"{slowest['action']} ({slowest['p90_ms']:,.0f} ms)",
+            "none"
+            if slowest is None
+            else f"{slowest['action']} ({slowest['p90_ms']:,.0f} ms"
+            + (f", n={slowest['n']:,})" if slowest["n"] < SMALL_N else ")"),
         ),
     ]  # fmt: skip
     body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
@@ -278,7 +290,19 @@ def render_html(
     if report.operations == 0:
         parts.append(f"<p>{html.escape(empty_message(report))}</p></body></html>")
         return "\n".join(parts) + "\n"
-    parts.append(_headline(report))
+    parts += [
+        _headline(report),
+        # What on-call reads first (issue 23): which operations, where, with what error.
+        "<h2>Failing now (latest status failed or error), oldest first</h2>",
+        _table(FAILING_COLUMNS, report.failing_operations, ""),
+        "<h2>Stuck: still running or waiting, oldest first</h2>",
+        _table(STUCK_COLUMNS, report.stuck_operations, ""),
+        '<div class="tables"><div><h2>Top error texts</h2>',
+        _table(ERROR_COLUMNS, report.errors, ""),
+        "</div><div><h2>Failures per project</h2>",
+        _table(PROJECT_COLUMNS, report.projects, "failure_rate"),
+        "</div></div>",
+    ]
     figures = _figures(con, report, now)
     for chart in CHARTS:
         body = figures[chart].to_html(
@@ -290,7 +314,8 @@ def render_html(
         )
         parts.append(f'<div class="chart">{body}</div>')
     parts += [
-        "<h2>Failures (failed = failed at least once; failing_now = status failed or error)</h2>",
+        "<h2>Failures per action (failed = failed at least once; failing_now = status failed or "
+        "error)</h2>",
         _table(FAILURE_COLUMNS, report.failures, "failure_rate"),
         "<h2>Durations of terminal operations in ms (wall = updated_at - created_at)</h2>",
         _table(DURATION_COLUMNS, report.durations, ""),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from typing import Any
 import duckdb
 import orjson
 
+from exporter._check import format_duration
 from exporter._errors import ConfigError
 from exporter._format import jsonable, render
 from exporter._sql import execute
@@ -18,14 +20,19 @@ from exporter._timeutil import parse_rfc3339
 
 __all__ = [
     "DURATION_COLUMNS",
+    "ERROR_COLUMNS",
+    "FAILING_COLUMNS",
     "FAILURE_COLUMNS",
     "MIX_COLUMNS",
+    "PROJECT_COLUMNS",
     "REPORT_SQL",
     "STUCK_AFTER",
+    "STUCK_COLUMNS",
     "TOP_ROWS",
     "Report",
     "build_report",
     "empty_message",
+    "freshness_text",
     "parse_since",
     "parse_until",
     "render_report",
@@ -47,6 +54,13 @@ DURATION_COLUMNS = (
     "wall_max_ms",
 )
 MIX_COLUMNS = ("action", "operations", "share")
+# The operations on-call looks at first, oldest first (issue 23).
+FAILING_COLUMNS = ("id", "project_id", "action", "status", "error", "age")
+STUCK_COLUMNS = ("id", "project_id", "action", "status", "age")
+ERROR_COLUMNS = ("error", "operations", "actions", "last_seen")
+PROJECT_COLUMNS = ("project_id", "operations", "failed", "failure_rate", "retries", "failing_now")
+# A headline figure over fewer operations than this shows its n (`p90 43,303 ms (n=24)`).
+SMALL_N = 100
 # The .sql files the report needs: `connect(data_dir, only=REPORT_SQL)` skips binding the rest.
 REPORT_SQL = ("00_base.sql", "90_report.sql")
 # "Stuck": not terminal this long after creation, as the stuck_operations view (40_stuck.sql).
@@ -70,7 +84,15 @@ class Report:
     failures: list[dict[str, Any]] = field(default_factory=list)
     durations: list[dict[str, Any]] = field(default_factory=list)
     action_mix: list[dict[str, Any]] = field(default_factory=list)
-    stuck: int = 0  # not terminal and created more than `stuck_after` before `as_of`
+    stuck: int = 0  # not terminal, not failing, created more than `stuck_after` before `as_of`
+    stuck_failing: int = 0  # failing now and created more than `stuck_after` before `as_of`
+    failing_operations: list[dict[str, Any]] = field(default_factory=list)  # oldest first
+    stuck_operations: list[dict[str, Any]] = field(default_factory=list)  # oldest first
+    errors: list[dict[str, Any]] = field(default_factory=list)  # top error texts
+    projects: list[dict[str, Any]] = field(default_factory=list)  # failures per project
+    # How fresh the data is: the last successful sync (outcome ok), its lag at `as_of`, the
+    # share of projects it had walked within the day; the newest run of any outcome.
+    freshness: dict[str, Any] = field(default_factory=dict)
     first_created_at: dt.datetime | None = None  # the oldest operation in scope
     last_created_at: dt.datetime | None = None  # the newest operation in scope
     as_of: dt.datetime | None = None  # "now" for `stuck`
@@ -93,6 +115,7 @@ class Report:
             "retries": sum(r["retries"] for r in self.failures),
             "failing_now": sum(r["failing_now"] for r in self.failures),
             "stuck": self.stuck,
+            "stuck_failing": self.stuck_failing,
             "stuck_after": self.stuck_after,
             "as_of": self.as_of,
             # self.failures is sorted by failed, then operations, then action.
@@ -100,7 +123,13 @@ class Report:
                 {"action": r["action"], "failed": r["failed"]} for r in self.failures if r["failed"]
             ][:3],
             "slowest_p90": (
-                {"action": timed[0]["action"], "p90_ms": timed[0]["p90_ms"]} if timed else None
+                {
+                    "action": timed[0]["action"],
+                    "p90_ms": timed[0]["p90_ms"],
+                    "n": timed[0]["operations"],
+                }
+                if timed
+                else None
             ),
         }
 
@@ -111,10 +140,15 @@ class Report:
             "until": jsonable(self.until),
             "projects": self.project_ids,
             "operations": self.operations,
+            "freshness": jsonable(self.freshness),
             "headline": jsonable(self.headline()),
-            "failures": [{k: jsonable(v) for k, v in row.items()} for row in self.failures],
-            "durations": [{k: jsonable(v) for k, v in row.items()} for row in self.durations],
-            "action_mix": [{k: jsonable(v) for k, v in row.items()} for row in self.action_mix],
+            "failing_operations": jsonable(self.failing_operations),
+            "stuck_operations": jsonable(self.stuck_operations),
+            "errors": jsonable(self.errors),
+            "projects_failures": jsonable(self.projects),
+            "failures": jsonable(self.failures),
+            "durations": jsonable(self.durations),
+            "action_mix": jsonable(self.action_mix),
         }
 
 
@@ -198,6 +232,17 @@ def build_report(
         if r["terminal"]
     ]
     durations.sort(key=lambda r: (-r["operations"], r["action"]))
+    window = (
+        f"since := {_timestamp_literal(since)}, until := {_timestamp_literal(until)}, "
+        f"projects := {_string_list_literal(projects)}"
+    )
+    problems = _records(
+        con,
+        f"SELECT * FROM report_problems({window}, as_of := {_timestamp_literal(as_of)}, "
+        f"stuck_after := INTERVAL '{int(stuck_after.total_seconds() * 1_000_000)} microseconds')",
+    )
+    for r in problems:  # whole seconds: an age is read, not computed with
+        r["age"] = dt.timedelta(seconds=round(r["age"].total_seconds()))
     return Report(
         since=since,
         until=until,
@@ -207,11 +252,48 @@ def build_report(
         durations=durations,
         action_mix=[{c: r[c] for c in MIX_COLUMNS} for r in records],
         stuck=sum(r["stuck"] for r in records),
+        stuck_failing=sum(1 for r in problems if r["kind"] == "failing" and r["old"]),
+        failing_operations=[
+            {c: r[c] for c in FAILING_COLUMNS} for r in problems if r["kind"] == "failing"
+        ],
+        stuck_operations=[
+            {c: r[c] for c in STUCK_COLUMNS} for r in problems if r["kind"] == "stuck"
+        ],
+        errors=_records(con, f"SELECT * FROM report_errors({window})"),
+        projects=_records(con, f"SELECT * FROM report_projects({window})"),
+        freshness=_freshness(con, as_of),
         first_created_at=min((r["first_created_at"] for r in records), default=None),
         last_created_at=max((r["last_created_at"] for r in records), default=None),
         as_of=as_of,
         stuck_after=stuck_after,
     )
+
+
+def _records(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
+    columns, rows = execute(con, sql)
+    return [dict(zip(columns, row)) for row in rows]
+
+
+def _freshness(con: duckdb.DuckDBPyConnection, as_of: dt.datetime) -> dict[str, Any]:
+    """The last successful sync (outcome ok: every project in scope complete) and its lag at
+    `as_of`; the newest run of any outcome and how many of its projects it completed."""
+    runs = _records(
+        con,
+        "SELECT finished_at, outcome, projects_ok, projects_total FROM sync_runs "
+        "WHERE finished_at IS NOT NULL ORDER BY finished_at DESC",
+    )
+    ok = next((r for r in runs if r["outcome"] == "ok"), None)
+    last = runs[0] if runs else {}
+    return {
+        "last_success_at": ok["finished_at"] if ok else None,
+        "lag": dt.timedelta(seconds=round((as_of - ok["finished_at"]).total_seconds()))
+        if ok
+        else None,
+        "last_run_at": last.get("finished_at"),
+        "last_run_outcome": last.get("outcome"),
+        "last_run_projects_ok": last.get("projects_ok"),
+        "last_run_projects": last.get("projects_total"),
+    }
 
 
 def _describe_window(report: Report) -> str:
@@ -263,15 +345,44 @@ def _instant(value: dt.datetime | None) -> str:
 
 
 def _ms(value: float) -> str:
-    return f"{value:,.1f}".rstrip("0").rstrip(".") + " ms"
+    return f"{value:,.0f} ms"
+
+
+def _n(n: int) -> str:
+    """` (n=24)` after a figure that rests on few operations; nothing when there are enough."""
+    return f" (n={n:,})" if n < SMALL_N else ""
+
+
+def freshness_text(report: Report) -> str:
+    """How fresh the data is, in words: the last successful sync and its lag, the last run."""
+    f = report.freshness
+    if f.get("last_success_at") is None:
+        text = "no successful sync yet"
+    else:
+        text = (
+            f"last successful sync {_instant(f['last_success_at'])}, "
+            f"{format_duration(f['lag'])} before this report"
+        )
+    if f.get("last_run_at") is not None and f["last_run_at"] != f.get("last_success_at"):
+        text += f"; last run {_instant(f['last_run_at'])}: {f['last_run_outcome']}"
+    if f.get("last_run_projects") is not None:
+        text += f" ({f['last_run_projects_ok'] or 0:,} of {f['last_run_projects']:,} projects)"
+    return text
 
 
 def _headline(report: Report, fmt: str) -> str:
-    """The block above the tables: what is in scope, how bad it is, where to look first."""
+    """The block above the tables: how fresh, what is in scope, how bad, where to look first."""
     h = report.headline()
     most = ", ".join(f"{r['action']} {r['failed']:,}" for r in h["most_failures"]) or "none"
     slowest = h["slowest_p90"]
+    stuck = (
+        f"{h['stuck']:,} still running or waiting, not terminal {_span(h['stuck_after'])} "
+        "after creation"
+    )
+    if h["stuck_failing"]:
+        stuck += f" (and {h['stuck_failing']:,} failing, counted above)"
     lines = [
+        ("Data", freshness_text(report)),
         (
             "Operations",
             f"{h['operations']:,}, created {_instant(h['first_created_at'])} to "
@@ -280,17 +391,16 @@ def _headline(report: Report, fmt: str) -> str:
         (
             "Failure rate",
             f"{100 * h['failure_rate']:.1f} % ({h['failed']:,} failed at least once; "
-            f"{h['retries']:,} retries)",
+            f"{h['retries']:,} retries){_n(h['operations'])}",
         ),
         ("Failing now", f"{h['failing_now']:,} (latest status failed or error)"),
-        (
-            "Stuck",
-            f"{h['stuck']:,} (not terminal {_span(h['stuck_after'])} after creation)",
-        ),
+        ("Stuck", stuck),
         ("Most failures", most),
         (
             "Slowest (p90)",
-            f"{slowest['action']} {_ms(slowest['p90_ms'])}" if slowest else "none (no durations)",
+            f"{slowest['action']} {_ms(slowest['p90_ms'])}{_n(slowest['n'])}"
+            if slowest
+            else "none (no durations)",
         ),
     ]
     if fmt == "markdown":
@@ -302,8 +412,8 @@ def _headline(report: Report, fmt: str) -> str:
 def _table_top(columns: Sequence[str], rows: list[tuple[Any, ...]], top: int | None) -> str:
     """A terminal table of the first `top` rows, saying how many more there are."""
     if top is None or len(rows) <= top:
-        return render(columns, rows, "table")
-    shown = render(columns, rows[:top], "table").rstrip("\n").rsplit("\n", 1)[0]
+        return render(columns, rows, "table", thousands=True)
+    shown = render(columns, rows[:top], "table", thousands=True).rstrip("\n").rsplit("\n", 1)[0]
     more = len(rows) - top
     return f"{shown}\n({top} of {len(rows)} rows; {more:,} more with --all or --top N)\n"
 
@@ -319,10 +429,25 @@ def _human(report: Report, fmt: str, top: int | None = None) -> str:
         return "".join(out)
     out.append(("" if fmt == "markdown" else "\n") + _headline(report, fmt))
     rate = [c if c != "failure_rate" else "failure_rate_%" for c in FAILURE_COLUMNS]
+    project_rate = [c if c != "failure_rate" else "failure_rate_%" for c in PROJECT_COLUMNS]
     share = [c if c != "share" else "share_%" for c in MIX_COLUMNS]
     sections = [
         (
-            "Failures (failed = failed at least once; failing_now = status failed or error)",
+            "Failing now (latest status failed or error), oldest first",
+            list(FAILING_COLUMNS),
+            report.failing_operations,
+        ),
+        (
+            f"Stuck: still running or waiting {_span(report.stuck_after)} after creation, "
+            "oldest first",
+            list(STUCK_COLUMNS),
+            report.stuck_operations,
+        ),
+        ("Top error texts (operations that reported each)", list(ERROR_COLUMNS), report.errors),
+        ("Failures per project", project_rate, _percent(report.projects, "failure_rate")),
+        (
+            "Failures per action (failed = failed at least once; failing_now = status failed or "
+            "error)",
             rate,
             _percent(report.failures, "failure_rate"),
         ),
@@ -330,7 +455,7 @@ def _human(report: Report, fmt: str, top: int | None = None) -> str:
             "Durations of terminal operations in ms (total_duration_ms; wall = updated_at - "
             "created_at)",
             list(DURATION_COLUMNS),
-            report.durations,
+            _whole_ms(report.durations),
         ),
         ("Action mix", share, _percent(report.action_mix, "share")),
     ]
@@ -339,19 +464,32 @@ def _human(report: Report, fmt: str, top: int | None = None) -> str:
         if fmt == "table":
             out.append(_table_top(columns, _section_rows(rows, columns), top))
         else:
-            out.append(render(columns, _section_rows(rows, columns), fmt))
+            out.append(render(columns, _section_rows(rows, columns), fmt, thousands=True))
     return "".join(out)
+
+
+def _whole_ms(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # Whole milliseconds on a terminal: the interpolated percentiles' fractions are noise.
+    return [
+        {k: round(v) if isinstance(v, float) and math.isfinite(v) else v for k, v in r.items()}
+        for r in rows
+    ]
 
 
 def _csv(report: Report) -> str:
     # One table for spreadsheets: a section column, then every section's columns.
-    columns = ["section", *dict.fromkeys([*FAILURE_COLUMNS, *DURATION_COLUMNS, *MIX_COLUMNS])]
+    sections: list[tuple[str, list[dict[str, Any]], Sequence[str]]] = [
+        ("failing", report.failing_operations, FAILING_COLUMNS),
+        ("stuck", report.stuck_operations, STUCK_COLUMNS),
+        ("errors", report.errors, ERROR_COLUMNS),
+        ("projects", report.projects, PROJECT_COLUMNS),
+        ("failures", report.failures, FAILURE_COLUMNS),
+        ("durations", report.durations, DURATION_COLUMNS),
+        ("action_mix", report.action_mix, MIX_COLUMNS),
+    ]
+    columns = ["section", *dict.fromkeys(c for _, _, cols in sections for c in cols)]
     rows: list[tuple[Any, ...]] = []
-    for section, records in (
-        ("failures", report.failures),
-        ("durations", report.durations),
-        ("action_mix", report.action_mix),
-    ):
+    for section, records, _ in sections:
         rows += [(section, *(r.get(c) for c in columns[1:])) for r in records]
     return render(columns, rows, "csv")
 

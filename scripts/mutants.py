@@ -413,6 +413,23 @@ MUTANTS = [
         "            if False:\n",
         ("tests/ops/test_cli_boundary.py::test_a_directory_that_is_not_a_dataset_is_exit_2",),
     ),
+    Mutant(
+        "report-stuck-counts-failing-twice",  # issue 23: 1,988 of 3,194 "stuck" were failed
+        "sql/90_report.sql",
+        "            WHERE NOT t AND NOT is_failing(status) AND created_at",
+        "            WHERE NOT t AND created_at",
+        (
+            "tests/analytics/test_report_headline.py::test_headline_of_the_fixed_dataset",
+            "tests/analytics/test_report_headline.py::test_on_call_tables_of_the_fixed_dataset",
+        ),
+    ),
+    Mutant(
+        "report-problems-newest-first",  # on-call reads the oldest first
+        "sql/90_report.sql",
+        "ORDER BY kind, age DESC, id;",
+        "ORDER BY kind, age, id;",
+        ("tests/analytics/test_report_headline.py::test_on_call_tables_of_the_fixed_dataset",),
+    ),
 ]
 
 

@@ -9,27 +9,74 @@
 -- Latest states in the window. The window is applied to both sides of the anti-join (every
 -- version of an operation has its created_at and project_id) and to created_date, so whole
 -- partitions and row groups are skipped and the anti-join side stays small.
+CREATE OR REPLACE MACRO report_versions(since := NULL, until := NULL, projects := NULL) AS TABLE
+SELECT
+    id, version, project_id, action, status, failures_count, error, total_duration_ms,
+    created_at, updated_at
+FROM operation_versions
+WHERE (since IS NULL OR created_date >= (since::TIMESTAMPTZ AT TIME ZONE 'UTC')::DATE)
+  AND (since IS NULL OR created_at >= since::TIMESTAMPTZ)
+  AND (until IS NULL OR created_date <= (until::TIMESTAMPTZ AT TIME ZONE 'UTC')::DATE)
+  AND (until IS NULL OR created_at < until::TIMESTAMPTZ)
+  AND (projects IS NULL OR list_contains(projects::VARCHAR[], project_id));
+
 CREATE OR REPLACE MACRO report_operations(since := NULL, until := NULL, projects := NULL) AS TABLE
 WITH v AS NOT MATERIALIZED (
-    SELECT
-        id, version, project_id, action, status, failures_count, total_duration_ms,
-        created_at, updated_at
-    FROM operation_versions
-    WHERE (since IS NULL OR created_date >= (since::TIMESTAMPTZ AT TIME ZONE 'UTC')::DATE)
-      AND (since IS NULL OR created_at >= since::TIMESTAMPTZ)
-      AND (until IS NULL OR created_date <= (until::TIMESTAMPTZ AT TIME ZONE 'UTC')::DATE)
-      AND (until IS NULL OR created_at < until::TIMESTAMPTZ)
-      AND (projects IS NULL OR list_contains(projects::VARCHAR[], project_id))
+    FROM report_versions(since := since, until := until, projects := projects)
 )
 SELECT v.*
 FROM v
 ANTI JOIN (SELECT id, version - 1 AS version FROM v WHERE version > 1) AS newer
     ON v.id = newer.id AND v.version = newer.version;
 
+-- What on-call reads first: the operations failing now (latest status failed or error) and the
+-- stuck ones (not terminal, not failing, created longer than stuck_after before as_of: still
+-- running or waiting), oldest first. A failing operation is never also listed as stuck.
+CREATE OR REPLACE MACRO report_problems(
+    since := NULL, until := NULL, projects := NULL, as_of := NULL, stuck_after := NULL
+) AS TABLE
+SELECT
+    CASE WHEN is_failing(status) THEN 'failing' ELSE 'stuck' END AS kind,
+    id, project_id, action, status, error,
+    coalesce(as_of::TIMESTAMPTZ, now()) - created_at AS age,
+    created_at < coalesce(as_of::TIMESTAMPTZ, now())
+        - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR) AS old
+FROM report_operations(since := since, until := until, projects := projects)
+WHERE is_failing(status)
+   OR (NOT is_terminal(status) AND created_at < coalesce(as_of::TIMESTAMPTZ, now())
+        - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR))
+ORDER BY kind, age DESC, id;
+
+-- The error texts operations in the window reported (in any of their states: a retry that
+-- succeeded clears the error), most operations first.
+CREATE OR REPLACE MACRO report_errors(since := NULL, until := NULL, projects := NULL) AS TABLE
+SELECT
+    error,
+    count(DISTINCT id) AS operations,
+    string_agg(DISTINCT action, ', ' ORDER BY action) AS actions,
+    max(updated_at) AS last_seen
+FROM report_versions(since := since, until := until, projects := projects)
+WHERE error IS NOT NULL AND error <> ''
+GROUP BY error
+ORDER BY operations DESC, last_seen DESC, error;
+
+-- Failures per project, counted as 10_failures.sql counts them per project.
+CREATE OR REPLACE MACRO report_projects(since := NULL, until := NULL, projects := NULL) AS TABLE
+SELECT
+    project_id,
+    count(*) AS operations,
+    count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
+    count(*) FILTER (WHERE is_failed(failures_count)) / count(*) AS failure_rate,
+    coalesce(sum(failures_count), 0)::BIGINT AS retries,
+    count(*) FILTER (WHERE is_failing(status)) AS failing_now
+FROM report_operations(since := since, until := until, projects := projects)
+GROUP BY project_id
+ORDER BY failed DESC, operations DESC, project_id;
+
 -- Every number of the report in one pass over the data: one row per action. Vocabulary as in
 -- 10_failures.sql, 20_durations.sql (quantile_cont, terminal operations only), 30_action_mix.sql
--- and 40_stuck.sql: stuck = not terminal and created longer than stuck_after (default 1 hour)
--- before as_of (default now).
+-- and 40_stuck.sql, but stuck = not terminal, not failing (those are in failing_now) and created
+-- longer than stuck_after (default 1 hour) before as_of (default now).
 CREATE OR REPLACE MACRO report_by_action(
     since := NULL, until := NULL, projects := NULL, as_of := NULL, stuck_after := NULL
 ) AS TABLE
@@ -61,7 +108,7 @@ FROM (
         coalesce(sum(failures_count), 0)::BIGINT AS retries,
         count(*) FILTER (WHERE is_failing(status)) AS failing_now,
         count(*) FILTER (
-            WHERE NOT t AND created_at < coalesce(as_of::TIMESTAMPTZ, now())
+            WHERE NOT t AND NOT is_failing(status) AND created_at < coalesce(as_of::TIMESTAMPTZ, now())
                 - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR)
         ) AS stuck,
         min(created_at) AS first_created_at,

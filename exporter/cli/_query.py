@@ -142,7 +142,8 @@ def query_command(
 )
 @output_options(
     ["table", "json", "csv", "markdown", "html"],
-    help="json is one object with keys headline, failures, durations and action_mix; html is "
+    help="json is one object with keys freshness, headline, failing_operations, "
+    "stuck_operations, errors, projects_failures, failures, durations and action_mix; html is "
     "one self-contained page with charts (write it with -o FILE).",
 )
 @click.option(
@@ -167,10 +168,14 @@ def report_command(
     data_dirs: tuple[Path | str, ...],
     storage_options: tuple[str, ...],
 ) -> None:
-    """Failures, durations and action mix per action.
+    """What is failing or stuck now, and failure and duration trends.
 
-    A headline block first (operations and period, failure rate, failing now, stuck, the actions
-    with the most failures, the slowest by p90), then the tables.
+    A headline block first (how fresh the data is: the last successful sync and its lag;
+    operations and period, failure rate, failing now, stuck (still running or waiting, failing
+    ones counted once), the actions with the most failures, the slowest by p90, with its n when
+    small), then the tables: the operations failing now and stuck (oldest first, with project,
+    action, error and age), the top error texts, failures per project, then failures, durations
+    and action mix per action.
     """
     from exporter._report import (
         REPORT_SQL,

@@ -55,8 +55,8 @@ def test_query_table_and_csv(data_dir: Path, tmp_path: Path) -> None:
     assert table.stdout == (
         "action           operations  share\n"
         "---------------  ----------  -----\n"
-        "start_compute             6    0.5\n"
-        "suspend_compute           3   0.25\n"
+        "start_compute             6  0.500\n"
+        "suspend_compute           3  0.250\n"
         "create_branch             2  0.167\n"
         "lfc_autoresize            1  0.083\n"
         "(4 rows)\n"
@@ -232,11 +232,40 @@ def test_report_json(data_dir: Path) -> None:
     # "Stuck" is measured at the time of the run (o5 is open since 2025-01-11).
     as_of = dt.datetime.fromisoformat(data["headline"].pop("as_of").replace("Z", "+00:00"))
     assert abs(dt.datetime.now(dt.timezone.utc) - as_of) < dt.timedelta(minutes=1)
+
+    def age(since: dt.datetime) -> str:  # whole seconds, as ISO 8601 in json
+        return f"PT{round((as_of - since).total_seconds())}S"
+
     assert data == {
         "since": "2025-01-11T00:00:00Z",
         "until": "2025-01-12T00:00:00Z",
         "projects": ["p2"],
         "operations": 3,
+        # The fixed dataset's runs: run-1 ok, finished 2025-01-11 10:02; run-2 partial.
+        "freshness": {
+            "last_success_at": "2025-01-11T10:02:00Z",
+            "lag": age(dt.datetime(2025, 1, 11, 10, 2, tzinfo=dt.timezone.utc)),
+            "last_run_at": "2025-01-12T13:01:00Z",
+            "last_run_outcome": "partial",
+            "last_run_projects_ok": None,
+            "last_run_projects": None,
+        },
+        "failing_operations": [
+            {"id": "o5", "project_id": "p2", "action": "suspend_compute", "status": "failed"}
+            | {
+                "error": "pod not ready",
+                "age": age(dt.datetime(2025, 1, 11, 10, tzinfo=dt.timezone.utc)),
+            }
+        ],
+        "stuck_operations": [],  # o5 is open and old, but failing: listed once, above
+        "errors": [
+            {"error": "pod not ready", "operations": 1, "actions": "suspend_compute"}
+            | {"last_seen": "2025-01-11T10:00:05Z"}
+        ],
+        "projects_failures": [
+            {"project_id": "p2", "operations": 3, "failed": 1, "failure_rate": 1 / 3}
+            | {"retries": 1, "failing_now": 1}
+        ],
         "headline": {
             "operations": 3,
             "first_created_at": "2025-01-11T09:00:00Z",
@@ -245,10 +274,11 @@ def test_report_json(data_dir: Path) -> None:
             "failure_rate": 1 / 3,
             "retries": 1,
             "failing_now": 1,
-            "stuck": 1,
+            "stuck": 0,
+            "stuck_failing": 1,
             "stuck_after": "PT3600S",
             "most_failures": [{"action": "suspend_compute", "failed": 1}],
-            "slowest_p90": {"action": "start_compute", "p90_ms": 200.0},
+            "slowest_p90": {"action": "start_compute", "p90_ms": 200.0, "n": 1},
         },
         "failures": [
             {"action": "suspend_compute", "operations": 1, "failed": 1, "failure_rate": 1.0}
@@ -279,17 +309,43 @@ def test_report_table(data_dir: Path) -> None:
         "report", "--data-dir", str(data_dir), "--project", "p1", "--until", "2025-01-10"
     )
     assert result.exit_code == 0, result.output
-    assert result.stdout == (
+    head, blank, data, rest = result.stdout.split("\n", 3)
+    # The lag is measured at the time of the run.
+    assert data.startswith("Data           last successful sync 2025-01-11T10:02:00Z, ")
+    assert data.endswith(" before this report; last run 2025-01-12T13:01:00Z: partial")
+    assert head + "\n" + blank + "\n" + rest == (
         "opsaudit report: 3 operations (until 2025-01-11T00:00:00Z; project p1)\n"
         "\n"
         "Operations     3, created 2025-01-10T10:00:00Z to 2025-01-10T12:00:00Z\n"
-        "Failure rate   33.3 % (1 failed at least once; 2 retries)\n"
+        "Failure rate   33.3 % (1 failed at least once; 2 retries) (n=3)\n"
         "Failing now    0 (latest status failed or error)\n"
-        "Stuck          0 (not terminal 1 hour after creation)\n"
+        "Stuck          0 still running or waiting, not terminal 1 hour after creation\n"
         "Most failures  start_compute 1\n"
-        "Slowest (p90)  start_compute 280 ms\n"
+        "Slowest (p90)  start_compute 280 ms (n=2)\n"
         "\n"
-        "Failures (failed = failed at least once; failing_now = status failed or error)\n"
+        "Failing now (latest status failed or error), oldest first\n"
+        "id  project_id  action  status  error  age\n"
+        "--  ----------  ------  ------  -----  ---\n"
+        "(0 rows)\n"
+        "\n"
+        "Stuck: still running or waiting 1 hour after creation, oldest first\n"
+        "id  project_id  action  status  age\n"
+        "--  ----------  ------  ------  ---\n"
+        "(0 rows)\n"
+        "\n"
+        "Top error texts (operations that reported each)\n"
+        "error                         operations  actions        last_seen\n"
+        "----------------------------  ----------  -------------  --------------------\n"
+        "pageserver request timed out           1  start_compute  2025-01-10T12:00:05Z\n"
+        "(1 row)\n"
+        "\n"
+        "Failures per project\n"
+        "project_id  operations  failed  failure_rate_%  retries  failing_now\n"
+        "----------  ----------  ------  --------------  -------  -----------\n"
+        "p1                   3       1            33.3        2            0\n"
+        "(1 row)\n"
+        "\n"
+        "Failures per action (failed = failed at least once; failing_now = status failed or error)\n"
         "action           operations  failed  failure_rate_%  retries  failing_now\n"
         "---------------  ----------  ------  --------------  -------  -----------\n"
         "start_compute             2       1              50        2            0\n"
@@ -299,8 +355,8 @@ def test_report_table(data_dir: Path) -> None:
         "Durations of terminal operations in ms (total_duration_ms; wall = updated_at - created_at)\n"
         "action           operations  p50_ms  p90_ms  p99_ms  max_ms  wall_p50_ms  wall_p90_ms  wall_p99_ms  wall_max_ms\n"
         "---------------  ----------  ------  ------  ------  ------  -----------  -----------  -----------  -----------\n"
-        "start_compute             2     200     280     298     300         5500         9100         9910        10000\n"
-        "suspend_compute           1      50      50      50      50         2000         2000         2000         2000\n"
+        "start_compute             2     200     280     298     300        5,500        9,100        9,910       10,000\n"
+        "suspend_compute           1      50      50      50      50        2,000        2,000        2,000        2,000\n"
         "(2 rows)\n"
         "\n"
         "Action mix\n"
@@ -317,10 +373,20 @@ def test_report_csv_and_markdown(data_dir: Path) -> None:
     assert csv.exit_code == 0
     lines = csv.stdout.splitlines()
     assert lines[0] == (
-        "section,action,operations,failed,failure_rate,retries,failing_now,p50_ms,p90_ms,"
-        "p99_ms,max_ms,wall_p50_ms,wall_p90_ms,wall_p99_ms,wall_max_ms,share"
+        "section,id,project_id,action,status,error,age,operations,actions,last_seen,failed,"
+        "failure_rate,retries,failing_now,p50_ms,p90_ms,p99_ms,max_ms,wall_p50_ms,wall_p90_ms,"
+        "wall_p99_ms,wall_max_ms,share"
     )
-    assert lines[1] == "failures,suspend_compute,1,1,1.0,1,1,,,,,,,,,"
+    assert [line.split(",")[0] for line in lines[1:]] == (
+        ["failing"] * 1
+        + ["stuck"]
+        + ["errors"]
+        + ["projects"]
+        + ["failures"] * 3
+        + ["durations"] * 2
+        + ["action_mix"] * 3
+    )
+    assert "failures,,,suspend_compute,,,,1,,,1,1.0,1,1,,,,,,,,," in lines
     assert [line.split(",")[0] for line in lines[1:]].count("action_mix") == 3
     md = invoke("report", "--data-dir", str(data_dir), "--format", "markdown")
     assert md.exit_code == 0

@@ -64,7 +64,7 @@ def test_table_prints_inf_nan_and_readable_intervals() -> None:
         "---  ----  ----  ----------------\n"
         "inf  -inf   nan  30 days 00:51:52\n"
         "1.5     0  NULL  -00:00:01.5\n"
-        "  2     1     3  1 day 00:00:00\n"
+        "2.0     1     3  1 day 00:00:00\n"
         "(3 rows)\n"
     )
     assert render(["a", "b", "c"], [rows[0][:3]], "csv") == "a,b,c\ninf,-inf,nan\n"

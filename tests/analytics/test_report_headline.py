@@ -25,16 +25,19 @@ def invoke(*args: str) -> Result:
 
 
 @pytest.mark.parametrize(
-    ("now", "stuck"),
+    ("now", "stuck", "stuck_failing"),
     [
         # Open: o5 (failed, 11th 10:00), o7 (12th 08:00), o8 (error, 12th 09:00), o12 (12th 12:00).
-        (at(12, 12, 30), 3),  # o12 is 30 minutes old
-        (at(12, 13), 3),  # o12 is exactly 1 hour old: not yet stuck
-        (at(12, 13, 0, 1), 4),  # ... and one second later it is
-        (at(12, 8, 30), 1),  # o5 only: o7 is 30 minutes old, o8 and o12 come later
+        # Stuck counts o7 and o12 only: o5 and o8 are failing now (issue 23: no double count).
+        (at(12, 12, 30), 1, 2),  # o7; o12 is 30 minutes old
+        (at(12, 13), 1, 2),  # o12 is exactly 1 hour old: not yet stuck
+        (at(12, 13, 0, 1), 2, 2),  # ... and one second later it is
+        (at(12, 8, 30), 0, 1),  # o7 is 30 minutes old; o5 old and failing; o8 comes later
     ],
 )
-def test_headline_of_the_fixed_dataset(con: Any, now: dt.datetime, stuck: int) -> None:
+def test_headline_of_the_fixed_dataset(
+    con: Any, now: dt.datetime, stuck: int, stuck_failing: int
+) -> None:
     headline = build_report(con, now=now).headline()
     assert headline == {
         "operations": 12,
@@ -45,6 +48,7 @@ def test_headline_of_the_fixed_dataset(con: Any, now: dt.datetime, stuck: int) -
         "retries": 4,
         "failing_now": 2,  # o5 failed, o8 error
         "stuck": stuck,
+        "stuck_failing": stuck_failing,
         "stuck_after": dt.timedelta(hours=1),
         "as_of": now,
         "most_failures": [
@@ -52,16 +56,18 @@ def test_headline_of_the_fixed_dataset(con: Any, now: dt.datetime, stuck: int) -
             {"action": "suspend_compute", "failed": 1},  # o5
         ],
         # start_compute terminal durations 100, 200, 300, 400: p90 = 300 + 0.7 * 100.
-        "slowest_p90": {"action": "start_compute", "p90_ms": 370.0},
+        "slowest_p90": {"action": "start_compute", "p90_ms": 370.0, "n": 4},
     }
 
 
 def test_stuck_bound_is_a_parameter(con: Any) -> None:
     report = build_report(con, now=at(12, 12, 30), stuck_after=dt.timedelta(hours=4))
-    assert report.headline()["stuck"] == 2  # o5 and o7 (4.5 hours); o8 and o12 are younger
-    assert "Stuck          2 (not terminal 4 hours after creation)\n" in render_report(
-        report, "table"
-    )
+    # o7 (4.5 hours) and o5 (failing, 26.5 hours); o8 and o12 are younger.
+    assert (report.headline()["stuck"], report.headline()["stuck_failing"]) == (1, 1)
+    assert (
+        "Stuck          1 still running or waiting, not terminal 4 hours after creation (and 1 "
+        "failing, counted above)\n"
+    ) in render_report(report, "table")
 
 
 def test_headline_block_comes_first(con: Any) -> None:
@@ -69,27 +75,34 @@ def test_headline_block_comes_first(con: Any) -> None:
     assert text.startswith(
         "opsaudit report: 12 operations (all time, all projects)\n"
         "\n"
+        # run-1 (ok) finished 2025-01-11 10:02, run-2 (partial) 2025-01-12 13:01.
+        "Data           last successful sync 2025-01-11T10:02:00Z, 1d 2h before this report; "
+        "last run 2025-01-12T13:01:00Z: partial\n"
         "Operations     12, created 2025-01-10T10:00:00Z to 2025-01-12T12:00:00Z\n"
-        "Failure rate   25.0 % (3 failed at least once; 4 retries)\n"
+        "Failure rate   25.0 % (3 failed at least once; 4 retries) (n=12)\n"
         "Failing now    2 (latest status failed or error)\n"
-        "Stuck          3 (not terminal 1 hour after creation)\n"
+        "Stuck          1 still running or waiting, not terminal 1 hour after creation (and 2 "
+        "failing, counted above)\n"
         "Most failures  start_compute 2, suspend_compute 1\n"
-        "Slowest (p90)  start_compute 370 ms\n"
+        "Slowest (p90)  start_compute 370 ms (n=4)\n"
         "\n"
-        "Failures (failed = failed at least once; failing_now = status failed or error)\n"
+        "Failing now (latest status failed or error), oldest first\n"
     )
     markdown = render_report(build_report(con, now=at(12, 12, 30)), "markdown")
     assert markdown.startswith(
         "# opsaudit report: 12 operations (all time, all projects)\n"
         "\n"
+        "- **Data**: last successful sync 2025-01-11T10:02:00Z, 1d 2h before this report; "
+        "last run 2025-01-12T13:01:00Z: partial\n"
         "- **Operations**: 12, created 2025-01-10T10:00:00Z to 2025-01-12T12:00:00Z\n"
-        "- **Failure rate**: 25.0 % (3 failed at least once; 4 retries)\n"
+        "- **Failure rate**: 25.0 % (3 failed at least once; 4 retries) (n=12)\n"
         "- **Failing now**: 2 (latest status failed or error)\n"
-        "- **Stuck**: 3 (not terminal 1 hour after creation)\n"
+        "- **Stuck**: 1 still running or waiting, not terminal 1 hour after creation (and 2 "
+        "failing, counted above)\n"
         "- **Most failures**: start_compute 2, suspend_compute 1\n"
-        "- **Slowest (p90)**: start_compute 370 ms\n"
+        "- **Slowest (p90)**: start_compute 370 ms (n=4)\n"
         "\n"
-        "## Failures"
+        "## Failing now"
     )
 
 
@@ -134,7 +147,7 @@ def test_headline_cuts_to_three_actions(wide: Path) -> None:
         {"action": "act11", "failed": 3},
         {"action": "act12", "failed": 2},
     ]
-    assert headline["slowest_p90"] == {"action": "act13", "p90_ms": 130.0}
+    assert headline["slowest_p90"] == {"action": "act13", "p90_ms": 130.0, "n": 13}
 
 
 def test_terminal_tables_show_the_top_ten(wide: Path) -> None:
@@ -142,7 +155,7 @@ def test_terminal_tables_show_the_top_ten(wide: Path) -> None:
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert out.count("(10 of 13 rows; 3 more with --all or --top N)\n") == 3
-    failures = out.split("Failures (", 1)[1].split("\n\n", 1)[0].splitlines()
+    failures = out.split("Failures per action (", 1)[1].split("\n\n", 1)[0].splitlines()
     # Heading, header, rule, 10 rows, the "more" line.
     assert len(failures) == 14
     assert failures[3].split()[:3] == ["act10", "10", "4"]
@@ -159,7 +172,72 @@ def test_other_formats_keep_every_row(wide: Path) -> None:
     as_json = orjson.loads(invoke("report", "--data-dir", str(wide), "--format", "json").stdout)
     assert [len(as_json[k]) for k in ("failures", "durations", "action_mix")] == [13, 13, 13]
     csv = invoke("report", "--data-dir", str(wide), "--format", "csv", "--top", "2").stdout
-    assert len(csv.splitlines()) == 1 + 3 * 13
+    # 13 rows in each of failures, durations and action_mix; 1 project; no error, failing or
+    # stuck operation.
+    assert len(csv.splitlines()) == 1 + 3 * 13 + 1
     markdown = invoke("report", "--data-dir", str(wide), "--format", "markdown").stdout
     assert markdown.count("| act01 |") == 3
     assert "more with --all" not in markdown
+
+
+def test_on_call_tables_of_the_fixed_dataset(con: Any) -> None:
+    """Issue 23: what is failing and stuck (oldest first, each listed once), the error texts,
+    failures per project; ages at `now`, hand-computed from the dataset's table."""
+    report = build_report(con, now=at(12, 14))
+    text = render_report(report, "table")
+    start = text.index("Failing now (latest")
+    assert text[start : text.index("Failures per action")] == (
+        "Failing now (latest status failed or error), oldest first\n"
+        "id  project_id  action           status  error                  age\n"
+        "--  ----------  ---------------  ------  ---------------------  --------------\n"
+        "o5  p2          suspend_compute  failed  pod not ready          1 day 04:00:00\n"
+        "o8  p1          start_compute    error   no capacity in region  05:00:00\n"
+        "(2 rows)\n"
+        "\n"
+        "Stuck: still running or waiting 1 hour after creation, oldest first\n"
+        "id   project_id  action          status              age\n"
+        "---  ----------  --------------  ------------------  --------\n"
+        "o7   p1          lfc_autoresize  waiting_for_quorum  06:00:00\n"
+        "o12  p2          start_compute   scheduling          02:00:00\n"
+        "(2 rows)\n"
+        "\n"
+        "Top error texts (operations that reported each)\n"
+        "error                         operations  actions          last_seen\n"
+        "----------------------------  ----------  ---------------  --------------------\n"
+        "no capacity in region                  1  start_compute    2025-01-12T09:00:04Z\n"
+        "pod not ready                          1  suspend_compute  2025-01-11T10:00:05Z\n"
+        "pageserver request timed out           1  start_compute    2025-01-10T12:00:05Z\n"
+        "(3 rows)\n"
+        "\n"
+        "Failures per project\n"
+        "project_id  operations  failed  failure_rate_%  retries  failing_now\n"
+        "----------  ----------  ------  --------------  -------  -----------\n"
+        "p1                   7       2            28.6        3            1\n"
+        "p2                   5       1            20.0        1            1\n"
+        "(2 rows)\n"
+        "\n"
+    )
+    data = orjson.loads(render_report(report, "json"))
+    assert data["failing_operations"] == [
+        {"id": "o5", "project_id": "p2", "action": "suspend_compute", "status": "failed"}
+        | {"error": "pod not ready", "age": "PT100800S"},
+        {"id": "o8", "project_id": "p1", "action": "start_compute", "status": "error"}
+        | {"error": "no capacity in region", "age": "PT18000S"},
+    ]
+    assert [r["id"] for r in data["stuck_operations"]] == ["o7", "o12"]
+    assert data["freshness"] == {
+        "last_success_at": "2025-01-11T10:02:00Z",
+        "lag": "PT100680S",  # 1 day 3 h 58 min before 2025-01-12 14:00
+        "last_run_at": "2025-01-12T13:01:00Z",
+        "last_run_outcome": "partial",
+        "last_run_projects_ok": None,
+        "last_run_projects": None,
+    }
+    markdown = render_report(report, "markdown")
+    assert (
+        "## Stuck: still running or waiting 1 hour after creation, oldest first\n\n"
+        "| id | project_id | action | status | age |\n"
+        "|---|---|---|---|---|\n"
+        "| o7 | p1 | lfc_autoresize | waiting_for_quorum | 06:00:00 |\n"
+        "| o12 | p2 | start_compute | scheduling | 02:00:00 |\n"
+    ) in markdown

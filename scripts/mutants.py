@@ -273,6 +273,30 @@ MUTANTS = [
         ("tests/lake/test_tables.py::test_landed_commit_whose_history_read_fails",),
     ),
     Mutant(
+        "lease-dead-holder-waits-out-the-ttl",  # kill -9 blocks the next sync for 2 minutes
+        "exporter/lake/_lease.py",
+        "                or current.holder_is_dead(self.machine)\n",
+        "",
+        (
+            "tests/lake/test_lease.py::test_a_killed_holder_of_this_machine_is_taken_over_at_once",
+            "tests/lake/test_sync_lake.py::test_the_next_sync_after_a_kill_9_starts_at_once",
+        ),
+    ),
+    Mutant(
+        "lease-holder-judged-by-pid-alone",  # a reused pid keeps a dead holder's lease
+        "exporter/lake/_lease.py",
+        "        return process_started(self.pid) != self.started\n",
+        "        return process_started(self.pid) is None\n",
+        ("tests/lake/test_lease.py::test_a_reused_pid_does_not_keep_a_dead_holders_lease",),
+    ),
+    Mutant(
+        "lease-other-machines-pids-trusted",  # another host's lease taken by a local pid check
+        "exporter/lake/_lease.py",
+        "        if machine is None or self.machine != machine or self.pid is None",
+        "        if machine is None or self.pid is None",
+        ("tests/lake/test_lease.py::test_a_dead_holder_of_another_machine_must_expire",),
+    ),
+    Mutant(
         "lake-commits-every-empty-chunk",
         "exporter/lake/_store.py",
         "if (table is None or not table.num_rows) and tag != _STATE_ONLY:",

@@ -15,6 +15,14 @@ for clock skew, compared with the taker's clock: a dead holder stops renewing an
 after ttl + grace whatever its own clock said. The holder fences itself by its monotonic clock:
 past ttl - margin since its last successful renewal, `check()` fails, before any commit.
 
+A holder killed with `kill -9` cannot release, and waiting out its ttl blocked the next cron run
+on the same machine (issue 19). So the lease also records who holds it: the machine (hostname,
+boot id and pid namespace: two containers with one hostname are two machines) and the process
+(pid and its start time, from /proc). A taker on the same machine takes the lease at once when
+that process is gone, or when the pid now belongs to a process that started at another time (a
+reused pid). A lease of another machine, or one whose holder cannot be checked (no /proc, an older
+opsaudit), must expire.
+
 The lease is a courtesy that keeps a second cron run from doing useless work; exactness does
 not rest on it: every table commit carries `txn(dataset_id, N)` and Delta refuses a second commit
 of the same transaction version (see `_tables.py`).
@@ -44,6 +52,37 @@ class LeaseLostError(LockHeldError):
     """Our lease expired or was taken over: stop writing (exit code of a held lock)."""
 
 
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def _this_machine() -> str | None:
+    """Who "this machine" is for the holder check: hostname, boot id and pid namespace (pids are
+    comparable only within one boot and one namespace); None where /proc does not say."""
+    boot = _read_text("/proc/sys/kernel/random/boot_id")
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    if not boot:
+        return None
+    return f"{socket.gethostname()}/{boot}/{namespace}"
+
+
+def process_started(pid: int) -> str | None:
+    """The start time of process `pid` (clock ticks since boot, /proc/PID/stat field 22), None
+    if there is no such process (or no /proc)."""
+    stat = _read_text(f"/proc/{pid}/stat")
+    if stat is None:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()  # the name in parentheses may hold spaces
+    return fields[19] if len(fields) > 19 else None
+
+
 @dataclass(frozen=True)
 class LeaseInfo:
     holder: str
@@ -52,6 +91,16 @@ class LeaseInfo:
     released: bool
     etag: str
     last_modified: datetime
+    machine: str | None = None  # _this_machine() of the holder
+    pid: int | None = None
+    started: str | None = None  # process_started(pid) when it took the lease
+
+    def holder_is_dead(self, machine: str | None) -> bool:
+        """Whether the holder is certainly gone: a process of `machine` (ours) whose pid is not
+        running, or runs a process that started at another time. False when unknown."""
+        if machine is None or self.machine != machine or self.pid is None or not self.started:
+            return False
+        return process_started(self.pid) != self.started
 
     def expires_at(self, grace: timedelta = CLOCK_GRACE) -> datetime:
         return self.last_modified + self.ttl + grace
@@ -79,6 +128,10 @@ class Lease:
         self.key = key
         self.where = where
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}"
+        # Who holds it, for a taker on the same machine to tell a dead holder (kill -9).
+        self.machine = _this_machine()
+        self.pid = os.getpid()
+        self.started = process_started(self.pid)
         self.token = uuid.uuid4().hex
         self._etag: str | None = None
         self._renewed_mono = 0.0
@@ -96,6 +149,7 @@ class Lease:
         data, meta = got
         try:
             body = json.loads(data)
+            pid = body.get("pid")
             return LeaseInfo(
                 holder=str(body["holder"]),
                 token=str(body["token"]),
@@ -103,8 +157,11 @@ class Lease:
                 released=bool(body.get("released", False)),
                 etag=meta.etag,
                 last_modified=meta.last_modified,
+                machine=body.get("machine") or None,
+                pid=int(pid) if pid is not None else None,
+                started=body.get("started") or None,
             )
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             # Unreadable lease (torn by hand?): treat it as expired once its mtime is old.
             return LeaseInfo("?", "?", self.ttl, False, meta.etag, meta.last_modified)
 
@@ -116,6 +173,9 @@ class Lease:
                 "ttl_s": self.ttl.total_seconds(),
                 "released": released,
                 "written_at": datetime.now(timezone.utc).isoformat(),
+                "machine": self.machine,
+                "pid": self.pid,
+                "started": self.started,
             }
         ).encode()
 
@@ -132,8 +192,10 @@ class Lease:
         try:
             if current is None:
                 etag = self.objects.put(self.key, self._body(), if_none_match=True)
-            elif (current.token == self.token and not current.released) or current.is_free(
-                datetime.now(timezone.utc), self.grace
+            elif (
+                (current.token == self.token and not current.released)
+                or current.is_free(datetime.now(timezone.utc), self.grace)
+                or current.holder_is_dead(self.machine)
             ):
                 etag = self.objects.put(self.key, self._body(), if_match=current.etag)
             else:

@@ -153,3 +153,100 @@ def test_holder_killed_with_sigkill_loses_the_lease(root: Any, tmp_path: Path) -
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+_HOLD_LONG = """
+import sys, time
+from datetime import timedelta
+from exporter.lake import parse_location, LakeDataset
+ds = LakeDataset.open(parse_location(sys.argv[1], dict(a.split("=", 1) for a in sys.argv[2:])), create=True)
+lease = ds.lease(ttl=timedelta(seconds=120))
+lease.acquire()
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def _forged(ds: Any, **fields: Any) -> None:
+    """A lease object as another holder would have written it (ttl 120 s, just renewed)."""
+    import json
+
+    from exporter.lake import Lease
+
+    body = json.loads(Lease(ds.objects, ttl=timedelta(seconds=120))._body())
+    body.update(token="someone-else", holder=fields.pop("holder", "elsewhere:1"), **fields)
+    current = ds.lease().read()
+    if current is None:
+        ds.objects.put("_opsaudit/lease.json", json.dumps(body).encode(), if_none_match=True)
+    else:
+        ds.objects.put("_opsaudit/lease.json", json.dumps(body).encode(), if_match=current.etag)
+
+
+def test_a_killed_holder_of_this_machine_is_taken_over_at_once(root: Any, tmp_path: Path) -> None:
+    """Issue 19: after kill -9 of a writer, the next one on the same machine waited out the
+    lease's ttl (124 s measured with a sync's default ttl). Its process is gone: taken at once."""
+    script = tmp_path / "hold.py"
+    script.write_text(_HOLD_LONG)
+    args = [f"{k}={v}" for k, v in root.options.items()]
+    proc = subprocess.Popen(
+        [sys.executable, str(script), root.url, *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[2],
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "held"
+        successor = root.open().lease(ttl=timedelta(seconds=120))
+        assert not successor.try_acquire()  # alive: its lease stands
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        started = time.monotonic()
+        assert successor.try_acquire()  # one attempt, no waiting for the 120 s ttl
+        assert time.monotonic() - started < 5
+        info = successor.read()
+        assert info is not None and (info.pid, info.token) == (os.getpid(), successor.token)
+        successor.release()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_a_reused_pid_does_not_keep_a_dead_holders_lease(root: Any) -> None:
+    """The holder's pid now runs another process (it started at another time): taken at once;
+    the same pid with the holder's start time is the holder, alive: refused."""
+    from exporter.lake._lease import process_started
+
+    ds = root.open()
+    me = ds.lease(ttl=timedelta(seconds=120))
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) as other:
+        try:
+            alive = {"machine": me.machine, "pid": other.pid}
+            _forged(ds, started=process_started(other.pid), **alive)
+            assert not me.try_acquire()
+            _forged(ds, started="1", **alive)  # the holder's process started at boot: not this one
+            assert me.try_acquire()
+            me.release()
+        finally:
+            other.kill()
+
+
+def test_a_dead_holder_of_another_machine_must_expire(root: Any) -> None:
+    """Another machine's pids say nothing here; nor does a lease without a holder's start time
+    (an older opsaudit). Both keep the lease until it expires."""
+    ds = root.open()
+    me = ds.lease(ttl=timedelta(seconds=120))
+    with subprocess.Popen([sys.executable, "-c", "pass"]) as gone:
+        gone.wait()
+    assert me.machine is not None  # Linux: /proc tells
+    other_machine = me.machine.replace("/", "-other/", 1)
+    _forged(ds, machine=other_machine, pid=gone.pid, started="1")
+    assert not me.try_acquire()
+    _forged(ds, machine=None, pid=None, started=None)
+    assert not me.try_acquire()
+    _forged(ds, machine=me.machine, pid=gone.pid, started="1")
+    assert me.try_acquire()  # the same record from this machine: its process is gone
+    me.release()

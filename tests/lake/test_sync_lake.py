@@ -204,6 +204,32 @@ def test_kill_9_at_random_instants_on_s3(
     assert_exact(sim, table_rows(url, opts))
 
 
+def test_the_next_sync_after_a_kill_9_starts_at_once(make_sim: Any, bucket: Bucket) -> None:
+    """Issue 19: after kill -9 of a sync writing to s3://, the next sync on the same machine
+    exited 4 ("another opsaudit sync holds the dataset") until the lease expired (124 s with
+    --wait). Its holder is a dead process of this machine: the lease is taken at once."""
+    sim = make_sim(seed=12, projects=3, days=2, ops_per_project_per_day=1500)
+    from exporter.simulator import Faults
+
+    sim.faults = Faults(p_slow=1.0, slow_seconds=0.02, seed=2)  # still running when killed
+    prefix = "kill9"
+    url = bucket.url(prefix)
+    env = {k: v for k, v in _cli_env(sim).items() if k != "OPSAUDIT_LEASE_TTL"}  # 120 s
+    proc = _start_sync(sim, url, bucket, env=env, output=False)
+    deadline = time.monotonic() + 30
+    while not (_lease_holder(bucket, prefix) or "").endswith(f":{proc.pid}"):
+        assert proc.poll() is None and time.monotonic() < deadline, "the sync never held the lease"
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    sim.faults = Faults()
+    started = time.monotonic()
+    done = _cli(["sync", "--data-dir", url, *_so(bucket), "--max-rps", "0"], env)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert time.monotonic() - started < 60
+    assert_exact(sim, table_rows(url, _opts(bucket)))
+
+
 def test_two_syncs_race_one_exits_4(make_sim: Any, bucket: Bucket) -> None:
     sim = make_sim(seed=8, projects=3, days=2, ops_per_project_per_day=2000)
     from exporter.simulator import Faults

@@ -454,6 +454,23 @@ MUTANTS = [
         "ORDER BY kind, age, id;",
         ("tests/analytics/test_report_headline.py::test_on_call_tables_of_the_fixed_dataset",),
     ),
+    Mutant(
+        "stuck-window-ignored",  # a month-old stuck operation keeps the alert on for ever
+        "exporter/_check.py",
+        "    if t.window is not None:\n        where.append(",
+        "    if False:\n        where.append(",
+        ("tests/ops/test_check.py::test_stuck_over_a_window_lets_old_stuck_operations_age_out",),
+    ),
+    Mutant(
+        "fail-on-unknown-action-accepted",  # a misspelt action: a threshold that never fires
+        "exporter/_check.py",
+        "        if t.action is not None and t.action not in known:\n",
+        "        if False:\n",
+        (
+            "tests/ops/test_check.py::"
+            "test_an_unknown_action_is_a_usage_error_listing_the_known_ones",
+        ),
+    ),
 ]
 
 

@@ -92,7 +92,9 @@ def _as_of(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.
     metavar="EXPR",
     callback=_thresholds,
     help="A finding when the data crosses a threshold (repeatable): "
-    "'failure_rate(ACTION) > 5% over 24h' (ACTION optional: all actions), 'stuck > 0'.",
+    "'failure_rate(ACTION) > 5% over 24h' (ACTION optional: all actions), 'stuck > 0', "
+    "'stuck(ACTION) > 0 over 24h' (only those created in the last 24h: the alert clears). An "
+    "unknown ACTION is a usage error.",
 )
 @click.option(
     "--as-of",

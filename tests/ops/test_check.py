@@ -255,6 +255,61 @@ def test_library_call(tmp_path: Path) -> None:
     assert [f.check for f in report.findings] == ["stale_sync"]
 
 
+def test_stuck_over_a_window_lets_old_stuck_operations_age_out(tmp_path: Path) -> None:
+    """Issue 23: `stuck > 0` never clears while a month-old operation stays open; `over 24h`
+    counts only the stuck operations created in the window."""
+    data_dir = analytics_dataset(tmp_path / "data")
+    # As of 01-12 14:00, not terminal an hour after creation: o5 (created 01-11 10:00), o7
+    # (01-12 08:00), o8 (01-12 09:00), o12 (01-12 12:00). Created in the last 5h: o8, o12.
+    result = invoke(
+        "check",
+        "--data-dir",
+        str(data_dir),
+        "--as-of",
+        "2025-01-12T14:00:00Z",
+        "--fail-on",
+        "stuck > 0 over 5h",
+        "--fail-on",
+        "stuck(lfc_autoresize) > 0 over 5h",
+        "--fail-on",
+        "stuck(suspend_compute) > 0 over 1d",
+        "--format",
+        "json",
+    )
+    assert result.exit_code == 8, result.output
+    report = json.loads(result.stdout)
+    assert report["thresholds"] == [
+        {"expression": "stuck > 0 over 5h", "value": 2.0},  # o8, o12
+        {"expression": "stuck(lfc_autoresize) > 0 over 5h", "value": 0.0},  # o7 is 6 h old
+        {"expression": "stuck(suspend_compute) > 0 over 1d", "value": 0.0},  # o5 is 28 h old
+    ]
+    assert [f["message"] for f in report["findings"] if f["check"] == "threshold"] == [
+        "2 operation(s) of all actions created in the last 5h not terminal 1h after creation "
+        "(stuck > 0 over 5h)"
+    ]
+
+
+def test_an_unknown_action_is_a_usage_error_listing_the_known_ones(tmp_path: Path) -> None:
+    data_dir = analytics_dataset(tmp_path / "data")
+    result = invoke("check", "--data-dir", str(data_dir), "--fail-on", "stuck(start_compte) > 0")
+    assert (result.exit_code, result.stdout) == (2, "")
+    # The documented actions and those in the data (lfc_autoresize is undocumented).
+    assert result.stderr == (
+        "Error: --fail-on 'stuck(start_compte) > 0': unknown action 'start_compte'; known "
+        "actions: apply_config, apply_storage_config, check_availability, create_branch, "
+        "create_timeline, delete_tenant, lfc_autoresize, start_compute, suspend_compute, "
+        "tenant_attach, tenant_detach, tenant_reattach, timeline_archive, timeline_unarchive\n"
+    )
+    known = invoke(
+        "check",
+        "--data-dir",
+        str(data_dir),
+        "--fail-on",
+        "failure_rate(lfc_autoresize) > 5% over 1w",
+    )
+    assert "unknown action" not in known.stderr
+
+
 def test_threshold_parser() -> None:
     assert parse_threshold(" failure_rate( apply_config ) >= 2.5 % over 90m ") == Threshold(
         text="failure_rate( apply_config ) >= 2.5 % over 90m",
@@ -265,6 +320,9 @@ def test_threshold_parser() -> None:
         window=dt.timedelta(minutes=90),
     )
     assert parse_threshold("stuck > 0") == Threshold("stuck > 0", "stuck", None, ">", 0)
+    assert parse_threshold("stuck(x) >= 2 over 24h") == Threshold(
+        "stuck(x) >= 2 over 24h", "stuck", "x", ">=", 2, dt.timedelta(hours=24)
+    )
     for bad in (
         "failure_rate > 5 over 24h",  # no %
         "failure_rate(x) > 5% over 24x",
@@ -272,6 +330,8 @@ def test_threshold_parser() -> None:
         "stuck = 0",
         "stuck > -1",
         "stuck > 0 and more",
+        "stuck > 0 over",
+        "stuck > 0 over 24x",
         "errors > 1",
         "",
     ):

@@ -140,6 +140,38 @@ def _cause_chain(exc: BaseException) -> list[BaseException]:
     return chain
 
 
+# Answers that say nothing about the key: the service (or a gateway) failed this once. Retried a
+# few times; if they persist they are reported as what they are, never as advice about the key
+# (issue 19: one 500 told a personal key to "use a personal or organization key").
+TRANSIENT_STATUSES = frozenset({408, 423, 425, 429, 500, 502, 503, 504})
+PROBE_ATTEMPTS = 3
+PROBE_PAUSE_S = 0.5
+
+
+def _get(http: Any, path: str, **kwargs: Any) -> Any:
+    """GET with a retry of transient answers (PROBE_ATTEMPTS in all, short pauses); the last
+    answer. Connection errors are raised: they are named by _connection_finding."""
+    import time
+
+    for attempt in range(PROBE_ATTEMPTS):
+        answer = http.get(path, **kwargs)
+        if answer.status_code not in TRANSIENT_STATUSES or attempt == PROBE_ATTEMPTS - 1:
+            return answer
+        time.sleep(PROBE_PAUSE_S * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def _transient_finding(report: DoctorReport, path: str, status: int) -> None:
+    report.add(
+        "api",
+        "error",
+        f"GET /{path} answered {status} {PROBE_ATTEMPTS} times: a transient failure of the "
+        "service or a proxy, not a problem of the key",
+        "run `opsaudit doctor` again in a few minutes; if it persists, check the platform's "
+        "status page or the proxy",
+    )
+
+
 def _probe(report: DoctorReport, base_url: str, key: str) -> bool:
     """One request by hand (so a TLS or DNS failure is named as such), then the key's kind."""
     import httpx
@@ -147,7 +179,7 @@ def _probe(report: DoctorReport, base_url: str, key: str) -> bool:
     headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
     with httpx.Client(base_url=base_url, headers=headers, timeout=15, trust_env=False) as http:
         try:
-            orgs = http.get("users/me/organizations")
+            orgs = _get(http, "users/me/organizations")
         except httpx.HTTPError as exc:
             _connection_finding(report, base_url, exc)
             return False
@@ -160,6 +192,9 @@ def _probe(report: DoctorReport, base_url: str, key: str) -> bool:
                 "the key was rejected (401: invalid, revoked or expired)",
                 "create a new key in the console and update NEON_API_KEY or --api-key-file",
             )
+            return False
+        if orgs.status_code in TRANSIENT_STATUSES:
+            _transient_finding(report, "users/me/organizations", orgs.status_code)
             return False
         if orgs.status_code == 200:
             try:
@@ -178,9 +213,12 @@ def _probe(report: DoctorReport, base_url: str, key: str) -> bool:
             return True
         # Organization and project-scoped keys cannot list a user's organizations (403).
         try:
-            projects = http.get("projects", params={"limit": 100})
+            projects = _get(http, "projects", params={"limit": 100})
         except httpx.HTTPError as exc:
             _connection_finding(report, base_url, exc)
+            return False
+        if projects.status_code in TRANSIENT_STATUSES:
+            _transient_finding(report, "projects", projects.status_code)
             return False
         if projects.status_code != 200:
             report.add(

@@ -297,6 +297,13 @@ MUTANTS = [
         ("tests/lake/test_lease.py::test_a_dead_holder_of_another_machine_must_expire",),
     ),
     Mutant(
+        "doctor-transient-as-key-advice",  # one 500 told a personal key to use another key
+        "exporter/_doctor.py",
+        "TRANSIENT_STATUSES = frozenset({408, 423, 425, 429, 500, 502, 503, 504})",
+        "TRANSIENT_STATUSES: frozenset[int] = frozenset()",
+        ("tests/ops/test_doctor.py::test_a_transient_failure_is_not_advice_about_the_key",),
+    ),
+    Mutant(
         "lake-commits-every-empty-chunk",
         "exporter/lake/_store.py",
         "if (table is None or not table.num_rows) and tag != _STATE_ONLY:",

@@ -94,6 +94,38 @@ def test_organization_and_project_keys(sim: Any, tmp_path: Path) -> None:
     )
 
 
+def test_a_transient_failure_is_not_advice_about_the_key(sim: Any, tmp_path: Path) -> None:
+    """Issue 19: one 500 on /users/me/organizations told a personal key to "use a personal or
+    organization key". A failure that passes is retried; one that persists is named transient."""
+    orgs = ", ".join(f"{o['name']} ({o['id']})" for o in sim.world.orgs)
+    sim.fail_requests("/users/me/organizations", 500, times=1)
+    once = doctor(sim, tmp_path, sim.personal_key)
+    assert once.exit_code == 0, once.output
+    assert once.stdout.splitlines()[1:3] == [
+        f"ok    key: a personal key; it sees 2 organization(s): {orgs}",
+        "ok    discovery: 4 project(s) in scope",
+    ]
+    sim.fail_requests("/users/me/organizations", 503)
+    always = doctor(sim, tmp_path, sim.personal_key)
+    sim.clear_failures()
+    assert always.exit_code == 8
+    assert always.stdout.splitlines()[1] == (
+        "error api: GET /users/me/organizations answered 503 3 times: a transient failure of "
+        "the service or a proxy, not a problem of the key Fix: run `opsaudit doctor` again in "
+        "a few minutes; if it persists, check the platform's status page or the proxy"
+    )
+    assert "personal or organization key" not in always.output
+    # An organization key's fallback listing: the same.
+    org = sim.org_ids[0]
+    sim.fail_requests("/projects", 502)
+    listing = doctor(sim, tmp_path, sim.org_key(org))
+    sim.clear_failures()
+    assert listing.exit_code == 8
+    assert listing.stdout.splitlines()[1].startswith(
+        "error api: GET /projects answered 502 3 times: a transient failure of the service "
+    )
+
+
 def test_missing_and_malformed_key_files(sim: Any, tmp_path: Path) -> None:
     result = invoke(
         "doctor",

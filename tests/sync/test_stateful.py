@@ -288,6 +288,9 @@ class SyncMachine(RuleBasedStateMachine):
         stored = {i for i, (p, _) in self._dataset_latest().items() if p == pid}
         self.s.delete_project(pid)
         self.deleted[pid] = stored
+        if self.listing_outage == f"/projects/{pid}/operations":
+            # A deleted project is no longer walked, so its outage cannot fail the run.
+            self.listing_outage = None
         self.changed = True
 
     # -- faults -----------------------------------------------------------------------------

@@ -48,8 +48,14 @@ CHARTS = ("failure-rate", "durations", "action-mix", "stuck-retried", "compute-s
 # Lines and stacks beyond this many actions are unreadable: the busiest ones are drawn and the
 # rest summed as "other" (the tables above the charts list every action).
 TOP_ACTIONS = 8
+# Rows of each on-call table on the page (the oldest first).
+TOP_ROWS = 20
 # As the `stuck_operations` view (sql/40_stuck.sql): not terminal an hour after creation.
 STUCK_AFTER = dt.timedelta(hours=1)
+# An action with fewer operations than this per day (on average over its days) swings between
+# 0 and 20 % on a handful of failures: its line is drawn grey, behind the overall one (issue 23).
+LOW_VOLUME_PER_DAY = 20
+LOW_VOLUME_COLOUR = "#c8c8c8"
 
 
 def _literal(value: dt.datetime | None) -> str:
@@ -89,6 +95,9 @@ def _figures(con: duckdb.DuckDBPyConnection, report: Report, as_of: dt.datetime)
         "height": 420,
         "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
         "legend": {"orientation": "h", "y": -0.2},
+        # Margins grow to fit tick labels and legends: no label is clipped.
+        "xaxis": {"automargin": True},
+        "yaxis": {"automargin": True},
     }
     figures: dict[str, Any] = {}
 
@@ -99,18 +108,41 @@ def _figures(con: duckdb.DuckDBPyConnection, report: Report, as_of: dt.datetime)
         "count(*) FILTER (WHERE is_failed(failures_count)) AS failed "
         f"FROM {ops} GROUP BY ALL ORDER BY day, action",
     )
-    fig = go.Figure(layout={**layout, "title": "Failure rate per day (failed at least once)"})
+    fig = go.Figure(
+        layout={
+            **layout,
+            "title": "Failure rate per day (failed at least once); grey: fewer than "
+            f"{LOW_VOLUME_PER_DAY} operations a day",
+        }
+    )
+    days = sorted({r["day"] for r in daily})
+    overall = {d: [0, 0] for d in days}
+    for r in daily:
+        overall[r["day"]][0] += r["operations"]
+        overall[r["day"]][1] += r["failed"]
+    fig.add_trace(
+        go.Scatter(
+            x=[d.isoformat() for d in days],
+            y=[overall[d][1] / overall[d][0] for d in days],
+            name="all actions",
+            mode="lines+markers",
+            line={"color": "#222222", "width": 3},
+        )
+    )
     for action in top:
         points = [r for r in daily if r["action"] == action]
+        low = sum(r["operations"] for r in points) / len(points) < LOW_VOLUME_PER_DAY
         fig.add_trace(
             go.Scatter(
                 x=[r["day"].isoformat() for r in points],
                 y=[r["failed"] / r["operations"] for r in points],
-                name=action,
+                name=f"{action} (low volume)" if low else action,
                 mode="lines+markers",
+                **({"line": {"color": LOW_VOLUME_COLOUR, "width": 1}} if low else {}),
             )
         )
     fig.update_yaxes(tickformat=".1%", rangemode="tozero")
+    _mark_partial_days(fig, days, report, as_of)
     figures["failure-rate"] = fig
 
     # 2. Duration percentiles per action (terminal operations, total_duration_ms).
@@ -132,7 +164,6 @@ def _figures(con: duckdb.DuckDBPyConnection, report: Report, as_of: dt.datetime)
 
     # 3. Action mix over time (daily counts, stacked; the rest summed as "other").
     fig = go.Figure(layout={**layout, "title": "Action mix per day", "barmode": "stack"})
-    days = sorted({r["day"] for r in daily})
     for action in [*top, "other"]:
         counts = dict.fromkeys(days, 0)
         for r in daily:
@@ -142,6 +173,7 @@ def _figures(con: duckdb.DuckDBPyConnection, report: Report, as_of: dt.datetime)
             fig.add_trace(
                 go.Bar(x=[d.isoformat() for d in days], y=list(counts.values()), name=action)
             )
+    _mark_partial_days(fig, days, report, as_of)
     figures["action-mix"] = fig
 
     # 4. Stuck and retried operations per action.
@@ -179,7 +211,7 @@ def _figures(con: duckdb.DuckDBPyConnection, report: Report, as_of: dt.datetime)
         f"FROM {ops} WHERE action = 'start_compute' AND status = 'finished' "
         "AND total_duration_ms IS NOT NULL GROUP BY day ORDER BY day",
     )
-    fig = go.Figure(layout={**layout, "title": "Compute start latency per day (ms)"})
+    fig = go.Figure(layout={**layout, "title": "Compute start latency per day (ms, log)"})
     for i, label in enumerate(("p50", "p90", "p99")):
         fig.add_trace(
             go.Scatter(
@@ -189,9 +221,49 @@ def _figures(con: duckdb.DuckDBPyConnection, report: Report, as_of: dt.datetime)
                 mode="lines+markers",
             )
         )
-    fig.update_yaxes(rangemode="tozero")
+    # A log axis: p99 would flatten p50 and p90 against the axis on a linear one.
+    fig.update_yaxes(type="log")
+    _mark_partial_days(fig, [r["day"] for r in latency], report, as_of)
     figures["compute-start"] = fig
     return figures
+
+
+def partial_days(days: Sequence[dt.date], report: Report, as_of: dt.datetime) -> list[dt.date]:
+    """The first and last of `days` when the window covers only part of them: the history
+    (or --since) starts after the first one's midnight, or it ends (--until, or now) before
+    the last one's end. Their counts are not comparable with whole days'."""
+    if not days:
+        return []
+    first, last = min(days), max(days)
+    start = report.since or report.first_created_at
+    end = min(report.until, as_of) if report.until is not None else as_of
+    out = []
+    midnight = dt.datetime(first.year, first.month, first.day, tzinfo=dt.timezone.utc)
+    if start is not None and start > midnight:
+        out.append(first)
+    last_end = dt.datetime(last.year, last.month, last.day, tzinfo=dt.timezone.utc)
+    if end < last_end + dt.timedelta(days=1) and last not in out:
+        out.append(last)
+    return out
+
+
+def _mark_partial_days(
+    fig: Any, days: Sequence[dt.date], report: Report, as_of: dt.datetime
+) -> None:
+    # One tick a day, named by its date (not 12:00 / 00:00 ticks between the points).
+    fig.update_xaxes(type="date", dtick=86_400_000, tickformat="%Y-%m-%d")
+    for day in partial_days(days, report, as_of):
+        centre = dt.datetime(day.year, day.month, day.day)  # where the day's point is drawn
+        fig.add_vrect(
+            x0=(centre - dt.timedelta(hours=12)).isoformat(),
+            x1=(centre + dt.timedelta(hours=12)).isoformat(),
+            fillcolor="#999999",
+            opacity=0.12,
+            line_width=0,
+            layer="below",
+            annotation_text="partial day",
+            annotation_position="top",
+        )
 
 
 def _table(columns: Sequence[str], rows: Sequence[dict[str, Any]], percent: str) -> str:
@@ -206,11 +278,23 @@ def _table(columns: Sequence[str], rows: Sequence[dict[str, Any]], percent: str)
             return f'<td class="n">{value:,}</td>'
         if isinstance(value, dt.timedelta):
             return f'<td class="n">{html.escape(readable_interval(value))}</td>'
-        return f"<td>{html.escape(str(jsonable(value)))}</td>"
+        wrap = ' class="w"' if column in ("error", "actions") else ""
+        return f"<td{wrap}>{html.escape(str(jsonable(value)))}</td>"
 
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join("<tr>" + "".join(cell(c, r.get(c)) for c in columns) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _top(columns: Sequence[str], rows: Sequence[dict[str, Any]], percent: str) -> list[str]:
+    """The first `TOP_ROWS` rows, then how many more (a page of 3,000 rows is not read)."""
+    out = [_table(columns, rows[:TOP_ROWS], percent)]
+    if len(rows) > TOP_ROWS:
+        out.append(
+            f'<p class="more">{TOP_ROWS} of {len(rows):,} rows; all of them: '
+            "<code>opsaudit report --format json</code> (or <code>--all</code> in a terminal)</p>"
+        )
+    return out
 
 
 _STYLE = """
@@ -218,7 +302,9 @@ body { font: 14px/1.4 system-ui, sans-serif; margin: 24px auto; max-width: 1200p
 h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; }
 table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; }
 th, td { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: left; }
-td.n { text-align: right; } th { background: #f4f4f4; }
+td { white-space: nowrap; } td.w { white-space: normal; min-width: 16em; }
+td.n { text-align: right; white-space: nowrap; } th { background: #f4f4f4; }
+p.more { color: #666; margin-top: 0; }
 .chart { height: 420px; margin: 12px 0 28px; border: 1px solid #eee; }
 .tables { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
 table.headline th { background: none; font-weight: 600; padding-right: 24px; }
@@ -294,13 +380,13 @@ def render_html(
         _headline(report),
         # What on-call reads first (issue 23): which operations, where, with what error.
         "<h2>Failing now (latest status failed or error), oldest first</h2>",
-        _table(FAILING_COLUMNS, report.failing_operations, ""),
+        *_top(FAILING_COLUMNS, report.failing_operations, ""),
         "<h2>Stuck: still running or waiting, oldest first</h2>",
-        _table(STUCK_COLUMNS, report.stuck_operations, ""),
+        *_top(STUCK_COLUMNS, report.stuck_operations, ""),
         '<div class="tables"><div><h2>Top error texts</h2>',
-        _table(ERROR_COLUMNS, report.errors, ""),
+        *_top(ERROR_COLUMNS, report.errors, ""),
         "</div><div><h2>Failures per project</h2>",
-        _table(PROJECT_COLUMNS, report.projects, "failure_rate"),
+        *_top(PROJECT_COLUMNS, report.projects, "failure_rate"),
         "</div></div>",
     ]
     figures = _figures(con, report, now)
@@ -334,4 +420,5 @@ def _describe(report: Report) -> str:
         bits.append(f"until {jsonable(report.until)}")
     if report.project_ids:
         bits.append(f"projects {', '.join(report.project_ids)}")
-    return "; ".join(bits).capitalize() if bits else "All time, all projects"
+    text = "; ".join(bits)  # not .capitalize(): it lower-cases the rest (2025-01-12t14:00:00z)
+    return text[:1].upper() + text[1:] if bits else "All time, all projects"

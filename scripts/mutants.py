@@ -478,6 +478,37 @@ MUTANTS = [
             "test_an_unknown_action_is_a_usage_error_listing_the_known_ones",
         ),
     ),
+    Mutant(
+        "html-low-volume-not-greyed",  # 12 operations a day swing 0-20 % and drown the rest
+        "exporter/_html.py",
+        "LOW_VOLUME_PER_DAY = 20\n",
+        "LOW_VOLUME_PER_DAY = 0\n",
+        ("tests/ops/test_html.py::test_charts_read_right_in_chromium",),
+    ),
+    Mutant(
+        "html-latency-linear-axis",  # p99 flattens p50 and p90 against the axis
+        "exporter/_html.py",
+        '    fig.update_yaxes(type="log")\n    _mark_partial_days(',
+        "    _mark_partial_days(",
+        ("tests/ops/test_html.py::test_charts_read_right_in_chromium",),
+    ),
+    Mutant(
+        "html-partial-first-day-unmarked",
+        "exporter/_html.py",
+        "    if start is not None and start > midnight:\n",
+        "    if False:\n",
+        (
+            "tests/ops/test_html.py::test_charts_read_right_in_chromium",
+            "tests/ops/test_html.py::test_partial_days",
+        ),
+    ),
+    Mutant(
+        "html-labels-clipped",  # tick labels outside the drawing
+        "exporter/_html.py",
+        '        "yaxis": {"automargin": True},\n',
+        '        "yaxis": {"automargin": False},\n        "margin": {"l": 0, "t": 50},\n',
+        ("tests/ops/test_html.py::test_charts_read_right_in_chromium",),
+    ),
 ]
 
 

@@ -48,15 +48,23 @@ WHERE is_failing(status)
 ORDER BY kind, age DESC, id;
 
 -- The error texts operations in the window reported (in any of their states: a retry that
--- succeeded clears the error), most operations first.
+-- succeeded clears the error), most operations first; actions: the three that reported it
+-- most, then how many more.
 CREATE OR REPLACE MACRO report_errors(since := NULL, until := NULL, projects := NULL) AS TABLE
+WITH per_action AS (
+    SELECT error, action, count(DISTINCT id) AS n, max(updated_at) AS last_seen
+    FROM report_versions(since := since, until := until, projects := projects)
+    WHERE error IS NOT NULL AND error <> ''
+    GROUP BY error, action
+)
 SELECT
     error,
-    count(DISTINCT id) AS operations,
-    string_agg(DISTINCT action, ', ' ORDER BY action) AS actions,
-    max(updated_at) AS last_seen
-FROM report_versions(since := since, until := until, projects := projects)
-WHERE error IS NOT NULL AND error <> ''
+    sum(n)::BIGINT AS operations,  -- an operation has one action: no id is counted twice
+    array_to_string(list_slice(list(action ORDER BY n DESC, action), 1, 3), ', ')
+        || CASE WHEN count(*) > 3 THEN ' (+' || (count(*) - 3) || ' more)' ELSE '' END
+        AS actions,
+    max(last_seen) AS last_seen
+FROM per_action
 GROUP BY error
 ORDER BY operations DESC, last_seen DESC, error;
 

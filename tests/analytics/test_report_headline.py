@@ -241,3 +241,29 @@ def test_on_call_tables_of_the_fixed_dataset(con: Any) -> None:
         "| o7 | p1 | lfc_autoresize | waiting_for_quorum | 06:00:00 |\n"
         "| o12 | p2 | start_compute | scheduling | 02:00:00 |\n"
     ) in markdown
+
+
+def test_error_texts_name_the_three_actions_that_reported_them_most(tmp_path: Path) -> None:
+    # "boom": a1 three operations, a2 two, a3 .. a5 one each (a3 before a4: by name); "bang": a1.
+    created = dt.datetime(2025, 1, 20, tzinfo=UTC)
+    specs: list[tuple[Any, ...]] = []
+    for action, n in (("a1", 3), ("a2", 2), ("a4", 1), ("a3", 1), ("a5", 1)):
+        for _ in range(n):
+            at_ = created + dt.timedelta(minutes=len(specs))
+            specs.append(
+                (f"e{len(specs)}", "p1", None, action, "failed", 1, None, at_, 1, "boom", 1)
+            )
+    specs.append(("e99", "p1", None, "a1", "failed", 1, None, created, 1, "bang", 1))
+    data_dir = tmp_path / "data"
+    write_versions(data_dir, specs, "run-1")
+    con = connect(data_dir)
+    try:
+        errors = build_report(con, now=dt.datetime(2025, 1, 21, tzinfo=UTC)).errors
+    finally:
+        con.close()
+    assert errors == [
+        {"error": "boom", "operations": 8, "actions": "a1, a2, a3 (+2 more)"}
+        | {"last_seen": dt.datetime(2025, 1, 20, 0, 7, 1, tzinfo=UTC)},
+        {"error": "bang", "operations": 1, "actions": "a1"}
+        | {"last_seen": dt.datetime(2025, 1, 20, 0, 0, 1, tzinfo=UTC)},
+    ]

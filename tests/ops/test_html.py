@@ -3,6 +3,7 @@ with the network cut off; every chart must draw its traces and no script may fai
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import shutil
@@ -43,6 +44,26 @@ PROBE = """<script>
       boxes[div.id] = [r.left + window.scrollX, r.top + window.scrollY, r.width, r.height];
     });
     root.setAttribute('data-boxes', JSON.stringify(boxes));
+    // Per chart: legend entries, annotations, the y axis type, and every text drawn outside
+    // the chart's box (a clipped label).
+    var charts = {};
+    document.querySelectorAll('[id^="chart-"]').forEach(function (div) {
+      var box = div.getBoundingClientRect();
+      var texts = function (sel) {
+        return Array.from(div.querySelectorAll(sel)).map(function (t) { return t.textContent; });
+      };
+      var clipped = [];
+      div.querySelectorAll('svg text').forEach(function (t) {
+        var r = t.getBoundingClientRect();
+        if (!t.textContent || r.width === 0) return;
+        if (r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 ||
+            r.bottom > box.bottom + 0.5) clipped.push(t.textContent);
+      });
+      charts[div.id] = {legend: texts('.legendtext'), annotations: texts('.annotation-text'),
+                        ytype: div._fullLayout.yaxis.type, clipped: clipped,
+                        xticks: texts('.xtick text')};
+    });
+    root.setAttribute('data-charts', JSON.stringify(charts));
   });
 })();
 </script>"""
@@ -141,7 +162,8 @@ def test_headline_on_the_page(page: Path) -> None:
 # days; stuck-retried: stuck and retried for start_compute, suspend_compute, lfc_autoresize
 # (o5 o7 o8 o12 open after an hour; o3 o5 o8 retried); compute-start: p50/p90/p99 x 3 days.
 EXPECTED = {
-    "failure-rate": (["scatter"] * 4, 9),
+    # ... and the overall line over the 3 days.
+    "failure-rate": (["scatter"] * 5, 12),
     "durations": (["bars"] * 3, 9),
     "action-mix": (["bars"] * 4, 12),
     "stuck-retried": (["bars"] * 2, 6),
@@ -187,6 +209,67 @@ def test_every_chart_draws_in_chromium(page: Path, tmp_path: Path) -> None:
         colours = {p for p in pixels if max(p) - min(p) > 40}  # saturated: the traces
         assert drawn > 0.02 * len(pixels), (chart, drawn)
         assert len(colours) >= 2, chart
+
+
+@needs_chromium
+def test_charts_read_right_in_chromium(page: Path, tmp_path: Path) -> None:
+    """Issue 23: an overall failure-rate line with the low-volume actions greyed, latency on a
+    log axis, the partial first and last days marked, no label clipped."""
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.read_text().replace("<head>", "<head>" + PROBE, 1))
+    dumped = chromium(probed, tmp_path / "profile", "--dump-dom")
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    root = re.search(r"<html[^>]*>", dumped.stdout)
+    assert root is not None
+    found = re.search(r'data-charts="([^"]*)"', root.group(0))
+    assert found is not None, root.group(0)[:2000]
+    charts = json.loads(found.group(1).replace("&quot;", '"'))
+    # Every action of the fixed dataset has fewer than 20 operations a day.
+    assert charts["chart-failure-rate"]["legend"] == [
+        "all actions",
+        "start_compute (low volume)",
+        "suspend_compute (low volume)",
+        "create_branch (low volume)",
+        "lfc_autoresize (low volume)",
+    ]
+    assert (charts["chart-durations"]["ytype"], charts["chart-compute-start"]["ytype"]) == (
+        "log",
+        "log",
+    )
+    # The history starts 2025-01-10 10:00 and --until ends it 2025-01-12 14:00: both partial.
+    for chart in ("failure-rate", "action-mix", "compute-start"):
+        assert charts[f"chart-{chart}"]["annotations"] == ["partial day", "partial day"], chart
+        assert charts[f"chart-{chart}"]["xticks"] == ["2025-01-10", "2025-01-11", "2025-01-12"]
+    for chart in CHARTS:
+        assert charts[f"chart-{chart}"]["clipped"] == [], chart
+    text = page.read_text()
+    assert "<p>Until 2025-01-12T14:00:00Z. Generated " in text
+
+
+def test_partial_days() -> None:
+    from exporter._html import partial_days
+    from exporter._report import Report
+
+    utc = dt.timezone.utc
+    days = [dt.date(2025, 1, 10), dt.date(2025, 1, 11), dt.date(2025, 1, 12)]
+    now = dt.datetime(2025, 1, 12, 14, tzinfo=utc)
+    whole = Report(
+        since=dt.datetime(2025, 1, 10, tzinfo=utc),
+        until=dt.datetime(2025, 1, 13, tzinfo=utc),
+        project_ids=None,
+        operations=1,
+    )
+    assert partial_days(days, whole, dt.datetime(2025, 1, 14, tzinfo=utc)) == []
+    assert partial_days(days, whole, now) == [dt.date(2025, 1, 12)]  # today is not over
+    history = Report(
+        since=None,
+        until=None,
+        project_ids=None,
+        operations=1,
+        first_created_at=dt.datetime(2025, 1, 10, 10, tzinfo=utc),
+    )
+    assert partial_days(days, history, now) == [dt.date(2025, 1, 10), dt.date(2025, 1, 12)]
+    assert partial_days(days[:1], history, now) == [dt.date(2025, 1, 10)]
 
 
 def test_empty_dataset_page(tmp_path: Path) -> None:

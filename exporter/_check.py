@@ -54,9 +54,11 @@ UTC = dt.timezone.utc
 # the shortest six calendar months can be, so the check warns before the platform deletes.
 RETENTION = dt.timedelta(days=182)
 DEFAULT_MAX_AGE = dt.timedelta(hours=2)
-# The refresh of open operations is bounded per run (DESIGN.md) and rotates least recently
-# checked first: with cron every few minutes each is re-read within hours, so a day means the
-# rotation is not keeping up (or not advancing at all, issue 9 finding 1).
+# Open operations are re-read on a schedule, at least every `--refresh-open-every` (the bound
+# the last sync recorded, exporter/_schedule.py); with cron every few minutes a re-read comes
+# at most one run after it, so the bound plus this grace means the schedule is not keeping up.
+REREAD_GRACE = dt.timedelta(hours=1)
+# When no bound is recorded, or it is 0 (every run re-reads everything): a day.
 DEFAULT_REREAD_MAX_AGE = dt.timedelta(hours=24)
 # The same bound as the `stuck_operations` view (sql/40_stuck.sql).
 DEFAULT_STUCK_AFTER = dt.timedelta(hours=1)
@@ -190,6 +192,8 @@ class CheckReport:
     last_success_at: dt.datetime | None = None  # finish of the last run with outcome ok
     projects: int = 0  # projects in the state, deleted ones excluded
     open_operations: int = 0
+    # Open operations by time since their last re-read ("1h", "6h", "24h", "7d", "older").
+    open_by_last_read: dict[str, int] = field(default_factory=dict)
     measured: dict[str, float | None] = field(default_factory=dict)  # threshold text -> value
 
     @property
@@ -203,6 +207,7 @@ class CheckReport:
             "last_success_at": jsonable(self.last_success_at),
             "projects": self.projects,
             "open_operations": self.open_operations,
+            "open_by_last_read": self.open_by_last_read,
             "thresholds": [{"expression": k, "value": v} for k, v in self.measured.items()],
             "findings": [f.as_dict() for f in self.findings],
         }
@@ -238,7 +243,7 @@ def run_check(
     data_dir: Path,
     *,
     max_age: dt.timedelta = DEFAULT_MAX_AGE,
-    reread_max_age: dt.timedelta = DEFAULT_REREAD_MAX_AGE,
+    reread_max_age: dt.timedelta | None = None,
     stuck_after: dt.timedelta = DEFAULT_STUCK_AFTER,
     thresholds: Sequence[Threshold] = (),
     as_of: dt.datetime | None = None,
@@ -269,7 +274,7 @@ def run_check(
 
 
 def _check_state(
-    path: Path, report: CheckReport, max_age: dt.timedelta, reread_max_age: dt.timedelta
+    path: Path, report: CheckReport, max_age: dt.timedelta, reread_max_age: dt.timedelta | None
 ) -> set[str]:
     """The findings the state database answers; returns the projects whose first backfill has
     not completed yet (for the coverage check)."""
@@ -284,6 +289,9 @@ def _check_state(
         runs = [r for r in state.runs_rows() if r[1] <= _us(now)]  # not after as_of
         projects = [(p[0], p[14], p[16]) for p in state.projects_rows() if p[13] is None]
         terminal = ",".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES))
+        if reread_max_age is None:
+            reread_max_age = default_reread_max_age(state.refresh_every())
+        report.open_by_last_read = state.open_by_last_read(_us(now))
         open_rows = state.query(
             "SELECT o.project_id, count(*), sum(o.checked_us < ?), min(o.checked_us) "
             "FROM open_ops o JOIN projects p ON p.id = o.project_id "
@@ -385,6 +393,14 @@ def _check_state(
             )
         )
     return backfilling
+
+
+def default_reread_max_age(refresh_every_us: int | None) -> dt.timedelta:
+    """How long an open operation may go without a re-read before `check` says so: the bound
+    the last sync ran with (--refresh-open-every) plus a grace for the next run."""
+    if not refresh_every_us:
+        return DEFAULT_REREAD_MAX_AGE
+    return dt.timedelta(microseconds=refresh_every_us) + REREAD_GRACE
 
 
 def _timestamp_literal(when: dt.datetime) -> str:

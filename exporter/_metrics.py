@@ -114,6 +114,7 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
         until = int((now - dt.datetime(1970, 1, 1, tzinfo=UTC)) / dt.timedelta(microseconds=1))
         runs = [r for r in state.runs_rows() if r[1] <= until]  # SYNC_RUNS_SCHEMA order
         open_ops = state.open_count()
+        by_last_read = state.open_by_last_read(until)
         projects = sum(p[13] is None for p in state.projects_rows())  # not deleted
         backlog = read_backlog(state)
     finally:
@@ -144,6 +145,7 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
             SINKS,
             kind="counter",
         ),
+        _by_last_read(by_last_read),
     ]
     if last:
         started, ended, outcome, _, ok, failed, requests, r429, retries, new, changed = last[0][
@@ -188,6 +190,16 @@ def _per_sink(
     for sink in sinks:
         metric.add(values.get(sink, 0), sink=sink)
     return metric
+
+
+def _by_last_read(counts: dict[str, int]) -> Metric:
+    m = Metric(
+        "opsaudit_open_operations_by_last_read",
+        "Open operations by time since their last re-read (within label: 1h, 6h, 24h, 7d, older).",
+    )
+    for label, n in counts.items():
+        m.add(n, within=label)
+    return m
 
 
 def _one_hot(outcome: str) -> Metric:

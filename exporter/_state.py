@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 APPLICATION_ID = 0x4F505341  # "OPSA": marks the file as ours (PRAGMA application_id)
 # 2: open_ops.misses, projects.walk_tail_ids/listed_in, files.replaced_by (migrated from 1).
 # 3: events (the outbox of `exporter._outbox`).
-FORMAT_VERSION = 3
+# 4: open_ops.changed_us/retry_us (the refresh schedule, exporter/_schedule.py).
+FORMAT_VERSION = 4
 TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})
 # `--skip-idle`: how far this host's clock may run ahead of the API's before activity marks
 # (the API's clock) could read as older than a walk's start (this host's clock).
@@ -73,7 +74,9 @@ CREATE TABLE open_ops (
     fingerprint BLOB NOT NULL,
     version INTEGER NOT NULL,
     checked_us INTEGER NOT NULL,
-    misses INTEGER NOT NULL DEFAULT 0  -- 404s in a row on its GET (dropped after MAX_MISSES)
+    misses INTEGER NOT NULL DEFAULT 0, -- 404s in a row on its GET (dropped after MAX_MISSES)
+    changed_us INTEGER,            -- when it last changed (its updated_at), NULL: unknown
+    retry_us INTEGER               -- its retry_at: a re-read is due once that passes
 );
 CREATE INDEX open_ops_project ON open_ops (project_id);
 CREATE TABLE files (
@@ -120,6 +123,10 @@ CREATE INDEX events_to_webhook ON events (seq) WHERE to_webhook = 1;
 """
 
 
+# Buckets of time since an open operation's last re-read (label, upper bound in hours).
+REREAD_AGES = (("1h", 1), ("6h", 6), ("24h", 24), ("7d", 168))
+REREAD_OLDER = "older"
+
 _MIGRATE_TO_2 = [
     "ALTER TABLE open_ops ADD COLUMN misses INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE projects ADD COLUMN walk_tail_ids TEXT",
@@ -136,6 +143,12 @@ _MIGRATE_TO_2 = [
     "ALTER TABLE runs ADD COLUMN configured_rps REAL",
 ]
 
+# NULL changed_us: due in the next run, which records it (exporter/_schedule.py).
+_MIGRATE_TO_4 = [
+    "ALTER TABLE open_ops ADD COLUMN changed_us INTEGER",
+    "ALTER TABLE open_ops ADD COLUMN retry_us INTEGER",
+]
+
 
 @dataclass
 class OpenOp:
@@ -149,10 +162,12 @@ class OpenOp:
     version: int
     checked_us: int
     misses: int = 0  # consecutive 404s on its GET: a transient 404 must not drop it
+    changed_us: int | None = None  # when it last changed (the refresh schedule); None: unknown
+    retry_us: int | None = None  # its retry_at: due once that passes
 
     @property
     def is_open(self) -> bool:
-        """False for a finished operation kept for one more look (it may change in place)."""
+        """False for a finished operation kept while it settles (it may change in place)."""
         return self.status not in TERMINAL_STATUSES
 
 
@@ -339,6 +354,9 @@ class StateDB:
                 for statement in _EVENTS_SCHEMA.split(";"):
                     if statement.strip():
                         con.execute(statement)
+            if version < 4:
+                for statement in _MIGRATE_TO_4:
+                    con.execute(statement)
             con.execute(
                 "UPDATE meta SET value = ? WHERE key = 'format_version'", (str(FORMAT_VERSION),)
             )
@@ -376,6 +394,11 @@ class StateDB:
         "checkpoint_us, boundary_ids, walk_top_us, walk_top_ids, resume_cursor, walk_tail_ids"
     )
 
+    _OPEN_COLUMNS = (
+        "id, project_id, created_us, status, fingerprint, version, checked_us, misses, "
+        "changed_us, retry_us"
+    )
+
     def load_checkpoint(self, project_id: str) -> ProjectCheckpoint:
         rows = self.query(
             f"SELECT {self._CHECKPOINT_COLUMNS} FROM projects WHERE id = ?", (project_id,)
@@ -408,8 +431,7 @@ class StateDB:
             cp.walk_tail_ids = _ids(tail)
         if with_open:
             for op in self.query(
-                "SELECT id, project_id, created_us, status, fingerprint, version, checked_us, "
-                "misses FROM open_ops WHERE project_id = ?",
+                f"SELECT {self._OPEN_COLUMNS} FROM open_ops WHERE project_id = ?",
                 (project_id,),
             ):
                 cp.open_ops[op[0]] = OpenOp(*op)
@@ -421,8 +443,8 @@ class StateDB:
             con.executemany("DELETE FROM open_ops WHERE id = ?", [(i,) for i in c.open_deletes])
         if c.open_upserts:
             con.executemany(
-                "INSERT OR REPLACE INTO open_ops (id, project_id, created_us, status, "
-                "fingerprint, version, checked_us, misses) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT OR REPLACE INTO open_ops ({self._OPEN_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         o.id,
@@ -433,6 +455,8 @@ class StateDB:
                         o.version,
                         o.checked_us,
                         o.misses,
+                        o.changed_us,
+                        o.retry_us,
                     )
                     for o in c.open_upserts.values()
                 ],
@@ -497,15 +521,45 @@ class StateDB:
             )
         }
 
-    def refresh_allowance(self, limit: int) -> set[str]:
-        """The `limit` tracked operations checked longest ago, across the whole account: the
-        single-operation GETs a run may spend go to them (fair: no project's starve)."""
-        return {
-            row[0]
-            for row in self.query(
-                "SELECT id FROM open_ops ORDER BY checked_us, id LIMIT ?", (max(0, limit),)
+    def refresh_allowance(self, limit: int, due: Callable[[OpenOp], bool]) -> set[str]:
+        """The `limit` tracked operations checked longest ago among those `due`, across the
+        whole account: the single-operation GETs a run may spend go to them (fair: no
+        project's starve)."""
+        allowed: set[str] = set()
+        if limit <= 0:
+            return allowed
+        with self._lock:
+            rows = self._con.execute(
+                f"SELECT {self._OPEN_COLUMNS} FROM open_ops ORDER BY checked_us, id"
             )
-        }
+            for row in rows:
+                if due(OpenOp(*row)):
+                    allowed.add(row[0])
+                    if len(allowed) >= limit:
+                        break
+        return allowed
+
+    def open_by_last_read(self, now: int) -> dict[str, int]:
+        """Open operations (not the settling finished ones) by time since their last re-read:
+        `status`, `check` and the metrics file show it (README, choosing the bound)."""
+        edges = [(label, now - hours * 3_600_000_000) for label, hours in REREAD_AGES]
+        counts = dict.fromkeys([label for label, _ in REREAD_AGES] + [REREAD_OLDER], 0)
+        for (checked,) in self.query(f"SELECT checked_us FROM open_ops WHERE {_still_open()}"):
+            for label, since in edges:
+                if checked >= since:
+                    counts[label] += 1
+                    break
+            else:
+                counts[REREAD_OLDER] += 1
+        return counts
+
+    def set_refresh_every(self, every_us: int) -> None:
+        """The run's --refresh-open-every: `check` judges "not re-read" against it."""
+        self.set_meta("refresh_open_every_us", str(int(every_us)))
+
+    def refresh_every(self) -> int | None:
+        value = self.get_meta("refresh_open_every_us")
+        return int(value) if value is not None else None
 
     def coverage(self, now: int) -> Coverage:
         """How current the trail is, account-wide (status, check, sync_runs)."""

@@ -115,6 +115,7 @@ def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = No
         project_rows = state.projects_rows()
         run_rows = state.runs_rows()
         cov = state.coverage(int(now.timestamp() * 1_000_000))
+        by_last_read = state.open_by_last_read(int(now.timestamp() * 1_000_000))
         known = state.known_files()
         backlog = read_backlog(state)
     finally:
@@ -128,6 +129,8 @@ def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = No
         "synced_within_day": round(cov.share_day, 4),
         "oldest_lag_seconds": None if cov.oldest_lag_us is None else cov.oldest_lag_us // 10**6,
         "open_not_reread_within_day": cov.open_unchecked_day,
+        # Open operations by time since their last re-read (the refresh schedule).
+        "open_by_last_read": by_last_read,
     }
     status.events = {
         "pending": backlog.pending,
@@ -181,6 +184,12 @@ def render_status(status: Status, fmt: str) -> str:
             + ", ".join(f"{n} for the {sink}" for sink, n in pending.items() if n)
             + f" (the oldest since {oldest:%Y-%m-%d %H:%M:%SZ}); the next sync retries them\n"
         )
+    ages = c.get("open_by_last_read") or {}
+    if any(ages.values()):
+        spans = ", ".join(
+            f"{n} within {label}" if label != "older" else f"{n} older" for label, n in ages.items()
+        )
+        coverage += f"open operations by last re-read: {spans}\n"
     if status.stray_files:
         coverage += (
             f"{len(status.stray_files)} file(s) among the data are not part of the dataset and "

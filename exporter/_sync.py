@@ -20,6 +20,7 @@ import queue
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -43,6 +44,7 @@ from exporter._errors import (
 from exporter._outbox import EventsConfig, Outbox
 from exporter._pacing import DEFAULT_MAX_RPS, ROUTE_MAX_RPS, Pacer
 from exporter._records import versions_table
+from exporter._schedule import DEFAULT_EVERY_US, RefreshSchedule
 from exporter._state import Coverage
 from exporter._storage import Store
 from exporter._walk import Chunk, ProjectWalk, WalkLimits, WalkResult, now_us
@@ -104,6 +106,13 @@ class SyncConfig:
     full_sweep_every: float = 86_400.0
     # Events of new versions (issue 22): recorded with the commit, delivered after the run.
     events: EventsConfig | None = None
+    # --refresh-open-every, seconds: the longest an open operation goes without a re-read
+    # (hot ones: every run; exporter/_schedule.py). 0: every open operation in every run, so
+    # after an ok run `operations` equals the API.
+    refresh_open_every: float = DEFAULT_EVERY_US / 1e6
+    # Microseconds since the epoch: when things are read and what is due. The wall clock;
+    # tests and benchmarks pass the simulator's to run days of cron in seconds.
+    clock: Callable[[], int] = field(default=now_us, repr=False)
 
 
 @dataclass
@@ -361,7 +370,9 @@ class _Run:
         self.dataset = dataset
         self.config = config
         self.observer = observer
-        self.started = now_us()
+        self.clock = config.clock
+        self.started = self.clock()
+        self.schedule = RefreshSchedule(int(config.refresh_open_every * 1e6))
         run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
         self.summary = RunSummary(run_id, datetime.now(timezone.utc))
         self.cancel = threading.Event()
@@ -373,6 +384,7 @@ class _Run:
     def run(self) -> RunSummary:
         summary, dataset, config = self.summary, self.dataset, self.config
         dataset.state.start_run(summary.run_id, self.started)
+        dataset.state.set_refresh_every(self.schedule.every_us)
         client = ApiClient(
             config.base_url,
             config.api_key,
@@ -446,7 +458,9 @@ class _Run:
             idle = state.idle_projects(self.started, int(config.full_sweep_every * 1e6))
             pids = [p for p in pids if p not in idle]
         if config.max_gets_per_run is not None:
-            self.allowed_gets = state.refresh_allowance(config.max_gets_per_run)
+            self.allowed_gets = state.refresh_allowance(
+                config.max_gets_per_run, lambda o: self.schedule.due(o, self.started)
+            )
         self.load_checkpoint = state.checkpoints()
         summary.projects_total = len(found.ids)
         summary.projects_idle = len(found.ids) - len(pids)
@@ -502,6 +516,8 @@ class _Run:
             self.cancel,
             self.budget,
             self.allowed_gets,
+            self.schedule,
+            self.clock,
         )
         error: str | None = None
         try:
@@ -538,14 +554,14 @@ class _Run:
         state = self.dataset.state
         s.open_operations = state.open_count()
         s.count_left()
-        now = now_us()
+        now = self.clock()
         s.coverage = coverage = state.coverage(now)
         s.achieved_rps = s.requests / max(time.monotonic() - self.clock_started, 1e-6)
         s.configured_rps = self.config.max_rps or None
         errors = "; ".join(f"{k or 'discovery'}: {v}" for k, v in sorted(s.errors.items())[:20])
         state.finish_run(
             s.run_id,
-            now_us(),
+            self.clock(),
             outcome=s.outcome.value,
             projects_total=s.projects_total,
             projects_ok=s.projects_ok,

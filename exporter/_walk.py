@@ -12,10 +12,11 @@ Pages may overlap (an inclusive cursor re-sends the operation it names): duplica
 by id against the previous page, never by comparing timestamps, so no operation the API returned
 is skipped unless this walk already holds it.
 
-Open operations (seen non-terminal before) are refreshed: free when the walk passes them, else
-by walking further or by GETting them one by one, whichever costs fewer requests (PRODUCT.md,
-minimum requests). A freshly finished operation is read once more before it is forgotten: the
-API was seen filling `total_duration_ms` after the status turned `finished`.
+Open operations (seen non-terminal before) are refreshed when their schedule makes them due
+(`exporter._schedule`): free when the walk passes them, else by walking further or by GETting
+them one by one, whichever costs fewer requests (PRODUCT.md, minimum requests). A freshly
+finished operation stays tracked until it has been finished for a settling window (by its
+`updated_at`): the API was seen filling `total_duration_ms` after the status turned `finished`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from exporter._client import ApiClient
 from exporter._errors import ApiError, NotFoundError
 from exporter._paging import Pager
 from exporter._records import created_micros, encode_raw, fingerprint, is_terminal
+from exporter._schedule import STRICT, RefreshSchedule
 from exporter._state import OpenOp, ProjectCheckpoint
 from exporter._timeutil import to_micros
 
@@ -46,8 +48,9 @@ US_PER_SECOND = 1_000_000
 # A 404 on one operation's GET may be transient; after this many in a row (one per run) it is
 # taken as gone (retention deletes operations after about six months).
 MAX_MISSES = 3
-# A finished operation whose updated_at is this recent when first read is read once more (the
-# in-place change seen on the real API came right after the status turned `finished`).
+# A finished operation stays tracked until its updated_at is this old when read: the settling
+# window (the in-place change seen on the real API came right after the status turned
+# `finished`; a single look seconds later, as a killed run and its re-run make, can miss it).
 FRESH_US = 900 * US_PER_SECOND
 
 
@@ -119,10 +122,11 @@ class WalkResult:
     new: int = 0
     changed: int = 0
     deleted: bool = False  # the API answered 404 for the project
-    open_left: int = 0  # open operations not refreshed this run (bounds reached)
+    open_left: int = 0  # due open operations not refreshed this run (bounds reached)
 
 
 def now_us() -> int:
+    """The wall clock in microseconds: the default clock of a run (`SyncConfig.clock`)."""
     return time.time_ns() // 1000
 
 
@@ -141,8 +145,12 @@ class ProjectWalk:
         cancel: threading.Event | None = None,
         budget: Budget = UNBOUNDED,
         allowed_gets: Container[str] | None = None,
+        schedule: RefreshSchedule = STRICT,
+        clock: Callable[[], int] = now_us,
     ):
         self.client = client
+        self.schedule = schedule
+        self.clock = clock  # microseconds: when things were read, and what is due
         self.budget = budget
         # The single-operation GETs this run may spend on this project (None: any, up to
         # `limits.max_gets`): the run hands them out oldest-checked first across the account.
@@ -158,6 +166,7 @@ class ProjectWalk:
         self.chunk = Chunk(self.pid)
         self.density: float | None = None  # microseconds between operations, from the pages
         self.lowest: int | None = None  # the oldest created_at the walk has read
+        self.due: set[str] = set()  # tracked ids this run must re-read (the schedule)
 
     # -- classification -------------------------------------------------------------------
 
@@ -170,14 +179,17 @@ class ProjectWalk:
             self.seen.add(op_id)
             fp = fingerprint(op)
             if fp == known.fingerprint:
-                if not known.is_open:
-                    # The one more look at a finished operation found it unchanged: forget it.
-                    c.open_deletes.add(op_id)
-                    c.open_upserts.pop(op_id, None)
-                    del self.open[op_id]
+                if not known.is_open and _settled(known.changed_us, observed):
+                    # Finished and unchanged for the settling window: forget it.
+                    self._forget(op_id)
                 else:
-                    # Checked: the GET rotation and `check` see when it was last re-read.
-                    self.open[op_id] = entry = _replace(known, checked_us=observed, misses=0)
+                    # Checked: the schedule, the GET rotation and `check` see when it was last
+                    # re-read. A state from before the schedule learns when it last changed.
+                    changes: dict[str, Any] = {"checked_us": observed, "misses": 0}
+                    if known.changed_us is None:
+                        changes["changed_us"] = _changed_us(op, None, observed)
+                        changes["retry_us"] = _micros(op.get("retry_at"))
+                    self.open[op_id] = entry = _replace(known, **changes)
                     c.open_upserts[op_id] = entry
                 return
             version = known.version + 1
@@ -193,15 +205,35 @@ class ProjectWalk:
         c.observed_us.append(observed)
         if is_terminal(op) and known is None and not _fresh(op, observed):
             return  # finished long ago: nothing more will change
-        # Open, or just finished (tracked for one more look: it may still change in place).
+        changed = _changed_us(op, known, observed)
+        if is_terminal(op) and _settled(changed, observed):
+            if known is not None:
+                self._forget(op_id)  # finished long enough ago: nothing more will change
+            return
+        # Open, or just finished (tracked while it settles: it may still change in place).
         fp = fp or fingerprint(op)
-        entry = OpenOp(op_id, self.pid, created, op.get("status"), fp, version, observed)
+        entry = OpenOp(
+            op_id,
+            self.pid,
+            created,
+            op.get("status"),
+            fp,
+            version,
+            observed,
+            changed_us=changed,
+            retry_us=_micros(op.get("retry_at")),
+        )
         c.open_upserts[op_id] = entry
         c.open_deletes.discard(op_id)
         if known is not None:
             # Only operations tracked from before are kept here; new ones live in the chunk
             # until committed (a backfill meets thousands: keep the walk's memory flat).
             self.open[op_id] = entry
+
+    def _forget(self, op_id: str) -> None:
+        self.chunk.open_deletes.add(op_id)
+        self.chunk.open_upserts.pop(op_id, None)
+        self.open.pop(op_id, None)
 
     def _is_new(self, op_id: str, created: int) -> bool:
         cp = self.cp
@@ -228,7 +260,7 @@ class ProjectWalk:
     def _fetch(self, cursor: str | None) -> tuple[_OpsPage, int, str | None]:
         self._admit()
         page = self.client.list_operations(self.pid, limit=self.limits.page_size, cursor=cursor)
-        observed = now_us()
+        observed = self.clock()
         self.result.pages += 1
         ops = page.operations
         if not all(isinstance(o, dict) and isinstance(o.get("id"), str) for o in ops):
@@ -254,20 +286,20 @@ class ProjectWalk:
             # The project is gone (PRODUCT.md: deleted projects keep their history).
             self.result.deleted = True
             # Its open operations can never be re-read: stop tracking them (history stays).
-            self.chunk = Chunk(self.pid, deleted_us=now_us(), open_deletes=set(self.open))
+            self.chunk = Chunk(self.pid, deleted_us=self.clock(), open_deletes=set(self.open))
             self._flush()
             return self.result
         except (ApiError, InterruptedError):
             self._flush()  # keep what was read; the caller records the error after it
             raise
-        self.result.open_left = sum(1 for i in self.open if i not in self.seen)
+        self.result.open_left = sum(1 for i in self.due if i in self.open and i not in self.seen)
         return self.result
 
     def _main_walk(self) -> Pager[_OpsPage]:
         """Walk down to the checkpoint; returns the pager, positioned where the walk stopped."""
         cp = self.cp
         resuming = cp.resume_cursor is not None
-        walked_from = now_us()
+        walked_from = self.clock()
         pager = Pager(self._fetch, self.limits.page_size, cp.resume_cursor, what=self.pid)
         top = cp.walk_top_us if resuming else None
         top_ids: set[str] = set(cp.walk_top_ids) if resuming else set()
@@ -317,7 +349,7 @@ class ProjectWalk:
         else:
             completed = (top, frozenset(top_ids))
         self.chunk.completed = completed
-        self.chunk.completed_us = now_us()
+        self.chunk.completed_us = self.clock()
         self.chunk.walked_from_us = walked_from
         self._flush()
         cp.checkpoint_us, cp.boundary_ids = completed
@@ -351,8 +383,14 @@ class ProjectWalk:
         return best_k
 
     def _refresh_open(self, pager: Pager[_OpsPage]) -> None:
-        """Re-read tracked operations the walk did not pass (bounded; the rest wait a run)."""
-        pending = [o for i, o in self.open.items() if i not in self.seen]
+        """Re-read the due tracked operations the walk did not pass, by the cheapest plan
+        (bounded: the rest wait a run). The others wait for their schedule; a walk that
+        passes one re-reads it anyway, for free."""
+        now = self.clock()
+        self.due = {
+            i for i, o in self.open.items() if i not in self.seen and self.schedule.due(o, now)
+        }
+        pending = [o for i, o in self.open.items() if i in self.due]
         if not pending:
             return
         bound = self.limits.max_extend_pages
@@ -371,7 +409,7 @@ class ProjectWalk:
                 if op["id"] in self.open and op["id"] not in self.seen:
                     self._record(op, raw, c, observed)
             lowest = min(lowest, *created)
-            pending = [o for i, o in self.open.items() if i not in self.seen]
+            pending = [o for i, o in self.open.items() if i in self.due and i not in self.seen]
         if self.allowed_gets is not None:
             pending = [o for o in pending if o.id in self.allowed_gets]
         pending.sort(key=lambda o: o.checked_us)
@@ -392,7 +430,7 @@ class ProjectWalk:
                 self.chunk.open_deletes.add(entry.id)
                 self.open.pop(entry.id, None)
             else:
-                missed = _replace(entry, checked_us=now_us(), misses=entry.misses + 1)
+                missed = _replace(entry, checked_us=self.clock(), misses=entry.misses + 1)
                 self.open[entry.id] = self.chunk.open_upserts[entry.id] = missed
             return
         self.result.gets += 1
@@ -402,12 +440,38 @@ class ProjectWalk:
             [op_created] = created_micros([op])
         except ValueError as exc:
             raise ApiError(f"project {self.pid}: malformed operation ({exc})") from None
-        self._record(op, encode_raw(op), op_created, now_us())
+        self._record(op, encode_raw(op), op_created, self.clock())
 
 
 def _replace(entry: OpenOp, **changes: Any) -> OpenOp:
     values = {**vars(entry), **changes}
     return OpenOp(**values)
+
+
+def _micros(value: Any) -> int | None:
+    """An RFC 3339 field as microseconds; None when absent or not a timestamp."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return to_micros(value)
+    except ValueError:
+        return None
+
+
+def _changed_us(op: dict[str, Any], known: OpenOp | None, observed: int) -> int:
+    """When this state of `op` came about: its updated_at; for a change made in place (the
+    same or an older updated_at than the state before) or no updated_at, when it was seen."""
+    updated = _micros(op.get("updated_at"))
+    if updated is None:
+        return observed
+    if known is not None and known.changed_us is not None and updated <= known.changed_us:
+        return observed
+    return updated
+
+
+def _settled(changed_us: int | None, observed: int) -> bool:
+    """Finished for the settling window (or since an unknown time): no more in-place change."""
+    return changed_us is None or observed - changed_us >= FRESH_US
 
 
 def _fresh(op: dict[str, Any], observed: int) -> bool:

@@ -34,6 +34,7 @@ STORAGE = "tests/sync/test_storage.py"
 BACKFILL = "tests/sync/test_backfill.py"
 EVENTS = "tests/events/test_events.py"
 SKIP_IDLE = "tests/sync/test_skip_idle.py"
+SCHEDULE = "tests/sync/test_schedule.py"
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,7 @@ MUTANTS = [
         "exporter/_walk.py",
         "        if is_terminal(op) and known is None and not _fresh(op, observed):\n",
         "        if is_terminal(op) and known is None:\n",
-        (f"{ROBUST}::test_an_operation_first_seen_finished_is_read_once_more",),
+        (f"{ROBUST}::test_a_finished_operation_stays_tracked_while_it_settles",),
     ),
     Mutant(
         "timestamps-compared-to-the-microsecond",
@@ -508,6 +509,45 @@ MUTANTS = [
         '        "yaxis": {"automargin": True},\n',
         '        "yaxis": {"automargin": False},\n        "margin": {"l": 0, "t": 50},\n',
         ("tests/ops/test_html.py::test_charts_read_right_in_chromium",),
+    ),
+    Mutant(
+        "schedule-ignored",  # every open operation due in every run: a cron run costs a backfill
+        "exporter/_schedule.py",
+        "        if self.strict or op.changed_us is None or not op.is_open or op.misses:\n",
+        "        if True:\n",
+        (
+            f"{SCHEDULE}::test_a_three_week_old_failed_operation_is_re_read_once_a_day_and_not_between",
+        ),
+    ),
+    Mutant(
+        "schedule-never-due",  # a cold open operation is never re-read: it stays stale for ever
+        "exporter/_schedule.py",
+        "        return now >= self.next_due(op)\n",
+        "        return False\n",
+        (
+            f"{SCHEDULE}::test_a_three_week_old_failed_operation_is_re_read_once_a_day_and_not_between",
+        ),
+    ),
+    Mutant(
+        "retry-at-ignored",
+        "exporter/_schedule.py",
+        "        if op.retry_us is not None and op.checked_us < op.retry_us <= now:\n",
+        "        if False:\n",
+        (f"{SCHEDULE}::test_retry_at_passing_makes_an_operation_due_in_the_next_run",),
+    ),
+    Mutant(
+        "hot-not-every-run",
+        "exporter/_schedule.py",
+        "        if now - max(op.created_us, op.changed_us) < HOT_US:\n",
+        "        if False:\n",
+        (f"{SCHEDULE}::test_a_hot_operation_is_re_read_in_every_run",),
+    ),
+    Mutant(
+        "finished-forgotten-after-one-look",  # issue 19 finding 18: before it settled
+        "exporter/_walk.py",
+        "    return changed_us is None or observed - changed_us >= FRESH_US\n",
+        "    return True\n",
+        (f"{ROBUST}::test_a_finished_operation_stays_tracked_while_it_settles",),
     ),
 ]
 

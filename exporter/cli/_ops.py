@@ -28,9 +28,14 @@ class Duration(click.ParamType):
 
     name = "duration"
 
+    def __init__(self, zero: bool = False) -> None:
+        self.zero = zero  # a bare `0` is a duration too (--refresh-open-every 0: every run)
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, dt.timedelta):
             return value
+        if self.zero and str(value).strip() == "0":
+            return dt.timedelta(0)
         from exporter._check import parse_duration
 
         try:
@@ -74,9 +79,8 @@ def _as_of(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.
 @click.option(
     "--reread-max-age",
     type=Duration(),
-    default="24h",
-    show_default=True,
-    help="A finding when an open operation has not been re-read for longer than this.",
+    help="A finding when an open operation has not been re-read for longer than this "
+    "(default: the last sync's --refresh-open-every plus 1h; 24h when that is 0).",
 )
 @click.option(
     "--stuck-after",
@@ -108,7 +112,7 @@ def check_command(
     data_dir: Path | str,
     storage_options: tuple[str, ...],
     max_age: dt.timedelta,
-    reread_max_age: dt.timedelta,
+    reread_max_age: dt.timedelta | None,
     stuck_after: dt.timedelta,
     thresholds: list[Any],
     as_of: dt.datetime | None,

@@ -102,6 +102,25 @@ ACCOUNT_RPS = 700 / 60
     help="With --skip-idle: the longest a project goes without a walk.",
 )
 @click.option(
+    "--refresh-open-every",
+    type=Duration(zero=True),
+    envvar="OPSAUDIT_REFRESH_OPEN_EVERY",
+    show_envvar=True,
+    default="24h",
+    show_default=True,
+    metavar="DURATION",
+    help="The longest an open (non-terminal) operation goes without a re-read. Hot ones "
+    "(created or changed within the hour, retry_at passed) are re-read in every run, colder "
+    "ones when their last read is older than a quarter of the time since they changed. 0: "
+    "every open operation in every run (after an exit-0 run, operations equals the API).",
+)
+@click.option(
+    "--clock-offset",
+    type=float,
+    default=0.0,
+    hidden=True,  # soaks: the run's clock is the simulator's, which runs ahead of the wall clock
+)
+@click.option(
     "--concurrency",
     type=click.IntRange(1, 64),
     default=4,
@@ -143,6 +162,8 @@ def sync_command(
     max_requests: int | None,
     skip_idle: bool,
     full_sweep_every: dt.timedelta,
+    refresh_open_every: dt.timedelta,
+    clock_offset: float,
     concurrency: int,
     wait_for_lock: bool,
     no_compact: bool,
@@ -185,7 +206,13 @@ def sync_command(
         skip_idle=skip_idle,
         full_sweep_every=full_sweep_every.total_seconds(),
         events=events,
+        refresh_open_every=refresh_open_every.total_seconds(),
     )
+    if clock_offset:
+        from exporter._walk import now_us
+
+        offset_us = int(clock_offset * 1e6)
+        config.clock = lambda: now_us() + offset_us
     # Arrow's default pool (mimalloc) keeps freed batches cached: ~50 MB more peak RSS for a
     # process that only streams batches through. The system allocator returns them.
     import pyarrow as pa

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from exporter._check import Threshold, parse_threshold, run_check
@@ -109,11 +110,12 @@ def test_open_operations_not_reread(trail: tuple[Any, Path, dt.datetime]) -> Non
             data_dir, "SELECT project_id, min(checked_us) FROM open_ops GROUP BY project_id"
         )
     }
-    as_of = finished + dt.timedelta(hours=25)
+    # The default bound: the sync's --refresh-open-every (24h) plus an hour for the next run.
+    as_of = finished + dt.timedelta(hours=26)
     result = invoke("check", "--data-dir", str(data_dir), "--as-of", iso(as_of), "--max-age", "2d")
     assert result.exit_code == 8
     assert result.stdout.splitlines() == [
-        f"open_not_reread: project {pid}: {n} open operation(s) not re-read for more than 1d "
+        f"open_not_reread: project {pid}: {n} open operation(s) not re-read for more than 1d 1h "
         f"(oldest check {stamp(checked[pid])})"
         for pid, n in sorted(open_by_project.items())
     ]
@@ -130,6 +132,18 @@ def test_open_operations_not_reread(trail: tuple[Any, Path, dt.datetime]) -> Non
         "2d",
     )
     assert relaxed.exit_code == 0, relaxed.stdout
+    # The open operations by time since their last re-read: all between a day and a week.
+    as_json = invoke(
+        "check", "--data-dir", str(data_dir), "--as-of", iso(as_of), "--format", "json"
+    )
+    total = sum(open_by_project.values())
+    assert orjson.loads(as_json.stdout)["open_by_last_read"] == {
+        "1h": 0,
+        "6h": 0,
+        "24h": 0,
+        "7d": total,
+        "older": 0,
+    }
 
 
 def test_retention_gap_between_runs_and_since_the_last(

@@ -13,7 +13,12 @@ from typing import Any
 
 import pytest
 
+from exporter._state import FORMAT_VERSION
+
 from .conftest import at_us, invoke, run_sync, state_rows
+
+# A state file that this opsaudit wrote is of its own format.
+STATE_OK = f"ok    state: state format {FORMAT_VERSION} (this opsaudit reads {FORMAT_VERSION})"
 
 
 @pytest.fixture
@@ -53,7 +58,7 @@ def test_all_is_well(sim: Any, tmp_path: Path) -> None:
         "ok    discovery: 4 project(s) in scope",
         f"ok    data_dir: {data_dir} is writable and locks work",
         "ok    lock: free",
-        "ok    state: state format 3 (this opsaudit reads 3)",
+        STATE_OK,
         f"ok    runs: last run {at_us(finished).isoformat().replace('+00:00', 'Z')}: ok; "
         "1 successful run(s) in all",
     ]
@@ -199,7 +204,7 @@ def test_read_only_data_dir(sim: Any, read_only_copy: Path) -> None:
         "by this user (or mount it read-write), or choose another --data-dir"
     )
     # The state is still readable (read-only, without its -shm file).
-    assert lines[5] == "ok    state: state format 3 (this opsaudit reads 3)"
+    assert lines[5] == STATE_OK
 
 
 def test_data_dir_that_cannot_be_created(sim: Any, tmp_path: Path) -> None:

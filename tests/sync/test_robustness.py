@@ -25,7 +25,7 @@ from exporter._sync import SyncConfig
 from exporter._walk import WalkLimits
 from exporter.cli import cli
 
-from .conftest import assert_matches_truth, empty_sim, latest_raw, run_sync
+from .conftest import assert_matches_truth, empty_sim, latest_raw, run_sync, sim_clock
 
 FAST = RetryPolicy(max_attempts=3, backoff_initial=0.01, backoff_max=0.02)
 
@@ -322,27 +322,34 @@ def test_late_arrivals_in_the_checkpoint_second_across_pages(
 # -- a finished operation is read once more: it may still change in place ----------------------------
 
 
-def test_an_operation_first_seen_finished_is_read_once_more(make_sim: Any, tmp_path: Path) -> None:
-    """Seen for the first time already `finished` (total_duration_ms 0), then filled in place
-    with the same updated_at (PRODUCT.md): one more read stores the final state, even when the
-    operation is too deep for the next walk to pass it."""
+def test_a_finished_operation_stays_tracked_while_it_settles(make_sim: Any, tmp_path: Path) -> None:
+    """Seen for the first time already `finished` (total_duration_ms 0), read again seconds
+    later (a killed run and its re-run), then filled in place with the same updated_at
+    (PRODUCT.md): it stays tracked until it has been finished for the settling window by its
+    updated_at (issue 19, finding 18: one more read was not enough), even when it is too deep
+    for the next walk to pass it; once settled and unchanged, it is forgotten."""
     sim = empty_sim(make_sim, 79, at_now=True)
+    clock = sim_clock(sim)
     pid = sim.project_ids()[0]
     sim.advance(1)
     [op_id] = sim.add_operations(pid, 1, status="finished")
     sim.update_operation(op_id, total_duration_ms=0)
     limits = WalkLimits(page_size=3, flush_rows=3, max_extend_pages=0, max_gets=10)
-    assert run_sync(sim, tmp_path, limits=limits).outcome == "ok"
+    assert run_sync(sim, tmp_path, limits=limits, clock=clock).outcome == "ok"
     first = latest_raw(tmp_path)[op_id]
     sim.advance(1)
     sim.add_operations(pid, 8, same_second=False)  # pushes it below the next walk's page
+    assert run_sync(sim, tmp_path, limits=limits, clock=clock).outcome == "ok"
+    sim.advance(60)
     sim.update_operation(op_id, total_duration_ms=31, updated_at=first["updated_at"])
-    assert run_sync(sim, tmp_path, limits=limits).outcome == "ok"
+    assert run_sync(sim, tmp_path, limits=limits, clock=clock).outcome == "ok"
     assert latest_raw(tmp_path)[op_id]["total_duration_ms"] == 31
-    # Read once more and found final on the next run: then it is no longer tracked.
-    assert run_sync(sim, tmp_path, limits=limits).outcome == "ok"
     con = sqlite3.connect(tmp_path / "state.sqlite")
-    assert con.execute("SELECT count(*) FROM open_ops WHERE id = ?", (op_id,)).fetchone() == (0,)
+    tracked = "SELECT count(*) FROM open_ops WHERE id = ?"
+    assert con.execute(tracked, (op_id,)).fetchone() == (1,)  # changed in place: settles again
+    sim.advance(15 * 60)
+    assert run_sync(sim, tmp_path, limits=limits, clock=clock).outcome == "ok"
+    assert con.execute(tracked, (op_id,)).fetchone() == (0,)  # settled and unchanged: forgotten
     con.close()
     assert_matches_truth(sim, tmp_path)
 

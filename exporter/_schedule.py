@@ -1,0 +1,77 @@
+"""When an open operation is due for a re-read (PRODUCT.md: Current; a cron run costs what is new).
+
+Real accounts keep `failed` operations for months, and re-reading every one of them in every run
+costs a whole backfill per run. So each tracked operation has a schedule:
+
+- hot, re-read in every run: created or changed within the last hour (they sit in the first
+  pages, so this is nearly free), a `retry_at` that has passed since the last read, a finished
+  operation still settling (it may change in place), a pending 404, or no known change time (a
+  state written before the schedule existed);
+- colder ones when their last read is older than a quarter of the time between their last change
+  and that read (changed four days before it: re-read about daily), and at least every
+  `every_us` (`--refresh-open-every`, default 24 h). The staleness bound of a change is then a
+  quarter of the time since the previous change, at most `every_us`, plus the time to the next
+  run.
+- `every_us == 0`: every tracked operation in every run (after an exit-0 run `operations` equals
+  the API).
+
+Operations held only by the `every_us` bound fall due at one instant per project, its slot (a
+phase between 0 and `every_us` taken from the project id): a project's long-open operations are
+re-read together, by one walk of its history that the cheapest plan prefers to many GETs, and
+different projects' slots spread those walks over the runs of the day instead of one run
+carrying every project's sweep. A slot is never later than the bound, so it only ever brings a
+re-read forward.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from exporter._state import OpenOp
+
+US_PER_SECOND = 1_000_000
+HOT_US = 3600 * US_PER_SECOND  # created or changed this recently: every run
+FRACTION = 0.25  # re-read when the last read is older than this share of the quiet time
+DEFAULT_EVERY_US = 86_400 * US_PER_SECOND  # --refresh-open-every's default (24 h)
+
+
+@dataclass(frozen=True)
+class RefreshSchedule:
+    """The refresh schedule of one run; `every_us` 0 re-reads every tracked operation."""
+
+    every_us: int = DEFAULT_EVERY_US
+
+    @property
+    def strict(self) -> bool:
+        return self.every_us <= 0
+
+    def due(self, op: OpenOp, now: int) -> bool:
+        """Whether a run at `now` must re-read `op` (the walk re-reads what it passes anyway)."""
+        if self.strict or op.changed_us is None or not op.is_open or op.misses:
+            return True
+        if now - max(op.created_us, op.changed_us) < HOT_US:
+            return True
+        if op.retry_us is not None and op.checked_us < op.retry_us <= now:
+            return True
+        return now >= self.next_due(op)
+
+    def next_due(self, op: OpenOp) -> int:
+        """When a cold operation is due: a quarter of its quiet time after its last read, or
+        its project's slot at the latest `every_us` after it."""
+        changed = op.changed_us if op.changed_us is not None else op.checked_us
+        interval = int(max(0, op.checked_us - changed) * FRACTION)
+        if interval < self.every_us:
+            return op.checked_us + interval
+        return slot(op.project_id, op.checked_us + self.every_us, self.every_us)
+
+
+def slot(project_id: str, latest: int, every_us: int) -> int:
+    """The last instant at or before `latest` that is the project's phase modulo `every_us`."""
+    phase = zlib.crc32(project_id.encode()) * 1_000_003 % every_us
+    return latest - (latest - phase) % every_us
+
+
+STRICT = RefreshSchedule(0)
+
+__all__ = ["DEFAULT_EVERY_US", "FRACTION", "HOT_US", "STRICT", "RefreshSchedule", "slot"]

@@ -1,0 +1,200 @@
+"""The refresh schedule of open operations (issue 25; PRODUCT.md: a cron run costs what is new).
+
+Every test runs syncs of the simulator on loopback with the simulator's clock as the sync's
+(`sim_clock`): days of cron in seconds. Requests are counted at the simulator, per route.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from exporter._walk import WalkLimits
+from exporter.cli import cli
+
+from .conftest import assert_matches_truth, empty_sim, latest_raw, run_sync, sim_clock
+
+DAY = 86_400
+LISTING = "GET /projects/{project_id}/operations"
+GET_ONE = "GET /projects/{project_id}/operations/{operation_id}"
+# Pages of 3: an operation below the first page needs a GET or a longer walk.
+LIMITS = WalkLimits(page_size=3, flush_rows=9)
+SETTLED = 16 * 60  # a finished operation is tracked for 15 minutes after its updated_at
+
+
+def _checked(data_dir: Path) -> dict[str, int]:
+    con = sqlite3.connect(data_dir / "state.sqlite")
+    try:
+        return dict(con.execute("SELECT id, checked_us FROM open_ops").fetchall())
+    finally:
+        con.close()
+
+
+def _requests(sim: Any) -> dict[str, int]:
+    return {k: v for k, v in sim.stats()["by_route"].items() if k in (LISTING, GET_ONE)}
+
+
+def _world(make_sim: Any, seed: int, above: int = 12) -> tuple[Any, str, str]:
+    """One project: a `failed` operation three weeks old under `above` finished ones (page 5 of
+    pages of 3), finished long enough ago to have settled (they are not tracked)."""
+    sim = empty_sim(make_sim, seed)
+    pid = sim.project_ids()[0]
+    [old] = sim.add_operations(pid, 1, status="failed")
+    sim.advance(21 * DAY)
+    sim.add_operations(pid, above, same_second=False)
+    sim.advance(SETTLED)
+    return sim, pid, old
+
+
+def _sync(sim: Any, data_dir: Path, **kwargs: Any) -> None:
+    kwargs.setdefault("refresh_open_every", DAY)
+    summary = run_sync(sim, data_dir, limits=LIMITS, clock=sim_clock(sim), **kwargs)
+    assert summary.outcome == "ok", (summary.outcome, summary.errors, summary.error)
+
+
+def test_a_three_week_old_failed_operation_is_re_read_once_a_day_and_not_between(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """Hourly runs for a day after the backfill: the three-week-old `failed` operation is
+    re-read by exactly one of them, within 24 h (its bound) plus the hour to the next run, with
+    one GET; every other run costs exactly one page (no change, nothing due)."""
+    sim, _, old = _world(make_sim, 250)
+    _sync(sim, tmp_path)
+    backfill = _checked(tmp_path)[old]
+    assert backfill == sim.world.clock_us
+    reads = []
+    for _ in range(24):
+        sim.advance(3600)
+        sim.reset_stats()
+        _sync(sim, tmp_path)
+        requests = _requests(sim)
+        if _checked(tmp_path)[old] == sim.world.clock_us:
+            reads.append(sim.world.clock_us)
+            assert requests == {LISTING: 1, GET_ONE: 1}, requests
+        else:
+            assert requests == {LISTING: 1}, requests
+    assert len(reads) == 1, reads
+    assert 0 < reads[0] - backfill <= (DAY + 3600) * 1_000_000
+
+
+def test_a_hot_operation_is_re_read_in_every_run(make_sim: Any, tmp_path: Path) -> None:
+    """An operation created at a run, buried below the first page, is re-read by every run
+    of its first hour (runs every 5 minutes), by one GET each; the cold one is not (unless its
+    daily slot falls in that hour: then once)."""
+    sim, pid, old = _world(make_sim, 251)
+    _sync(sim, tmp_path)
+    backfill = _checked(tmp_path)[old]
+    sim.advance(1)
+    [hot] = sim.add_operations(pid, 1, status="running")
+    sim.add_operations(pid, 4, same_second=False)  # the hot one on the second page
+    sim.advance(SETTLED)  # the finished ones on top have settled
+    _sync(sim, tmp_path)  # the walk down to the checkpoint passes it (new)
+    reads_of_old = 0
+    for _ in range(8):  # its first hour
+        sim.advance(300)
+        sim.reset_stats()
+        _sync(sim, tmp_path)
+        checked = _checked(tmp_path)
+        assert checked[hot] == sim.world.clock_us
+        old_read = checked[old] == sim.world.clock_us
+        reads_of_old += old_read
+        assert _requests(sim) == {LISTING: 1, GET_ONE: 1 + old_read}
+    assert reads_of_old <= 1
+    assert reads_of_old or _checked(tmp_path)[old] == backfill
+    assert_matches_truth(sim, tmp_path)
+
+
+def test_retry_at_passing_makes_an_operation_due_in_the_next_run(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """A three-week-old `failed` operation whose retry_at lies three hours after the backfill:
+    not re-read before, re-read by the first run after it (and the platform's retry seen)."""
+    from exporter.simulator._timefmt import fmt_seconds
+
+    sim, _, old = _world(make_sim, 255)
+    retry_at = fmt_seconds(sim.world.clock_us + 3 * 3600 * 1_000_000)
+    # The operation's own change time stays three weeks back: only retry_at makes it due.
+    updated_at = sim.ground_truth()[old]["updated_at"]
+    sim.update_operation(old, retry_at=retry_at, updated_at=updated_at)
+    _sync(sim, tmp_path)
+    backfill = sim.world.clock_us
+    for hour in (1, 2):
+        sim.advance(3600)
+        _sync(sim, tmp_path)
+        assert _checked(tmp_path)[old] == backfill, f"re-read {hour} h after the backfill"
+    sim.advance(3600 + 60)  # retry_at has passed: the platform retried it
+    sim.update_operation(old, status="running", retry_at=None)
+    sim.advance(240)
+    sim.reset_stats()
+    _sync(sim, tmp_path)
+    assert _checked(tmp_path)[old] == sim.world.clock_us
+    assert latest_raw(tmp_path)[old]["status"] == "running"
+    assert _requests(sim) == {LISTING: 1, GET_ONE: 1}
+
+
+def test_refresh_open_every_0_re_reads_every_open_operation_in_every_run(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """`--refresh-open-every 0` (the library's 0): the cold operation is re-read by every run,
+    so a change the platform made a minute after the backfill is in the next run."""
+    sim, _, old = _world(make_sim, 252)
+    _sync(sim, tmp_path, refresh_open_every=0)
+    for _ in range(3):
+        sim.advance(300)
+        sim.reset_stats()
+        _sync(sim, tmp_path, refresh_open_every=0)
+        assert _checked(tmp_path)[old] == sim.world.clock_us
+        assert _requests(sim) == {LISTING: 1, GET_ONE: 1}
+    sim.update_operation(old, failures_count=7, updated_at=None)
+    sim.advance(300)
+    _sync(sim, tmp_path, refresh_open_every=0)
+    assert latest_raw(tmp_path)[old]["failures_count"] == 7
+    assert_matches_truth(sim, tmp_path)
+
+
+def test_a_change_is_seen_within_a_quarter_of_the_quiet_time(make_sim: Any, tmp_path: Path) -> None:
+    """An open operation last changed 8 hours before the backfill is due 2 hours after it (a
+    quarter of the 8 hours), not before: its change in between is seen then."""
+    sim = empty_sim(make_sim, 253)
+    pid = sim.project_ids()[0]
+    [op] = sim.add_operations(pid, 1, status="failed")
+    sim.advance(8 * 3600 - SETTLED)
+    sim.add_operations(pid, 6, same_second=False)
+    sim.advance(SETTLED)
+    _sync(sim, tmp_path)
+    sim.update_operation(op, failures_count=2)  # the change, right after the backfill
+    sim.advance(3600)
+    _sync(sim, tmp_path)
+    assert latest_raw(tmp_path)[op].get("failures_count") != 2  # 1 h: not due yet
+    sim.advance(3600 + 60)
+    _sync(sim, tmp_path)
+    assert latest_raw(tmp_path)[op]["failures_count"] == 2  # 2 h (and the burial's seconds)
+    assert_matches_truth(sim, tmp_path)
+
+
+def test_the_cli_flag_and_its_environment_variable(make_sim: Any, tmp_path: Path) -> None:
+    """`opsaudit sync` on the wall clock: by default a cold open operation read seconds ago is
+    not read again; `--refresh-open-every 0` (or OPSAUDIT_REFRESH_OPEN_EVERY=0) re-reads it."""
+    sim, _, old = _world(make_sim, 254, above=1005)  # below the first page of 1000
+    env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
+    base = ["sync", "--data-dir", str(tmp_path), "--max-rps", "0", "--no-progress"]
+
+    def sync(*extra: str, **more_env: str) -> None:
+        result = CliRunner().invoke(cli, [*base, *extra], env={**env, **more_env})
+        assert result.exit_code == 0, result.output
+
+    sync()
+    sim.update_operation(old, failures_count=3, updated_at=None)
+    sync()
+    assert latest_raw(tmp_path)[old].get("failures_count") != 3  # cold: not due for a while
+    sync("--refresh-open-every", "0")
+    assert latest_raw(tmp_path)[old]["failures_count"] == 3
+    sim.update_operation(old, failures_count=4, updated_at=None)
+    sync(OPSAUDIT_REFRESH_OPEN_EVERY="0")
+    assert latest_raw(tmp_path)[old]["failures_count"] == 4
+    assert_matches_truth(sim, tmp_path)
+    bad = CliRunner().invoke(cli, [*base, "--refresh-open-every", "soon"], env=env)
+    assert bad.exit_code == 2

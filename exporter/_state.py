@@ -355,8 +355,12 @@ class StateDB:
                     if statement.strip():
                         con.execute(statement)
             if version < 4:
+                # Only the columns it lacks: a file whose format number was set back by hand
+                # (a restored or edited state) may have them already.
+                have = {row[1] for row in con.execute("PRAGMA table_info(open_ops)")}
                 for statement in _MIGRATE_TO_4:
-                    con.execute(statement)
+                    if statement.split()[5] not in have:
+                        con.execute(statement)
             con.execute(
                 "UPDATE meta SET value = ? WHERE key = 'format_version'", (str(FORMAT_VERSION),)
             )

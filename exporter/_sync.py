@@ -36,6 +36,7 @@ from exporter._errors import (
     ApiError,
     ApiUnavailableError,
     AuthError,
+    ConfigError,
     ExitCode,
     OpsauditError,
     StorageError,
@@ -266,7 +267,7 @@ class _Committer(threading.Thread):
 
     def submit(self, chunk: Chunk) -> None:
         if self.error is not None:
-            raise StorageError(f"cannot commit: {self.error}")
+            raise _CommitterFailed(f"cannot commit: {self.error}") from self.error
         if chunk.ops:
             chunk.table = versions_table(
                 chunk.ops,
@@ -342,6 +343,11 @@ class _Committer(threading.Thread):
 
 
 _TICK = Chunk("")  # wakes the committer to check its timer
+
+
+class _CommitterFailed(StorageError):
+    """A walk's chunk refused because the committer already failed: a follow-on, never the
+    cause (the committer's own error decides the exit code, issue 19 finding 6)."""
 
 
 def sync(config: SyncConfig, observer: SyncObserver | None = None) -> RunSummary:
@@ -452,6 +458,13 @@ class _Run:
         for message in found.errors:
             summary.errors[""] = message
         self.budget.spend(client.stats.requests)
+        if self.budget.requests_left is not None and self.budget.requests_left <= 0 and found.ids:
+            # Every run would list, walk nothing and exit 0 `budget`, for ever (finding 10).
+            raise ConfigError(
+                f"--max-requests {config.max_requests} does not cover listing the projects "
+                f"({client.stats.requests} requests): nothing would ever be synced; use "
+                f"--max-requests {client.stats.requests + 1} or more (more: faster coverage)"
+            )
         # Stalest first: consecutive budgeted runs cover every project (issue 12).
         pids = state.stalest_first(found.ids)
         if config.skip_idle:
@@ -476,10 +489,15 @@ class _Run:
                 self.cancel.set()
                 for f in futures:
                     f.cancel()
-            for f in futures:
-                if not f.cancelled():
-                    f.result()
+            failures = [f.exception() for f in futures if not f.cancelled()]
         committer.close()
+        # The first cause decides the exit code: a worker's refused chunk is a follow-on of the
+        # committer's error (a lost lease is 4, not the follow-on's 6).
+        worker_error = next(
+            (e for e in failures if e is not None and not isinstance(e, _CommitterFailed)), None
+        )
+        if worker_error is not None:
+            raise worker_error
         if isinstance(committer.error, OpsauditError):
             raise committer.error  # its own exit code (a lost lease is 4, a full disk 6)
         if committer.error is not None:

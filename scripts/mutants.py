@@ -354,6 +354,20 @@ MUTANTS = [
         ("tests/ops/test_unexpected_error.py::test_an_unexpected_error_exits_5_with_one_line",),
     ),
     Mutant(
+        "follow-on-error-decides-the-exit-code",  # finding 6: a lost lease exits 6, not 4
+        "exporter/_sync.py",
+        "(e for e in failures if e is not None and not isinstance(e, _CommitterFailed)), None",
+        "(e for e in failures if e is not None), None",
+        ("tests/lake/test_lease_lost.py::test_a_lease_taken_over_mid_run_exits_4",),
+    ),
+    Mutant(
+        "budget-below-listing-accepted",  # finding 10: exit 0 `budget`, nothing synced, for ever
+        "exporter/_sync.py",
+        "        if self.budget.requests_left is not None and self.budget.requests_left <= 0 and found.ids:\n",
+        "        if False:\n",
+        ("tests/sync/test_budget_runs.py::test_a_request_budget_below_the_listing_is_refused",),
+    ),
+    Mutant(
         "query-runs-several-statements",  # DuckDB would run them all and show only the last
         "exporter/_sql.py",
         "    if single and len(statements) > 1:\n",

@@ -17,7 +17,7 @@ __all__ = ["cli", "main"]
     cls=OpsauditGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(package_name="opsaudit", prog_name="opsaudit")
+@click.version_option(None, "-V", "--version", package_name="opsaudit", prog_name="opsaudit")
 def cli() -> None:
     """Export a hosted-Postgres platform's operation history to Parquet and query it with DuckDB."""
 

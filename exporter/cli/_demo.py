@@ -15,7 +15,7 @@ from exporter.cli._common import DataDir, Progress, setup_logging
 _EXAMPLE_SQL = "SELECT * FROM failures_by_day ORDER BY failure_rate DESC LIMIT 5"
 
 
-@click.command("demo")
+@click.command("demo", short_help="Sync a simulated account and print the report.")
 @click.option(
     "--data-dir",
     type=DataDir(urls=False),

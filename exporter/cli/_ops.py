@@ -66,7 +66,7 @@ def _as_of(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.
         ) from None
 
 
-@click.command("check")
+@click.command("check", short_help="Find what needs attention (exit 8, one line each).")
 @data_dir_option
 @storage_option_option
 @click.option(
@@ -161,7 +161,7 @@ def check_command(
         sys.exit(int(ExitCode.ATTENTION))
 
 
-@click.command("doctor")
+@click.command("doctor", short_help="Check the set-up and say what to fix.")
 @local_data_dir_option
 @api_options
 @output_options(["text", "json"], help="text: one line per check; json: one object.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -54,7 +55,7 @@ def _params(values: Sequence[str]) -> dict[str, str] | None:
     return params or None
 
 
-@click.command("query")
+@click.command("query", short_help="Run one SQL statement over the views.")
 @output_options(
     ["table", "json", "jsonl", "csv", "markdown"],
     help="json is one array of row objects, jsonl one object per line; timestamps ISO 8601 UTC.",
@@ -119,7 +120,7 @@ def query_command(
     emit(render(columns, rows, fmt, max_rows=max_rows or None), output)
 
 
-@click.command("report")
+@click.command("report", short_help="What is failing or stuck now, and the trends.")
 @click.option(
     "--since",
     default=None,
@@ -131,7 +132,8 @@ def query_command(
     "--until",
     default=None,
     metavar="DATE",
-    help="Operations created before this date / RFC 3339 time (UTC).  [default: now]",
+    help="Operations created up to this date, that whole day included (UTC), or before this "
+    "RFC 3339 time / duration back from now.  [default: now]",
 )
 @click.option(
     "--project",
@@ -188,19 +190,46 @@ def report_command(
 
     window_since = parse_since(since) if since else None
     window_until = parse_until(until) if until else None
+    if window_since is not None and window_until is not None and window_since >= window_until:
+        raise click.UsageError(
+            f"--since {since} is not before --until {until}: nothing can match (a --until date "
+            "includes that day)"
+        )
     with _open(data_dirs, storage_options, REPORT_SQL) as con:
+        _warn_unknown_projects(con, projects)
         report = build_report(
             con, since=window_since, until=window_until, project_ids=list(projects) or None
         )
         if fmt == "html":
             from exporter._html import render_html
 
+            if output is None and sys.stdout.isatty():
+                # Five megabytes of HTML on a terminal help nobody: write the file instead.
+                output = Path("report.html")
+                emit(render_html(con, report), output)
+                click.echo(f"Wrote {output.resolve()} (open it in a browser).")
+                return
             emit(render_html(con, report), output)
             return
     if report.operations == 0 and fmt in ("json", "csv"):
         # Table and markdown say it in the report; json and csv stay machine-readable.
         click.echo(empty_message(report), err=True)
     emit(render_report(report, fmt, top=None if all_rows else top), output)
+
+
+def _warn_unknown_projects(con: Any, projects: Sequence[str]) -> None:
+    """A warning for each --project the dataset has never seen (a typo reports nothing)."""
+    if not projects:
+        return
+    from exporter._sql import execute
+
+    _, rows = execute(
+        con, "SELECT id FROM projects UNION SELECT DISTINCT project_id FROM operations"
+    )
+    known = {r[0] for r in rows}
+    for project in projects:
+        if project not in known:
+            click.echo(f"Warning: --project {project} is not in the dataset.", err=True)
 
 
 COMMANDS: list[click.Command] = [query_command, report_command]

@@ -6,14 +6,40 @@ import threading
 
 import click
 
+from exporter._errors import ConfigError
 
-@click.command("simulate")
-@click.option("--port", type=int, default=8080, show_default=True, help="0 picks a free port.")
+
+@click.command("simulate", short_help="Serve a simulated API on 127.0.0.1 until Ctrl-C.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8080,
+    show_default=True,
+    help="0 picks a free port.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Same seed, same data.")
-@click.option("--projects", type=int, default=5, show_default=True)
-@click.option("--days", type=float, default=7.0, show_default=True)
-@click.option("--ops-per-day", type=int, default=500, show_default=True, help="Per project.")
-@click.option("--orgs", type=int, default=2, show_default=True)
+@click.option(
+    "--projects",
+    type=click.IntRange(1, 1000),
+    default=5,
+    show_default=True,
+    help="Projects in the organizations; 2 projects shared with the user come on top.",
+)
+@click.option(
+    "--days",
+    type=click.FloatRange(0, 180, min_open=True),
+    default=7.0,
+    show_default=True,
+    help="Days of history per project.",
+)
+@click.option(
+    "--ops-per-day",
+    type=click.IntRange(0, 1_000_000),
+    default=500,
+    show_default=True,
+    help="Per project.",
+)
+@click.option("--orgs", type=click.IntRange(0, 100), default=2, show_default=True)
 @click.option(
     "--rate-limits/--no-rate-limits",
     default=True,
@@ -56,7 +82,14 @@ def simulate(
     sim.rate_limits = RateLimits(
         enabled=rate_limits, retry_after=retry_after, time_scale=time_scale
     )
-    sim.start()
+    try:
+        sim.start()
+    except OSError as exc:
+        # A busy port is a usage error, one line, never a traceback (issue 23).
+        raise ConfigError(
+            f"cannot serve on 127.0.0.1:{port}: {exc.strerror}; pick another --port "
+            "(0 picks a free one)"
+        ) from None
     try:
         key = sim.personal_key
         click.echo(f"Simulated API at {sim.base_url}")

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 ACCOUNT_RPS = 700 / 60
 
 
-@click.command()
+@click.command(short_help="Export new and changed operations to the dataset.")
 @data_dir_option
 @storage_option_option
 @api_options
@@ -259,7 +259,7 @@ def _report_summary(summary: RunSummary, log_format: str) -> None:
         click.echo(f"Error: {summary.error}", err=True)
 
 
-@click.command("status")
+@click.command("status", short_help="Per project: checkpoint, lag, open operations.")
 @data_dir_option
 @storage_option_option
 @output_options(["table", "json"], help="json is one object with keys projects and runs.")
@@ -287,7 +287,7 @@ def status_command(
     emit(render_status(status, fmt), output)
 
 
-@click.command("compact")
+@click.command("compact", short_help="Merge small data files into fewer, larger ones.")
 @data_dir_option
 @storage_option_option
 @click.option("--wait", "wait_for_lock", is_flag=True, help="Wait for a running sync.")

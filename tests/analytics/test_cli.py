@@ -425,3 +425,67 @@ def test_report_bad_since_is_a_usage_error(data_dir: Path) -> None:
     result = invoke("report", "--data-dir", str(data_dir), "--since", "last week")
     assert result.exit_code == 2
     assert result.stderr.startswith("Error: 'last week' is not a time: use a duration")
+
+
+def test_report_inverted_range_is_a_usage_error(data_dir: Path) -> None:
+    result = invoke(
+        "report", "--data-dir", str(data_dir), "--since", "2025-01-12", "--until", "2025-01-11"
+    )
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.endswith(
+        "Error: --since 2025-01-12 is not before --until 2025-01-11: nothing can match (a "
+        "--until date includes that day)\n"
+    )
+    # The same date twice is that one day.
+    one_day = invoke(
+        "report", "--data-dir", str(data_dir), "--since", "2025-01-11", "--until", "2025-01-11"
+    )
+    assert one_day.stdout.startswith("opsaudit report: 3 operations (since 2025-01-11T00:00:00Z;")
+
+
+def test_report_warns_about_an_unknown_project(data_dir: Path) -> None:
+    result = invoke("report", "--data-dir", str(data_dir), "--project", "p9", "--project", "p1")
+    assert result.exit_code == 0
+    assert result.stderr == "Warning: --project p9 is not in the dataset.\n"
+    assert result.stdout.startswith("opsaudit report: 7 operations (project p9, p1)\n")
+
+
+HTML = ("--format", "html")
+
+
+def test_report_html_to_a_terminal_writes_report_html(data_dir: Path, tmp_path: Path) -> None:
+    """Five megabytes of HTML are not printed on a terminal: report.html, and its path."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    primary, secondary = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "exporter", "report", "--data-dir", str(data_dir), *HTML],
+            stdout=secondary,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
+            timeout=120,
+            check=False,
+        )
+        os.close(secondary)
+        secondary = -1
+        out = b""
+        while True:
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:  # the terminal closed: all read
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(primary)
+        if secondary != -1:
+            os.close(secondary)
+    assert proc.returncode == 0, proc.stderr
+    page = tmp_path / "report.html"
+    assert out.decode() == f"Wrote {page} (open it in a browser).\r\n"
+    assert page.read_text().startswith("<!DOCTYPE html>")

@@ -31,3 +31,37 @@ def test_simulate_prints_a_working_key_and_url() -> None:
         proc.wait(10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_a_busy_port_is_one_line_and_exit_2() -> None:
+    import socket
+
+    from click.testing import CliRunner
+
+    from exporter.cli import cli
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = CliRunner().invoke(cli, ["simulate", "--port", str(port)], prog_name="opsaudit")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"Error: cannot serve on 127.0.0.1:{port}: Address already in use; pick another --port "
+        "(0 picks a free one)\n"
+    )
+
+
+def test_ranges_are_checked_as_the_demo_checks_them() -> None:
+    from click.testing import CliRunner
+
+    from exporter.cli import cli
+
+    for args, message in (
+        (["--days", "0"], "Invalid value for '--days': 0.0 is not in the range 0<x<=180."),
+        (["--projects", "0"], "Invalid value for '--projects': 0 is not in the range 1<=x<=1000."),
+        (["--port", "70000"], "Invalid value for '--port': 70000 is not in the range 0<=x<=65535."),
+    ):
+        result = CliRunner().invoke(cli, ["simulate", *args], prog_name="opsaudit")
+        assert result.exit_code == 2, args
+        assert message in result.stderr, result.stderr

@@ -75,6 +75,10 @@ class RetryPolicy:
     # dropped; not 429) with no success for `down_after_seconds`, every request fails at once.
     down_after_failures: int = 24
     down_after_seconds: float = 120.0
+    # Before the API has answered anything in this run, a connection that cannot be made
+    # (refused, no such host) is tried this many times, then the run stops: the network or
+    # --base-url is wrong, and 8 backed-off attempts per request only hid that for 87 s.
+    first_connect_attempts: int = 3
 
 
 def _page_params(limit: int, cursor: str | None, **extra: str | None) -> dict[str, Any]:
@@ -112,6 +116,12 @@ class _Retryable(Exception):
         super().__init__(reason)
         self.retry_after = retry_after
         self.status = status
+
+
+def _reason(exc: BaseException) -> str:
+    """A connection error's own words ("[Errno 111] Connection refused"), redacted, short."""
+    text = str(exc).strip() or type(exc).__name__
+    return redact(text.splitlines()[0])[:200]
 
 
 def _retry_after_seconds(response: httpx.Response) -> float | None:
@@ -192,6 +202,9 @@ class ApiClient:
         self.retry = retry or RetryPolicy()
         self.stats = RequestStats()
         self._any_success = False
+        self._any_answer = False  # any HTTP response at all, in this client's life
+        self._connect_failures = 0  # failed connections before the first answer
+        self._warned_connect = False
         self._health_lock = threading.Lock()
         self._failures_in_a_row = 0
         self._last_success = time.monotonic()
@@ -335,6 +348,27 @@ class ApiClient:
         if down is not None:
             raise ApiUnavailableError(down)
 
+    def _never_connected(self, route: str, exc: httpx.ConnectError) -> None:
+        """A connection could not be made and the API never answered this run: after
+        `first_connect_attempts`, stop the run (ApiUnavailableError, exit 5) instead of
+        retrying every request; once it has answered, a failed connection is retried as usual."""
+        with self._health_lock:
+            if self._any_answer:
+                return
+            self._connect_failures += 1
+            if self._connect_failures < self.retry.first_connect_attempts:
+                warn, self._warned_connect = not self._warned_connect, True
+                if warn:  # said without -v: the retries below take a few seconds
+                    log.warning("cannot connect to %s (%s); retrying", self.base_url, _reason(exc))
+                return
+            self._down = (
+                f"cannot connect to {self.base_url} ({_reason(exc)}; {self._connect_failures} "
+                f"attempts, first request {route}): check --base-url, DNS and the network "
+                "(firewall, proxy)"
+            )
+            down = self._down
+        raise ApiUnavailableError(down)
+
     def _wait(self, state: tenacity.RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, _Retryable) and exc.retry_after is not None:
@@ -367,10 +401,16 @@ class ApiClient:
             self.stats.count(route, None)
             self._failed(route)
             raise _Retryable(f"timed out ({type(exc).__name__})") from None
+        except httpx.ConnectError as exc:
+            self.stats.count(route, None)
+            self._never_connected(route, exc)
+            self._failed(route)
+            raise _Retryable(f"connection failed ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
             self.stats.count(route, None)
             self._failed(route)
             raise _Retryable(f"connection failed ({type(exc).__name__})") from None
+        self._any_answer = True
         status = response.status_code
         self.stats.count(route, status)
         if status >= 500:

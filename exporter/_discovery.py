@@ -148,7 +148,11 @@ def discover(
         except AuthError:
             raise
         except ApiError as exc:
-            # Organization and project-scoped keys cannot list the user's organizations.
+            # Organization and project-scoped keys cannot list the user's organizations: a 4xx
+            # answer. A network that is down or a failing server (no status, 5xx) is no reason
+            # to list differently: that error ends discovery (issue 19).
+            if exc.status is None or not 400 <= exc.status < 500:
+                raise
             log.info("no organization listing for this key (%s); listing its projects", exc)
             orgs = []
     if not orgs:

@@ -305,6 +305,23 @@ MUTANTS = [
         ("tests/ops/test_doctor.py::test_a_transient_failure_is_not_advice_about_the_key",),
     ),
     Mutant(
+        "refused-first-connection-retried-as-usual",  # 87 s of retries before exit 5
+        "exporter/_client.py",
+        "            if self._any_answer:\n                return\n",
+        "            if True:\n                return\n",
+        ("tests/sync/test_failures.py::test_a_refused_first_connection_fails_in_seconds",),
+    ),
+    Mutant(
+        "discovery-falls-back-on-any-error",  # a failing server taken for another key kind
+        "exporter/_discovery.py",
+        "            if exc.status is None or not 400 <= exc.status < 500:\n                raise\n",
+        "",
+        (
+            "tests/sync/test_failures.py::"
+            "test_a_failing_organizations_listing_is_no_reason_to_list_otherwise",
+        ),
+    ),
+    Mutant(
         "lake-commits-every-empty-chunk",
         "exporter/lake/_store.py",
         "if (table is None or not table.num_rows) and tag != _STATE_ONLY:",

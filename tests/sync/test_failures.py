@@ -169,3 +169,46 @@ def test_unknown_actions_statuses_and_fields_are_kept(make_sim: Any, tmp_path: P
     assert orjson.loads(row["raw"])["shiny_new_field"] == {"nested": [1, 2]}
     summary = run_sync(sim, tmp_path)
     assert summary.open_operations >= 1  # an unknown status is not terminal
+
+
+def test_a_refused_first_connection_fails_in_seconds(tmp_path: Path) -> None:
+    """Issue 19: connection refused on the very first request took 87 s (8 attempts on the
+    organizations listing, then a fallback listing with 8 more), silent without -v. Now three
+    quick attempts, a warning at once, and exit 5 naming the cause; no fallback listing."""
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/api/v2/"
+    started = time.monotonic()
+    result = CliRunner().invoke(
+        cli, ["sync", "--data-dir", str(tmp_path), "--base-url", url], env={"NEON_API_KEY": "k"}
+    )
+    assert time.monotonic() - started < 10
+    assert result.exit_code == 5, result.output
+    assert result.stdout.startswith("sync failed: 0/0 projects, 0 new and 0 changed operations, 3 ")
+    refused = "[Errno 111] Connection refused"
+    assert result.stderr.splitlines() == [
+        f"WARNING opsaudit.client: cannot connect to {url} ({refused}); retrying",
+        f"Error: discovery failed: cannot connect to {url} ({refused}; 3 attempts, first request "
+        "GET /users/me/organizations): check --base-url, DNS and the network (firewall, proxy)",
+    ]
+
+
+def test_a_failing_organizations_listing_is_no_reason_to_list_otherwise(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """The fallback listing (no org_id) is for keys that cannot list organizations (a 4xx), not
+    for a server failing that request: its error ends discovery, named."""
+    sim = make_sim(seed=25, projects=2, days=1, orgs=1)
+    sim.fail_requests("/users/me/organizations", 503)
+    summary = run_sync(sim, tmp_path)
+    sim.clear_failures()
+    assert summary.outcome == "failed"
+    error = summary.error or ""
+    assert error.startswith(
+        "discovery failed: GET /users/me/organizations kept failing after 12 attempts: HTTP 503 "
+        "scripted failure 503 (request id "
+    ), error
+    assert sim.stats()["by_route"] == {"GET /users/me/organizations": 12}

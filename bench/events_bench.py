@@ -1,0 +1,228 @@
+"""Events benchmarks (issue 22): delivery throughput to a loopback receiver, and what
+`--events-backfill` costs a backfill.
+
+    python bench/events_bench.py delivery --events 100000   # events/s and CPU per event
+    python bench/events_bench.py backfill --ops 100000      # sync wall with vs without events
+
+`delivery` fills the outbox with a backfill whose sinks cannot take anything (an events file in
+a directory that does not exist, a webhook on a closed port, one attempt), then delivers a copy
+of that outbox in a child process to each sink alone: the events file, and a webhook receiver
+in its own process (a minimal asyncio HTTP/1.1 server answering 204, keep-alive), once per lane
+count. The child measures wall time and its own CPU (user + sys) around `deliver()` only.
+`backfill` times `opsaudit sync` of the same world without events and with
+`--events-backfill --events-file`, alternating, and reports the medians. The simulator runs in
+its own process (sync_bench.SimProcess). Results are appended to bench/results/sync.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sync_bench import RESULTS, SimProcess, record, run_sync
+
+SECRET = "whsec_YmVuY2gtc2lnbmluZy1rZXktb2YtMzItYnl0ZXMhISE="
+
+
+def _receiver(conn: Any) -> None:
+    """A minimal HTTP/1.1 receiver: reads each request's body, answers 204, keeps alive."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line[:15].lower() == b"content-length:":
+                        length = int(line[15:])
+                await reader.readexactly(length)
+                writer.write(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        conn.send(server.sockets[0].getsockname()[1])
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, conn.recv)
+        server.close()
+
+    asyncio.run(main())
+
+
+_DELIVER = """
+import json, resource, sys, time
+from pathlib import Path
+from exporter._delivery import deliver, read_webhook_secret
+from exporter._outbox import EventsConfig
+from exporter._state import StateDB
+data, sink, url, secret, lanes = sys.argv[1:6]
+if sink == "file":
+    config = EventsConfig(file=Path(data) / "events.jsonl")
+else:
+    config = EventsConfig(webhook_url=url, webhook_key=read_webhook_secret(Path(secret)),
+                          webhook_lanes=int(lanes))
+state = StateDB(Path(data) / "state.sqlite")
+r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+done = deliver(state, config)
+wall = time.perf_counter() - t0
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+print(json.dumps({"delivered": sum(done.delivered.values()), "pending": done.pending,
+                  "wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}))
+"""
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def bench_delivery(args: argparse.Namespace) -> None:
+    projects = args.projects
+    per_day = max(1, args.events // (projects * args.days))
+    sim = SimProcess(
+        {"seed": 4, "projects": projects, "days": args.days, "ops_per_project_per_day": per_day}
+    )
+    parent, child = mp.Pipe()
+    receiver = mp.get_context("spawn").Process(target=_receiver, args=(child,))
+    receiver.start()
+    port = parent.recv()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            secret = root / "secret"
+            secret.write_text(SECRET)
+            filled = root / "filled"
+            os.environ["OPSAUDIT_WEBHOOK_SECRET_FILE"] = str(secret)
+            fill = run_sync(
+                sim,
+                filled,
+                "--max-rps",
+                "0",
+                "--events-backfill",
+                "--events-file",
+                str(root / "missing-dir" / "events.jsonl"),
+                "--webhook",
+                f"http://127.0.0.1:{_closed_port()}/",
+                "--webhook-attempts",
+                "1",
+            )
+            events = fill["summary"]["events_pending"]
+            runs = [("file", 1)] + [("webhook", lanes) for lanes in args.lanes]
+            for sink, lanes in runs:
+                work = root / f"{sink}-{lanes}"
+                shutil.copytree(filled, work)
+                out = subprocess.run(
+                    [
+                        sys.executable,
+                        "-c",
+                        _DELIVER,
+                        str(work),
+                        sink,
+                        f"http://127.0.0.1:{port}/hooks",
+                        str(secret),
+                        str(lanes),
+                    ],
+                    capture_output=True,
+                    check=True,
+                    text=True,
+                )
+                res = json.loads(out.stdout)
+                record(
+                    "events-delivery",
+                    {
+                        "sink": sink,
+                        "lanes": lanes if sink == "webhook" else None,
+                        "events": events,
+                        "events_per_s": round(res["delivered"] / res["wall_s"]),
+                        "cpu_us_per_event": round(res["cpu_s"] / max(1, res["delivered"]) * 1e6, 1),
+                        **res,
+                    },
+                )
+                shutil.rmtree(work)
+    finally:
+        parent.send("stop")
+        receiver.join(10)
+        sim.close()
+
+
+def bench_backfill(args: argparse.Namespace) -> None:
+    projects = args.projects
+    per_day = max(1, args.ops // (projects * args.days))
+    sim = SimProcess(
+        {"seed": 5, "projects": projects, "days": args.days, "ops_per_project_per_day": per_day}
+    )
+    walls: dict[str, list[float]] = {"none": [], "events": []}
+    cpus: dict[str, list[float]] = {"none": [], "events": []}
+    versions = 0
+    try:
+        for _ in range(args.runs):
+            for kind in ("none", "events"):
+                with tempfile.TemporaryDirectory() as tmp:
+                    extra = ["--max-rps", "0", "--no-compact"]
+                    if kind == "events":
+                        extra += ["--events-backfill", "--events-file", f"{tmp}/events.jsonl"]
+                    res = run_sync(sim, Path(tmp) / "data", *extra)
+                    walls[kind].append(res["wall_s"])
+                    cpus[kind].append(res["cpu_s"])
+                    versions = res["summary"]["versions_written"]
+        none, with_events = statistics.median(walls["none"]), statistics.median(walls["events"])
+        record(
+            "events-backfill",
+            {
+                "ops": versions,
+                "wall_s_without": none,
+                "wall_s_with_events": with_events,
+                "ratio": round(with_events / none, 3),
+                "cpu_s_without": statistics.median(cpus["none"]),
+                "cpu_s_with_events": statistics.median(cpus["events"]),
+                "extra_cpu_us_per_event": round(
+                    (statistics.median(cpus["events"]) - statistics.median(cpus["none"]))
+                    / max(1, versions)
+                    * 1e6,
+                    2,
+                ),
+                "walls": walls,
+            },
+        )
+    finally:
+        sim.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("delivery")
+    p.add_argument("--events", type=int, default=100_000)
+    p.add_argument("--projects", type=int, default=10)
+    p.add_argument("--days", type=int, default=10)
+    p.add_argument("--lanes", type=int, nargs="+", default=[1, 4, 8])
+    p = sub.add_parser("backfill")
+    p.add_argument("--ops", type=int, default=100_000)
+    p.add_argument("--projects", type=int, default=10)
+    p.add_argument("--days", type=int, default=10)
+    p.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    {"delivery": bench_delivery, "backfill": bench_backfill}[args.what](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,7 @@
 """Events benchmarks (issue 22): delivery throughput to a loopback receiver, and what
 `--events-backfill` costs a backfill.
 
-    python bench/events_bench.py delivery --events 100000   # events/s and CPU per event
+    python bench/events_bench.py delivery --ops 100000   # events/s and CPU per event
     python bench/events_bench.py backfill --ops 100000      # sync wall with vs without events
 
 `delivery` fills the outbox with a backfill whose sinks cannot take anything (an events file in
@@ -94,7 +94,7 @@ def _closed_port() -> int:
 
 def bench_delivery(args: argparse.Namespace) -> None:
     projects = args.projects
-    per_day = max(1, args.events // (projects * args.days))
+    per_day = max(1, args.ops // (projects * args.days))
     sim = SimProcess(
         {"seed": 4, "projects": projects, "days": args.days, "ops_per_project_per_day": per_day}
     )
@@ -210,7 +210,7 @@ def main() -> None:
     )
     sub = parser.add_subparsers(dest="what", required=True)
     p = sub.add_parser("delivery")
-    p.add_argument("--events", type=int, default=100_000)
+    p.add_argument("--ops", type=int, default=100_000, help="operations in the world (events)")
     p.add_argument("--projects", type=int, default=10)
     p.add_argument("--days", type=int, default=10)
     p.add_argument("--lanes", type=int, nargs="+", default=[1, 4, 8])

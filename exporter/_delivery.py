@@ -209,8 +209,8 @@ def _deliver_file(outbox: Outbox, path: Path) -> int:
                 written = os.write(fd, view)
                 view = view[written:]
             os.fsync(fd)
+            outbox.delivered_through("file", batch[-1][0], after)
             after = batch[-1][0]
-            outbox.delivered_through("file", after)
             delivered += len(batch)
         return delivered
     finally:

@@ -29,7 +29,9 @@ APPLICATION_ID = 0x4F505341  # "OPSA": marks the file as ours (PRAGMA applicatio
 # 2: open_ops.misses, projects.walk_tail_ids/listed_in, files.replaced_by (migrated from 1).
 # 3: events (the outbox of `exporter._outbox`).
 # 4: open_ops.changed_us/retry_us (the refresh schedule, exporter/_schedule.py).
-FORMAT_VERSION = 4
+# 5: events without its three indexes (they doubled the cost of recording an event; the
+# outbox is read by primary key range).
+FORMAT_VERSION = 5
 TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})
 # `--skip-idle`: how far this host's clock may run ahead of the API's before activity marks
 # (the API's clock) could read as older than a walk's start (this host's clock).
@@ -117,9 +119,6 @@ CREATE TABLE events (
     to_file INTEGER NOT NULL,      -- 1 until appended to the events file
     to_webhook INTEGER NOT NULL    -- 1 until the webhook answered 2xx
 );
-CREATE INDEX events_id ON events (id);
-CREATE INDEX events_to_file ON events (seq) WHERE to_file = 1;
-CREATE INDEX events_to_webhook ON events (seq) WHERE to_webhook = 1;
 """
 
 
@@ -361,6 +360,9 @@ class StateDB:
                 for statement in _MIGRATE_TO_4:
                     if statement.split()[5] not in have:
                         con.execute(statement)
+            if version < 5:
+                for index in ("events_id", "events_to_file", "events_to_webhook"):
+                    con.execute(f"DROP INDEX IF EXISTS {index}")
             con.execute(
                 "UPDATE meta SET value = ? WHERE key = 'format_version'", (str(FORMAT_VERSION),)
             )

@@ -165,7 +165,9 @@ class Api:
         start = 0 if not cursor else bisect_right(ids, cursor)
         page = ids[start : start + limit]
         if not page:
-            return b'{"projects":[]}'
+            # The OpenAPI document requires both maps on every answer (issue 19: an org with no
+            # projects, or the page past the end, had none); no pagination (PRODUCT.md).
+            return b'{"projects":[],"applications":{},"integrations":{}}'
         by_id = self.world.by_id
         return b"".join(
             [

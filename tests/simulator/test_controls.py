@@ -24,7 +24,8 @@ def test_add_shared_project_is_listed_as_shared_and_deletable(make_sim: Any) -> 
         ops = client.get(f"/projects/{pid}/operations", params={"limit": 10}).json()
         assert {o["action"] for o in ops["operations"]} == {"create_timeline", "start_compute"}
         sim.delete_project(pid)
-        assert client.get("/projects/shared", params={"limit": 100}).json() == {"projects": []}
+        after = client.get("/projects/shared", params={"limit": 100}).json()
+        assert after == {"projects": [], "applications": {}, "integrations": {}}
         assert client.get(f"/projects/{pid}/operations", params={"limit": 10}).status_code == 404
 
 

@@ -61,6 +61,16 @@ def test_listing_carries_applications_and_integrations(make_sim: Any, kind: str)
         assert body["pagination"] == {"cursor": body["projects"][-1]["id"]}
         # Every field of the recorded project is there (the simulator adds org_id and locked).
         assert set(RECORDED["projects"][0]) <= set(body["projects"][0])
-        # A page past the end is `{"projects": []}`, no maps and no pagination (PRODUCT.md).
+        # A page past the end: no pagination (PRODUCT.md), and the maps the OpenAPI document
+        # requires on every answer (issue 19).
         after = client.get(path, params=params | {"cursor": body["projects"][-1]["id"]})
-        assert after.json() == {"projects": []}
+        assert after.json() == {"projects": [], "applications": {}, "integrations": {}}
+
+
+def test_listing_of_an_organization_without_projects_carries_the_maps(make_sim: Any) -> None:
+    """Issue 19: the listing with org_id of an organization that has no project (a new user's
+    first hour) was `{"projects": []}`, without the maps the OpenAPI document requires."""
+    sim = make_sim(seed=4, projects=0, orgs=1, shared_projects=0)
+    with api(sim, sim.personal_key) as client:
+        answer = client.get("/projects", params={"org_id": sim.org_ids[0], "limit": 100})
+        assert answer.json() == {"projects": [], "applications": {}, "integrations": {}}

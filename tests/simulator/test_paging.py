@@ -123,7 +123,7 @@ def test_project_listing_pages_by_id(make_sim: Any) -> None:
                 params["cursor"] = cursor
             body = client.get("/projects", params=params).json()
             if not body["projects"]:
-                assert body == {"projects": []}
+                assert body == {"projects": [], "applications": {}, "integrations": {}}
                 break
             seen += [p["id"] for p in body["projects"]]
             assert body["pagination"]["cursor"] == seen[-1]

@@ -43,6 +43,7 @@ __all__ = [
     "Finding",
     "Threshold",
     "format_duration",
+    "last_success_us",
     "parse_duration",
     "parse_threshold",
     "run_check",
@@ -189,7 +190,8 @@ class CheckReport:
 
     as_of: dt.datetime
     findings: list[Finding] = field(default_factory=list)
-    last_success_at: dt.datetime | None = None  # finish of the last run with outcome ok
+    last_success_at: dt.datetime | None = None  # when the trail was last current (see
+    # `last_success_us`)
     projects: int = 0  # projects in the state, deleted ones excluded
     open_operations: int = 0
     # Open operations by time since their last re-read ("1h", "6h", "24h", "7d", "older").
@@ -273,6 +275,34 @@ def run_check(
     return report
 
 
+# Runs that commit what they read: each moves every checkpoint it reached.
+SYNCED_OUTCOMES = ("ok", "partial", "budget", "interrupted")
+# Runs that stop early on purpose (`--time-budget`/`--max-requests`, a signal): whether the
+# trail is current is read from the projects' walks, not from the outcome's name.
+_STOPPED_OUTCOMES = ("budget", "interrupted")
+
+
+def last_success_us(runs: Sequence[Any], last_walks: Sequence[int | None]) -> int | None:
+    """When the trail was last known current (microseconds), from `runs` (SYNC_RUNS_SCHEMA
+    order) and each project's last completed walk (deleted projects left out).
+
+    A run with outcome ok finished with every project in scope complete. After budgeted or
+    interrupted runs (consecutive runs cover the projects in turn, stalest first), the trail is
+    current as of the oldest project's last completed walk, once every project has one (issue
+    19, finding 5: budgeted runs were never a success, `stale_sync` for ever). A partial or
+    failed last run adds nothing: a failing listing may hide projects the state never saw."""
+    finished = [r for r in runs if r[2] is not None]
+    successes = [r[2] for r in finished if r[3] == "ok"]
+    if (
+        finished
+        and finished[-1][3] in _STOPPED_OUTCOMES
+        and last_walks
+        and all(w is not None for w in last_walks)
+    ):
+        successes.append(min(w for w in last_walks if w is not None))
+    return max(successes, default=None)
+
+
 def _check_state(
     path: Path, report: CheckReport, max_age: dt.timedelta, reread_max_age: dt.timedelta | None
 ) -> set[str]:
@@ -304,8 +334,7 @@ def _check_state(
         state.close()
 
     # The whole trail: the last successful run, and gaps the platform's retention could fill.
-    successes = [_at(r[2]) for r in runs if r[3] == "ok" and r[2] is not None]
-    report.last_success_at = max((s for s in successes if s is not None), default=None)
+    report.last_success_at = _at(last_success_us(runs, [p[1] for p in projects]))
     if report.last_success_at is None:
         find(Finding("stale_sync", None, "no sync has succeeded yet (see `opsaudit status`)"))
     elif now - report.last_success_at > max_age:
@@ -318,9 +347,9 @@ def _check_state(
                 f"--max-age {format_duration(max_age)}",
             )
         )
-    # A run that synced anything (ok or partial) moves every checkpoint it could; between two
+    # A run that synced anything (ok, partial, budget, interrupted) moves every checkpoint it could; between two
     # such runs more than RETENTION apart, operations may have come and gone unseen.
-    synced = [(r[1], r[2]) for r in runs if r[3] in ("ok", "partial") and r[2] is not None]
+    synced = [(r[1], r[2]) for r in runs if r[3] in SYNCED_OUTCOMES and r[2] is not None]
     for (_, previous_end), (next_start, _) in itertools.pairwise(synced):
         gap = _when(next_start) - _when(previous_end)
         if gap > RETENTION:

@@ -35,7 +35,16 @@ __all__ = [
 
 UTC = dt.timezone.utc
 FAILURE_WINDOW = dt.timedelta(hours=24)
-OUTCOMES = ("ok", "partial", "failed", "auth_failed", "killed", "running")
+OUTCOMES = (
+    "ok",
+    "partial",
+    "budget",
+    "interrupted",
+    "failed",
+    "auth_failed",
+    "killed",
+    "running",
+)
 
 
 @dataclass
@@ -115,18 +124,22 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
         runs = [r for r in state.runs_rows() if r[1] <= until]  # SYNC_RUNS_SCHEMA order
         open_ops = state.open_count()
         by_last_read = state.open_by_last_read(until)
-        projects = sum(p[13] is None for p in state.projects_rows())  # not deleted
+        last_walks = [p[14] for p in state.projects_rows() if p[13] is None]  # not deleted
+        projects = len(last_walks)
         backlog = read_backlog(state)
     finally:
         state.close()
     finished = [r for r in runs if r[2] is not None]
-    success = max((r[2] for r in finished if r[3] == "ok"), default=None)
+    from exporter._check import last_success_us
+
+    success = last_success_us(runs, last_walks)
     last = finished[-1:]
 
     metrics = [
         Metric(
             "opsaudit_last_success_timestamp_seconds",
-            "Unix time the last sync with outcome ok finished (absent before the first one).",
+            "Unix time the trail was last current: the last sync with outcome ok finished, or "
+            "after budgeted runs the oldest project's last completed walk (absent before).",
         ).add(_seconds(success)),
         Metric("opsaudit_open_operations", "Operations still open, re-read by each sync.").add(
             open_ops

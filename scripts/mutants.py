@@ -385,6 +385,24 @@ MUTANTS = [
         ("tests/sync/test_budget_runs.py::test_a_request_budget_below_the_listing_is_refused",),
     ),
     Mutant(
+        "budget-runs-never-fresh",  # finding 5: stale_sync for ever after budgeted runs
+        "exporter/_check.py",
+        "        and finished[-1][3] in _STOPPED_OUTCOMES\n",
+        "        and False\n",
+        (
+            "tests/sync/test_budget_runs.py::test_budgeted_runs_count_as_fresh_once_every_project_is_walked",
+        ),
+    ),
+    Mutant(
+        "budget-runs-not-synced",  # finding 5: retention_gap ignores budgeted runs
+        "exporter/_check.py",
+        'SYNCED_OUTCOMES = ("ok", "partial", "budget", "interrupted")',
+        'SYNCED_OUTCOMES = ("ok", "partial")',
+        (
+            "tests/sync/test_budget_runs.py::test_budgeted_runs_count_as_fresh_once_every_project_is_walked",
+        ),
+    ),
+    Mutant(
         "query-runs-several-statements",  # DuckDB would run them all and show only the last
         "exporter/_sql.py",
         "    if single and len(statements) > 1:\n",

@@ -82,3 +82,52 @@ def test_the_cli_exits_2_for_a_budget_below_the_listing(make_sim: Any, tmp_path:
         "Error: --max-requests 2 does not cover listing the projects (3 requests): nothing "
         "would ever be synced; use --max-requests 4 or more (more: faster coverage)"
     )
+
+
+def _last_walks(data_dir: Path) -> list[int]:
+    con = sqlite3.connect(data_dir / "state.sqlite")
+    try:
+        rows = con.execute("SELECT last_synced_us FROM projects WHERE deleted_us IS NULL")
+        return [r[0] for r in rows.fetchall()]
+    finally:
+        con.close()
+
+
+def test_budgeted_runs_count_as_fresh_once_every_project_is_walked(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """Finding 5: consecutive budgeted runs (outcome budget, exit 0) walk the projects in turn;
+    once every project has a completed walk, `check` finds the trail current (no stale_sync)
+    and the last-success metric is the oldest project's last walk."""
+    from datetime import datetime, timedelta, timezone
+
+    from exporter._check import run_check
+    from exporter._metrics import collect_metrics
+
+    sim = _sim(make_sim, 1905, projects=4)
+    first = run_sync(sim, tmp_path, max_requests=5)  # the listing (3) and two walk pages
+    assert (first.outcome, first.projects_ok) == ("budget", 2)
+    report = run_check(tmp_path)
+    stale = [f.message for f in report.findings if f.check == "stale_sync"]
+    assert stale == ["no sync has succeeded yet (see `opsaudit status`)"]
+    assert report.last_success_at is None
+    second = run_sync(sim, tmp_path, max_requests=5)
+    assert (second.outcome, second.projects_ok) == ("budget", 2)
+    walks = _last_walks(tmp_path)
+    assert len(walks) == 4 and None not in walks
+    report = run_check(tmp_path)
+    assert [f for f in report.findings if f.check in ("stale_sync", "project_not_synced")] == []
+    oldest = datetime.fromtimestamp(min(walks) / 1e6, timezone.utc)
+    assert report.last_success_at == oldest
+    metrics = {m.name: m for m in collect_metrics(tmp_path)}
+    [(_, success)] = metrics["opsaudit_last_success_timestamp_seconds"].samples
+    assert success == min(walks) / 1e6
+    outcome = dict(
+        (labels["outcome"], v) for labels, v in metrics["opsaudit_last_run_outcome"].samples
+    )
+    assert outcome["budget"] == 1.0 and sum(outcome.values()) == 1.0
+    # A budgeted run synced: half a year without another is a retention gap.
+    later = run_check(tmp_path, as_of=datetime.now(timezone.utc) + timedelta(days=190))
+    gaps = [f.message for f in later.findings if f.check == "retention_gap"]
+    assert len(gaps) == 1 and gaps[0].startswith("the last run that synced finished ")
+    assert_matches_truth(sim, tmp_path)

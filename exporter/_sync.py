@@ -209,7 +209,7 @@ class RunSummary:
             text += f"; {self.projects_idle} idle project(s) not walked (--skip-idle)"
         if self.projects_left:
             text += f"; {self.projects_left} project(s) left for the next run"
-        if self.configured_rps:
+        if self.configured_rps and secs >= 1:  # a rate over less than a second means nothing
             text += f"; {self.achieved_rps:.1f} req/s of {self.configured_rps:g} configured"
         if self.events_pending is not None:
             text += f"; {self.events_delivered} event(s) delivered"
@@ -353,11 +353,16 @@ class _CommitterFailed(StorageError):
 def sync(config: SyncConfig, observer: SyncObserver | None = None) -> RunSummary:
     """Run one sync of `config.data_dir`; never raises for a per-project failure.
 
-    Raises `LockHeldError`, `StorageError` or `ConfigError` before anything is written, and
-    `StorageError` when the dataset cannot be written; an authentication failure, a failed
-    discovery or an API down for everything is reported in the summary's outcome.
+    Raises `AuthError` for a missing or malformed key, `LockHeldError`, `StorageError` or
+    `ConfigError` before anything is written, and `StorageError` when the dataset cannot be
+    written; a key the API rejects, a failed discovery or an API down for everything is
+    reported in the summary's outcome.
     """
+    from exporter._client import check_api_key
     from exporter._stores import open_store
+
+    # Before the data directory is touched: no key, nothing created (issue 23).
+    check_api_key(config.api_key)
 
     dataset = open_store(
         config.data_dir, config.storage_options, lock=True, wait=config.wait_for_lock

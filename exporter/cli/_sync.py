@@ -147,6 +147,13 @@ ACCOUNT_RPS = 700 / 60
     help="Progress line on stderr (default: when stderr is a terminal).",
 )
 @click.option("-v", "--verbose", count=True, help="More log lines (-vv for debug).")
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="No summary line and no progress (cron mails only when something failed); errors "
+    "and warnings are still printed.",
+)
 @metrics_file_option
 @events_options
 def sync_command(
@@ -170,6 +177,7 @@ def sync_command(
     log_format: str,
     progress: bool | None,
     verbose: int,
+    quiet: bool,
     metrics_file: Path | None,
     events: EventsConfig | None,
 ) -> None:
@@ -220,7 +228,7 @@ def sync_command(
     pa.set_memory_pool(pa.system_memory_pool())
     _limit_malloc_arenas()
     show = sys.stderr.isatty() if progress is None else progress
-    observer = Progress(show and log_format == "text")
+    observer = Progress(show and log_format == "text" and not quiet)
     try:
         summary = sync(config, observer)
     except OpsauditError:
@@ -235,14 +243,16 @@ def sync_command(
         raise
     finally:
         observer.finish()
-    _report_summary(summary, log_format)
+    _report_summary(summary, log_format, quiet)
     if metrics_file is not None:
         write_metrics_file(metrics_file, data_dir, storage_options)
     sys.exit(int(summary.exit_code))
 
 
-def _report_summary(summary: RunSummary, log_format: str) -> None:
-    if log_format == "json":
+def _report_summary(summary: RunSummary, log_format: str, quiet: bool = False) -> None:
+    if quiet:
+        pass  # only what went wrong, below
+    elif log_format == "json":
         record = {k: v for k, v in vars(summary).items() if k not in ("started_at", "finished_at")}
         record["started_at"] = summary.started_at.isoformat()
         record["finished_at"] = summary.finished_at.isoformat() if summary.finished_at else None

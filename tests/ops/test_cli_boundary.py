@@ -173,3 +173,29 @@ def test_version_has_a_short_flag() -> None:
     long, short = invoke("--version"), invoke("-V")
     assert (short.exit_code, short.stdout) == (0, long.stdout)
     assert short.stdout.startswith("opsaudit, version ")
+
+
+def test_quiet_sync_prints_nothing_but_what_went_wrong(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=5, projects=1, shared_projects=0, orgs=1, ops_per_project_per_day=20)
+    env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
+    ok = invoke("sync", "--data-dir", str(tmp_path / "d"), "-q", "--max-rps", "0", env=env)
+    assert (ok.exit_code, ok.stdout, ok.stderr) == (0, "", "")
+    loud = invoke("sync", "--data-dir", str(tmp_path / "d"), "--max-rps", "0", env=env)
+    assert loud.stdout.startswith("sync ok: 1/1 projects")
+    revoked = {**env, "NEON_API_KEY": "not-a-key"}
+    failed = invoke("sync", "--data-dir", str(tmp_path / "d"), "--quiet", env=revoked)
+    assert (failed.exit_code, failed.stdout) == (3, "")
+    assert failed.stderr.startswith("Error: ")
+
+
+def test_no_rate_figure_for_a_run_under_a_second() -> None:
+    import datetime as dt
+
+    from exporter._sync import Outcome, RunSummary
+
+    start = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+    fast = RunSummary("r", start, start + dt.timedelta(seconds=0.4), Outcome.OK)
+    fast.configured_rps, fast.achieved_rps = 8.0, 37.5
+    assert "req/s" not in fast.line()
+    fast.finished_at = start + dt.timedelta(seconds=2)
+    assert fast.line().endswith("; 37.5 req/s of 8 configured")

@@ -103,12 +103,19 @@ def test_invalid_key_is_exit_3_and_never_printed(make_sim: Any, tmp_path: Path) 
     assert secret not in result.output
 
 
-def test_missing_key_is_exit_3(tmp_path: Path) -> None:
+def test_missing_key_is_exit_3_and_creates_nothing(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
     result = CliRunner().invoke(
-        cli, ["sync", "--data-dir", str(tmp_path), "--base-url", "http://127.0.0.1:9/api/v2"]
+        cli,
+        ["sync", "--data-dir", str(data_dir), "--base-url", "http://127.0.0.1:9/api/v2"],
+        env={"NEON_API_KEY": ""},
     )
     assert result.exit_code == 3
-    assert "no API key" in result.output
+    assert result.stderr == (
+        "Error: no API key: set NEON_API_KEY or pass --api-key-file (create one in the console "
+        "under account or organization settings)\n"
+    )
+    assert not data_dir.exists()  # no state, lock or staging folder for a run that cannot run
 
 
 def test_project_scoped_key_with_project_flag(make_sim: Any, tmp_path: Path) -> None:

@@ -124,7 +124,9 @@ def _check_api(
     try:
         key = check_api_key(api_key)
     except AuthError as exc:
-        report.add("key", "error", str(exc), "set NEON_API_KEY or pass --api-key-file (a file)")
+        # "no API key: set NEON_API_KEY or ...": what is wrong, then the fix, said once each.
+        problem, _, fix = str(exc).partition(": ")
+        report.add("key", "error", problem, fix or None)
         return
     if not _probe(report, base_url, key):
         return

@@ -26,6 +26,7 @@ __all__ = [
     "MIX_COLUMNS",
     "PROJECT_COLUMNS",
     "REPORT_SQL",
+    "SECTIONS",
     "STUCK_AFTER",
     "STUCK_COLUMNS",
     "TOP_ROWS",
@@ -476,9 +477,8 @@ def _whole_ms(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _csv(report: Report) -> str:
-    # One table for spreadsheets: a section column, then every section's columns.
-    sections: list[tuple[str, list[dict[str, Any]], Sequence[str]]] = [
+def _sections(report: Report) -> list[tuple[str, list[dict[str, Any]], Sequence[str]]]:
+    return [
         ("failing", report.failing_operations, FAILING_COLUMNS),
         ("stuck", report.stuck_operations, STUCK_COLUMNS),
         ("errors", report.errors, ERROR_COLUMNS),
@@ -487,21 +487,36 @@ def _csv(report: Report) -> str:
         ("durations", report.durations, DURATION_COLUMNS),
         ("action_mix", report.action_mix, MIX_COLUMNS),
     ]
-    columns = ["section", *dict.fromkeys(c for _, _, cols in sections for c in cols)]
+
+
+# The tables of the report, as `--section` names them.
+SECTIONS = ("failing", "stuck", "errors", "projects", "failures", "durations", "action_mix")
+
+
+def _csv(report: Report, section: str | None = None) -> str:
+    sections = _sections(report)
+    if section is not None:
+        # One table with its own columns, for a spreadsheet or a script.
+        records, columns = next((r, c) for name, r, c in sections if name == section)
+        return render(columns, [tuple(r.get(c) for c in columns) for r in records], "csv")
+    # One table for spreadsheets: a section column, then every section's columns.
+    all_columns = ["section", *dict.fromkeys(c for _, _, cols in sections for c in cols)]
     rows: list[tuple[Any, ...]] = []
-    for section, records, _ in sections:
-        rows += [(section, *(r.get(c) for c in columns[1:])) for r in records]
-    return render(columns, rows, "csv")
+    for name, records, _ in sections:
+        rows += [(name, *(r.get(c) for c in all_columns[1:])) for r in records]
+    return render(all_columns, rows, "csv")
 
 
-def render_report(report: Report, fmt: str, *, top: int | None = None) -> str:
+def render_report(
+    report: Report, fmt: str, *, top: int | None = None, section: str | None = None
+) -> str:
     """The report as table, markdown, csv or json (one object: headline, failures, durations,
     action_mix). A headline block comes first; `top` cuts each table of the `table` format to
     that many rows (None: every row); the other formats always keep every row."""
     if fmt == "json":
         return orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
     if fmt == "csv":
-        return _csv(report)
+        return _csv(report, section)
     if fmt in ("table", "markdown"):
         return _human(report, fmt, top)
     raise ValueError(f"unknown report format {fmt!r}")

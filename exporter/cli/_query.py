@@ -157,6 +157,15 @@ def query_command(
     help="Rows per table in the table format (json, csv and markdown keep every row).",
 )
 @click.option("--all", "all_rows", is_flag=True, help="Every row in the table format too.")
+@click.option(
+    "--section",
+    type=click.Choice(
+        ["failing", "stuck", "errors", "projects", "failures", "durations", "action_mix"]
+    ),
+    default=None,
+    help="With --format csv: only this table, with its own columns (default: every table in "
+    "one, a section column first).",
+)
 @data_dirs_option
 @storage_option_option
 def report_command(
@@ -167,6 +176,7 @@ def report_command(
     output: Path | None,
     top: int,
     all_rows: bool,
+    section: str | None,
     data_dirs: tuple[Path | str, ...],
     storage_options: tuple[str, ...],
 ) -> None:
@@ -188,6 +198,8 @@ def report_command(
         render_report,
     )
 
+    if section is not None and fmt != "csv":
+        raise click.UsageError("--section goes with --format csv")
     window_since = parse_since(since) if since else None
     window_until = parse_until(until) if until else None
     if window_since is not None and window_until is not None and window_since >= window_until:
@@ -214,7 +226,7 @@ def report_command(
     if report.operations == 0 and fmt in ("json", "csv"):
         # Table and markdown say it in the report; json and csv stay machine-readable.
         click.echo(empty_message(report), err=True)
-    emit(render_report(report, fmt, top=None if all_rows else top), output)
+    emit(render_report(report, fmt, top=None if all_rows else top, section=section), output)
 
 
 def _warn_unknown_projects(con: Any, projects: Sequence[str]) -> None:

@@ -489,3 +489,21 @@ def test_report_html_to_a_terminal_writes_report_html(data_dir: Path, tmp_path: 
     page = tmp_path / "report.html"
     assert out.decode() == f"Wrote {page} (open it in a browser).\r\n"
     assert page.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_report_csv_section_is_one_table_with_its_own_columns(data_dir: Path) -> None:
+    result = invoke(
+        "report", "--data-dir", str(data_dir), "--format", "csv", "--section", "projects"
+    )
+    assert (result.exit_code, result.stdout) == (
+        0,
+        "project_id,operations,failed,failure_rate,retries,failing_now\n"
+        "p1,7,2,0.2857142857142857,3,1\n"
+        "p2,5,1,0.2,1,1\n",
+    )
+    errors = invoke("report", "--data-dir", str(data_dir), "--format", "csv", "--section", "errors")
+    assert errors.stdout.splitlines()[0] == "error,operations,actions,last_seen"
+    assert len(errors.stdout.splitlines()) == 4
+    wrong = invoke("report", "--data-dir", str(data_dir), "--section", "errors")
+    assert wrong.exit_code == 2
+    assert wrong.stderr.endswith("Error: --section goes with --format csv\n")

@@ -148,8 +148,24 @@ def test_missing_and_malformed_key_files(sim: Any, tmp_path: Path) -> None:
     )
     bad = doctor(sim, tmp_path, "two words")
     assert bad.exit_code == 8
-    assert bad.stdout.splitlines()[1].startswith("error key: the API key is malformed")
+    assert bad.stdout.splitlines()[1].startswith("error key: the API key is malformed Fix: it ")
     assert "two words" not in bad.output
+
+
+def test_no_key_says_the_fix_once(tmp_path: Path) -> None:
+    result = invoke(
+        "doctor",
+        "--data-dir",
+        str(tmp_path),
+        "--base-url",
+        "http://127.0.0.1:9/api/v2",
+        env={"NEON_API_KEY": ""},
+    )
+    assert result.exit_code == 8
+    assert result.stdout.splitlines()[1] == (
+        "error key: no API key Fix: set NEON_API_KEY or pass --api-key-file (create one in the "
+        "console under account or organization settings)"
+    )
 
 
 @pytest.fixture

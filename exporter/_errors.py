@@ -58,6 +58,11 @@ class NotFoundError(ApiError):
     """The API answered 404 for a project or an operation."""
 
 
+class UnknownProjectError(NotFoundError):
+    """404 for a project no listing ever showed and no walk ever completed: a mistyped
+    `--project` (a project error, exit 1), never taken for a deleted project."""
+
+
 class ScopeError(ApiError):
     """The API refused a listing for a scope reason (e.g. 400 org_id is required)."""
 

@@ -182,6 +182,9 @@ class ProjectCheckpoint:
     resume_cursor: str | None = None
     walk_tail_ids: frozenset[str] = frozenset()
     open_ops: dict[str, OpenOp] = field(default_factory=dict)
+    # A listing showed it or a walk of it completed: a 404 then means deleted. Never seen
+    # (a mistyped --project): a 404 is an error (issue 19, finding 14).
+    seen: bool = True
 
 
 @dataclass(frozen=True)
@@ -397,7 +400,8 @@ class StateDB:
     # -- checkpoints and open operations --------------------------------------------------
 
     _CHECKPOINT_COLUMNS = (
-        "checkpoint_us, boundary_ids, walk_top_us, walk_top_ids, resume_cursor, walk_tail_ids"
+        "checkpoint_us, boundary_ids, walk_top_us, walk_top_ids, resume_cursor, walk_tail_ids, "
+        "(last_seen_us IS NOT NULL OR last_synced_us IS NOT NULL OR walk_top_us IS NOT NULL)"
     )
 
     _OPEN_COLUMNS = (
@@ -431,7 +435,8 @@ class StateDB:
     ) -> ProjectCheckpoint:
         cp = ProjectCheckpoint(project_id)
         if row is not None:
-            cp.checkpoint_us, boundary, cp.walk_top_us, top_ids, cp.resume_cursor, tail = row
+            cp.checkpoint_us, boundary, cp.walk_top_us, top_ids, cp.resume_cursor, tail = row[:6]
+            cp.seen = bool(row[6])
             cp.boundary_ids = _ids(boundary)
             cp.walk_top_ids = _ids(top_ids)
             cp.walk_tail_ids = _ids(tail)

@@ -40,6 +40,7 @@ from exporter._errors import (
     ExitCode,
     OpsauditError,
     StorageError,
+    UnknownProjectError,
     redact,
 )
 from exporter._outbox import EventsConfig, Outbox
@@ -123,6 +124,7 @@ class ProjectResult:
     walk: WalkResult
     error: str | None = None
     left: bool = False  # stopped by the budget (or the run's stop): the next run resumes it
+    unknown: bool = False  # 404 for a project never seen (a mistyped --project)
 
 
 @dataclass
@@ -137,6 +139,7 @@ class RunSummary:
     projects_ok: int = 0
     projects_failed: int = 0
     projects_deleted: int = 0
+    projects_unknown: int = 0  # failed with a 404 and never seen: a mistyped --project
     requests: int = 0
     responses_429: int = 0
     retries: int = 0
@@ -174,6 +177,7 @@ class RunSummary:
             self.projects_ok += 1
         else:
             self.projects_failed += 1
+            self.projects_unknown += r.unknown
             self.errors[w.project_id] = r.error
 
     def count_left(self) -> None:
@@ -189,7 +193,8 @@ class RunSummary:
             return
         if not self.projects_failed and not self.errors:
             self.outcome = Outcome.BUDGET if budget_reached else Outcome.OK
-        elif self.projects_ok == 0 and self.projects_total > 0:
+        elif self.projects_ok == 0 and self.projects_total > self.projects_unknown:
+            # Nothing could be synced (exit 5); a mistyped --project alone is a project error.
             self.outcome = Outcome.FAILED
         else:
             self.outcome = Outcome.PARTIAL
@@ -543,6 +548,7 @@ class _Run:
             self.clock,
         )
         error: str | None = None
+        unknown = False
         try:
             walk.run()
         except AuthError as exc:
@@ -558,10 +564,11 @@ class _Run:
             return
         except OpsauditError as exc:
             error = redact(str(exc))
+            unknown = isinstance(exc, UnknownProjectError)
             log.warning("project %s failed: %s", pid, error)
             # Through the committer, after the chunks already queued (finding 8).
             committer.submit(Chunk(pid, error=error))
-        result = ProjectResult(walk.result, error)
+        result = ProjectResult(walk.result, error, unknown=unknown)
         with self.lock:
             self.summary.add(result)
         self.observer.project_done(result, client.stats, client.pacer.current_rps)

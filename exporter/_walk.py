@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from exporter._budget import UNBOUNDED, Budget
 from exporter._client import ApiClient
-from exporter._errors import ApiError, NotFoundError
+from exporter._errors import ApiError, NotFoundError, UnknownProjectError
 from exporter._paging import Pager
 from exporter._records import created_micros, encode_raw, fingerprint, is_terminal
 from exporter._schedule import STRICT, RefreshSchedule
@@ -283,6 +283,14 @@ class ProjectWalk:
                 pager = self._main_walk()
             self._refresh_open(pager)
         except NotFoundError:
+            if not self.cp.seen:
+                # Never listed, never walked: a mistyped --project, not a deleted project.
+                self._flush()
+                raise UnknownProjectError(
+                    f"project {self.pid} not found (404), and no listing ever showed it: "
+                    "check the --project id (and that the key can read it)",
+                    status=404,
+                ) from None
             # The project is gone (PRODUCT.md: deleted projects keep their history).
             self.result.deleted = True
             # Its open operations can never be re-read: stop tracking them (history stays).

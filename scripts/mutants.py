@@ -403,6 +403,24 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "unknown-project-taken-for-deleted",  # finding 14: a mistyped --project is green
+        "exporter/_walk.py",
+        "            if not self.cp.seen:\n",
+        "            if False:\n",
+        (
+            "tests/sync/test_unknown_project.py::test_a_mistyped_project_exits_1_named_and_check_flags_it",
+        ),
+    ),
+    Mutant(
+        "unknown-project-alone-exits-5",  # finding 14: exit 1, named, not "nothing synced"
+        "exporter/_sync.py",
+        "        elif self.projects_ok == 0 and self.projects_total > self.projects_unknown:\n",
+        "        elif self.projects_ok == 0 and self.projects_total > 0:\n",
+        (
+            "tests/sync/test_unknown_project.py::test_a_mistyped_project_exits_1_named_and_check_flags_it",
+        ),
+    ),
+    Mutant(
         "query-runs-several-statements",  # DuckDB would run them all and show only the last
         "exporter/_sql.py",
         "    if single and len(statements) > 1:\n",

@@ -247,8 +247,34 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
+# Set in the click context's meta (shared by the whole command line) by `--log-format json`:
+# then the last error lines on stderr are JSON objects too, like every other line there.
+JSON_ERRORS = "opsaudit.json_errors"
+
+
+def echo_error(message: str, **fields: Any) -> None:
+    """`Error: message` on stderr, or one JSON object when the command logs JSON."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.meta.get(JSON_ERRORS):
+        import orjson
+
+        entry = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "level": "error",
+            "logger": "opsaudit",
+            "message": message,
+            **fields,
+        }
+        click.echo(orjson.dumps(entry, default=str).decode(), err=True)
+    else:
+        click.echo(f"Error: {message}", err=True)
+
+
 def setup_logging(log_format: str, verbose: int) -> None:
     """Log lines of the `opsaudit` loggers on stderr: text (warnings) or JSON (info)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta[JSON_ERRORS] = log_format == "json"
     handler = logging.StreamHandler(sys.stderr)
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
@@ -351,7 +377,7 @@ class OpsauditGroup(click.Group):
         try:
             return super().invoke(ctx)
         except OpsauditError as error:
-            click.echo(f"Error: {error}", err=True)
+            echo_error(str(error), exit_code=int(error.exit_code))
             ctx.exit(int(error.exit_code))
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
@@ -380,6 +406,7 @@ __all__ = [
     "TextFormatter",
     "api_options",
     "data_dir_option",
+    "echo_error",
     "emit",
     "existing_data_dir",
     "local_data_dir_option",

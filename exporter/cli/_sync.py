@@ -16,6 +16,7 @@ from exporter.cli._common import (
     Progress,
     api_options,
     data_dir_option,
+    echo_error,
     emit,
     existing_data_dir,
     metrics_file_option,
@@ -139,7 +140,8 @@ ACCOUNT_RPS = 700 / 60
     type=click.Choice(["text", "json"]),
     default="text",
     show_default=True,
-    help="Format of log lines on stderr.",
+    help="Format of log lines on stderr; json also makes the summary on stdout and the error "
+    "lines on stderr one JSON object each.",
 )
 @click.option(
     "--progress/--no-progress",
@@ -261,12 +263,17 @@ def _report_summary(summary: RunSummary, log_format: str, quiet: bool = False) -
         click.echo(orjson.dumps({"event": "summary", **record}).decode())
     else:
         click.echo(summary.line())
-    for pid, message in sorted(summary.errors.items())[:20]:
-        click.echo(f"  {pid}: {message}", err=True)
-    if len(summary.errors) > 20:
-        click.echo(f"  ... and {len(summary.errors) - 20} more", err=True)
+    errors = sorted(summary.errors.items())
+    if log_format == "json":  # every project's error, one object each, for the log shipper
+        for pid, message in errors:
+            echo_error(message, project_id=pid)
+    else:
+        for pid, message in errors[:20]:
+            click.echo(f"  {pid}: {message}", err=True)
+        if len(errors) > 20:
+            click.echo(f"  ... and {len(errors) - 20} more", err=True)
     if summary.error:
-        click.echo(f"Error: {summary.error}", err=True)
+        echo_error(summary.error, exit_code=int(summary.exit_code))
 
 
 @click.command("status", short_help="Per project: checkpoint, lag, open operations.")

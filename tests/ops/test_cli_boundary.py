@@ -199,3 +199,27 @@ def test_no_rate_figure_for_a_run_under_a_second() -> None:
     assert "req/s" not in fast.line()
     fast.finished_at = start + dt.timedelta(seconds=2)
     assert fast.line().endswith("; 37.5 req/s of 8 configured")
+
+
+def test_json_logs_end_with_a_json_error_line(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=6, projects=1, shared_projects=0, orgs=1, ops_per_project_per_day=20)
+    env = {"NEON_API_KEY": "revoked", "OPSAUDIT_BASE_URL": sim.base_url}
+    data_dir = str(tmp_path / "d")
+    rejected = invoke("sync", "--data-dir", data_dir, "--log-format", "json", env=env)
+    assert rejected.exit_code == 3
+    lines = [json.loads(line) for line in rejected.stderr.splitlines()]  # every line is JSON
+    assert lines[-1]["level"] == "error" and lines[-1]["exit_code"] == 3
+    assert json.loads(rejected.stdout)["event"] == "summary"
+    missing = invoke(
+        "sync", "--data-dir", data_dir, "--log-format", "json", env={"NEON_API_KEY": ""}
+    )
+    assert missing.exit_code == 3
+    last = json.loads(missing.stderr.splitlines()[-1])
+    assert (last["level"], last["exit_code"], last["message"]) == (
+        "error",
+        3,
+        "no API key: set NEON_API_KEY or pass --api-key-file (create one in the console under "
+        "account or organization settings)",
+    )
+    text = invoke("sync", "--data-dir", data_dir, env={"NEON_API_KEY": ""})
+    assert text.stderr.startswith("Error: no API key: ")

@@ -50,8 +50,10 @@ __all__ = [
     "check_read_only",
     "connect",
     "read_status",
+    "render",
     "render_html",
     "run_check",
+    "run_demo",
     "run_doctor",
     "sync",
 ]
@@ -64,8 +66,10 @@ _LAZY = {
     "sync": "exporter._sync",
     "WalkLimits": "exporter._walk",
     "read_status": "exporter._status",
+    "render": "exporter._format",  # rows as table, json, jsonl, csv or markdown
     "render_html": "exporter._html",
     "run_check": "exporter._check",
+    "run_demo": "exporter._demo",  # the simulator, a sync: a dataset to try things on
     "run_doctor": "exporter._doctor",
 }
 

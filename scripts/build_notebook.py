@@ -55,28 +55,31 @@ import matplotlib.pyplot as plt
 from IPython.display import Image, Markdown, display
 
 import exporter
-from exporter._demo import run_demo
-from exporter._format import render
-from exporter._sql import execute
 
 if os.environ.get("OPSAUDIT_DATA_DIR"):
     DATA_DIR = Path(os.environ["OPSAUDIT_DATA_DIR"])
 else:
-    DATA_DIR = run_demo().data_dir
+    DATA_DIR = exporter.run_demo().data_dir
 OUT = Path(os.environ.get("OPSAUDIT_NOTEBOOK_OUT") or tempfile.mkdtemp(prefix="opsaudit-plots-"))
 OUT.mkdir(parents=True, exist_ok=True)
 con = exporter.connect(DATA_DIR)
 
 
+def result(sql):
+    \"\"\"Run SQL on the dataset's views: its column names and rows.\"\"\"
+    relation = con.sql(sql)
+    return relation.columns, relation.fetchall()
+
+
 def rows(sql):
     \"\"\"Run SQL on the dataset's views; a list of dicts, one per row.\"\"\"
-    columns, data = execute(con, sql)
+    columns, data = result(sql)
     return [dict(zip(columns, r)) for r in data]
 
 
 def table(sql):
     \"\"\"Show a query's result as a Markdown table.\"\"\"
-    display(Markdown(render(*execute(con, sql), "markdown")))
+    display(Markdown(exporter.render(*result(sql), "markdown")))
 
 
 def save(fig, name):

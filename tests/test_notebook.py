@@ -37,6 +37,9 @@ def test_committed_notebook_is_generated_and_clean() -> None:
             assert cell["execution_count"] is None
     for leak in ("/tmp/", "/home/", "/work/", "/Users/"):
         assert leak not in text
+    # A notebook is what users copy from: only the public API (issue 23).
+    assert "exporter._" not in text
+    assert "from exporter import _" not in text
 
 
 @pytest.fixture(scope="module")

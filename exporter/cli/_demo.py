@@ -80,8 +80,9 @@ def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool
         "    # the DuckDB CLI: every view is defined there"
     )
     click.echo(
-        f"  OPSAUDIT_DATA_DIR={where} jupyter execute notebooks/overview.ipynb"
-        "    # the overview notebook, from a clone with '.[test]' installed"
+        f"  OPSAUDIT_DATA_DIR={where} OPSAUDIT_NOTEBOOK_OUT=plots jupyter execute "
+        "notebooks/overview.ipynb    # the overview notebook (a clone with '.[test]'): its "
+        "figures as PNG files in ./plots"
     )
 
 

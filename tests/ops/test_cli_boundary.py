@@ -223,3 +223,22 @@ def test_json_logs_end_with_a_json_error_line(make_sim: Any, tmp_path: Path) -> 
     )
     text = invoke("sync", "--data-dir", data_dir, env={"NEON_API_KEY": ""})
     assert text.stderr.startswith("Error: no API key: ")
+
+
+def test_shell_completion_as_the_readme_documents_it() -> None:
+    import os
+    import subprocess
+    import sys
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert 'eval "$(_OPSAUDIT_COMPLETE=bash_source opsaudit)"' in readme
+    env = {**os.environ, "COMP_WORDS": "opsaudit rep", "COMP_CWORD": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", "from exporter.cli import main; main()"],
+        env={**env, "_OPSAUDIT_COMPLETE": "bash_complete"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout == "plain,report\n", done.stderr

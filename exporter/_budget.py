@@ -22,8 +22,12 @@ class Budget:
         seconds: float | None = None,
         requests: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        stop: threading.Event | None = None,
     ):
         self._clock = clock
+        # Set from a signal handler (Ctrl-C, SIGTERM): no new request from then on, like a
+        # spent budget (issue 19, finding 15). Read without the lock: the handler never waits.
+        self.stop = stop
         self.deadline = None if seconds is None else clock() + seconds
         self.requests_left = requests
         self.reached = False
@@ -41,6 +45,8 @@ class Budget:
 
     def take(self) -> bool:
         """One request may be sent (True), or the budget is spent (False, from then on)."""
+        if self.stop is not None and self.stop.is_set():
+            return False
         with self._lock:
             if self.reached:
                 return False

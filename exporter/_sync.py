@@ -65,6 +65,8 @@ class Outcome(str, enum.Enum):
     KILLED = "killed"  # the process died mid-run; set by the next run's recovery
     BUDGET = "budget"  # --time-budget / --max-requests reached: what was read is committed,
     # the rest waits for the next run, stalest first (exit 0: not a failure)
+    INTERRUPTED = "interrupted"  # Ctrl-C / SIGTERM: stopped like a budget, what was read is
+    # committed (the CLI exits 130 for SIGINT, 143 for SIGTERM)
 
     def __str__(self) -> str:
         return self.value
@@ -355,8 +357,15 @@ class _CommitterFailed(StorageError):
     cause (the committer's own error decides the exit code, issue 19 finding 6)."""
 
 
-def sync(config: SyncConfig, observer: SyncObserver | None = None) -> RunSummary:
+def sync(
+    config: SyncConfig,
+    observer: SyncObserver | None = None,
+    stop: threading.Event | None = None,
+) -> RunSummary:
     """Run one sync of `config.data_dir`; never raises for a per-project failure.
+
+    Setting `stop` (the CLI does on SIGINT / SIGTERM) stops new requests at once, as a spent
+    budget does: what was read is committed and the outcome is `interrupted`.
 
     Raises `AuthError` for a missing or malformed key, `LockHeldError`, `StorageError` or
     `ConfigError` before anything is written, and `StorageError` when the dataset cannot be
@@ -374,7 +383,7 @@ def sync(config: SyncConfig, observer: SyncObserver | None = None) -> RunSummary
     )
     try:
         dataset.recover()
-        return _Run(dataset, config, observer or NullObserver()).run()
+        return _Run(dataset, config, observer or NullObserver(), stop).run()
     finally:
         dataset.close()
 
@@ -382,8 +391,15 @@ def sync(config: SyncConfig, observer: SyncObserver | None = None) -> RunSummary
 class _Run:
     """One run: discovery, the walks, the commits and the summary, in that order."""
 
-    def __init__(self, dataset: Store, config: SyncConfig, observer: SyncObserver):
+    def __init__(
+        self,
+        dataset: Store,
+        config: SyncConfig,
+        observer: SyncObserver,
+        stop: threading.Event | None = None,
+    ):
         self.dataset = dataset
+        self.stop = stop or threading.Event()
         self.config = config
         self.observer = observer
         self.clock = config.clock
@@ -393,7 +409,7 @@ class _Run:
         self.summary = RunSummary(run_id, datetime.now(timezone.utc))
         self.cancel = threading.Event()
         self.lock = threading.Lock()
-        self.budget = Budget(config.time_budget, config.max_requests)
+        self.budget = Budget(config.time_budget, config.max_requests, stop=self.stop)
         self.clock_started = time.monotonic()
         self.allowed_gets: set[str] | None = None
 
@@ -450,9 +466,7 @@ class _Run:
                 client,
                 project_ids=config.project_ids,
                 org_ids=config.org_ids,
-                on_page=lambda projects, scope: state.upsert_projects(
-                    projects, scope, self.started
-                ),
+                on_page=self._listed,
                 page_limit=int(remembered) if remembered else PROJECTS_PAGE,
             )
         except AuthError as exc:
@@ -460,6 +474,9 @@ class _Run:
             return
         except ApiError as exc:
             summary.outcome, summary.error = Outcome.FAILED, f"discovery failed: {exc}"
+            return
+        except InterruptedError:
+            summary.outcome, summary.error = Outcome.INTERRUPTED, "interrupted while listing"
             return
         if str(found.page_limit) != remembered and not found.explicit:
             state.set_meta("projects_page_limit", str(found.page_limit))
@@ -514,8 +531,10 @@ class _Run:
             raise StorageError(
                 f"writing the dataset failed: {committer.error}"
             ) from committer.error
+        if self.stop.is_set() and summary.outcome is Outcome.RUNNING:
+            summary.outcome = Outcome.INTERRUPTED  # what was read is committed; no compaction
         if summary.outcome is not Outcome.RUNNING:
-            return  # stopped early (revoked key, API down): no compaction
+            return  # stopped early (revoked key, API down, a signal): no compaction
         _release_free_memory()
         if config.compact and committer.partitions:
             self.dataset.compact(committer.partitions)
@@ -532,6 +551,12 @@ class _Run:
         done = deliver(self.dataset.state, events)
         self.summary.events_delivered = sum(done.delivered.values())
         self.summary.events_pending = done.pending  # why a sink stopped: logged by deliver
+
+    def _listed(self, projects: list[dict[str, Any]], scope: str) -> None:
+        """One page of the listing: recorded, unless the run was told to stop."""
+        if self.stop.is_set():
+            raise InterruptedError("interrupted")
+        self.dataset.state.upsert_projects(projects, scope, self.started)
 
     def _walk_one(self, client: ApiClient, committer: _Committer, pid: str) -> None:
         if self.cancel.is_set():

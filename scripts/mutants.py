@@ -421,6 +421,20 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "signal-does-not-stop-the-walks",  # finding 15: ^C walked every remaining project
+        "exporter/_budget.py",
+        "        if self.stop is not None and self.stop.is_set():\n            return False\n",
+        "",
+        ("tests/sync/test_interrupt.py",),
+    ),
+    Mutant(
+        "interrupted-run-recorded-as-finished",  # finding 15: outcome and exit code say ok
+        "exporter/_sync.py",
+        "            summary.outcome = Outcome.INTERRUPTED  # what was read is committed; no compaction\n",
+        "            pass\n",
+        ("tests/sync/test_interrupt.py",),
+    ),
+    Mutant(
         "query-runs-several-statements",  # DuckDB would run them all and show only the last
         "exporter/_sql.py",
         "    if single and len(statements) > 1:\n",

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -231,8 +234,10 @@ def sync_command(
     _limit_malloc_arenas()
     show = sys.stderr.isatty() if progress is None else progress
     observer = Progress(show and log_format == "text" and not quiet)
+    stop = _StopOnSignal()
     try:
-        summary = sync(config, observer)
+        with stop:
+            summary = sync(config, observer, stop.event)
     except OpsauditError:
         # Lock held, state or storage error: the metrics still say when the last success was.
         from exporter._storage import STATE_FILE
@@ -248,7 +253,43 @@ def sync_command(
     _report_summary(summary, log_format, quiet)
     if metrics_file is not None:
         write_metrics_file(metrics_file, data_dir, storage_options)
+    if stop.signum is not None and str(summary.outcome) == "interrupted":
+        sys.exit(128 + stop.signum)  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
     sys.exit(int(summary.exit_code))
+
+
+class _StopOnSignal:
+    """While a sync runs: the first SIGINT (Ctrl-C) or SIGTERM (systemd's stop) sets `event`,
+    which stops new requests at once; the walks commit what they read and the run ends within
+    moments with outcome `interrupted` (issue 19, finding 15). A second Ctrl-C aborts at once
+    (the state stays consistent: a kill at any instant is safe)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+        self.event.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        # os.write, not click: a handler may run while the main thread is mid-print.
+        os.write(
+            2,
+            f"\n{signal.Signals(signum).name}: stopping; committing what was read "
+            "(Ctrl-C again to abort at once)\n".encode(),
+        )
+
+    def __enter__(self) -> _StopOnSignal:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
 
 
 def _report_summary(summary: RunSummary, log_format: str, quiet: bool = False) -> None:

@@ -32,10 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     if browser is None:
         print("chromium is not installed (apt-get install chromium)", file=sys.stderr)
         return 1
-    from exporter._demo import run_demo
-    from exporter._html import render_html
-    from exporter._report import build_report
-    from exporter._sql import connect
+    from exporter import build_report, connect, render_html, run_demo
 
     with tempfile.TemporaryDirectory(prefix="opsaudit-shot-") as tmp:
         result = run_demo(Path(tmp) / "data")

@@ -220,13 +220,21 @@ def api_options(f: F) -> F:
 
 
 class TextFormatter(logging.Formatter):
-    """`LEVEL logger: message` (and a traceback when one is attached), redacted."""
+    """`TIME LEVEL logger: message key=value ...` (and a traceback when one is attached),
+    redacted: the facts the JSON lines carry (project, counts, time), for people."""
 
     def __init__(self) -> None:
         super().__init__("%(levelname)s %(name)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created))
+        text = super().format(record)
+        fields = getattr(record, "fields", {})
+        facts = " ".join(f"{k}={v}" for k, v in fields.items() if k != "event" and v is not None)
+        if facts:
+            head, sep, rest = text.partition("\n")  # after the message, before a traceback
+            text = f"{head} {facts}{sep}{rest}"
+        return redact(f"{stamp} {text}")
 
 
 class JsonFormatter(logging.Formatter):

@@ -4,6 +4,7 @@ no read command creating or accepting a missing data directory."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -242,3 +243,22 @@ def test_shell_completion_as_the_readme_documents_it() -> None:
         check=False,
     )
     assert done.stdout == "plain,report\n", done.stderr
+
+
+def test_text_logs_carry_the_facts_json_logs_carry(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=8, projects=1, shared_projects=0, orgs=1, ops_per_project_per_day=20)
+    env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
+    text = invoke("sync", "--data-dir", str(tmp_path / "t"), "-v", "--max-rps", "0", env=env)
+    as_json = invoke(
+        "sync", "--data-dir", str(tmp_path / "j"), "--log-format", "json", "--max-rps", "0", env=env
+    )
+    assert text.exit_code == as_json.exit_code == 0
+    done = next(
+        json.loads(line) for line in as_json.stderr.splitlines() if '"project_done"' in line
+    )
+    line = next(line for line in text.stderr.splitlines() if "project_done" in line)
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ INFO opsaudit\.events: project_done "
+        rf"project_id={done['project_id']} new={done['new']} changed=0 rate=\S+",
+        line,
+    ), line

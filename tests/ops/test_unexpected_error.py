@@ -105,7 +105,7 @@ def test_an_unexpected_error_exits_5_with_one_line(odd_api: str, tmp_path: Path)
 def test_the_traceback_is_in_the_log_at_v(odd_api: str, tmp_path: Path) -> None:
     done = _sync(odd_api, tmp_path / "data", "-v")
     assert done.returncode == 5
-    assert "INFO opsaudit: unexpected error\nTraceback (most recent call last):" in done.stderr
+    assert "Z INFO opsaudit: unexpected error\nTraceback (most recent call last):" in done.stderr
     assert "upsert_projects" in done.stderr
     assert done.stderr.splitlines()[-1].startswith("Error: unexpected error (ProgrammingError: ")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -196,7 +197,9 @@ def test_a_refused_first_connection_fails_in_seconds(tmp_path: Path) -> None:
     assert result.exit_code == 5, result.output
     assert result.stdout.startswith("sync failed: 0/0 projects, 0 new and 0 changed operations, 3 ")
     refused = "[Errno 111] Connection refused"
-    assert result.stderr.splitlines() == [
+    lines = result.stderr.splitlines()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ .*", lines[0]), lines[0]
+    assert [lines[0].split(" ", 1)[1], *lines[1:]] == [
         f"WARNING opsaudit.client: cannot connect to {url} ({refused}); retrying",
         f"Error: discovery failed: cannot connect to {url} ({refused}; 3 attempts, first request "
         "GET /users/me/organizations): check --base-url, DNS and the network (firewall, proxy)",

@@ -201,6 +201,9 @@ def test_kill_9_at_random_instants_on_s3(
     # --wait: the last killed holder's lease expires by itself (ttl 2 s + grace).
     summary = run_sync(sim, url, opts, wait_for_lock=True)
     assert summary.outcome == "ok", summary.error
+    # The variable took effect: the lease this run held (and released) had a 2 s ttl.
+    lease = bucket.client().get_object(Bucket=bucket.name, Key=f"{prefix}/_opsaudit/lease.json")
+    assert json.loads(lease["Body"].read())["ttl_s"] == 2.0
     assert_exact(sim, table_rows(url, opts))
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from exporter import _discovery
+from exporter import _sync
 
 from .conftest import assert_matches_truth, assert_no_identical_versions, read_versions, run_sync
 
@@ -15,10 +15,13 @@ from .conftest import assert_matches_truth, assert_no_identical_versions, read_v
 def test_backfill_of_many_projects_equals_ground_truth(
     make_sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Pages of 10 projects make the listing page even with a few dozen projects.
-    monkeypatch.setattr(_discovery, "PROJECTS_PAGE", 10)
+    # Pages of 10 projects make the listing page even with a few dozen projects. Patched where
+    # the run reads it (`_sync` imported the name: patching `_discovery` changed nothing).
+    monkeypatch.setattr(_sync, "PROJECTS_PAGE", 10)
     sim = make_sim(seed=11, projects=28, days=2, ops_per_project_per_day=300)
     summary = run_sync(sim, tmp_path, page_size=100, concurrency=4)
+    # The patch took effect: 2 organizations of 14 projects, 2 pages of 10 each (1 at 400).
+    assert sim.stats()["by_route"]["GET /projects"] == 4
     assert summary.outcome == "ok", summary.errors
     assert summary.projects_total == len(sim.project_ids()) >= 28
     assert_matches_truth(sim, tmp_path)

@@ -9,10 +9,6 @@ from typing import Any
 from .conftest import assert_matches_truth, empty_sim, run_sync
 
 
-def _listing_limits(sim: Any) -> list[str]:
-    return [p for p in sim.request_log() if p.startswith("/api/v2/projects?")]
-
-
 def test_listing_uses_limit_400_and_falls_back_to_100_once_and_remembers(
     make_sim: Any, tmp_path: Path
 ) -> None:

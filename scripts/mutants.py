@@ -630,6 +630,23 @@ MUTANTS = [
         "    return True\n",
         (f"{ROBUST}::test_a_finished_operation_stays_tracked_while_it_settles",),
     ),
+    Mutant(
+        "config-unknown-key-ignored",  # a misspelt setting silently does nothing
+        "exporter/cli/_config.py",
+        "    if unknown:\n",
+        "    if False:\n",
+        ("tests/ops/test_cli_boundary.py::test_a_bad_config_file_is_a_usage_error",),
+    ),
+    Mutant(
+        "config-file-not-read",
+        "exporter/cli/_config.py",
+        "        if values:\n            out[name] = values\n",
+        "        pass\n",
+        (
+            "tests/ops/test_cli_boundary.py::"
+            "test_a_config_file_sets_defaults_and_flags_and_environment_win",
+        ),
+    ),
 ]
 
 

@@ -6,6 +6,8 @@ prints or exits.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from exporter.cli._common import OpsauditGroup
@@ -18,8 +20,31 @@ __all__ = ["cli", "main"]
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(None, "-V", "--version", package_name="opsaudit", prog_name="opsaudit")
-def cli() -> None:
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="OPSAUDIT_CONFIG",
+    show_envvar=True,
+    default=None,
+    help="Settings file (data_dir, base_url, max_rps, fail_on, max_age); flags and environment "
+    "variables win over it.  [default: ./opsaudit.toml, else [tool.opsaudit] in "
+    "./pyproject.toml]",
+)
+@click.pass_context
+def cli(ctx: click.Context, config_file: Path | None) -> None:
     """Export a hosted-Postgres platform's operation history to Parquet and query it with DuckDB."""
+    from exporter.cli._config import default_map, find_config, read_config
+
+    if config_file is not None:
+        if not config_file.is_file():
+            raise click.BadParameter(f"{config_file} does not exist", param_hint="'--config'")
+        found: tuple[Path, bool] | None = (config_file, config_file.name == "pyproject.toml")
+    else:
+        found = find_config(Path.cwd())
+    if found is not None:
+        # click consults the default map only for what neither a flag nor the environment set.
+        ctx.default_map = default_map(cli, read_config(*found))
 
 
 def _register() -> None:

@@ -262,3 +262,58 @@ def test_text_logs_carry_the_facts_json_logs_carry(make_sim: Any, tmp_path: Path
         rf"project_id={done['project_id']} new={done['new']} changed=0 rate=\S+",
         line,
     ), line
+
+
+def test_a_config_file_sets_defaults_and_flags_and_environment_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from .conftest import analytics_dataset
+
+    analytics_dataset(tmp_path / "full")  # 12 operations
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "opsaudit.toml").write_text(
+        'data_dir = "full"\nfail_on = ["stuck(start_compute) > 0 over 5h"]\n'
+    )
+    sql = "SELECT count(*) AS n FROM operations"
+
+    def count(*args: str, env: dict[str, str] | None = None) -> str:
+        result = invoke("query", "--format", "csv", *args, sql, env=env)
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    assert count() == "n\n12\n"  # from the file
+    assert count("--data-dir", "empty") == "n\n0\n"  # a flag wins
+    assert count(env={"OPSAUDIT_DATA_DIR": "empty"}) == "n\n0\n"  # and so does the environment
+    check = invoke("check", "--as-of", "2025-01-12T14:00:00Z")
+    assert check.exit_code == 8
+    assert check.stdout.splitlines()[-1] == (
+        "threshold: 2 operation(s) of start_compute created in the last 5h not terminal 1h after "
+        "creation (stuck(start_compute) > 0 over 5h)"
+    )
+    # [tool.opsaudit] in pyproject.toml when there is no opsaudit.toml; --config names a file.
+    (tmp_path / "opsaudit.toml").unlink()
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.opsaudit]\ndata_dir = "empty"\n'
+    )
+    assert count() == "n\n0\n"
+    (tmp_path / "other.toml").write_text('data_dir = "full"\n')
+    assert count(env={"OPSAUDIT_CONFIG": "other.toml"}) == "n\n12\n"
+    assert invoke("--config", "other.toml", "query", "--format", "csv", sql).stdout == "n\n12\n"
+
+
+def test_a_bad_config_file_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "opsaudit.toml").write_text('data_dir = "d"\ndata-dir = "typo"\n')
+    result = invoke("status")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"Error: unknown setting data-dir in {tmp_path / 'opsaudit.toml'}; known: data_dir, "
+        "base_url, max_rps, fail_on, max_age\n"
+    )
+    (tmp_path / "opsaudit.toml").write_text("data_dir = \n")
+    broken = invoke("status")
+    assert broken.exit_code == 2
+    assert broken.stderr.startswith(f"Error: {tmp_path / 'opsaudit.toml'} is not valid TOML: ")

@@ -1,0 +1,94 @@
+"""The configuration file: `opsaudit.toml`, or `[tool.opsaudit]` in `pyproject.toml`.
+
+It sets defaults for the data directory, the base URL, the request rate and the `check`
+thresholds. Flags and environment variables win over it: its values become click's
+`default_map`, which click consults only for a parameter given neither on the command line nor
+through its environment variable.
+
+    data_dir = "/var/lib/opsaudit"
+    base_url = "https://console.neon.tech/api/v2/"
+    max_rps = 5
+    fail_on = ["stuck > 0 over 24h", "failure_rate(apply_config) > 5% over 24h"]
+    max_age = "2h"
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from exporter._errors import ConfigError
+
+__all__ = ["CONFIG_FILE", "KEYS", "default_map", "find_config", "read_config"]
+
+CONFIG_FILE = "opsaudit.toml"
+# Each key of the file and the parameter names it sets, in every command that has them.
+KEYS: dict[str, tuple[str, ...]] = {
+    "data_dir": ("data_dir", "data_dirs"),
+    "base_url": ("base_url",),
+    "max_rps": ("max_rps",),
+    "fail_on": ("thresholds",),
+    "max_age": ("max_age",),
+}
+
+
+# The demo makes its own dataset, and the simulator serves no real account.
+_NOT_CONFIGURED = frozenset({"demo", "simulate"})
+
+
+def find_config(directory: Path) -> tuple[Path, bool] | None:
+    """The file to read in `directory`: opsaudit.toml, else a pyproject.toml with a
+    [tool.opsaudit] table (True: the values are under that table); None when neither."""
+    own = directory / CONFIG_FILE
+    if own.is_file():
+        return own, False
+    project = directory / "pyproject.toml"
+    if project.is_file() and "[tool.opsaudit]" in project.read_text(errors="replace"):
+        return project, True
+    return None
+
+
+def read_config(path: Path, in_pyproject: bool = False) -> dict[str, Any]:
+    """The settings of `path`; `ConfigError` (exit 2) for bad TOML or an unknown key."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the configuration file {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    if in_pyproject:
+        data = data.get("tool", {}).get("opsaudit", {})
+    unknown = sorted(set(data) - set(KEYS))
+    if unknown:
+        raise ConfigError(
+            f"unknown setting {', '.join(unknown)} in {path}; known: {', '.join(KEYS)}"
+        )
+    if "fail_on" in data and isinstance(data["fail_on"], str):
+        data["fail_on"] = [data["fail_on"]]
+    return data
+
+
+def default_map(group: click.Group, settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """click's `default_map` for `group`: each command's parameters that `settings` set."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, command in group.commands.items():
+        if name in _NOT_CONFIGURED:
+            continue
+        values: dict[str, Any] = {}
+        for key, value in settings.items():
+            for param in command.params:
+                if param.name in KEYS[key]:
+                    multiple = getattr(param, "multiple", False)
+                    if multiple:
+                        value = list(value) if isinstance(value, list) else [value]
+                    values[param.name] = value
+        if values:
+            out[name] = values
+    return out

@@ -57,7 +57,7 @@ DURATION_COLUMNS = (
 MIX_COLUMNS = ("action", "operations", "share")
 # The operations on-call looks at first, oldest first (issue 23).
 FAILING_COLUMNS = ("id", "project_id", "action", "status", "error", "age")
-STUCK_COLUMNS = ("id", "project_id", "action", "status", "age")
+STUCK_COLUMNS = ("id", "project_id", "action", "status", "error", "age")
 ERROR_COLUMNS = ("error", "operations", "actions", "last_seen")
 PROJECT_COLUMNS = ("project_id", "operations", "failed", "failure_rate", "retries", "failing_now")
 # A headline figure over fewer operations than this shows its n (`p90 43,303 ms (n=24)`).

@@ -195,10 +195,10 @@ def test_on_call_tables_of_the_fixed_dataset(con: Any) -> None:
         "(2 rows)\n"
         "\n"
         "Stuck: still running or waiting 1 hour after creation, oldest first\n"
-        "id   project_id  action          status              age\n"
-        "---  ----------  --------------  ------------------  --------\n"
-        "o7   p1          lfc_autoresize  waiting_for_quorum  06:00:00\n"
-        "o12  p2          start_compute   scheduling          02:00:00\n"
+        "id   project_id  action          status              error  age\n"
+        "---  ----------  --------------  ------------------  -----  --------\n"
+        "o7   p1          lfc_autoresize  waiting_for_quorum  NULL   06:00:00\n"
+        "o12  p2          start_compute   scheduling          NULL   02:00:00\n"
         "(2 rows)\n"
         "\n"
         "Top error texts (operations that reported each)\n"
@@ -236,10 +236,10 @@ def test_on_call_tables_of_the_fixed_dataset(con: Any) -> None:
     markdown = render_report(report, "markdown")
     assert (
         "## Stuck: still running or waiting 1 hour after creation, oldest first\n\n"
-        "| id | project_id | action | status | age |\n"
-        "|---|---|---|---|---|\n"
-        "| o7 | p1 | lfc_autoresize | waiting_for_quorum | 06:00:00 |\n"
-        "| o12 | p2 | start_compute | scheduling | 02:00:00 |\n"
+        "| id | project_id | action | status | error | age |\n"
+        "|---|---|---|---|---|---|\n"
+        "| o7 | p1 | lfc_autoresize | waiting_for_quorum | NULL | 06:00:00 |\n"
+        "| o12 | p2 | start_compute | scheduling | NULL | 02:00:00 |\n"
     ) in markdown
 
 

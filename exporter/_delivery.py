@@ -195,23 +195,22 @@ def _deliver_file(outbox: Outbox, path: Path) -> int:
     try:
         last_id = _last_event_id(_repair_tail(fd))
         if last_id is not None:
-            seq = outbox.pending_seq("file", last_id)
+            seq, index = outbox.find_pending_file(last_id)
             if seq is not None:
                 # Appended by a run killed before it recorded that: in the file already.
-                n = outbox.delivered_through("file", seq)
+                n = outbox.delivered_through("file", seq, 0, index + 1)
                 log.info("events file: %d event(s) found appended by an interrupted run", n)
         delivered = 0
         after = 0
-        while batch := outbox.pending("file", after, _FILE_BATCH):
-            data = b"".join(body + b"\n" for _, _, _, body in batch)
+        while batches := outbox.pending("file", after, _FILE_BATCH):
+            data = b"".join(b.file_data() for b in batches)
             view = memoryview(data)
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
             os.fsync(fd)
-            outbox.delivered_through("file", batch[-1][0], after)
-            after = batch[-1][0]
-            delivered += len(batch)
+            delivered += outbox.delivered_through("file", batches[-1].seq, after)
+            after = batches[-1].seq
         return delivered
     finally:
         os.close(fd)
@@ -272,26 +271,29 @@ class _Webhook:
         after = 0
         with ThreadPoolExecutor(self.lanes, thread_name_prefix="opsaudit-webhook") as pool:
             while not self.stop.is_set():
-                batch = outbox.pending("webhook", after, _WEBHOOK_BATCH)
-                if not batch:
+                batches = outbox.pending("webhook", after, _WEBHOOK_BATCH)
+                if not batches:
                     break
-                lanes: list[list[tuple[int, str, bytes]]] = [[] for _ in range(self.lanes)]
-                for seq, event_id, op_id, body in batch:
-                    lanes[zlib.crc32(op_id.encode()) % self.lanes].append((seq, event_id, body))
-                done = [f.result() for f in [pool.submit(self._lane, lane) for lane in lanes]]
-                acked = sorted(seq for seqs in done for seq in seqs)
-                if acked:
-                    delivered += outbox.delivered("webhook", acked)
-                after = batch[-1][0]
+                lanes: list[list[tuple[bytearray, int, str, bytes]]] = [
+                    [] for _ in range(self.lanes)
+                ]
+                for b in batches:
+                    assert b.acked is not None
+                    for i, (event_id, body) in enumerate(zip(b.ids, b.lines)):
+                        if not b.acked[i]:
+                            lane = zlib.crc32(event_id.rpartition(":")[0].encode()) % self.lanes
+                            lanes[lane].append((b.acked, i, event_id, body))
+                for f in [pool.submit(self._lane, lane) for lane in lanes]:
+                    f.result()
+                delivered += outbox.delivered("webhook", batches)
+                after = batches[-1].seq
         return delivered, self.error
 
-    def _lane(self, events: list[tuple[int, str, bytes]]) -> list[int]:
-        acked: list[int] = []
-        for seq, event_id, body in events:
+    def _lane(self, events: list[tuple[bytearray, int, str, bytes]]) -> None:
+        for acked, i, event_id, body in events:
             if self.stop.is_set() or not self._send(event_id, body):
                 break  # later events of this lane's operations must not overtake this one
-            acked.append(seq)
-        return acked
+            acked[i] = 1
 
     def _send(self, event_id: str, body: bytes) -> bool:
         attempts = max(1, self.config.webhook_attempts)

@@ -13,6 +13,7 @@ This module owns the `events` table and the `events_delivered_*` meta counters o
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -29,10 +30,11 @@ from exporter._errors import ConfigError
 __all__ = [
     "SINKS",
     "Backlog",
+    "Batch",
     "EventFilter",
     "EventsConfig",
     "Outbox",
-    "event_bodies",
+    "event_lines",
     "parse_event_filter",
     "read_backlog",
 ]
@@ -113,10 +115,13 @@ class EventsConfig:
 
 
 def _rfc3339(column: pa.ChunkedArray) -> pa.Array:
-    """UTC timestamps as RFC 3339 text: whole seconds as `...:04Z`, else `...:04.214837Z`."""
-    text = pc.strftime(column, format="%Y-%m-%dT%H:%M:%S")
-    text = pc.replace_substring_regex(text, pattern=r"\.000000$", replacement="")
-    return pc.binary_join_element_wise(text, pa.scalar("Z"), "")
+    """UTC timestamps as RFC 3339 text: whole seconds as `...:04Z`, else `...:04.214837Z`.
+    Cast as naive timestamps (the values are UTC): Arrow formats a zoned one ~100 times
+    slower, which was most of the cost of recording an event."""
+    naive = column.cast(pa.int64()).cast(pa.timestamp("us"))
+    text = pc.replace_substring(pc.cast(naive, pa.string()), " ", "T", max_replacements=1)
+    text = pc.binary_join_element_wise(text, pa.scalar("Z"), "")
+    return pc.replace_substring(text, ".000000Z", "Z")
 
 
 _STRINGS = frozenset({"id", "project_id", "branch_id", "endpoint_id", "action", "status", "error"})
@@ -149,8 +154,8 @@ def _json_values(table: pa.Table, name: str) -> pa.Array:
 _ENCODER = msgspec.json.Encoder()
 
 
-def event_bodies(table: pa.Table, project_name: str | None) -> list[tuple[str, str, bytes]]:
-    """(event id, operation id, event JSON) for each row of a versions table (PRODUCT.md,
+def event_lines(table: pa.Table, project_name: str | None) -> tuple[bytes, bytes]:
+    """The event ids (newline-separated) and the events' JSON Lines of a versions table (PRODUCT.md,
     "Events": the row's columns under the API's names, its version, and the names where
     known). Not `raw` and the bookkeeping columns: they tripled an event's size, and with it
     the cost of a backfill with `--events-backfill`. The JSON text is assembled column by column
@@ -181,13 +186,20 @@ def event_bodies(table: pa.Table, project_name: str | None) -> list[tuple[str, s
     lines = pc.binary_join_element_wise(
         *[pa.scalar(p) if isinstance(p, str) else p for p in parts], ""
     )
-    return list(
-        zip(
-            event_ids.to_pylist(),
-            table["id"].to_pylist(),
-            pc.cast(lines, pa.binary()).to_pylist(),
-        )
+    # One buffer each, straight from Arrow: no Python object per event.
+    return _joined(event_ids)[:-1], _joined(lines)
+
+
+def _joined(values: pa.Array | pa.ChunkedArray) -> bytes:
+    """Every value followed by a newline, as one byte string (the values have no NULL)."""
+    lines = pc.binary_join_element_wise(values, pa.scalar("\n"), "")
+    if isinstance(lines, pa.ChunkedArray):
+        lines = lines.combine_chunks()
+    offsets = pa.Array.from_buffers(
+        pa.int32(), len(lines) + 1, [None, lines.buffers()[1]], offset=lines.offset
     )
+    start, end = offsets[0].as_py(), offsets[-1].as_py()
+    return lines.buffers()[2].to_pybytes()[start:end]
 
 
 @dataclass(frozen=True)
@@ -213,13 +225,49 @@ def read_backlog(state: Any) -> Backlog:
         else 0
         for s in SINKS
     }
-    if not state.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'"):
+    if not state.query(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_batches'"
+    ):
         return Backlog({s: 0 for s in SINKS}, None, delivered)
     to_file, to_webhook, oldest = state.query(
-        "SELECT coalesce(sum(to_file), 0), coalesce(sum(to_webhook), 0), min(recorded_us) "
-        "FROM events"
+        "SELECT coalesce(sum(events - file_done), 0), coalesce(sum(webhook_left), 0), "
+        "min(recorded_us) FROM event_batches"
     )[0]
     return Backlog({"file": int(to_file), "webhook": int(to_webhook)}, oldest, delivered)
+
+
+@dataclass
+class Batch:
+    """One row of the outbox: the events of one project's chunk of a commit, in order."""
+
+    seq: int
+    ids_blob: bytes  # newline-separated
+    blob: bytes  # the JSON Lines, each line ending in a newline
+    file_done: int | None  # None: not for the file
+    acked: bytearray | None  # None: not for the webhook; else 1 per acknowledged event
+
+    @functools.cached_property
+    def ids(self) -> list[str]:
+        return self.ids_blob.decode().split("\n")
+
+    @functools.cached_property
+    def lines(self) -> list[bytes]:
+        """Each event's JSON, without the newline."""
+        return self.blob.split(b"\n")[:-1]
+
+    def file_data(self) -> bytes:
+        """What the file still lacks of this batch (all of it, unless a kill cut an append)."""
+        if not self.file_done:
+            return self.blob
+        return b"".join(line + b"\n" for line in self.lines[self.file_done :])
+
+
+def _bytes(value: bytes | str) -> bytes:
+    """A BLOB column's value (the migration from format 5 made some TEXT: `||` yields text)."""
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+_DONE = "(file_done IS NULL OR file_done = events) AND (webhook_left IS NULL OR webhook_left = 0)"
 
 
 class Outbox:
@@ -247,72 +295,134 @@ class Outbox:
             return 0  # the project's first walk (PRODUCT.md: no events unless --events-backfill)
         for f in self.config.filters:
             table = table.filter(f.mask(table))
-        if not table.num_rows:
+        n = table.num_rows
+        if not n:
             return 0
-        to_file = int("file" in self.sinks)
-        to_webhook = int("webhook" in self.sinks)
-        rows = [
-            (event_id, op_id, now, body, to_file, to_webhook)
-            for event_id, op_id, body in event_bodies(table, name)
-        ]
-        con.executemany(
-            "INSERT INTO events (id, operation_id, recorded_us, body, to_file, to_webhook) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            rows,
+        ids, lines = event_lines(table, name)
+        webhook = "webhook" in self.sinks
+        con.execute(
+            "INSERT INTO event_batches (recorded_us, events, ids, lines, file_done, "
+            "webhook_left, webhook_acked) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                now,
+                n,
+                ids,
+                lines,
+                0 if "file" in self.sinks else None,
+                n if webhook else None,
+                bytes(n) if webhook else None,
+            ),
         )
-        return len(rows)
+        return n
 
     # -- delivery ----------------------------------------------------------------------------
 
-    def pending(
-        self, sink: str, after: int = 0, limit: int = 1000
-    ) -> list[tuple[int, str, str, bytes]]:
-        """(seq, event id, operation id, body) waiting for `sink`, in commit order."""
-        return self.state.query(
-            f"SELECT seq, id, operation_id, body FROM events WHERE {_COLUMN[sink]} = 1 "
-            "AND seq > ? ORDER BY seq LIMIT ?",
-            (after, limit),
-        )
+    def pending(self, sink: str, after: int = 0, limit: int = 1000) -> list[Batch]:
+        """Batches with events waiting for `sink`, in commit order, from after seq `after`,
+        until they hold at least `limit` events."""
+        waiting = "file_done < events" if sink == "file" else "webhook_left > 0"
+        out: list[Batch] = []
+        count = 0
+        while count < limit:
+            rows = self.state.query(
+                "SELECT seq, ids, lines, file_done, webhook_acked FROM event_batches "
+                f"WHERE {waiting} AND seq > ? ORDER BY seq LIMIT 16",
+                (after,),
+            )
+            for seq, ids, lines, file_done, acked in rows:
+                batch = Batch(
+                    seq,
+                    _bytes(ids),
+                    _bytes(lines),
+                    file_done,
+                    None if acked is None else bytearray(acked),
+                )
+                out.append(batch)
+                count += batch.ids_blob.count(b"\n") + 1
+                after = seq
+                if count >= limit:
+                    break
+            if len(rows) < 16:
+                break
+        return out
 
-    def pending_seq(self, sink: str, event_id: str) -> int | None:
-        """The seq of a waiting event by id (the events file's reconciliation)."""
-        rows = self.state.query(
-            f"SELECT max(seq) FROM events WHERE id = ? AND {_COLUMN[sink]} = 1", (event_id,)
-        )
-        return rows[0][0] if rows else None
+    def find_pending_file(self, event_id: str) -> tuple[int | None, int]:
+        """(seq, index) of an event not yet marked appended to the file, or (None, 0)."""
+        needle = event_id.encode()
+        after = 0
+        while rows := self.state.query(
+            "SELECT seq, ids, file_done FROM event_batches WHERE file_done < events AND seq > ? "
+            "ORDER BY seq LIMIT 64",
+            (after,),
+        ):
+            for seq, ids, file_done in rows:
+                ids = _bytes(ids)
+                if needle in ids:
+                    ids_list = ids.split(b"\n")
+                    if needle in ids_list and ids_list.index(needle) >= file_done:
+                        return seq, ids_list.index(needle)
+                after = seq
+        return None, 0
 
-    def delivered_through(self, sink: str, seq: int, after: int = 0) -> int:
-        """Every event up to `seq` reached `sink` (the file: appended in order); those up to
-        `after` are already marked (only the range between is touched)."""
+    def delivered_through(
+        self, sink: str, seq: int, after: int = 0, done: int | None = None
+    ) -> int:
+        """The file has every event of the batches after `after` up to `seq` (appended in
+        order); with `done`, only the first `done` events of batch `seq`. Returns how many
+        events that marks."""
+        assert sink == "file"
         with self.state.transaction() as con:
-            n = self._mark(con, sink, "seq > ? AND seq <= ?", (after, seq))
+            [(n,)] = con.execute(
+                "SELECT coalesce(sum(events - file_done), 0) FROM event_batches "
+                "WHERE seq > ? AND seq <= ? AND file_done < events",
+                (after, seq),
+            ).fetchall()
+            # Rows no other sink waits for are deleted outright (an update would rewrite them).
+            con.execute(
+                "DELETE FROM event_batches WHERE seq > ? AND seq <= ? AND file_done < events "
+                "AND (webhook_left IS NULL OR webhook_left = 0)"
+                + ("" if done is None else " AND seq < ?"),
+                (after, seq) if done is None else (after, seq, seq),
+            )
+            con.execute(
+                "UPDATE event_batches SET file_done = events "
+                "WHERE seq > ? AND seq <= ? AND file_done < events",
+                (after, seq),
+            )
+            if done is not None:
+                [(events,)] = con.execute(
+                    "SELECT events FROM event_batches WHERE seq = ?", (seq,)
+                ).fetchall()
+                n -= events - done
+                con.execute("UPDATE event_batches SET file_done = ? WHERE seq = ?", (done, seq))
+            con.execute(
+                f"DELETE FROM event_batches WHERE seq > ? AND seq <= ? AND {_DONE}", (after, seq)
+            )
+            self._count(con, sink, n)
+        return int(n)
+
+    def delivered(self, sink: str, acked: Sequence[Batch]) -> int:
+        """The webhook acknowledged the events flagged in these batches' `acked`. Returns how
+        many newly."""
+        assert sink == "webhook"
+        n = 0
+        with self.state.transaction() as con:
+            for batch in acked:
+                assert batch.acked is not None
+                left = batch.acked.count(0)
+                row = con.execute(
+                    "SELECT webhook_left FROM event_batches WHERE seq = ?", (batch.seq,)
+                ).fetchone()
+                if row is None or row[0] is None:
+                    continue
+                n += row[0] - left
+                con.execute(
+                    "UPDATE event_batches SET webhook_left = ?, webhook_acked = ? WHERE seq = ?",
+                    (left, bytes(batch.acked), batch.seq),
+                )
+                con.execute(f"DELETE FROM event_batches WHERE seq = ? AND {_DONE}", (batch.seq,))
             self._count(con, sink, n)
         return n
-
-    def delivered(self, sink: str, seqs: Sequence[int]) -> int:
-        """These events reached `sink` (the webhook: acknowledged, in any order across
-        operations)."""
-        with self.state.transaction() as con:
-            n = 0
-            for i in range(0, len(seqs), 500):
-                part = tuple(seqs[i : i + 500])
-                n += self._mark(con, sink, f"seq IN ({','.join('?' * len(part))})", part)
-            self._count(con, sink, n)
-        return n
-
-    @staticmethod
-    def _mark(con: sqlite3.Connection, sink: str, where: str, params: tuple[Any, ...]) -> int:
-        """Events matching `where` (by primary key) reached `sink`: deleted when no other sink
-        waits for them, else flagged. Returns how many were pending for `sink`."""
-        column = _COLUMN[sink]
-        other = _COLUMN["webhook" if sink == "file" else "file"]
-        gone = con.execute(
-            f"DELETE FROM events WHERE {where} AND {column} = 1 AND {other} = 0", params
-        ).rowcount
-        kept = con.execute(
-            f"UPDATE events SET {column} = 0 WHERE {where} AND {column} = 1", params
-        ).rowcount
-        return int(gone + kept)
 
     @staticmethod
     def _count(con: sqlite3.Connection, sink: str, n: int) -> None:

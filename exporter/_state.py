@@ -31,7 +31,8 @@ APPLICATION_ID = 0x4F505341  # "OPSA": marks the file as ours (PRAGMA applicatio
 # 4: open_ops.changed_us/retry_us (the refresh schedule, exporter/_schedule.py).
 # 5: events without its three indexes (they doubled the cost of recording an event; the
 # outbox is read by primary key range).
-FORMAT_VERSION = 5
+# 6: the outbox holds one row per committed batch of events (event_batches), not one per event.
+FORMAT_VERSION = 6
 TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})
 # `--skip-idle`: how far this host's clock may run ahead of the API's before activity marks
 # (the API's clock) could read as older than a walk's start (this host's clock).
@@ -109,17 +110,30 @@ CREATE TABLE runs (
 
 # The events outbox (issue 22). Its rows are written by `exporter._outbox` inside the committer's
 # transaction (with the versions they announce) and deleted once every sink took them.
+# One row per batch of events (one project's chunk of a commit), not per event: a row per
+# event cost a backfill with --events-backfill ~10 us of SQLite work per event (bench/README.md).
 _EVENTS_SCHEMA = """
-CREATE TABLE events (
+CREATE TABLE event_batches (
     seq INTEGER PRIMARY KEY,       -- commit order: the order of delivery
-    id TEXT NOT NULL,              -- "<operation id>:<version>"
-    operation_id TEXT NOT NULL,
-    recorded_us INTEGER NOT NULL,  -- when its version was committed (the backlog's age)
-    body BLOB NOT NULL,            -- the event's JSON, fixed at commit: every retry sends it
-    to_file INTEGER NOT NULL,      -- 1 until appended to the events file
-    to_webhook INTEGER NOT NULL    -- 1 until the webhook answered 2xx
-);
+    recorded_us INTEGER NOT NULL,  -- when its versions were committed (the backlog's age)
+    events INTEGER NOT NULL,       -- how many events
+    ids BLOB NOT NULL,             -- their ids ("<operation id>:<version>"), newline-separated
+    lines BLOB NOT NULL,           -- their JSON, one line each, fixed at commit: every retry
+                                   -- sends the same bytes
+    file_done INTEGER,             -- NULL: not for the file, else how many it has (in order)
+    webhook_left INTEGER,          -- NULL: not for the webhook, else how many it has not taken
+    webhook_acked BLOB             -- one byte per event, 1 once the webhook answered 2xx
+)
 """
+
+# Format 3-5 kept one row per event: carried over as batches of one.
+_MIGRATE_EVENTS_TO_BATCHES = [
+    "INSERT INTO event_batches (seq, recorded_us, events, ids, lines, file_done, webhook_left, "
+    "webhook_acked) SELECT seq, recorded_us, 1, CAST(id AS BLOB), CAST(body AS BLOB) || X'0A', "
+    "CASE WHEN to_file = 1 THEN 0 END, CASE WHEN to_webhook = 1 THEN 1 END, "
+    "CASE WHEN to_webhook = 1 THEN X'00' END FROM events",
+    "DROP TABLE events",
+]
 
 
 # Buckets of time since an open operation's last re-read (label, upper bound in hours).
@@ -352,10 +366,6 @@ class StateDB:
             if version < 2:
                 for statement in _MIGRATE_TO_2:
                     con.execute(statement)
-            if version < 3:
-                for statement in _EVENTS_SCHEMA.split(";"):
-                    if statement.strip():
-                        con.execute(statement)
             if version < 4:
                 # Only the columns it lacks: a file whose format number was set back by hand
                 # (a restored or edited state) may have them already.
@@ -363,9 +373,12 @@ class StateDB:
                 for statement in _MIGRATE_TO_4:
                     if statement.split()[5] not in have:
                         con.execute(statement)
-            if version < 5:
-                for index in ("events_id", "events_to_file", "events_to_webhook"):
-                    con.execute(f"DROP INDEX IF EXISTS {index}")
+            if version < 6:
+                con.execute(_EVENTS_SCHEMA)
+                old = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'"
+                if con.execute(old).fetchone():
+                    for statement in _MIGRATE_EVENTS_TO_BATCHES:
+                        con.execute(statement)
             con.execute(
                 "UPDATE meta SET value = ? WHERE key = 'format_version'", (str(FORMAT_VERSION),)
             )

@@ -308,6 +308,31 @@ def test_kill_after_append_before_the_mark_does_not_repeat_lines(
     assert sorted(ids) == sorted(versions_after(data, set(run_ids(data)[:1])))
 
 
+def test_kill_in_the_middle_of_an_append_then_a_healthy_run(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=18, projects=2, days=1, ops_per_project_per_day=30)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    _sync(sim, data, file=events_file)
+    _changes(sim, random.Random(9))
+    # The append stops half way through its data (mid-line), and the process dies.
+    patch = (
+        "import types\n"
+        "import exporter._delivery as d\n"
+        "def half(fd, data):\n"
+        "    os.write(fd, bytes(data[: len(data) // 2]))\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "d.os = types.SimpleNamespace(**{k: getattr(os, k) for k in dir(os) "
+        "if not k.startswith('__')})\n"
+        "d.os.write = half\n"
+    )
+    assert _python_sync(sim, data, events_file, patch) == -signal.SIGKILL
+    torn = events_file.read_bytes()
+    assert torn.count(b"\n") >= 2 and not torn.endswith(b"\n"), "no torn append to test"
+    _sync(sim, data, file=events_file)
+    ids = [e["id"] for e in file_events(events_file)]
+    assert len(ids) == len(set(ids)), "an event was appended twice"
+    assert sorted(ids) == sorted(versions_after(data, set(run_ids(data)[:1])))
+
+
 def test_kill_right_after_the_commit_loses_no_event(make_sim: Any, tmp_path: Path) -> None:
     sim = make_sim(seed=13, projects=2, days=1, ops_per_project_per_day=30)
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
@@ -380,7 +405,7 @@ def test_kill_9_at_random_instants_then_a_healthy_run(
         _changes(sim, rng)
         sim.add_operations(sim.project_ids()[0], rng.randint(50, 400), same_second=False)
         proc = _start_sync(sim, data, events_file, receiver.url, secret_file)
-        time.sleep(rng.uniform(0.2, 2.5))
+        time.sleep(rng.uniform(0.3, 4.0))
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             kills += 1
@@ -469,7 +494,7 @@ def test_a_state_from_before_the_outbox_is_read_then_migrated(
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
     first = _sync(sim, data)
     con = sqlite3.connect(data / "state.sqlite")
-    con.execute("DROP TABLE events")
+    con.execute("DROP TABLE event_batches")
     con.execute("UPDATE meta SET value = '2' WHERE key = 'format_version'")
     con.commit()
     con.close()
@@ -479,3 +504,32 @@ def test_a_state_from_before_the_outbox_is_read_then_migrated(
     assert second.outcome == "ok"
     ids = [e["id"] for e in file_events(events_file)]
     assert ids and sorted(ids) == sorted(versions_after(data, {first.run_id}))
+
+
+def test_pending_events_of_the_one_row_per_event_outbox_are_carried_over(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    sim = make_sim(seed=17, projects=1, days=1, ops_per_project_per_day=10)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    _sync(sim, data)
+    # State format 5: one row per event; one still waiting for the file, one for the webhook.
+    con = sqlite3.connect(data / "state.sqlite")
+    con.execute("DROP TABLE event_batches")
+    con.execute(
+        "CREATE TABLE events (seq INTEGER PRIMARY KEY, id TEXT NOT NULL, operation_id TEXT "
+        "NOT NULL, recorded_us INTEGER NOT NULL, body BLOB NOT NULL, to_file INTEGER NOT NULL, "
+        "to_webhook INTEGER NOT NULL)"
+    )
+    con.execute(
+        "INSERT INTO events VALUES (7, 'op-a:2', 'op-a', 1, ?, 1, 0), "
+        "(8, 'op-b:1', 'op-b', 2, ?, 0, 1)",
+        (b'{"id":"op-a:2"}', b'{"id":"op-b:1"}'),
+    )
+    con.execute("UPDATE meta SET value = '5' WHERE key = 'format_version'")
+    con.commit()
+    con.close()
+    summary = _sync(sim, data, file=events_file)
+    assert [e["id"] for e in file_events(events_file)] == ["op-a:2"]
+    assert summary.events_pending == 1  # op-b:1 waits for a webhook

@@ -647,6 +647,25 @@ MUTANTS = [
             "test_a_config_file_sets_defaults_and_flags_and_environment_win",
         ),
     ),
+    Mutant(
+        "query-error-first-line-only",  # DuckDB's hint and caret line are what say the fix
+        "exporter/_sql.py",
+        "        return columns, cursor.fetchall()\n    except duckdb.Error as exc:\n"
+        "        raise QueryError(_whole(exc)) from exc\n",
+        "        return columns, cursor.fetchall()\n    except duckdb.Error as exc:\n"
+        "        raise QueryError(_first_line(exc)) from exc\n",
+        (
+            "tests/analytics/test_cli.py::"
+            "test_bad_sql_is_exit_7_with_duckdbs_whole_message_no_traceback",
+        ),
+    ),
+    Mutant(
+        "query-empty-statement-is-an-sql-error",
+        "exporter/_sql.py",
+        '        raise ConfigError("no SQL statement given (the text is empty or only comments)")',
+        '        raise QueryError("no SQL statement given (the text is empty or only comments)")',
+        ("tests/analytics/test_cli.py::test_query_empty_statement_is_a_usage_error",),
+    ),
 ]
 
 

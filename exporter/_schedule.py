@@ -15,12 +15,14 @@ costs a whole backfill per run. So each tracked operation has a schedule:
 - `every_us == 0`: every tracked operation in every run (after an exit-0 run `operations` equals
   the API).
 
-Operations held only by the `every_us` bound fall due at one instant per project, its slot (a
-phase between 0 and `every_us` taken from the project id): a project's long-open operations are
-re-read together, by one walk of its history that the cheapest plan prefers to many GETs, and
-different projects' slots spread those walks over the runs of the day instead of one run
-carrying every project's sweep. A slot is never later than the bound, so it only ever brings a
-re-read forward.
+Due times are rounded down to the project's slots, so that a project's cold operations come due
+together and one walk of its pages re-reads them (the cheapest plan prefers it to many GETs):
+operations held by the `every_us` bound at one instant per project and period (a phase taken
+from the project id), the others on a grid of 1, 2, 4 or 8 hours (the largest not above their
+interval) with the same phase; the grids nest, so the coarser batches meet the finer ones.
+Different projects' phases spread their sweeps over the runs of the day instead of one run
+carrying every project's. Rounding down only ever brings a re-read forward (at most halving the
+interval), so the bounds above hold.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ US_PER_SECOND = 1_000_000
 HOT_US = 3600 * US_PER_SECOND  # created or changed this recently: every run
 FRACTION = 0.25  # re-read when the last read is older than this share of the quiet time
 DEFAULT_EVERY_US = 86_400 * US_PER_SECOND  # --refresh-open-every's default (24 h)
+# Periods of the slots a quarter-rule re-read is rounded to (nested: each divides the next, and
+# 8 h divides the default bound's 24 h).
+GRIDS_US = tuple(h * HOT_US for h in (8, 4, 2, 1))
 
 
 @dataclass(frozen=True)
@@ -57,13 +62,17 @@ class RefreshSchedule:
         return now >= self.next_due(op)
 
     def next_due(self, op: OpenOp) -> int:
-        """When a cold operation is due: a quarter of its quiet time after its last read, or
-        its project's slot at the latest `every_us` after it."""
+        """When a cold operation is due: at its project's last slot before a quarter of its
+        quiet time has passed since its last read, or before `every_us` has."""
         changed = op.changed_us if op.changed_us is not None else op.checked_us
         interval = int(max(0, op.checked_us - changed) * FRACTION)
-        if interval < self.every_us:
-            return op.checked_us + interval
-        return slot(op.project_id, op.checked_us + self.every_us, self.every_us)
+        if interval >= self.every_us:
+            return slot(op.project_id, op.checked_us + self.every_us, self.every_us)
+        latest = op.checked_us + interval
+        for grid in GRIDS_US:
+            if grid <= interval:
+                return slot(op.project_id, latest, grid)
+        return latest
 
 
 def slot(project_id: str, latest: int, every_us: int) -> int:
@@ -74,4 +83,12 @@ def slot(project_id: str, latest: int, every_us: int) -> int:
 
 STRICT = RefreshSchedule(0)
 
-__all__ = ["DEFAULT_EVERY_US", "FRACTION", "HOT_US", "STRICT", "RefreshSchedule", "slot"]
+__all__ = [
+    "DEFAULT_EVERY_US",
+    "FRACTION",
+    "GRIDS_US",
+    "HOT_US",
+    "STRICT",
+    "RefreshSchedule",
+    "slot",
+]

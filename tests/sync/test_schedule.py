@@ -6,6 +6,7 @@ Every test runs syncs of the simulator on loopback with the simulator's clock as
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -156,22 +157,35 @@ def test_refresh_open_every_0_re_reads_every_open_operation_in_every_run(
 
 
 def test_a_change_is_seen_within_a_quarter_of_the_quiet_time(make_sim: Any, tmp_path: Path) -> None:
-    """An open operation last changed 8 hours before the backfill is due 2 hours after it (a
-    quarter of the 8 hours), not before: its change in between is seen then."""
+    """An open operation last changed 8 hours before the backfill: over the next 8 hours of
+    runs every 15 minutes it is re-read on its project's 2 h grid (a quarter of 8 hours,
+    rounded down to the grid), not in every run; then it changes, 16 hours after its previous
+    change, and a run sees it within 4 hours (a quarter of 16) plus the time to the next run."""
     sim = empty_sim(make_sim, 253)
     pid = sim.project_ids()[0]
     [op] = sim.add_operations(pid, 1, status="failed")
+    updated_at = sim.ground_truth()[op]["updated_at"]
     sim.advance(8 * 3600 - SETTLED)
     sim.add_operations(pid, 6, same_second=False)
     sim.advance(SETTLED)
     _sync(sim, tmp_path)
-    sim.update_operation(op, failures_count=2)  # the change, right after the backfill
-    sim.advance(3600)
-    _sync(sim, tmp_path)
-    assert latest_raw(tmp_path)[op].get("failures_count") != 2  # 1 h: not due yet
-    sim.advance(3600 + 60)
-    _sync(sim, tmp_path)
-    assert latest_raw(tmp_path)[op]["failures_count"] == 2  # 2 h (and the burial's seconds)
+    backfill = sim.world.clock_us
+    reads = []
+    for _ in range(32):
+        sim.advance(15 * 60)
+        _sync(sim, tmp_path)
+        if _checked(tmp_path)[op] == sim.world.clock_us:
+            reads.append(sim.world.clock_us - backfill)
+    assert 3 <= len(reads) <= 5, reads
+    gaps = [b - a for a, b in itertools.pairwise([0, *reads])]
+    assert all(gap >= 105 * 60 * 1_000_000 for gap in gaps[1:]), reads
+    assert all(gap <= (2 * 3600 + 15 * 60) * 1_000_000 for gap in gaps), reads
+    sim.update_operation(op, failures_count=2, updated_at=updated_at)  # in place
+    changed = sim.world.clock_us
+    while latest_raw(tmp_path)[op].get("failures_count") != 2:
+        sim.advance(15 * 60)
+        _sync(sim, tmp_path)
+        assert sim.world.clock_us - changed <= (4 * 3600 + 15 * 60) * 1_000_000
     assert_matches_truth(sim, tmp_path)
 
 
@@ -198,3 +212,35 @@ def test_the_cli_flag_and_its_environment_variable(make_sim: Any, tmp_path: Path
     assert_matches_truth(sim, tmp_path)
     bad = CliRunner().invoke(cli, [*base, "--refresh-open-every", "soon"], env=env)
     assert bad.exit_code == 2
+
+
+def test_status_check_and_metrics_show_open_operations_by_time_since_their_last_read(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """Two hours after the backfill the cold operation was last read between 1 and 6 hours
+    ago; `status`, `check` (JSON) and the metrics file say so, and `check` flags it once it
+    passes the bound the sync ran with (24 h) plus an hour."""
+    import datetime as dt
+
+    from exporter._check import run_check
+    from exporter._metrics import collect_metrics, render_metrics
+    from exporter._status import read_status
+
+    sim, _, _ = _world(make_sim, 256)
+    _sync(sim, tmp_path)
+    backfill = sim.world.clock_us
+    at = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(
+        microseconds=backfill + 2 * 3600 * 1_000_000
+    )
+    expected = {"1h": 0, "6h": 1, "24h": 0, "7d": 0, "older": 0}
+    assert read_status(tmp_path, as_of=at).coverage["open_by_last_read"] == expected
+    report = run_check(tmp_path, as_of=at, max_age=dt.timedelta(days=30))
+    assert report.as_dict()["open_by_last_read"] == expected
+    assert not [f for f in report.findings if f.check == "open_not_reread"]
+    text = render_metrics(collect_metrics(tmp_path, as_of=at))
+    assert 'opsaudit_open_operations_by_last_read{within="6h"} 1\n' in text
+    assert 'opsaudit_open_operations_by_last_read{within="1h"} 0\n' in text
+    late = at + dt.timedelta(hours=23, minutes=1)  # 25 h 1 min after the last read
+    report = run_check(tmp_path, as_of=late, max_age=dt.timedelta(days=30))
+    assert [f.check for f in report.findings if f.check == "open_not_reread"] == ["open_not_reread"]
+    assert report.as_dict()["open_by_last_read"]["7d"] == 1

@@ -610,6 +610,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "schedule-not-batched",  # each cold operation due on its own: a GET each, run after run
+        "exporter/_schedule.py",
+        "        for grid in GRIDS_US:\n",
+        "        for grid in ():\n",
+        (f"{SCHEDULE}::test_a_projects_cold_operations_come_due_together",),
+    ),
+    Mutant(
         "retry-at-ignored",
         "exporter/_schedule.py",
         "        if op.retry_us is not None and op.checked_us < op.retry_us <= now:\n",

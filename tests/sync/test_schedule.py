@@ -189,6 +189,35 @@ def test_a_change_is_seen_within_a_quarter_of_the_quiet_time(make_sim: Any, tmp_
     assert_matches_truth(sim, tmp_path)
 
 
+def test_a_projects_cold_operations_come_due_together(make_sim: Any, tmp_path: Path) -> None:
+    """Two open operations quiet for 9 and 12 hours at the backfill (quarters: 2 h 15 min and
+    3 h): every re-read of either, over 8 hours of runs every 15 minutes, is made by a run on
+    the project's 2 h grid (their due times are rounded down to its slots, whose 4 h and 24 h
+    periods nest in it), so one run, one walk when that is cheaper, serves several."""
+    sim = empty_sim(make_sim, 257)
+    pid = sim.project_ids()[0]
+    [b] = sim.add_operations(pid, 1, status="failed")
+    sim.advance(3 * 3600)
+    [a] = sim.add_operations(pid, 1, status="error")
+    sim.add_operations(pid, 3, same_second=False)  # between them: different pages
+    sim.advance(9 * 3600 - SETTLED)
+    sim.add_operations(pid, 6, same_second=False)
+    sim.advance(SETTLED)
+    _sync(sim, tmp_path)
+    reads: dict[str, list[int]] = {a: [], b: []}
+    for _ in range(32):
+        sim.advance(15 * 60)
+        _sync(sim, tmp_path)
+        checked = _checked(tmp_path)
+        for op in (a, b):
+            if checked[op] == sim.world.clock_us:
+                reads[op].append(sim.world.clock_us)
+    assert reads[a] and reads[b], reads
+    phases = {t % (2 * 3600 * 1_000_000) for t in reads[a] + reads[b]}
+    assert len(phases) == 1, reads
+    assert set(reads[a]) & set(reads[b]), reads  # at least once in the same run
+
+
 def test_the_cli_flag_and_its_environment_variable(make_sim: Any, tmp_path: Path) -> None:
     """`opsaudit sync` on the wall clock: by default a cold open operation read seconds ago is
     not read again; `--refresh-open-every 0` (or OPSAUDIT_REFRESH_OPEN_EVERY=0) re-reads it."""

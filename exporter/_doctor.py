@@ -370,6 +370,7 @@ def _check_data_dir(report: DoctorReport, data_dir: Path, now: dt.datetime) -> N
     _check_lock(report, data_dir / LOCK_FILE)
     _check_disk(report, data_dir)
     _check_state(report, data_dir / STATE_FILE, now)
+    _check_views(report, data_dir)
 
 
 def _probe_directory(report: DoctorReport, directory: Path, subject: str) -> bool:
@@ -500,3 +501,38 @@ def _check_state(report: DoctorReport, path: Path, now: dt.datetime) -> None:
         )
     else:
         report.add("runs", "ok", f"{last}; {len(successes)} successful run(s) in all")
+
+
+def _check_views(report: DoctorReport, data_dir: Path) -> None:
+    """`opsaudit.duckdb` answers as a DuckDB shell in the data directory would see it: every
+    file its views name is there (issue 23: doctor called a broken views file ok)."""
+    from exporter._layout import VIEWS_DB
+
+    path = data_dir / VIEWS_DB
+    if not path.is_file():
+        return  # written by the first sync
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error:
+        report.add("views", "ok", f"{VIEWS_DB} is open in another program (not checked)")
+        return
+    try:
+        # Its paths are relative to the data directory, as `cd <data-dir> && duckdb` sees them;
+        # count(*) reads each named file's footer only.
+        con.execute(f"SET file_search_path = '{data_dir.resolve().as_posix()}'")
+        versions = con.execute("SELECT count(*) FROM operation_versions").fetchone()
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        report.add(
+            "views",
+            "warn",
+            f"{VIEWS_DB} does not answer: {first}",
+            "run `opsaudit sync` (it rewrites the file); meanwhile use `opsaudit query`",
+        )
+        return
+    finally:
+        con.close()
+    count = versions[0] if versions else 0
+    report.add("views", "ok", f"{VIEWS_DB} answers ({count:,} operation versions)")

@@ -673,6 +673,13 @@ MUTANTS = [
         '        raise QueryError("no SQL statement given (the text is empty or only comments)")',
         ("tests/analytics/test_cli.py::test_query_empty_statement_is_a_usage_error",),
     ),
+    Mutant(
+        "doctor-views-file-unchecked",  # doctor called a views file naming missing files ok
+        "exporter/_doctor.py",
+        "    _check_views(report, data_dir)\n",
+        "",
+        ("tests/ops/test_doctor.py::test_views_file_is_checked_as_a_duckdb_shell_sees_it",),
+    ),
 ]
 
 

@@ -50,6 +50,7 @@ def test_all_is_well(sim: Any, tmp_path: Path) -> None:
     assert run_sync(sim, data_dir).outcome == "ok"
     [(finished,)] = state_rows(data_dir, "SELECT finished_us FROM runs")
     orgs = ", ".join(f"{o['name']} ({o['id']})" for o in sim.world.orgs)
+    [(versions,)] = state_rows(data_dir, "SELECT sum(rows) FROM files WHERE state = 'live'")
     result = doctor(sim, data_dir, sim.personal_key)
     assert result.exit_code == 0, result.output
     assert lines_without_disk(result.stdout) == [
@@ -61,6 +62,7 @@ def test_all_is_well(sim: Any, tmp_path: Path) -> None:
         STATE_OK,
         f"ok    runs: last run {at_us(finished).isoformat().replace('+00:00', 'Z')}: ok; "
         "1 successful run(s) in all",
+        f"ok    views: opsaudit.duckdb answers ({versions:,} operation versions)",
     ]
     assert sim.personal_key not in result.output
     assert [p.name for p in data_dir.iterdir() if p.name.startswith(".opsaudit-doctor")] == []
@@ -286,3 +288,35 @@ def test_json_output(sim: Any, tmp_path: Path) -> None:
         "message": "no sync has run yet",
         "remedy": "run `opsaudit sync`",
     }
+
+
+def test_views_file_is_checked_as_a_duckdb_shell_sees_it(tmp_path: Path) -> None:
+    from exporter._sql import write_views_database
+
+    from .conftest import analytics_dataset
+
+    data_dir = analytics_dataset(tmp_path / "data")
+    write_views_database(data_dir)
+    moved = tmp_path / "restored"
+    data_dir.rename(moved)  # a restored backup: the views still answer
+
+    def views_line() -> str:
+        result = invoke(
+            "doctor",
+            "--data-dir",
+            str(moved),
+            "--base-url",
+            "http://127.0.0.1:9/api/v2",
+            env={"NEON_API_KEY": ""},
+        )
+        return next(line for line in result.stdout.splitlines() if " views: " in line)
+
+    assert views_line() == "ok    views: opsaudit.duckdb answers (15 operation versions)"
+    gone = sorted(moved.glob("operation_versions/*/*.parquet"))[0]
+    gone.unlink()  # a file its views name is missing
+    relative = gone.relative_to(moved).as_posix()
+    assert views_line() == (
+        "warn  views: opsaudit.duckdb does not answer: IO Error: No files found that match the "
+        f'pattern "{relative}" Fix: run `opsaudit sync` (it rewrites the file); meanwhile use '
+        "`opsaudit query`"
+    )

@@ -5,7 +5,9 @@
 One file per day under `operation_versions/created_month=YYYY-MM/`, the columns and types of
 DESIGN.md (the sync engine's VERSIONS_SCHEMA), plus `projects/projects.parquet` and an empty
 `sync_runs/sync_runs.parquet`. Vectorised numpy + pyarrow, one day at a time, so memory stays
-flat: 10M operations take about a minute.
+flat: 10M operations take about a minute. Then, as a synced dataset has, `state.sqlite` listing
+the files as committed and the superseded record (written by the migration of a dataset from
+before it, `Dataset.record_superseded`: readers use it as after a sync).
 About 2 % of operations have 2 or 3 versions (running -> [failed ->] final state), the action
 mix is a compute-heavy account's, and a few actions and statuses are unknown values.
 """
@@ -23,7 +25,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from exporter._storage import PROJECTS_SCHEMA, SYNC_RUNS_SCHEMA, VERSIONS_SCHEMA
+from exporter._state import StateDB
+from exporter._storage import (
+    PROJECTS_SCHEMA,
+    SYNC_RUNS_SCHEMA,
+    VERSIONS_SCHEMA,
+    Dataset,
+    StagedFile,
+)
 
 # (action, weight, typical duration in ms): compute start/suspend dominate a real account.
 ACTIONS = [
@@ -204,13 +213,19 @@ def generate(out: Path, operations: int, projects: int, days: int, end: dt.date,
     per_day = np.full(days, operations // days)
     per_day[: operations % days] += 1
     rows = 0
+    written: list[StagedFile] = []
     for offset, n in enumerate(per_day):
         day = end - dt.timedelta(days=days - 1 - offset)
         table = _day_table(rng, day, int(n), project_ids, endpoints)
         folder = out / "operation_versions" / f"created_month={day.isoformat()[:7]}"
         folder.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, folder / f"part-bench-{day.day:02d}.parquet", compression="zstd")
+        path = folder / f"part-bench-{day.day:02d}.parquet"
+        pq.write_table(table, path, compression="zstd")
         rows += table.num_rows
+        relative = path.relative_to(out).as_posix()
+        written.append(
+            StagedFile(relative, relative, folder.name, table.num_rows, path.stat().st_size)
+        )
     now = pa.scalar(dt.datetime.now(dt.timezone.utc), type=VERSIONS_SCHEMA.field("created_at").type)
     columns = {f.name: pa.nulls(projects, f.type) for f in PROJECTS_SCHEMA}
     columns["id"] = project_ids
@@ -223,6 +238,19 @@ def generate(out: Path, operations: int, projects: int, days: int, end: dt.date,
     # whose schema costs a pyarrow import, which a synced dataset never pays).
     (out / "sync_runs").mkdir(parents=True, exist_ok=True)
     pq.write_table(SYNC_RUNS_SCHEMA.empty_table(), out / "sync_runs" / "sync_runs.parquet")
+    # The state a sync would have left: the files committed (a pending file is published by
+    # recovery), then the superseded record, as for a dataset written before it.
+    state = StateDB(out / "state.sqlite")
+    try:
+        with state.transaction() as con:
+            state.register_pending(con, written, run_id="bench")
+    finally:
+        state.close()
+    dataset = Dataset(out)
+    try:
+        dataset.recover()
+    finally:
+        dataset.close()
     return rows
 
 

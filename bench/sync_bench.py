@@ -128,7 +128,10 @@ def refresh_floor(data_dir: Path, page_size: int = 1000) -> dict[str, int]:
     ):
         open_ids.setdefault(pid, set()).add(op_id)
     files = [
-        str(data_dir / f) for (f,) in con.execute("SELECT path FROM files WHERE state = 'live'")
+        str(data_dir / f)
+        for (f,) in con.execute(
+            "SELECT path FROM files WHERE state = 'live' AND path LIKE 'operation_versions/%'"
+        )
     ]
     con.close()
     db = duckdb.connect()

@@ -11,6 +11,16 @@ from pathlib import Path
 
 VERSIONS_DIR = "operation_versions"
 VERSIONS_GLOB = "operation_versions/*/*.parquet"
+# The superseded record (issue 24): one (id, version) row for every version a later one of the
+# same operation replaced, written in the commit that adds the later version. `operations` is
+# the versions minus these rows (sql/00_base.sql).
+SUPERSEDED_DIR = "superseded"
+SUPERSEDED_GLOB = "superseded/*.parquet"
+SUPERSEDED_PARTITION = "superseded"  # the `files.partition` of its files (compacted apart)
+# The state's meta key saying the record is complete for every committed version: set by the
+# one-time migration of a dataset written before it (`Dataset.record_superseded`); without it
+# readers derive the set from the versions themselves.
+SUPERSEDED_META = "superseded_recorded"
 PROJECTS_FILE = "projects/projects.parquet"
 SYNC_RUNS_FILE = "sync_runs/sync_runs.parquet"
 STAGING_DIR = "_staging"

@@ -23,7 +23,11 @@ from exporter._errors import ConfigError, QueryError, ReadOnlyError, StorageErro
 from exporter._layout import (
     PROJECTS_FILE,
     STATE_FILE,
+    SUPERSEDED_DIR,
+    SUPERSEDED_GLOB,
+    SUPERSEDED_META,
     SYNC_RUNS_FILE,
+    VERSIONS_DIR,
     VERSIONS_GLOB,
     VIEWS_DB,
     find_sql_dir,
@@ -47,7 +51,14 @@ __all__ = [
 ]
 
 # The relative paths the .sql files read.
-_SOURCES = (VERSIONS_GLOB, PROJECTS_FILE, SYNC_RUNS_FILE)
+_SOURCES = (VERSIONS_GLOB, SUPERSEDED_GLOB, PROJECTS_FILE, SYNC_RUNS_FILE)
+# The superseded record of a dataset that has none (written before it, not yet migrated; files
+# without a state; object storage; several datasets read together, whose `operation_versions`
+# keeps one dataset's history per operation): derived from the versions, exactly what the
+# record holds, at the cost of a second scan of the ids.
+_DERIVED_SUPERSEDED = (
+    "(SELECT id, version - 1 AS version FROM operation_versions WHERE version > 1)"
+)
 # The base view over each source.
 _BASE_VIEWS = {
     VERSIONS_GLOB: "operation_versions",
@@ -65,10 +76,16 @@ def _source_schema(relative: str) -> pa.Schema:
     """
     import pyarrow as pa
 
-    from exporter._storage import PROJECTS_SCHEMA, SYNC_RUNS_SCHEMA, VERSIONS_SCHEMA
+    from exporter._storage import (
+        PROJECTS_SCHEMA,
+        SUPERSEDED_SCHEMA,
+        SYNC_RUNS_SCHEMA,
+        VERSIONS_SCHEMA,
+    )
 
     return {
         VERSIONS_GLOB: VERSIONS_SCHEMA.append(pa.field("created_month", pa.string())),
+        SUPERSEDED_GLOB: SUPERSEDED_SCHEMA,
         PROJECTS_FILE: PROJECTS_SCHEMA,
         SYNC_RUNS_FILE: SYNC_RUNS_SCHEMA,
     }[relative]
@@ -166,12 +183,20 @@ def _ident(name: str) -> str:
 
 
 def committed_files(data_dir: Path) -> list[str] | None:
-    """The data files a reader may read (relative paths): the state's list of committed files.
+    """The `operation_versions` files a reader may read (relative paths): the state's list of
+    committed files.
 
     Readers never glob the directory: a killed run's leftovers, a stray copy and a compaction's
     replaced inputs are not in the list (DESIGN.md, commit protocol). None when the directory has
     no state file (Parquet copied elsewhere): then the files found are read as they are.
     """
+    committed = _committed(data_dir)
+    return None if committed is None else committed[0]
+
+
+def _committed(data_dir: Path) -> tuple[list[str], list[str] | None] | None:
+    """The committed versions files and superseded files (None: the record is not complete
+    yet, readers derive it), from the state; None without a state file."""
     state_path = data_dir / STATE_FILE
     if not state_path.is_file():
         return None
@@ -180,24 +205,32 @@ def committed_files(data_dir: Path) -> list[str] | None:
     except StorageError as exc:
         raise QueryError(str(exc)) from exc
     try:
-        return state.live_files()
+        files, recorded = state.live_files(), state.get_meta(SUPERSEDED_META) == "1"
     finally:
         state.close()
+    by_dir: dict[str, list[str]] = {VERSIONS_DIR: [], SUPERSEDED_DIR: []}
+    for f in files:
+        by_dir[f.split("/", 1)[0]].append(f)
+    return by_dir[VERSIONS_DIR], by_dir[SUPERSEDED_DIR] if recorded else None
 
 
-def _sources(data_dir: Path, relative: bool = False) -> dict[str, list[str]]:
+def _sources(data_dir: Path, relative: bool = False) -> dict[str, Any]:
     """Each source's file paths ([] when it has none yet): absolute, or relative to `data_dir`
     (the views database, which must keep working after the directory is copied or moved)."""
     base = Path() if relative else data_dir
-    out: dict[str, list[str]] = {}
-    for source in _SOURCES:
-        if source == VERSIONS_GLOB:
-            files = committed_files(data_dir)
-            if files is None:
-                files = sorted(p.relative_to(data_dir).as_posix() for p in data_dir.glob(source))
-            out[source] = [(base / f).as_posix() for f in files]
-        else:
-            out[source] = [(base / source).as_posix()] if (data_dir / source).is_file() else []
+    out: dict[str, Any] = {}
+    committed = _committed(data_dir)
+    if committed is None:
+        versions = sorted(p.relative_to(data_dir).as_posix() for p in data_dir.glob(VERSIONS_GLOB))
+        superseded = None
+    else:
+        versions, superseded = committed
+    out[VERSIONS_GLOB] = [(base / f).as_posix() for f in versions]
+    out[SUPERSEDED_GLOB] = (
+        _DERIVED_SUPERSEDED if superseded is None else [(base / f).as_posix() for f in superseded]
+    )
+    for source in (PROJECTS_FILE, SYNC_RUNS_FILE):
+        out[source] = [(base / source).as_posix()] if (data_dir / source).is_file() else []
     return out
 
 
@@ -245,7 +278,7 @@ def _dataset_sources(con: duckdb.DuckDBPyConnection, dataset: Any, tag: str) -> 
         if lake is None:
             return _sources(dataset.resolve())
         dataset = lake
-    return lake_relations(con, dataset, tag)
+    return {SUPERSEDED_GLOB: _DERIVED_SUPERSEDED, **lake_relations(con, dataset, tag)}
 
 
 # With several datasets each one's base views live in their own schema (d1, d2, ...) and these
@@ -295,6 +328,7 @@ def _load_datasets(
     con.execute("SET schema = 'main'")
     # The files load over placeholders of the right shape; the base views are then replaced.
     placeholder = {source: f"(SELECT * FROM d1.{view})" for source, view in _BASE_VIEWS.items()}
+    placeholder[SUPERSEDED_GLOB] = _DERIVED_SUPERSEDED
     _load(con, placeholder, only)
     con.execute(
         _UNION_VIEWS.format(

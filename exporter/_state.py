@@ -32,7 +32,10 @@ APPLICATION_ID = 0x4F505341  # "OPSA": marks the file as ours (PRAGMA applicatio
 # 5: events without its three indexes (they doubled the cost of recording an event; the
 # outbox is read by primary key range).
 # 6: the outbox holds one row per committed batch of events (event_batches), not one per event.
-FORMAT_VERSION = 6
+# 7: the superseded record (issue 24): `superseded/` files registered in `files` with the
+# versions they follow; an older opsaudit would add versions without it, so it must refuse.
+# Migrated by `Dataset.record_superseded` (it reads the Parquet files), not here.
+FORMAT_VERSION = 7
 TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})
 # `--skip-idle`: how far this host's clock may run ahead of the API's before activity marks
 # (the API's clock) could read as older than a walk's start (this host's clock).

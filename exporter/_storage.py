@@ -42,6 +42,9 @@ from exporter._layout import (
     PROJECTS_FILE,
     STAGING_DIR,
     STATE_FILE,
+    SUPERSEDED_DIR,
+    SUPERSEDED_META,
+    SUPERSEDED_PARTITION,
     SYNC_RUNS_FILE,
     VERSIONS_DIR,
     any_file,
@@ -80,6 +83,9 @@ VERSIONS_SCHEMA = pa.schema(
         ("created_date", pa.date32()),  # UTC date of created_at (the partition is its month)
     ]
 )
+
+# The superseded record (DESIGN.md): `version` of operation `id` is no longer its latest state.
+SUPERSEDED_SCHEMA = pa.schema([("id", pa.string()), ("version", pa.int32())])
 
 PROJECTS_SCHEMA = pa.schema(
     [
@@ -252,6 +258,7 @@ class Dataset:
                     "duplicate history. Restore the state file or use an empty --data-dir."
                 )
             self.state = StateDB(state_path)
+            self._superseded_recorded = False
         except BaseException:
             self._lock.release()
             raise
@@ -263,7 +270,11 @@ class Dataset:
     # -- writing ----------------------------------------------------------------------------
 
     def _write_staged(
-        self, parts: Iterable[pa.Table | pa.RecordBatch], final: str, partition: str
+        self,
+        parts: Iterable[pa.Table | pa.RecordBatch],
+        final: str,
+        partition: str,
+        schema: pa.Schema = VERSIONS_SCHEMA,
     ) -> StagedFile:
         """Write `parts` (streamed, one at a time) as one fsynced Parquet file in staging."""
         staged = f"{STAGING_DIR}/{uuid.uuid4().hex}.parquet"
@@ -273,7 +284,10 @@ class Dataset:
             # Dictionary-encode only low-cardinality columns: trying it on ids and raw JSON
             # costs CPU and falls back to plain anyway.
             with pq.ParquetWriter(
-                fh, VERSIONS_SCHEMA, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS
+                fh,
+                schema,
+                compression="zstd",
+                use_dictionary=[c for c in _DICTIONARY_COLUMNS if c in schema.names],
             ) as writer:
                 for part in parts:
                     writer.write(part, row_group_size=256_000)
@@ -285,8 +299,14 @@ class Dataset:
     def commit(
         self, table: pa.Table | None, tag: str, run_id: str, apply: Callable[[Any], None]
     ) -> Committed:
-        """Stage (fsynced), register + apply in one state transaction, then publish."""
-        staged = self.stage_versions(table, tag) if table is not None else []
+        """Stage (fsynced), register + apply in one state transaction, then publish.
+
+        The rows' superseded record is staged with them and registered in the same transaction:
+        a reader sees version n+1 exactly when it sees version n marked superseded."""
+        self.record_superseded()
+        staged = []
+        if table is not None:
+            staged = self.stage_versions(table, tag) + self.stage_superseded(table, tag)
         with self.state.transaction() as con:
             self.state.register_pending(con, staged, run_id)
             apply(con)
@@ -314,6 +334,61 @@ class Dataset:
             staged.append(self._write_staged([part_table], final, partition))
         self.sync_staging()
         return staged
+
+    def stage_superseded(self, table: pa.Table, tag: str) -> list[StagedFile]:
+        """Stage the superseded record of a versions table: (id, version - 1) of each row with
+        version > 1 (version n+1 is only ever numbered after n was committed, PRODUCT.md)."""
+        later = table.filter(pc.greater(table["version"], 1))
+        if later.num_rows == 0:
+            return []
+        record = pa.table(
+            [later["id"], pc.subtract(later["version"], pa.scalar(1, pa.int32()))],
+            schema=SUPERSEDED_SCHEMA,
+        )
+        final = f"{SUPERSEDED_DIR}/part-{tag}-{uuid.uuid4().hex[:8]}.parquet"
+        staged = [self._write_staged([record], final, SUPERSEDED_PARTITION, SUPERSEDED_SCHEMA)]
+        self.sync_staging()
+        return staged
+
+    def record_superseded(self) -> None:
+        """Once per dataset: write the superseded record of every version committed before
+        there was one (state format < 6), from the versions' own (id, version) columns, and mark
+        the record complete in the same state transaction. Readers derive the set until then,
+        so they read the same rows before and after (tests/sync/test_superseded.py)."""
+        if self._superseded_recorded:
+            return
+        if self.state.get_meta(SUPERSEDED_META) == "1":
+            self._superseded_recorded = True
+            return
+        versions = [p for p in self.state.live_files() if p.startswith(f"{VERSIONS_DIR}/")]
+        parts: list[pa.Table] = []
+        for path in versions:
+            with pq.ParquetFile(self.root / path, memory_map=True) as source:
+                ids = source.read(columns=["id", "version"], use_threads=False)
+            later = ids.filter(pc.greater(ids["version"], 1))
+            if later.num_rows:
+                parts.append(later)
+        # Written even when empty: `superseded/*.parquet` then matches in every synced dataset,
+        # so sql/00_base.sql runs as written from the data directory (DuckDB CLI).
+        later = pa.concat_tables(parts) if parts else SUPERSEDED_SCHEMA.empty_table()
+        record = pa.table(
+            [later["id"], pc.subtract(later["version"].cast(pa.int32()), 1)],
+            schema=SUPERSEDED_SCHEMA,
+        )
+        final = f"{SUPERSEDED_DIR}/part-migrated-{uuid.uuid4().hex[:8]}.parquet"
+        staged = [self._write_staged([record], final, SUPERSEDED_PARTITION, SUPERSEDED_SCHEMA)]
+        self.sync_staging()
+        with self.state.transaction() as con:
+            self.state.register_pending(con, staged, run_id="migration")
+            con.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (SUPERSEDED_META,)
+            )
+        self.publish(staged)
+        self._superseded_recorded = True
+        log.info(
+            "recorded %d superseded versions of the existing dataset",
+            sum(part.num_rows for part in parts),
+        )
 
     def publish(self, files: Iterable[StagedFile]) -> None:
         """Rename committed files into place and mark them live (idempotent)."""
@@ -357,6 +432,7 @@ class Dataset:
             self.state.mark_live(p for p, _ in pending)
             log.info("recovery: published %d committed files", len(pending))
         self.state.mark_killed_runs()
+        self.record_superseded()
 
     def collect_garbage(self) -> int:
         """Delete the files a compaction replaced (readers no longer name them)."""
@@ -401,7 +477,9 @@ class Dataset:
                 removed += self._compact_files(partition, batch) - 1
         return removed
 
-    def _read_batches(self, paths: list[str]) -> Iterator[pa.RecordBatch]:
+    def _read_batches(
+        self, paths: list[str], schema: pa.Schema = VERSIONS_SCHEMA
+    ) -> Iterator[pa.RecordBatch]:
         """The rows of `paths`, a 64k-row batch at a time (compaction's memory is one batch).
 
         Memory-mapped: read through buffers, the hundreds of small inputs of a backfill's
@@ -410,11 +488,15 @@ class Dataset:
         for p in paths:
             with pq.ParquetFile(self.root / p, memory_map=True) as source:
                 for batch in source.iter_batches(batch_size=65_536, use_threads=False):
-                    yield batch.cast(VERSIONS_SCHEMA)
+                    yield batch.cast(schema)
 
     def _compact_files(self, partition: str, paths: list[str]) -> int:
-        final = f"{VERSIONS_DIR}/{partition}/part-compact-{uuid.uuid4().hex[:12]}.parquet"
-        staged = self._write_staged(self._read_batches(paths), final, partition)
+        name = f"part-compact-{uuid.uuid4().hex[:12]}.parquet"
+        if partition == SUPERSEDED_PARTITION:
+            final, schema = f"{SUPERSEDED_DIR}/{name}", SUPERSEDED_SCHEMA
+        else:
+            final, schema = f"{VERSIONS_DIR}/{partition}/{name}", VERSIONS_SCHEMA
+        staged = self._write_staged(self._read_batches(paths, schema), final, partition, schema)
         self.sync_staging()
         state = self.state
         with state.transaction() as con:
@@ -458,6 +540,7 @@ __all__ = [
     "PROJECTS_SCHEMA",
     "STAGING_DIR",
     "STATE_FILE",
+    "SUPERSEDED_SCHEMA",
     "SYNC_RUNS_FILE",
     "SYNC_RUNS_SCHEMA",
     "VERSIONS_DIR",

@@ -35,6 +35,7 @@ BACKFILL = "tests/sync/test_backfill.py"
 EVENTS = "tests/events/test_events.py"
 SKIP_IDLE = "tests/sync/test_skip_idle.py"
 SCHEDULE = "tests/sync/test_schedule.py"
+SUPERSEDED = "tests/sync/test_superseded.py"
 
 
 @dataclass(frozen=True)
@@ -679,6 +680,22 @@ MUTANTS = [
         "    _check_views(report, data_dir)\n",
         "",
         ("tests/ops/test_doctor.py::test_views_file_is_checked_as_a_duckdb_shell_sees_it",),
+    ),
+    Mutant(
+        "superseded-record-dropped",  # issue 24: the commit of version n+1 marks n superseded
+        "exporter/_storage.py",
+        "            staged = self.stage_versions(table, tag) + self.stage_superseded(table, tag)\n",
+        "            staged = self.stage_versions(table, tag)\n",
+        (f"{SUPERSEDED}::test_each_commit_records_what_its_later_versions_supersede",),
+    ),
+    Mutant(
+        "superseded-migration-empty",  # issue 24: a dataset from before migrated exactly
+        "exporter/_storage.py",
+        "        later = pa.concat_tables(parts) if parts else SUPERSEDED_SCHEMA.empty_table()\n",
+        "        later = SUPERSEDED_SCHEMA.empty_table()\n",
+        (
+            f"{SUPERSEDED}::test_a_dataset_written_before_the_record_reads_the_same_after_its_migration",
+        ),
     ),
 ]
 

@@ -6,9 +6,10 @@
 -- since (inclusive) and until (exclusive) bound created_at; projects is a list of project ids.
 -- Omitted or NULL: no bound.
 
--- Latest states in the window. The window is applied to both sides of the anti-join (every
--- version of an operation has its created_at and project_id) and to created_date, so whole
--- partitions and row groups are skipped and the anti-join side stays small.
+-- Latest states in the window: the versions in it minus the superseded record (00_base.sql's
+-- `operations`, windowed). The window is applied to created_date too, so whole partitions and
+-- row groups are skipped; the record is small and needs no window (a pair outside it matches
+-- nothing).
 CREATE OR REPLACE MACRO report_versions(since := NULL, until := NULL, projects := NULL) AS TABLE
 SELECT
     id, version, project_id, action, status, failures_count, error, total_duration_ms,
@@ -21,13 +22,9 @@ WHERE (since IS NULL OR created_date >= (since::TIMESTAMPTZ AT TIME ZONE 'UTC'):
   AND (projects IS NULL OR list_contains(projects::VARCHAR[], project_id));
 
 CREATE OR REPLACE MACRO report_operations(since := NULL, until := NULL, projects := NULL) AS TABLE
-WITH v AS NOT MATERIALIZED (
-    FROM report_versions(since := since, until := until, projects := projects)
-)
 SELECT v.*
-FROM v
-ANTI JOIN (SELECT id, version - 1 AS version FROM v WHERE version > 1) AS newer
-    ON v.id = newer.id AND v.version = newer.version;
+FROM report_versions(since := since, until := until, projects := projects) AS v
+ANTI JOIN read_parquet('superseded/*.parquet') AS s ON v.id = s.id AND v.version = s.version;
 
 -- What on-call reads first: the operations failing now (latest status failed or error) and the
 -- stuck ones (not terminal, not failing, created longer than stuck_after before as_of: still

@@ -34,6 +34,7 @@ TINY = {
     "--scale": "60",
     "--runs": "1",
     "--seconds": "0.3",
+    "--pages": "2",
 }
 # gen_dataset.py writes 10M operations by default: tiny ones here.
 EXTRA = {"bench/gen_dataset.py": ["--operations", "3000", "--projects", "5", "--days", "2"]}
@@ -63,7 +64,7 @@ def test_readme_lists_every_benchmark_script() -> None:
     scripts = {shlex.split(part)[1] for _, command in ROWS for part in command.split("&&")}
     on_disk = {f"bench/{p.name}" for p in (ROOT / "bench").glob("*.py")}
     assert scripts == on_disk
-    assert len(ROWS) == 10
+    assert len(ROWS) == 11
 
 
 @pytest.mark.parametrize(("number", "command"), ROWS, ids=[n for n, _ in ROWS])

@@ -35,7 +35,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from exporter._storage import PROJECTS_SCHEMA, SYNC_RUNS_SCHEMA, VERSIONS_SCHEMA
+from exporter._storage import (
+    PROJECTS_SCHEMA,
+    SUPERSEDED_SCHEMA,
+    SYNC_RUNS_SCHEMA,
+    VERSIONS_SCHEMA,
+)
 
 UTC = dt.timezone.utc
 
@@ -113,6 +118,17 @@ def write_versions(data_dir: Path, specs: list[tuple[Any, ...]], run_id: str) ->
         folder.mkdir(parents=True, exist_ok=True)
         table = pa.Table.from_pylist(rows, schema=VERSIONS_SCHEMA)
         pq.write_table(table, folder / f"part-{run_id}-0.parquet")
+    # ... and its superseded record: (id, version - 1) of each later version (DESIGN.md).
+    later = [_row(spec, run_id) for spec in specs]
+    superseded = [(r["id"], r["version"] - 1) for r in later if r["version"] > 1]
+    (data_dir / "superseded").mkdir(exist_ok=True)
+    pq.write_table(
+        pa.table(
+            {"id": [i for i, _ in superseded], "version": [v for _, v in superseded]},
+            schema=SUPERSEDED_SCHEMA,
+        ),
+        data_dir / "superseded" / f"part-{run_id}-0.parquet",
+    )
 
 
 def write_dataset(data_dir: Path) -> Path:

@@ -97,8 +97,26 @@ def run_sync(sim: SimProcess, data_dir: Path, *extra: str) -> dict[str, Any]:
         "wall_s": round(wall, 3),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
         "max_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        **compaction_written(data_dir),
         "summary": summary[0],
     }
+
+
+def compaction_written(data_dir: Path) -> dict[str, int]:
+    """Rows and bytes the run's compactions wrote (their outputs still live), and the files
+    readers are left with: what the end of a backfill rewrote (issue 24)."""
+    import sqlite3
+
+    con = sqlite3.connect(data_dir / "state.sqlite")
+    try:
+        rows, size = con.execute(
+            "SELECT coalesce(sum(rows), 0), coalesce(sum(bytes), 0) FROM files "
+            "WHERE state = 'live' AND run_id = 'compaction'"
+        ).fetchone()
+        (files,) = con.execute("SELECT count(*) FROM files WHERE state = 'live'").fetchone()
+    finally:
+        con.close()
+    return {"compacted_rows": rows, "compacted_bytes": size, "live_files": files}
 
 
 def minimum_requests(info: dict[str, Any], new_per_project: dict[str, int] | None = None) -> int:

@@ -63,3 +63,5 @@ def test_soak_every_ok_sync_is_exact(tmp_path: Path, policy: str) -> None:
     assert result.faulted_checked >= 1, "no checked sync ran under faults"
     assert result.outages == 1 and result.budget_syncs >= 1, result.summary()
     assert result.checked >= ROUNDS - 1, result.summary()
+    if policy == "default":  # old open operations changed in place (CI_PLAN round 1)
+        assert result.within_bound >= 1, "no stale operation within its bound was checked"

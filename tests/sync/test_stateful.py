@@ -28,7 +28,7 @@ Syncs run on the simulator's clock (`SyncConfig.clock`).
 Every run that is not "ok" keeps each failed project's `last_error`, and a run during which a
 listing kept failing is not "ok".
 
-CI runs 12 examples of up to 25 steps (about 55 s on 2 cores: 20 examples took 92 s).
+CI runs 12 examples of up to 25 steps per machine (about 55 s each on 2 cores: 20 took 92 s).
 A longer run (the per-test timeout grows with it):
 
     OPSAUDIT_STATEFUL_EXAMPLES=500 OPSAUDIT_STATEFUL_STEPS=40 \

@@ -618,6 +618,13 @@ MUTANTS = [
         (f"{SCHEDULE}::test_a_projects_cold_operations_come_due_together",),
     ),
     Mutant(
+        "allowance-ignores-schedule",  # the run's GETs go to operations that are not due
+        "exporter/_state.py",
+        "                if due(OpenOp(*row)):\n",
+        "                if True:\n",
+        (f"{SCHEDULE}::test_a_run_wide_get_allowance_goes_to_due_operations_oldest_checked_first",),
+    ),
+    Mutant(
         "retry-at-ignored",
         "exporter/_schedule.py",
         "        if op.retry_us is not None and op.checked_us < op.retry_us <= now:\n",

@@ -273,3 +273,31 @@ def test_status_check_and_metrics_show_open_operations_by_time_since_their_last_
     report = run_check(tmp_path, as_of=late, max_age=dt.timedelta(days=30))
     assert [f.check for f in report.findings if f.check == "open_not_reread"] == ["open_not_reread"]
     assert report.as_dict()["open_by_last_read"]["7d"] == 1
+
+
+def test_a_run_wide_get_allowance_goes_to_due_operations_oldest_checked_first(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """`max_gets_per_run` hands its GETs out oldest-checked first among the *due* operations:
+    of two three-week-old `failed` operations read at the same instant, the one whose retry_at
+    has passed gets the single GET, though the other sorts first."""
+    from exporter.simulator._timefmt import fmt_seconds
+
+    sim = empty_sim(make_sim, 258)
+    pid = sim.project_ids()[0]
+    first, second = sorted(sim.add_operations(pid, 2, status="failed"))
+    sim.advance(21 * DAY)
+    sim.add_operations(pid, 12, same_second=False)
+    sim.advance(SETTLED)
+    retry_at = fmt_seconds(sim.world.clock_us + 3600 * 1_000_000)
+    sim.update_operation(
+        second, retry_at=retry_at, updated_at=sim.ground_truth()[second]["updated_at"]
+    )
+    _sync(sim, tmp_path)
+    backfill = sim.world.clock_us
+    sim.advance(2 * 3600)
+    sim.reset_stats()
+    _sync(sim, tmp_path, max_gets_per_run=1)
+    checked = _checked(tmp_path)
+    assert (checked[first], checked[second]) == (backfill, sim.world.clock_us)
+    assert _requests(sim) == {LISTING: 1, GET_ONE: 1}

@@ -22,7 +22,14 @@ random instants, deletions, retries, faults, 429s, thousands of open operations)
   published), the platform moving on before the re-run; or during live progression (not
   checked); sometimes after a run cut short by --max-requests (exit 0 but "budget": not
   complete by design, not checked) or a sync of one organization or project (not checked);
-  sometimes a listing fails all run long: that sync must not exit 0;
+  sometimes a listing fails all run long: that sync must not exit 0; sometimes a
+  `--skip-idle` run a few minutes after the round's checked sync (checked, below), and half
+  the `--project` runs with `--skip-idle`;
+- after every `--skip-idle` sync that exits 0: every project in scope whose listed activity
+  mark is not in a second before its last walk's start was walked by that run (a `--project`
+  run lists nothing, so its project is always walked: issue 19, findings 1 and 2), and
+  `operations` equals the API for every project it walked (an idle one may lack operations
+  that leave no trace in the listing, such as check_availability: README);
 - after every sync that exits 0 while the world was frozen during it, the dataset is checked
   through `python -m exporter query --format json`:
   * `operations` of the live projects equals `Simulator.ground_truth()`: same ids, same content
@@ -110,7 +117,7 @@ OPEN_STATUSES = ["running", "running", "scheduling", "failed", "error", "cancell
 CI_PLAN: dict[int, set[str]] = {
     0: {"budget", "kill", "between", "driven", "faults"},
     1: {"bury", "burst", "fractional", "cold"},
-    2: {"continue", "move_all", "faults"},
+    2: {"continue", "move_all", "faults", "skip_idle"},
     3: {"move_all", "delete_shared"},
     4: {"move_all", "fill_in", "outage", "faults"},
     5: {"move_all", "live"},
@@ -138,6 +145,10 @@ class SeedResult:
     kills: int = 0
     live_syncs: int = 0
     budget_syncs: int = 0  # --max-requests runs (exit 0, outcome budget: not checked)
+    scoped_syncs: int = 0  # --org-id / --project runs (not checked for exactness)
+    skip_idle_syncs: int = 0  # --skip-idle runs (full and --project)
+    skip_idle_checked: int = 0  # ... that exited 0 and passed the idle check
+    idle_left: int = 0  # projects those runs left idle (not walked)
     faulted_checked: int = 0  # checked syncs that ran with faults or 429s on
     outages: int = 0
     exit_codes: Counter[str] = field(default_factory=Counter)
@@ -166,7 +177,9 @@ class SeedResult:
             f"{self.rounds} rounds, {self.syncs} syncs ({self.checked} checked, "
             f"{self.faulted_checked} of them under faults), {self.kills} kills, "
             f"{self.live_syncs} during live progression, {self.budget_syncs} budgeted, "
-            f"{self.outages} outages; "
+            f"{self.outages} outages, {self.scoped_syncs} scoped; "
+            f"{self.skip_idle_syncs} --skip-idle ({self.skip_idle_checked} checked, "
+            f"{self.idle_left} projects left idle); "
             f"exit codes {codes}; max open ops {self.max_open} (tracked {self.max_tracked}); "
             f"ops total {self.ops_total}; {self.requests} requests, {self.responses_429} 429s, "
             f"faults {faults or 'none'}"
@@ -238,6 +251,7 @@ class Soak:
         self.kill_how = ""
         self.attempts = 0  # sync attempts so far (killed ones too)
         self.driven: dict[str, str] = {}  # op id -> status, for ops this script moves
+        self.quiet: list[str] = []  # projects without live arrivals (--skip-idle)
         self.finished_at: dict[str, int] = {}  # driven op -> attempts when it turned terminal
         self.filled: set[str] = set()
         self.burst: tuple[str, int] | None = None  # (project, clock) of the last burst
@@ -319,6 +333,13 @@ class Soak:
     def _round(self, r: int) -> None:
         rng = self.rng
         forced = self.plan.get(r, set()) if self.plan is not None else set()
+        if r == 0:
+            # Two projects with no live arrivals: once their first operations have settled, a
+            # --skip-idle run may leave them idle (the others always have activity).
+            for _ in range(2):
+                pid = self.sim.add_project()
+                self.sim.set_quiet(pid)
+                self.quiet.append(pid)
         self._mutate(r, forced)
         res = self.result
         res.max_open = max(res.max_open, self._open_count())
@@ -345,14 +366,25 @@ class Soak:
             self.result.budget_syncs += 1
             self._between_runs()
             sync_args = self._sync_args()
-        if r > 0 and rng.random() < 0.1 and self.plan is None:
+        if r > 0 and rng.random() < 0.2 and self.plan is None:
             # A sync of part of the account first (--org-id / --project): not checked, but
             # the full sync after it must still be exact.
+            only: set[str] | None = None
             if rng.random() < 0.5:
                 scope = ["--org-id", rng.choice(self.sim.org_ids)]
             else:
-                scope = ["--project", rng.choice(self._live())]
-            self._attempt([*sync_args, *scope], kill=rng.random() < 0.3)
+                only = {rng.choice(self._live())}
+                scope = ["--project", *only]
+            skip_idle = rng.random() < 0.5
+            if skip_idle:
+                # --project with --skip-idle lists nothing: an earlier listing's activity
+                # mark must not leave the project idle (issue 19, finding 1).
+                scope.append("--skip-idle")
+            clock = self.sim.world.clock_us
+            att = self._attempt([*sync_args, *scope], kill=rng.random() < 0.3)
+            self.result.scoped_syncs += 1
+            if skip_idle and att.rc == 0:
+                self._check_idle(clock, only)
             sync_args = self._sync_args()
         if outage:
             self._outage(sync_args)
@@ -368,6 +400,15 @@ class Soak:
             self._live_attempt(sync_args)
             sync_args = self._sync_args()
         self._checked_attempt(sync_args)
+        if (rng.random() < 0.4 and self.plan is None) or "skip_idle" in forced:
+            # A --skip-idle run a few minutes later: projects with arrivals meanwhile or open
+            # operations are walked, the others may be left idle. After exit 0 every project
+            # whose listed activity is newer than its last walk's start was walked, and the
+            # walked ones equal the API.
+            seconds = rng.uniform(300, 1200)
+            self.sim.advance(seconds)
+            self.events.append(f"advance {seconds:.0f}s")
+            self._checked_attempt([*self._sync_args(), "--skip-idle"], skip_idle=True)
 
     def _between_runs(self) -> None:
         rng, sim = self.rng, self.sim
@@ -817,8 +858,13 @@ class Soak:
         wanted = set(ids)
         return {i: c for i, c in rows if i in wanted}
 
-    def _checked_attempt(self, args: list[str], kill: bool = False) -> None:
-        """A sync with the world frozen (maybe killed); checked when it exits 0."""
+    def _checked_attempt(
+        self, args: list[str], kill: bool = False, skip_idle: bool = False
+    ) -> None:
+        """A sync with the world frozen (maybe killed); checked when it exits 0. With
+        `skip_idle` (`--skip-idle` in `args`): the idle check, and exactness of the projects it
+        walked (an idle project may miss operations that leave no trace in the listing, such
+        as check_availability: README)."""
         sim, rng = self.sim, self.aux_rng
         tracked_ids = self._tracked()
         tracked = len(tracked_ids)
@@ -850,7 +896,11 @@ class Soak:
         if att.rc != 0:
             return
         exempt = {injected} if consumed and injected is not None else set()
-        self._check(exempt, allowed, gets, run_started_us, att)
+        walked = None
+        if skip_idle:
+            res.skip_idle_syncs += 1
+            walked = self._check_idle(clock, None)
+        self._check(exempt, allowed, gets, run_started_us, att, only=walked)
         res.checked += 1
         res.faulted_checked += self.faults_on
 
@@ -878,9 +928,12 @@ class Soak:
         gets: int,
         run_started_us: int,
         att: Attempt,
+        only: set[str] | None = None,
     ) -> None:
         sim = self.sim
         truth = sim.ground_truth()
+        if only is not None:  # a --skip-idle run: the projects it walked
+            truth = {k: v for k, v in truth.items() if v["project_id"] in only}
         live = set(sim.project_ids())
         known = set(sim.world.by_id)
         rows = self._query("SELECT id, project_id, raw FROM operations")
@@ -893,7 +946,7 @@ class Soak:
         by_project: dict[str, set[str]] = {}
         for r in rows:
             by_project.setdefault(r["project_id"], set()).add(r["id"])
-            if r["project_id"] in live:
+            if r["project_id"] in live and (only is None or r["project_id"] in only):
                 stored[r["id"]] = json.loads(r["raw"])
         foreign = sorted({r["project_id"] for r in rows} - known)
         if foreign:
@@ -952,6 +1005,46 @@ class Soak:
             )
         self.stored_by_project = {p: ids_ for p, ids_ in by_project.items() if p in live}
         self.events.append(f"checked {len(truth)} ops: exact")
+
+    def _check_idle(self, clock_us: int, only: set[str] | None) -> set[str]:
+        """After an exit-0 `--skip-idle` run that started at the (frozen) clock `clock_us`:
+        every live project in scope (`only`, else all) whose listed activity mark is not in a
+        second before its last walk's start was walked by this run. Marks are whole seconds:
+        activity in the walk's own second may be after it (issue 19, finding 2). Returns the
+        projects this run walked."""
+        from exporter._state import _activity
+
+        path = self.data_dir / "state.sqlite"
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            walked_from = dict(con.execute("SELECT id, walked_from_us FROM projects").fetchall())
+        finally:
+            con.close()
+        w = self.sim.world
+        scope = set(self._live()) if only is None else only
+        walked = {p for p in scope if (walked_from.get(p) or 0) >= clock_us}
+        problems = []
+        with w.lock:
+            for pid in sorted(scope - walked):
+                p = w.live_project(pid)
+                if p is None:
+                    continue
+                mark = _activity(json.loads(p.rendered_meta))
+                last = walked_from.get(pid)
+                if last is None or (mark is not None and mark // US >= last // US):
+                    problems.append(
+                        f"{pid}: not walked, listed activity {mark} not before the second of "
+                        f"its last walk's start {last}"
+                    )
+        if problems:
+            raise Mismatch(
+                "after a --skip-idle sync that exited 0, projects with activity since their "
+                "last walk were left idle:\n  - " + "\n  - ".join(problems[:5])
+            )
+        self.result.skip_idle_checked += 1
+        self.result.idle_left += len(scope - walked)
+        self.events.append(f"--skip-idle: {len(walked)} walked, {len(scope - walked)} idle")
+        return walked
 
     def _due(self, op_id: str) -> bool:
         """PRODUCT.md's schedule at the (frozen) clock: must this sync have re-read `op_id`?

@@ -30,7 +30,7 @@ def arrivals(world: World, old_us: int, new_us: int) -> None:
     rng = world.live_rng
     lam = world.live_rate * (new_us - old_us) / (3600 * US)
     for p in world.projects:
-        if p.deleted:
+        if p.deleted or p.quiet:
             continue
         n = _poisson(rng, lam / OPS_PER_EPISODE)
         times = sorted(rng.randint(old_us + 1, new_us) for _ in range(n))

@@ -48,6 +48,7 @@ class ProjectData:
         self.meta = meta  # the project object as listed (without org_id)
         self.shared = shared
         self.deleted = False
+        self.quiet = False  # no live arrivals (a project left alone: `--skip-idle` soaks)
         # `compute_last_active_at` of the listing: moved by every operation but the control
         # plane's periodic check_availability (what `sync --skip-idle` can and cannot see).
         self.active_us: int | None = None

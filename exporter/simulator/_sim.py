@@ -190,6 +190,15 @@ class Simulator:
         with self.world.lock:
             return self.world.add_project(org_id, name, shared).id
 
+    def set_quiet(self, project_id: str, quiet: bool = True) -> None:
+        """No live arrivals in this project from now on (operations added by hand still
+        are): a project left alone, which `--skip-idle` may leave idle."""
+        with self.world.lock:
+            p = self.world.live_project(project_id)
+            if p is None:
+                raise KeyError(f"unknown project {project_id!r}")
+            p.quiet = quiet
+
     def fractional_created_at(self, op_id: str, offset: str = "+02:00") -> None:
         """Render the op's created_at with its microseconds and a numeric offset (the same
         instant), as the real API once did among whole-second `Z` neighbours

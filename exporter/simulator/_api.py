@@ -9,6 +9,10 @@ Choices where the real API is silent (documented here, pinned by tests/simulator
   after it (so a cursor naming a deleted project still works).
 - `GET /projects` with a project-scoped key lists just its project.
 - An operations cursor excludes the operation it names; SimConfig.inclusive_cursor includes it.
+- Branches listing: by id; `limit` 1..10000, and the server pages at
+  `SimConfig.branches_page` whatever the limit (PRODUCT.md: it may page even without one); a
+  page with more after it carries `pagination.next` (opaque), sent back as `cursor`.
+- Endpoints listing: one page, in creation order.
 - An operations page past the end: `{"operations": [], "pagination": {"cursor": <sent>}}` or
   `{"operations": []}` (SimConfig.past_end); an empty first page is `{"operations": []}`.
 """
@@ -22,6 +26,7 @@ from urllib.parse import parse_qs
 import orjson
 
 from exporter.simulator._model import ProjectData
+from exporter.simulator._names import decode_cursor, encode_cursor
 from exporter.simulator._timefmt import fmt_cursor, parse_cursor_ns
 from exporter.simulator._world import Key, World
 
@@ -61,6 +66,8 @@ def route_of(path: str) -> str:
         return "GET /projects/{project_id}"
     if len(parts) == 3 and parts[0] == "projects" and parts[2] == "operations":
         return "GET /projects/{project_id}/operations"
+    if len(parts) == 3 and parts[0] == "projects" and parts[2] in ("branches", "endpoints"):
+        return f"GET /projects/{{project_id}}/{parts[2]}"
     if len(parts) == 4 and parts[0] == "projects" and parts[2] == "operations":
         return "GET /projects/{project_id}/operations/{operation_id}"
     return "unknown"
@@ -112,6 +119,10 @@ class Api:
                 return Reply(200, b'{"project":' + p.rendered_meta + b"}", route)
             if route == "GET /projects/{project_id}/operations":
                 return Reply(200, self._operations(q, p), route)
+            if route == "GET /projects/{project_id}/branches":
+                return Reply(200, self._branches(q, p), route)
+            if route == "GET /projects/{project_id}/endpoints":
+                return Reply(200, orjson.dumps({"endpoints": w.endpoints(p)}), route)
             if route == "GET /projects/{project_id}/operations/{operation_id}":
                 code = w.op_index.get(parts[3])
                 if code is None or code >> 32 != p.index:
@@ -178,6 +189,28 @@ class Api:
                 b'},"applications":{},"integrations":{}}',
             ]
         )
+
+    def _branches(self, q: dict[str, list[str]], p: ProjectData) -> bytes:
+        limit = _int_param(q, "limit", 1, 10_000, None)
+        size = min(limit or self.world.config.branches_page, self.world.config.branches_page)
+        cursor = _one(q, "cursor")
+        listed = self.world.branches(p)
+        start = 0
+        if cursor:
+            try:
+                after = decode_cursor(cursor)
+            except ValueError:
+                raise ApiError(400, f"invalid cursor {cursor!r}") from None
+            start = bisect_right([b["id"] for b in listed], after)
+        page = listed[start : start + size]
+        body: dict[str, object] = {"branches": page, "annotations": {}}
+        if start + size < len(listed):
+            body["pagination"] = {
+                "next": encode_cursor(page[-1]["id"]),
+                "sort_by": "id",
+                "sort_order": "ASC",
+            }
+        return orjson.dumps(body)
 
     def _operations(self, q: dict[str, list[str]], p: ProjectData) -> bytes:
         w = self.world

@@ -27,6 +27,8 @@ class SimConfig:
     # The largest `limit` GET /projects accepts: 400 per the OpenAPI document, 100 per the
     # pagination guide (PRODUCT.md); above it the answer is 400 Bad Request.
     projects_max_limit: int = 400
+    # The most branches one page of GET /projects/{id}/branches holds, whatever `limit` asks.
+    branches_page: int = 10_000
     host: str = "127.0.0.1"
     port: int = 0  # 0: pick a free port
     start: str = "2025-01-16T21:00:00Z"  # the virtual clock at start = the end of the history

@@ -7,6 +7,7 @@ from bisect import bisect
 from dataclasses import dataclass
 
 from exporter.simulator._model import Interner, ProjectData
+from exporter.simulator._names import new_branch, new_endpoint
 from exporter.simulator._timefmt import US
 
 # Endpoint-level actions carry endpoint_id; branch-level ones do not (platform-api.md 2.3).
@@ -140,23 +141,43 @@ class OpFactory:
     """Writes episodes of operations into one project, all randomness from one RNG."""
 
     def __init__(
-        self, project: ProjectData, rng: random.Random, actions: Interner, statuses: Interner
+        self,
+        project: ProjectData,
+        rng: random.Random,
+        actions: Interner,
+        statuses: Interner,
+        names_rng: random.Random | None = None,
     ) -> None:
         self.p = project
         self.rng = rng
+        # Names and listing fields draw from their own RNG: the operations of a seed stay the
+        # same bytes they were before branches were listed.
+        self.names_rng = names_rng or random.Random(f"{project.id}/names")
         self.actions = actions
         self.statuses = statuses
         self.computes: list[tuple[int, int]] = []  # (branch ix, endpoint ix) of each compute
         self.active: dict[int, bool] = {}  # endpoint ix -> running
-        self.next_branch_compute()
+        self.next_branch_compute(project.born_us)
 
-    def next_branch_compute(self) -> tuple[int, int]:
-        rng = self.rng
-        b = self.p.branch_ix(slug(rng, "br-", digits=False))
-        e = self.p.endpoint_ix(slug(rng, "ep-", digits=False))
+    def next_branch_compute(self, created_us: int) -> tuple[int, int]:
+        """A new branch with its compute (the first one: the default branch), listed from now."""
+        rng, p = self.rng, self.p
+        branch_id = slug(rng, "br-", digits=False)
+        endpoint_id = slug(rng, "ep-", digits=False)
+        b = p.branch_ix(branch_id)
+        e = p.endpoint_ix(endpoint_id)
+        parent = next(iter(p.branch_meta), None)  # branches fork from the default one
+        p.branch_meta[branch_id] = new_branch(self.names_rng, branch_id, created_us, parent)
+        p.endpoint_meta[endpoint_id] = new_endpoint(
+            self.names_rng, endpoint_id, branch_id, created_us
+        )
         self.computes.append((b, e))
         self.active[e] = False
         return b, e
+
+    def drop_compute(self, b: int) -> None:
+        """A deleted branch: no operation names it or its compute from now on."""
+        self.computes = [(cb, ce) for cb, ce in self.computes if cb != b] or self.computes
 
     def _compute(self) -> tuple[int, int]:
         # The main branch's compute is the busiest one.
@@ -189,7 +210,7 @@ class OpFactory:
                 specs.append((action, *self._compute()))
         elif kind == "branch":
             if len(self.computes) < 40:
-                b, e = self.next_branch_compute()
+                b, e = self.next_branch_compute(t_us)
             else:
                 b, e = rng.choice(self.computes)
             # Branch creation starts create_branch and start_compute (platform-api.md 4.4).

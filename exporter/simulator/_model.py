@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from exporter.simulator._names import BranchMeta, EndpointMeta
 from exporter.simulator._timefmt import fmt_cursor, fmt_fraction_offset, fmt_seconds
 
 ABSENT = -(2**63)  # an int field the API omits (e.g. total_duration_ms removed by a test)
@@ -72,6 +73,11 @@ class ProjectData:
         self.endpoints: list[str] = []
         self._branch_ix: dict[str, int] = {}
         self._endpoint_ix: dict[str, int] = {}
+        self.born_us = 0  # the project's creation (its default branch and compute date from it)
+        # What the branches and endpoints listings show, by id in creation order (ids that
+        # operations name without an entry here were never listed: deleted before, or made up).
+        self.branch_meta: dict[str, BranchMeta] = {}
+        self.endpoint_meta: dict[str, EndpointMeta] = {}
 
     def branch_ix(self, branch_id: str | None) -> int:
         if branch_id is None:

@@ -208,6 +208,39 @@ class Simulator:
         with self.world.lock:
             self.world.set_created_offset(op_id, sign * (int(hh) * 60 + int(mm or 0)))
 
+    def add_branch(self, project_id: str, name: str | None = None) -> tuple[str, str, list[str]]:
+        """A new branch (named `name`, else a generated name) with a compute, at the clock, and
+        its create_branch + start_compute operations; returns (branch id, endpoint id, op ids)."""
+        with self.world.lock:
+            return self.world.add_branch(project_id, name)
+
+    def change_branch(self, branch_id: str, **fields: Any) -> None:
+        """Rename a branch or change its other tracked fields (protected, default, expires_at)."""
+        with self.world.lock:
+            self.world.change_branch(branch_id, fields)
+
+    def change_endpoint(self, endpoint_id: str, **fields: Any) -> None:
+        """Rename a compute (name=None: unnamed) or change its other tracked fields."""
+        with self.world.lock:
+            self.world.change_endpoint(endpoint_id, fields)
+
+    def delete_branch(self, branch_id: str) -> None:
+        """The branch and its computes leave the listings (their operations stay)."""
+        with self.world.lock:
+            self.world.delete_branch(branch_id)
+
+    def branches(self, project_id: str) -> list[dict[str, Any]]:
+        """The project's branches as the API lists them now (one more read: counters move)."""
+        with self.world.lock:
+            p = self.world.live_project(project_id)
+            return [] if p is None else self.world.branches(p)
+
+    def endpoints(self, project_id: str) -> list[dict[str, Any]]:
+        """The project's compute endpoints as the API lists them now."""
+        with self.world.lock:
+            p = self.world.live_project(project_id)
+            return [] if p is None else self.world.endpoints(p)
+
     def delete_project(self, project_id: str) -> None:
         with self.world.lock:
             self.world.delete_project(project_id)

@@ -22,6 +22,13 @@ from exporter.simulator._generate import (
 )
 from exporter.simulator._live import arrivals, progress
 from exporter.simulator._model import ABSENT, TERMINAL, ProjectData
+from exporter.simulator._names import (
+    BranchMeta,
+    EndpointMeta,
+    branch_name,
+    render_branch,
+    render_endpoint,
+)
 from exporter.simulator._timefmt import US, fmt_seconds, parse_seconds_us
 
 REGIONS = ["aws-us-east-2", "aws-eu-central-1", "aws-us-west-2", "azure-eastus2"]
@@ -59,6 +66,9 @@ class World:
         self.keys_rng = random.Random(f"{seed}/keys")
         self.live_rng = random.Random(f"{seed}/live")
         self.adds_rng = random.Random(f"{seed}/adds")
+        self.renames_rng = random.Random(f"{seed}/renames")
+        # Every read of a branches or endpoints listing moves their counters and live state.
+        self.listing_reads = 0
         self.clock_us = parse_seconds_us(config.start)
         rate = config.live_ops_per_project_per_hour
         self.live_rate = config.ops_per_project_per_day / 24 if rate is None else rate
@@ -98,6 +108,7 @@ class World:
             )
             for em in emitted:
                 self.open_ops[(p.index << 32) | em.index] = em.next_us or self.clock_us
+            self._delete_some_branches(p)
         for p in self.projects:
             base = p.index << 32
             for i, op_id in enumerate(p.ids):
@@ -150,6 +161,7 @@ class World:
             "owner_id": uuid4(rng) if shared else self.user_id,
         }
         p = ProjectData(len(self.projects), pid, org_id, meta, shared)
+        p.born_us = created_us
         self.projects.append(p)
         self.by_id[pid] = p
         self._listing.clear()
@@ -159,7 +171,10 @@ class World:
         f = self._factories.get(p.index)
         if f is None:
             rng = random.Random(f"{self.config.seed}/project/{p.index}")
-            f = self._factories[p.index] = OpFactory(p, rng, self.actions, self.statuses)
+            names = random.Random(f"{self.config.seed}/names/{p.index}")
+            f = self._factories[p.index] = OpFactory(
+                p, rng, self.actions, self.statuses, names_rng=names
+            )
         return f
 
     def _new_key(self, key: Key) -> str:
@@ -185,6 +200,39 @@ class World:
     def live_project(self, project_id: str) -> ProjectData | None:
         p = self.by_id.get(project_id)
         return None if p is None or p.deleted else p
+
+    def branches(self, p: ProjectData) -> list[dict[str, Any]]:
+        """The project's branches as listed now (by id); every call is one more read."""
+        self.listing_reads += 1
+        return [
+            render_branch(p.id, b, self.listing_reads, self.clock_us)
+            for b in sorted(p.branch_meta.values(), key=lambda b: b.id)
+            if not b.deleted
+        ]
+
+    def endpoints(self, p: ProjectData) -> list[dict[str, Any]]:
+        """The project's compute endpoints as listed now; every call is one more read."""
+        self.listing_reads += 1
+        region = str(p.meta["region_id"])
+        return [
+            render_endpoint(p.id, region, e, self.listing_reads, self.clock_us)
+            for e in p.endpoint_meta.values()
+            if not e.deleted
+        ]
+
+    def find_branch(self, branch_id: str) -> tuple[ProjectData, BranchMeta]:
+        for p in self.projects:
+            b = p.branch_meta.get(branch_id)
+            if b is not None:
+                return p, b
+        raise KeyError(f"unknown branch {branch_id!r}")
+
+    def find_endpoint(self, endpoint_id: str) -> tuple[ProjectData, EndpointMeta]:
+        for p in self.projects:
+            e = p.endpoint_meta.get(endpoint_id)
+            if e is not None:
+                return p, e
+        raise KeyError(f"unknown endpoint {endpoint_id!r}")
 
     def find_op(self, op_id: str) -> tuple[ProjectData, int]:
         code = self.op_index.get(op_id)
@@ -268,6 +316,95 @@ class World:
             self.clock_us = max(self.clock_us, p.created[-1])
         return out
 
+    def add_branch(self, project_id: str, name: str | None) -> tuple[str, str, list[str]]:
+        """A new branch with a compute at the clock: its create_branch and start_compute
+        operations (finished); returns (branch id, endpoint id, operation ids)."""
+        p = self.live_project(project_id)
+        if p is None:
+            raise KeyError(f"unknown project {project_id!r}")
+        f = self.factory(p)
+        b, e = f.next_branch_compute(self.clock_us)
+        branch_id, endpoint_id = p.branches[b], p.endpoints[e]
+        if name is not None:
+            p.branch_meta[branch_id].name = name
+        ops = f.write(
+            [("create_branch", b, -1), ("start_compute", b, e)],
+            self.clock_us,
+            self.clock_us,
+            True,
+            status="finished",
+        )
+        out = []
+        for em in ops:
+            self.op_index[p.ids[em.index]] = (p.index << 32) | em.index
+            out.append(p.ids[em.index])
+        self.clock_us = max(self.clock_us, p.created[-1])
+        return branch_id, endpoint_id, out
+
+    def change_branch(self, branch_id: str, fields: dict[str, Any]) -> None:
+        """Set tracked fields of a branch (name, protected, expires_at as RFC 3339 or None)."""
+        _p, b = self.find_branch(branch_id)
+        for name, value in fields.items():
+            if name == "expires_at":
+                b.expires_us = None if value is None else parse_seconds_us(value)
+            elif name in ("name", "protected", "default", "parent_id"):
+                setattr(b, name, value)
+            else:
+                raise ValueError(f"{name} is not a branch field the simulator changes")
+        b.updated_us = self.clock_us
+
+    def change_endpoint(self, endpoint_id: str, fields: dict[str, Any]) -> None:
+        """Set tracked fields of an endpoint (name: None makes it unnamed)."""
+        _p, e = self.find_endpoint(endpoint_id)
+        renames = {"autoscaling_limit_min_cu": "min_cu", "autoscaling_limit_max_cu": "max_cu"}
+        for name, value in fields.items():
+            attr = renames.get(name, name)
+            if attr not in (
+                "name",
+                "branch_id",
+                "type",
+                "min_cu",
+                "max_cu",
+                "suspend_timeout_seconds",
+                "disabled",
+                "pooler_enabled",
+            ):
+                raise ValueError(f"{name} is not an endpoint field the simulator changes")
+            setattr(e, attr, value)
+        e.updated_us = self.clock_us
+
+    def delete_branch(self, branch_id: str) -> None:
+        """The branch and its computes leave the listings; no new operation names them."""
+        p, b = self.find_branch(branch_id)
+        if b.default:
+            raise ValueError("the default branch cannot be deleted")
+        b.deleted = True
+        for e in p.endpoint_meta.values():
+            if e.branch_id == branch_id:
+                e.deleted = True
+        self.factory(p).drop_compute(p.branch_ix(branch_id))
+
+    def _delete_some_branches(self, p: ProjectData) -> None:
+        """History: about one branch in eight was deleted before the clock's start, so old
+        operations name ids that no listing shows any more."""
+        rng = self.factory(p).names_rng
+        for b in list(p.branch_meta.values()):
+            if not b.default and rng.random() < 0.125:
+                self.delete_branch(b.id)
+
+    def _rename_some_branches(self, old_us: int, new_us: int) -> None:
+        """Live: now and then a branch is renamed (about one per project in four days)."""
+        rng = self.renames_rng
+        chance = (new_us - old_us) / (4 * 86400 * US)
+        for p in self.projects:
+            if p.deleted or rng.random() >= chance:
+                continue
+            live = [b for b in p.branch_meta.values() if not b.deleted and not b.default]
+            if live:
+                b = rng.choice(live)
+                b.name = branch_name(rng, False)
+                b.updated_us = new_us
+
     def update_operation(self, op_id: str, fields: dict[str, Any]) -> None:
         p, i = self.find_op(op_id)
         for name in ("id", "project_id", "created_at"):
@@ -317,6 +454,7 @@ class World:
         old = self.clock_us
         new = old + round(seconds * US)
         arrivals(self, old, new)
+        self._rename_some_branches(old, new)
         self._index_new_ops()
         progress(self, new)
         self.clock_us = max(self.clock_us, new)

@@ -120,9 +120,13 @@ def compaction_written(data_dir: Path) -> dict[str, int]:
 
 
 def minimum_requests(info: dict[str, Any], new_per_project: dict[str, int] | None = None) -> int:
-    """PRODUCT.md: ceil((n+1)/1000) pages per project plus ceil((P+1)/100) per org listed."""
+    """PRODUCT.md: ceil((n+1)/1000) pages per project plus ceil((P+1)/100) per org listed; a
+    backfill (`new_per_project` None) also lists each project's branches and endpoints (names:
+    2 requests; the simulator's projects have far fewer than 10,000 branches)."""
     ops = new_per_project if new_per_project is not None else info["ops"]
     pages = sum(math.ceil((n + 1) / 1000) for n in ops.values())
+    if new_per_project is None:
+        pages += 2 * len(ops)
     # Each organization's listing, plus the shared-projects listing (one more scope to list).
     in_orgs = sum(info["org_projects"])
     listing = sum(math.ceil((n + 1) / 100) for n in info["org_projects"])

@@ -43,6 +43,16 @@ class Budget:
             if self.requests_left is not None:
                 self.requests_left -= requests
 
+    def can_take(self, n: int) -> bool:
+        """Whether `n` more requests fit now (nothing is taken: work that is worth doing only
+        whole, like a project's two names listings, is left for a later run instead)."""
+        with self._lock:
+            if self.reached:
+                return False
+            if self.deadline is not None and self._clock() >= self.deadline:
+                return False
+            return self.requests_left is None or self.requests_left >= n
+
     def take(self) -> bool:
         """One request may be sent (True), or the budget is spent (False, from then on)."""
         if self.stop is not None and self.stop.is_set():

@@ -485,9 +485,10 @@ def _check_data(
             value = _measure(con, t, report.as_of, stuck_after)
             report.measured[t.text] = value
             if value is not None and t.crossed(value):
-                report.findings.append(
-                    Finding("threshold", t.text, _threshold_message(t, value, stuck_after))
-                )
+                message = _threshold_message(t, value, stuck_after)
+                if t.metric == "failure_rate":
+                    message += _worst_branch(con, t, report.as_of)
+                report.findings.append(Finding("threshold", t.text, message))
     finally:
         con.close()
 
@@ -536,6 +537,30 @@ def _measure(con: Any, t: Threshold, as_of: dt.datetime, stuck_after: dt.timedel
         params,
     )
     return float(rows[0][0])
+
+
+def _worst_branch(con: Any, t: Threshold, as_of: dt.datetime) -> str:
+    """Where most of a crossed failure rate comes from, by name: "; most on `preview/pr-42`
+    (br-...): start_compute failed 4 times" ("" when no failed operation names a branch)."""
+    from exporter._sql import execute
+
+    assert t.window is not None
+    action = "" if t.action is None else " AND o.action = ?"
+    _, rows = execute(
+        con,
+        "SELECT o.branch_id, any_value(b.name), any_value(b.deleted_at) IS NOT NULL, o.action, "
+        "count(*) AS failed FROM operations AS o LEFT JOIN branches AS b ON b.id = o.branch_id "
+        f"WHERE is_failed(o.failures_count) AND o.branch_id IS NOT NULL "
+        f"AND o.created_at >= {_timestamp_literal(as_of - t.window)} "
+        f"AND o.created_at < {_timestamp_literal(as_of)}{action} "
+        "GROUP BY o.branch_id, o.action ORDER BY failed DESC, o.branch_id, o.action LIMIT 1",
+        [] if t.action is None else [t.action],
+    )
+    if not rows:
+        return ""
+    branch_id, name, deleted, action_name, failed = rows[0]
+    where = f"`{name}` ({branch_id}{', deleted' if deleted else ''})" if name else branch_id
+    return f"; most on {where}: {action_name} failed {failed} time{'s' * (failed != 1)}"
 
 
 def _threshold_message(t: Threshold, value: float, stuck_after: dt.timedelta) -> str:

@@ -262,6 +262,36 @@ class ApiClient:
         )
         return body["operation"]
 
+    def list_branches(
+        self, project_id: str, *, limit: int, cursor: str | None = None
+    ) -> tuple[list[Any], str | None]:
+        """One page of a project's branches and `pagination.next` (None: the last page)."""
+        body = self.get_json(
+            f"projects/{quote(project_id, safe='')}/branches",
+            _page_params(limit, cursor),
+            route="GET /projects/{project_id}/branches",
+            expect="branches",
+        )
+        pagination = body.get("pagination")
+        following = pagination.get("next") if isinstance(pagination, dict) else None
+        branches = body["branches"]
+        if not isinstance(branches, list):
+            raise ApiError(f"project {project_id}: 'branches' is not a list")
+        return branches, following if isinstance(following, str) and following else None
+
+    def list_endpoints(self, project_id: str) -> list[Any]:
+        """A project's compute endpoints (one page: the listing has no paging)."""
+        body = self.get_json(
+            f"projects/{quote(project_id, safe='')}/endpoints",
+            None,
+            route="GET /projects/{project_id}/endpoints",
+            expect="endpoints",
+        )
+        endpoints = body["endpoints"]
+        if not isinstance(endpoints, list):
+            raise ApiError(f"project {project_id}: 'endpoints' is not a list")
+        return endpoints
+
     def list_projects(
         self, *, limit: int, cursor: str | None = None, org_id: str | None = None
     ) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The small tables (`projects`, `sync_runs`) exported from the state to Parquet after each run.
+"""The small tables (`projects`, `sync_runs`, the names tables of `_names.TABLES`) exported from
+the state to Parquet after each run (the names tables only when the names changed).
 
 The state database is their source of truth; the Parquet copies exist so that DuckDB, Polars,
 pandas and Spark read the whole dataset without opsaudit. Then the views database is refreshed,
@@ -18,10 +19,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from exporter._layout import VIEWS_DB, find_sql_dir
+from exporter._names import TABLES as NAMES_TABLES
+from exporter._names import to_arrow
 from exporter._storage import (
-    PROJECTS_FILE,
     PROJECTS_SCHEMA,
-    SYNC_RUNS_FILE,
+    SNAPSHOT_FILES,
     SYNC_RUNS_SCHEMA,
     Dataset,
     Store,
@@ -59,7 +61,24 @@ def export_tables(store: Store) -> bool:
     store.replace_table("projects", _table(store.state.projects_rows(), PROJECTS_SCHEMA, micros))
     runs = _table(store.state.runs_rows(), SYNC_RUNS_SCHEMA, {"started_at", "finished_at"})
     store.replace_table("sync_runs", runs)
+    export_names(store)
     return store.refresh_readers()
+
+
+_NAMES_EXPORTED = "names_exported"  # meta: the names generation the tables were written from
+
+
+def export_names(store: Store) -> None:
+    """Rewrite the names tables when the names changed since they were last written (a run
+    whose listings were not read, or read unchanged, rewrites nothing). A run killed before
+    this leaves the generations apart: the next run writes them."""
+    state = store.state
+    generation = state.names_generation()
+    if state.get_meta(_NAMES_EXPORTED) == generation:
+        return  # (a new dataset writes them once, empty: its views read every file)
+    for table in NAMES_TABLES:
+        store.replace_table(table.name, to_arrow(table, state.names_rows(table)))
+    state.set_meta(_NAMES_EXPORTED, generation)
 
 
 # The state's meta key holding what the views database was last written from.
@@ -74,7 +93,7 @@ def _views_key(dataset: Dataset) -> str:
     h.update(str(root).encode())
     for path in dataset.live_files():
         h.update(b"\0f" + path.encode())
-    for relative in (PROJECTS_FILE, SYNC_RUNS_FILE):
+    for relative in SNAPSHOT_FILES.values():
         h.update(b"\0t" + relative.encode() + str((root / relative).is_file()).encode())
     sql = find_sql_dir()
     for text in sorted(sql.glob("[0-9][0-9]_*.sql")) if sql else []:

@@ -32,6 +32,7 @@ from exporter._layout import (
     VIEWS_DB,
     find_sql_dir,
 )
+from exporter._names import TABLES as NAMES_TABLES
 from exporter._state import StateDB
 
 if TYPE_CHECKING:
@@ -50,21 +51,22 @@ __all__ = [
     "write_views_database",
 ]
 
-# The relative paths the .sql files read.
-_SOURCES = (VERSIONS_GLOB, SUPERSEDED_GLOB, PROJECTS_FILE, SYNC_RUNS_FILE)
 # The superseded record of a dataset that has none (written before it, not yet migrated; files
 # without a state; object storage; several datasets read together, whose `operation_versions`
 # keeps one dataset's history per operation): derived from the versions, exactly what the
-# record holds, at the cost of a second scan of the ids.
+# record holds, at the cost of a second scan of the ids (of the stored rows: no names joined).
 _DERIVED_SUPERSEDED = (
-    "(SELECT id, version - 1 AS version FROM operation_versions WHERE version > 1)"
+    "(SELECT id, version - 1 AS version FROM stored_operation_versions WHERE version > 1)"
 )
-# The base view over each source.
+# The base view over each relative path the .sql files read (the superseded record has none).
 _BASE_VIEWS = {
-    VERSIONS_GLOB: "operation_versions",
+    VERSIONS_GLOB: "stored_operation_versions",
     PROJECTS_FILE: "projects",
     SYNC_RUNS_FILE: "sync_runs",
+    **{t.file: t.name for t in NAMES_TABLES},
 }
+# The relative paths the .sql files read.
+_SOURCES = (*_BASE_VIEWS, SUPERSEDED_GLOB)
 
 
 def _source_schema(relative: str) -> pa.Schema:
@@ -76,6 +78,7 @@ def _source_schema(relative: str) -> pa.Schema:
     """
     import pyarrow as pa
 
+    from exporter._names import schema
     from exporter._storage import (
         PROJECTS_SCHEMA,
         SUPERSEDED_SCHEMA,
@@ -88,6 +91,7 @@ def _source_schema(relative: str) -> pa.Schema:
         SUPERSEDED_GLOB: SUPERSEDED_SCHEMA,
         PROJECTS_FILE: PROJECTS_SCHEMA,
         SYNC_RUNS_FILE: SYNC_RUNS_SCHEMA,
+        **{t.file: schema(t) for t in NAMES_TABLES},
     }[relative]
 
 
@@ -229,8 +233,9 @@ def _sources(data_dir: Path, relative: bool = False) -> dict[str, Any]:
     out[SUPERSEDED_GLOB] = (
         _DERIVED_SUPERSEDED if superseded is None else [(base / f).as_posix() for f in superseded]
     )
-    for source in (PROJECTS_FILE, SYNC_RUNS_FILE):
-        out[source] = [(base / source).as_posix()] if (data_dir / source).is_file() else []
+    for source in _SOURCES:  # the single-file tables: projects, sync_runs, the names tables
+        if source not in out:
+            out[source] = [(base / source).as_posix()] if (data_dir / source).is_file() else []
     return out
 
 
@@ -287,13 +292,13 @@ def _dataset_sources(con: duckdb.DuckDBPyConnection, dataset: Any, tag: str) -> 
 # state (updated_at, then observed_at, then the order given): versions are numbered within a
 # dataset, so every view and macro over `operation_versions` stays exact as it is.
 _UNION_VIEWS = """
+CREATE OR REPLACE VIEW stored_operation_versions AS
+{owner}
+SELECT v.* EXCLUDE (_rank)
+FROM ({stored}) AS v
+SEMI JOIN owner ON v.id = owner.id AND v._rank = owner._rank;
 CREATE OR REPLACE VIEW operation_versions AS
-WITH owner AS (
-    SELECT id, _rank FROM ({latest})
-    QUALIFY row_number() OVER (
-        PARTITION BY id ORDER BY updated_at DESC, observed_at DESC, _rank
-    ) = 1
-)
+{owner}
 SELECT v.* EXCLUDE (_rank)
 FROM ({versions}) AS v
 SEMI JOIN owner ON v.id = owner.id AND v._rank = owner._rank;
@@ -302,6 +307,13 @@ SELECT * EXCLUDE (_rank) FROM ({projects})
 QUALIFY row_number() OVER (PARTITION BY id ORDER BY last_seen_at DESC NULLS LAST, _rank) = 1;
 CREATE OR REPLACE VIEW sync_runs AS SELECT * EXCLUDE (_rank) FROM ({sync_runs});
 """
+_OWNER = """WITH owner AS (
+    SELECT id, _rank FROM ({latest})
+    QUALIFY row_number() OVER (
+        PARTITION BY id ORDER BY updated_at DESC, observed_at DESC, _rank
+    ) = 1
+)"""
+_UNION_VIEW = "CREATE OR REPLACE VIEW {name} AS SELECT * EXCLUDE (_rank) FROM ({union});\n"
 
 
 def _union(view: str, labels: Sequence[str], columns: str = "*") -> str:
@@ -332,10 +344,14 @@ def _load_datasets(
     _load(con, placeholder, only)
     con.execute(
         _UNION_VIEWS.format(
-            latest=_union("operations", labels, "id, updated_at, observed_at"),
+            owner=_OWNER.format(latest=_union("operations", labels, "id, updated_at, observed_at")),
+            stored=_union("stored_operation_versions", labels),
             versions=_union("operation_versions", labels),
             projects=_union("projects", labels),
             sync_runs=_union("sync_runs", labels),
+        )
+        + "".join(
+            _UNION_VIEW.format(name=t.name, union=_union(t.name, labels)) for t in NAMES_TABLES
         )
     )
 
@@ -457,7 +473,7 @@ def _resolved_parts(data_dir: Path) -> tuple[list[Path], list[Path]]:
             if is_dir and depth < 1:  # operation_versions/created_month=.../part-*.parquet
                 walk(entry.path, depth + 1)
 
-    for source in (VERSIONS_GLOB, PROJECTS_FILE, SYNC_RUNS_FILE):
+    for source in _SOURCES:
         table = data_dir / Path(source).parts[0]
         if table.is_symlink() and not allow(str(table), True):
             continue

@@ -12,7 +12,7 @@ import fcntl
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from exporter._errors import LockHeldError, StorageError
+from exporter._names import LISTED, PROJECT, Kind, Listings, Table, created_by
 from exporter._timeutil import to_micros
 
 if TYPE_CHECKING:
@@ -35,7 +36,8 @@ APPLICATION_ID = 0x4F505341  # "OPSA": marks the file as ours (PRAGMA applicatio
 # 7: the superseded record (issue 24): `superseded/` files registered in `files` with the
 # versions they follow; an older opsaudit would add versions without it, so it must refuse.
 # Migrated by `Dataset.record_superseded` (it reads the Parquet files), not here.
-FORMAT_VERSION = 7
+# 8: names (issue 21): named, name_versions, unlisted, projects.names_read_us/names_due.
+FORMAT_VERSION = 8
 TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})
 # `--skip-idle`: how far this host's clock may run ahead of the API's before activity marks
 # (the API's clock) could read as older than a walk's start (this host's clock).
@@ -68,9 +70,13 @@ CREATE TABLE projects (
     walked_from_us INTEGER,        -- when the last completed walk read its first page
     active_us INTEGER,             -- the listing's newest activity mark (updated_at,
                                    -- compute_last_active_at): `--skip-idle`
-    listed_in TEXT                 -- scope of the listing that last showed it (org id, '*',
+    listed_in TEXT,                -- scope of the listing that last showed it (org id, '*',
                                    -- 'shared'): a complete listing of that scope without it
                                    -- marks it deleted
+    -- names (issue 21): when its branches and endpoints were last listed, and 1 when an
+    -- operation named an id they did not show since then
+    names_read_us INTEGER,
+    names_due INTEGER DEFAULT 0
 );
 CREATE TABLE open_ops (
     id TEXT PRIMARY KEY,
@@ -110,6 +116,28 @@ CREATE TABLE runs (
     achieved_rps REAL, configured_rps REAL
 );
 """
+# Names (issue 21; what is tracked: `_names`). Apart: migration 4 creates these as they are.
+_NAMES_SCHEMA = """
+CREATE TABLE named (               -- every branch / endpoint a listing showed (_names.LISTED)
+    kind TEXT NOT NULL, id TEXT NOT NULL, project_id TEXT NOT NULL,
+    created_us INTEGER, created_by TEXT, raw TEXT,
+    first_seen_us INTEGER NOT NULL, last_seen_us INTEGER NOT NULL,
+    deleted_us INTEGER,            -- the first listing of its project without it
+    PRIMARY KEY (kind, id)
+);
+CREATE INDEX named_project ON named (project_id, kind);
+CREATE TABLE name_versions (       -- every distinct state of the tracked fields (_names.Kind)
+    kind TEXT NOT NULL, id TEXT NOT NULL, project_id TEXT NOT NULL, version INTEGER NOT NULL,
+    tracked TEXT NOT NULL,         -- JSON (Kind.tracked_json)
+    valid_from_us INTEGER NOT NULL, valid_to_us INTEGER,
+    PRIMARY KEY (kind, id, version)
+);
+CREATE TABLE unlisted (            -- ids operations named that the next listing did not show:
+    project_id TEXT NOT NULL, id TEXT NOT NULL,  -- known, so they never trigger a re-read
+    PRIMARY KEY (project_id, id)
+);
+"""
+_SCHEMA += _NAMES_SCHEMA
 
 # The events outbox (issue 22). Its rows are written by `exporter._outbox` inside the committer's
 # transaction (with the versions they announce) and deleted once every sink took them.
@@ -159,10 +187,29 @@ _MIGRATE_TO_2 = [
     "ALTER TABLE runs ADD COLUMN configured_rps REAL",
 ]
 
+
+def _execute_once(con: sqlite3.Connection, statement: str) -> None:
+    """A migration statement that may already have been applied (a state that a newer
+    opsaudit wrote and an older one marked down): an existing column or table is left as is."""
+    words = statement.split()
+    if words[:2] == ["ALTER", "TABLE"] and words[3:5] == ["ADD", "COLUMN"]:
+        columns = {row[1] for row in con.execute(f"PRAGMA table_info({words[2]})")}
+        if words[5] in columns:
+            return
+    statement = statement.replace("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1)
+    statement = statement.replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1)
+    con.execute(statement)
+
+
 # NULL changed_us: due in the next run, which records it (exporter/_schedule.py).
 _MIGRATE_TO_4 = [
     "ALTER TABLE open_ops ADD COLUMN changed_us INTEGER",
     "ALTER TABLE open_ops ADD COLUMN retry_us INTEGER",
+]
+_MIGRATE_TO_8 = [
+    "ALTER TABLE projects ADD COLUMN names_read_us INTEGER",
+    "ALTER TABLE projects ADD COLUMN names_due INTEGER DEFAULT 0",
+    *(statement for statement in _NAMES_SCHEMA.split(";") if statement.strip()),
 ]
 
 
@@ -202,6 +249,9 @@ class ProjectCheckpoint:
     # A listing showed it or a walk of it completed: a 404 then means deleted. Never seen
     # (a mistyped --project): a 404 is an error (issue 19, finding 14).
     seen: bool = True
+    names_read_us: int | None = None  # when its branches/endpoints were last listed
+    names_due: bool = False  # an operation named an unknown id since that listing
+    known_ids: frozenset[str] = frozenset()  # branch/endpoint ids listed (or known unlisted)
 
 
 @dataclass(frozen=True)
@@ -382,6 +432,9 @@ class StateDB:
                 if con.execute(old).fetchone():
                     for statement in _MIGRATE_EVENTS_TO_BATCHES:
                         con.execute(statement)
+            if version < 8:
+                for statement in _MIGRATE_TO_8:
+                    _execute_once(con, statement)
             con.execute(
                 "UPDATE meta SET value = ? WHERE key = 'format_version'", (str(FORMAT_VERSION),)
             )
@@ -417,8 +470,10 @@ class StateDB:
 
     _CHECKPOINT_COLUMNS = (
         "checkpoint_us, boundary_ids, walk_top_us, walk_top_ids, resume_cursor, walk_tail_ids, "
-        "(last_seen_us IS NOT NULL OR last_synced_us IS NOT NULL OR walk_top_us IS NOT NULL)"
+        "(last_seen_us IS NOT NULL OR last_synced_us IS NOT NULL OR walk_top_us IS NOT NULL), "
+        "names_read_us, names_due"
     )
+    _KNOWN_IDS = "SELECT project_id, id FROM named UNION ALL SELECT project_id, id FROM unlisted"
 
     _OPEN_COLUMNS = (
         "id, project_id, created_us, status, fingerprint, version, checked_us, misses, "
@@ -429,7 +484,12 @@ class StateDB:
         rows = self.query(
             f"SELECT {self._CHECKPOINT_COLUMNS} FROM projects WHERE id = ?", (project_id,)
         )
-        return self._checkpoint(project_id, rows[0] if rows else None, with_open=True)
+        known = self.query(
+            f"SELECT id FROM ({self._KNOWN_IDS}) WHERE project_id = ?", (project_id,)
+        )
+        return self._checkpoint(
+            project_id, rows[0] if rows else None, with_open=True, known=[r[0] for r in known]
+        )
 
     def checkpoints(self) -> Callable[[str], ProjectCheckpoint]:
         """A loader of checkpoints read in two queries for the whole account, not two per
@@ -438,21 +498,33 @@ class StateDB:
             r[0]: r[1:] for r in self.query(f"SELECT id, {self._CHECKPOINT_COLUMNS} FROM projects")
         }
         with_open = {r[0] for r in self.query("SELECT DISTINCT project_id FROM open_ops")}
+        known: dict[str, list[str]] = {}
+        for pid, name_id in self.query(self._KNOWN_IDS):
+            known.setdefault(pid, []).append(name_id)
 
         def load(project_id: str) -> ProjectCheckpoint:
             return self._checkpoint(
-                project_id, rows.pop(project_id, None), with_open=project_id in with_open
+                project_id,
+                rows.pop(project_id, None),
+                with_open=project_id in with_open,
+                known=known.pop(project_id, ()),
             )
 
         return load
 
     def _checkpoint(
-        self, project_id: str, row: tuple[Any, ...] | None, *, with_open: bool
+        self,
+        project_id: str,
+        row: tuple[Any, ...] | None,
+        *,
+        with_open: bool,
+        known: Iterable[str] = (),
     ) -> ProjectCheckpoint:
-        cp = ProjectCheckpoint(project_id)
+        cp = ProjectCheckpoint(project_id, known_ids=frozenset(known))
         if row is not None:
             cp.checkpoint_us, boundary, cp.walk_top_us, top_ids, cp.resume_cursor, tail = row[:6]
             cp.seen = bool(row[6])
+            cp.names_read_us, cp.names_due = row[7], bool(row[8])
             cp.boundary_ids = _ids(boundary)
             cp.walk_top_ids = _ids(top_ids)
             cp.walk_tail_ids = _ids(tail)
@@ -512,6 +584,194 @@ class StateDB:
                 "UPDATE projects SET deleted_us = COALESCE(deleted_us, ?) WHERE id = ?",
                 (c.deleted_us, c.project_id),
             )
+        if c.names_due:
+            # With the rows that named an unknown id: a run cut short before the listings
+            # were read leaves them due for the next one.
+            con.execute("UPDATE projects SET names_due = 1 WHERE id = ?", (c.project_id,))
+        if c.names is not None:
+            self._record_listings(con, c.project_id, c.names)
+
+    # -- names (issue 21; what is tracked: `_names`) ----------------------------------------
+
+    _NAMES_GENERATION = "names_generation"  # meta: bumped by every change to the names
+
+    def _version(
+        self,
+        con: sqlite3.Connection,
+        kind: Kind,
+        objects: list[tuple[str, str, dict[str, Any]]],
+        now: int,
+    ) -> int:
+        """New versions for the objects (id, project id, object) whose tracked fields differ
+        from their latest version; returns how many were written."""
+        latest: dict[str, tuple[int, str]] = {}
+        ids = [i for i, _, _ in objects]
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            for name_id, version, tracked in con.execute(
+                "SELECT id, version, tracked FROM name_versions WHERE kind = ? AND "
+                f"valid_to_us IS NULL AND id IN ({','.join('?' * len(part))})",
+                (kind.key, *part),
+            ):
+                latest[name_id] = (version, tracked)
+        inserts, closes = [], []
+        for name_id, project_id, obj in objects:
+            tracked = kind.tracked_json(obj)
+            before = latest.get(name_id)
+            if before is not None and before[1] == tracked:
+                continue
+            version = 1 if before is None else before[0] + 1
+            if before is not None:
+                closes.append((now, kind.key, name_id, before[0]))
+            inserts.append((kind.key, name_id, project_id, version, tracked, now))
+            latest[name_id] = (version, tracked)
+        con.executemany(
+            "UPDATE name_versions SET valid_to_us = ? WHERE kind = ? AND id = ? AND version = ?",
+            closes,
+        )
+        con.executemany(
+            "INSERT INTO name_versions (kind, id, project_id, version, tracked, valid_from_us) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            inserts,
+        )
+        return len(inserts)
+
+    def _record_listings(self, con: sqlite3.Connection, project_id: str, got: Listings) -> None:
+        """One project's complete branches and endpoints listings, read at `got.observed_us`:
+        new versions, first/last seen, deleted_at for ids the listing no longer has."""
+        now = got.observed_us
+        listed: set[str] = set()
+        for kind in LISTED:
+            objects = [
+                (o["id"], project_id, o)
+                for o in got.objects.get(kind.key, [])
+                if isinstance(o, dict) and isinstance(o.get("id"), str)
+            ]
+            self._version(con, kind, objects, now)
+            ids = [i for i, _, _ in objects]
+            listed.update(ids)
+            con.executemany(
+                "INSERT INTO named (kind, id, project_id, created_us, created_by, raw, "
+                "first_seen_us, last_seen_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (kind, id) DO UPDATE SET project_id = excluded.project_id, "
+                "created_us = excluded.created_us, created_by = excluded.created_by, "
+                "raw = excluded.raw, last_seen_us = excluded.last_seen_us, deleted_us = NULL",
+                [
+                    (
+                        kind.key,
+                        i,
+                        project_id,
+                        _micros(o.get("created_at")),
+                        created_by(o),
+                        orjson.dumps(o).decode(),
+                        now,
+                        now,
+                    )
+                    for i, _, o in objects
+                ],
+            )
+            con.execute("CREATE TEMP TABLE IF NOT EXISTS _listed (id TEXT PRIMARY KEY)")
+            con.execute("DELETE FROM _listed")
+            con.executemany("INSERT OR IGNORE INTO _listed VALUES (?)", [(i,) for i in ids])
+            con.execute(
+                "UPDATE named SET deleted_us = ? WHERE kind = ? AND project_id = ? AND "
+                "deleted_us IS NULL AND id NOT IN (SELECT id FROM _listed)",
+                (now, kind.key, project_id),
+            )
+            con.execute("DELETE FROM _listed")
+        con.executemany(
+            "INSERT OR IGNORE INTO unlisted (project_id, id) VALUES (?, ?)",
+            [(project_id, i) for i in sorted(got.unknown - listed)],
+        )
+        con.execute(
+            "UPDATE projects SET names_read_us = ?, names_due = 0 WHERE id = ?", (now, project_id)
+        )
+        self._bump_names(con)
+
+    def _bump_names(self, con: sqlite3.Connection) -> None:
+        con.execute(
+            "INSERT INTO meta (key, value) VALUES (?, '1') ON CONFLICT (key) DO UPDATE SET "
+            "value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)",
+            (self._NAMES_GENERATION,),
+        )
+
+    def names_in_effect(
+        self, con: sqlite3.Connection, kind: str, wanted: Sequence[tuple[Any, int]]
+    ) -> list[str | None]:
+        """For each (id, created_us): the name of that branch / endpoint (`kind`) in effect when
+        the operation was created, as the views join it (the version whose span holds it; the
+        earliest for an operation older than the first listing; None for an id never listed).
+        Inside a transaction (`con`): the events of a commit carry the names known then."""
+        ids = sorted({i for i, _ in wanted if isinstance(i, str)})
+        spans: dict[str, list[tuple[int, int | None, str | None]]] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            for name_id, version, since, until, tracked in con.execute(
+                "SELECT id, version, valid_from_us, valid_to_us, tracked FROM name_versions "
+                f"WHERE kind = ? AND id IN ({','.join('?' * len(part))}) ORDER BY id, version",
+                (kind, *part),
+            ):
+                name = orjson.loads(tracked).get("name")
+                spans.setdefault(name_id, []).append(
+                    (
+                        since if version > 1 else -(2**63),
+                        until,
+                        name if isinstance(name, str) else None,
+                    )
+                )
+        out: list[str | None] = []
+        for name_id, created in wanted:
+            found = None
+            for since, until, name in spans.get(name_id, ()) if isinstance(name_id, str) else ():
+                if since <= created and (until is None or created < until):
+                    found = name
+                    break
+            out.append(found)
+        return out
+
+    def names_generation(self) -> str:
+        """Changes with every change to the names: the exports rewrite the tables on it."""
+        return self.get_meta(self._NAMES_GENERATION) or "0"
+
+    def names_rows(self, table: Table) -> list[dict[str, Any]]:
+        """The rows of one names table (`_names.TABLES`): tracked fields as listed, times in
+        microseconds."""
+        out: list[dict[str, Any]] = []
+        if table.versions:
+            for name_id, project_id, version, tracked, start, end in self.query(
+                "SELECT id, project_id, version, tracked, valid_from_us, valid_to_us "
+                "FROM name_versions WHERE kind = ? ORDER BY id, version",
+                (table.kind.key,),
+            ):
+                row = orjson.loads(tracked)
+                row.update(
+                    id=name_id,
+                    project_id=project_id,
+                    version=version,
+                    valid_from=start,
+                    valid_to=end,
+                )
+                out.append(row)
+            return out
+        for row_values in self.query(
+            "SELECT n.id, n.project_id, v.tracked, n.created_us, n.created_by, n.first_seen_us, "
+            "n.last_seen_us, n.deleted_us FROM named n JOIN name_versions v ON v.kind = n.kind "
+            "AND v.id = n.id AND v.valid_to_us IS NULL WHERE n.kind = ? ORDER BY n.id",
+            (table.kind.key,),
+        ):
+            name_id, project_id, tracked, created, who, first, last, deleted = row_values
+            row = orjson.loads(tracked)
+            row.update(
+                id=name_id,
+                project_id=project_id,
+                created_at=created,
+                created_by=who,
+                first_seen_at=first,
+                last_seen_at=last,
+                deleted_at=deleted,
+            )
+            out.append(row)
+        return out
 
     def stalest_first(self, ids: Iterable[str]) -> list[str]:
         """`ids` in the order a run should visit them: never completed first, then the least
@@ -615,8 +875,12 @@ class StateDB:
     # -- projects -------------------------------------------------------------------------
 
     def upsert_projects(self, projects: list[dict[str, Any]], scope: str, now: int) -> None:
-        """Record one page of the listing: the snapshot of each project, seen now."""
+        """Record one page of the listing: the snapshot of each project, seen now, and a new
+        `project_versions` row for each whose listed settings changed."""
         with self.transaction() as con:
+            changed = self._version(con, PROJECT, [(p["id"], p["id"], p) for p in projects], now)
+            if changed:
+                self._bump_names(con)
             con.executemany(
                 "INSERT INTO projects (id, first_seen_us) VALUES (?, ?) ON CONFLICT DO NOTHING",
                 [(p["id"], now) for p in projects],

@@ -49,6 +49,7 @@ from exporter._layout import (
     VERSIONS_DIR,
     any_file,
 )
+from exporter._names import TABLE_FILES
 from exporter._state import DataDirLock, StateDB
 from exporter._timeutil import UTC_US
 
@@ -135,6 +136,9 @@ SYNC_RUNS_SCHEMA = pa.schema(
         ("configured_rps", pa.float64()),  # the pacing it was given (NULL: unpaced)
     ]
 )
+
+# The tables rewritten from the state after a run (`replace_table`), and their files.
+SNAPSHOT_FILES = {"projects": PROJECTS_FILE, "sync_runs": SYNC_RUNS_FILE, **TABLE_FILES}
 
 _DICTIONARY_COLUMNS = [
     "project_id",
@@ -509,7 +513,7 @@ class Dataset:
     # -- small tables -----------------------------------------------------------------------
 
     def replace_table(self, name: str, table: pa.Table) -> None:
-        self.replace_file({"projects": PROJECTS_FILE, "sync_runs": SYNC_RUNS_FILE}[name], table)
+        self.replace_file(SNAPSHOT_FILES[name], table)
 
     def refresh_readers(self) -> bool:
         """Rewrite `opsaudit.duckdb` when the committed files changed (see `_exports`)."""
@@ -538,6 +542,7 @@ __all__ = [
     "LOCK_FILE",
     "PROJECTS_FILE",
     "PROJECTS_SCHEMA",
+    "SNAPSHOT_FILES",
     "STAGING_DIR",
     "STATE_FILE",
     "SUPERSEDED_SCHEMA",

@@ -203,6 +203,7 @@ def lake_relations(con: Any, dataset: Any, tag: str = "") -> dict[str, str]:
     return, per source path the .sql files read, the relation that replaces their
     `read_parquet(...)` ("" for a table not written yet: the loader's empty relation)."""
     from exporter._layout import PROJECTS_FILE, SYNC_RUNS_FILE, VERSIONS_GLOB
+    from exporter._names import TABLES as NAMES_TABLES
     from exporter.lake._tables import PROJECTS, SYNC_RUNS, VERSIONS
 
     out: dict[str, str] = {}
@@ -210,6 +211,7 @@ def lake_relations(con: Any, dataset: Any, tag: str = "") -> dict[str, str]:
         (VERSIONS_GLOB, VERSIONS),
         (PROJECTS_FILE, PROJECTS),
         (SYNC_RUNS_FILE, SYNC_RUNS),
+        *((t.file, t.name) for t in NAMES_TABLES),
     ):
         snapshot = dataset.snapshot(name)
         if snapshot is None:

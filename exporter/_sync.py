@@ -117,6 +117,9 @@ class SyncConfig:
     # Microseconds since the epoch: when things are read and what is due. The wall clock;
     # tests and benchmarks pass the simulator's to run days of cron in seconds.
     clock: Callable[[], int] = field(default=now_us, repr=False)
+    # --names-max-age (seconds): a project's branches and endpoints listings are read again once
+    # older than this (0: every run); also in its first walk and when an unknown id shows up.
+    names_max_age: float = 86_400.0
 
 
 @dataclass
@@ -150,6 +153,7 @@ class RunSummary:
     versions_written: int = 0
     pages: int = 0
     gets: int = 0
+    names_requests: int = 0  # branches + endpoints listings read
     open_operations: int = 0
     projects_left: int = 0  # not reached or cut short (budget, stop): the next run continues
     projects_idle: int = 0  # left for a later run by --skip-idle (no activity since last walk)
@@ -169,6 +173,7 @@ class RunSummary:
         w = r.walk
         self.pages += w.pages
         self.gets += w.gets
+        self.names_requests += w.names_requests
         self.new_operations += w.new
         self.changed_operations += w.changed
         if w.deleted:
@@ -571,6 +576,7 @@ class _Run:
             self.allowed_gets,
             self.schedule,
             self.clock,
+            names_max_age_us=int(self.config.names_max_age * 1_000_000),
         )
         error: str | None = None
         unknown = False

@@ -35,6 +35,7 @@ import pyarrow as pa
 from exporter._budget import UNBOUNDED, Budget
 from exporter._client import ApiClient
 from exporter._errors import ApiError, NotFoundError, UnknownProjectError
+from exporter._names import BRANCH, ENDPOINT, Listings
 from exporter._paging import Pager
 from exporter._records import created_micros, encode_raw, fingerprint, is_terminal
 from exporter._schedule import STRICT, RefreshSchedule
@@ -44,6 +45,8 @@ from exporter._timeutil import to_micros
 log = logging.getLogger("opsaudit.walk")
 
 PAGE_SIZE = 1000  # the API's maximum (PRODUCT.md); always sent: no limit may mean "everything"
+BRANCHES_PAGE = 10_000  # the branches listing's maximum `limit` (PRODUCT.md, names)
+NAMES_MAX_AGE_US = 86_400 * 1_000_000  # --names-max-age's default: 24 h
 US_PER_SECOND = 1_000_000
 # A 404 on one operation's GET may be transient; after this many in a row (one per run) it is
 # taken as gone (retention deletes operations after about six months).
@@ -91,6 +94,8 @@ class Chunk:
     walked_from_us: int = 0  # when the completed walk read its first page
     error: str | None = None  # the project failed: its last_error
     deleted_us: int | None = None  # the API answered 404 for the project
+    names_due: bool = False  # these rows name a branch/endpoint id not known yet
+    names: Listings | None = None  # the project's branches and endpoints, just read
     new: int = 0
     changed: int = 0
     table: pa.Table | None = None  # `ops` as Arrow, built by the worker before queueing
@@ -109,6 +114,8 @@ class Chunk:
             or self.completed is not None
             or self.error is not None
             or self.deleted_us is not None
+            or self.names_due
+            or self.names is not None
         )
 
 
@@ -123,6 +130,7 @@ class WalkResult:
     changed: int = 0
     deleted: bool = False  # the API answered 404 for the project
     open_left: int = 0  # due open operations not refreshed this run (bounds reached)
+    names_requests: int = 0  # branches + endpoints listing requests
 
 
 def now_us() -> int:
@@ -147,10 +155,14 @@ class ProjectWalk:
         allowed_gets: Container[str] | None = None,
         schedule: RefreshSchedule = STRICT,
         clock: Callable[[], int] = now_us,
+        names_max_age_us: int = NAMES_MAX_AGE_US,
     ):
         self.client = client
         self.schedule = schedule
         self.clock = clock  # microseconds: when things were read, and what is due
+        # The lists of branches and endpoints are read again once older than this (0: always).
+        self.names_max_age_us = names_max_age_us
+        self.unknown_ids: set[str] = set()  # branch/endpoint ids met that no listing showed
         self.budget = budget
         # The single-operation GETs this run may spend on this project (None: any, up to
         # `limits.max_gets`): the run hands them out oldest-checked first across the account.
@@ -198,6 +210,11 @@ class ProjectWalk:
             fp = None  # computed only if it is tracked: most new operations are not
             version = 1
             c.new += 1
+        known_ids = self.cp.known_ids
+        for name_id in (op.get("branch_id"), op.get("endpoint_id")):
+            if name_id is not None and name_id not in known_ids and isinstance(name_id, str):
+                self.unknown_ids.add(name_id)
+                c.names_due = True
         c.ops.append(op)
         c.raws.append(raw)
         c.created_us.append(created)
@@ -282,6 +299,20 @@ class ProjectWalk:
                 # sit above its top. Walk again from the newest, down to the new checkpoint.
                 pager = self._main_walk()
             self._refresh_open(pager)
+            if self._names_wanted():
+                try:
+                    self._read_names()
+                except NotFoundError:
+                    # The operations answered a moment ago: a 404 here is no proof that the
+                    # project is gone (a proxy without the route). Names stay due; nothing else.
+                    log.warning(
+                        "project %s: the branches or endpoints listing answered 404", self.pid
+                    )
+                    self.chunk = Chunk(self.pid)
+                except InterruptedError:
+                    # The budget (or the run's stop) came between the operations and the names:
+                    # the walk is complete; the names stay due (never read, or `names_due`).
+                    self.chunk = Chunk(self.pid)
         except NotFoundError:
             if not self.cp.seen:
                 # Never listed, never walked: a mistyped --project, not a deleted project.
@@ -364,6 +395,53 @@ class ProjectWalk:
         cp.walk_top_us, cp.walk_top_ids, cp.resume_cursor = None, frozenset(), None
         cp.walk_tail_ids = frozenset()
         return pager
+
+    # -- names (PRODUCT.md, names: when the two listings are read) ---------------------------
+
+    def _names_wanted(self) -> bool:
+        """The project's first walk, an id no listing showed yet (this run or one cut short),
+        or lists older than --names-max-age; a no-change run within that age reads nothing."""
+        cp = self.cp
+        return (
+            cp.names_read_us is None
+            or cp.names_due
+            or bool(self.unknown_ids)
+            or self.clock() - cp.names_read_us >= self.names_max_age_us
+        )
+
+    def _read_names(self) -> None:
+        """Both listings, after the walk (a branch its operations name is listed by now); they
+        are committed together, after the operations, or not at all. When the budget cannot
+        cover both, they stay due for a later run (the walk itself is complete)."""
+        if not self.budget.can_take(2):
+            return
+        branches: list[Any] = []
+        cursor: str | None = None
+        sent: set[str] = set()
+        while True:
+            # `pagination.next` decides, not the page's length: the server may page below the
+            # limit asked for (PRODUCT.md).
+            self._admit()
+            page, following = self.client.list_branches(
+                self.pid, limit=BRANCHES_PAGE, cursor=cursor
+            )
+            self.result.names_requests += 1
+            branches += page
+            if following is None or following in sent or not page:
+                break
+            sent.add(following)
+            cursor = following
+        self._admit()
+        endpoints = self.client.list_endpoints(self.pid)
+        self.result.names_requests += 1
+        read = Listings(
+            self.clock(),
+            {BRANCH.key: branches, ENDPOINT.key: endpoints},
+            frozenset(self.unknown_ids),
+        )
+        self.chunk.names = read
+        self._flush()
+        self.cp.names_read_us, self.cp.names_due = read.observed_us, False
 
     # -- refreshing open operations ---------------------------------------------------------
 

@@ -36,6 +36,7 @@ EVENTS = "tests/events/test_events.py"
 SKIP_IDLE = "tests/sync/test_skip_idle.py"
 SCHEDULE = "tests/sync/test_schedule.py"
 SUPERSEDED = "tests/sync/test_superseded.py"
+NAMES = "tests/sync/test_names.py"
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,52 @@ class Mutant:
 
 
 MUTANTS = [
+    # Names (issue 21): when the two listings are read, and what makes a version.
+    Mutant(
+        "names-read-every-run",
+        "exporter/_walk.py",
+        "        return (\n            cp.names_read_us is None\n",
+        "        return True or (\n            cp.names_read_us is None\n",
+        (f"{NAMES}::test_no_change_sync_sends_no_listing_request",),
+    ),
+    Mutant(
+        "names-max-age-ignored",
+        "exporter/_walk.py",
+        "            or self.clock() - cp.names_read_us >= self.names_max_age_us\n",
+        "",
+        (
+            f"{NAMES}::test_no_change_sync_sends_no_listing_request",
+            f"{NAMES}::test_rename_makes_two_versions_and_older_operations_keep_the_old_name",
+        ),
+    ),
+    Mutant(
+        "names-unknown-id-ignored",
+        "exporter/_walk.py",
+        "            or bool(self.unknown_ids)\n",
+        "",
+        (f"{NAMES}::test_new_branch_appears_in_the_same_run_and_costs_two_requests",),
+    ),
+    Mutant(
+        "names-due-not-persisted",
+        "exporter/_walk.py",
+        "                c.names_due = True\n",
+        "",
+        (f"{NAMES}::test_a_run_cut_short_before_the_listings_leaves_them_due",),
+    ),
+    Mutant(
+        "names-deletion-not-marked",
+        "exporter/_state.py",
+        '                "deleted_us IS NULL AND id NOT IN (SELECT id FROM _listed)",\n',
+        '                "deleted_us IS NULL AND id NOT IN (SELECT id FROM _listed) AND 0",\n',
+        (f"{NAMES}::test_deleted_branch_keeps_its_name_and_gets_deleted_at",),
+    ),
+    Mutant(
+        "names-counters-versioned",
+        "exporter/_names.py",
+        "{name: obj.get(name) for name in self.field_names}",
+        "obj",
+        (f"{NAMES}::test_moving_counters_add_no_version_and_unnamed_computes_stay_null",),
+    ),
     Mutant(
         "refresh-removed",
         "exporter/_walk.py",

@@ -1,4 +1,4 @@
--- opsaudit base views: the dataset as four relations.
+-- opsaudit base views: operations, projects, runs, and the names of branches and computes.
 --
 -- Run by hand from the data directory (paths below are relative to it):
 --     cd <data-dir> && duckdb -c ".read /path/to/sql/00_base.sql" -c "FROM operations LIMIT 5"
@@ -11,10 +11,11 @@
 -- each row; the files sit in Hive partitions operation_versions/created_month=YYYY-MM/, so a
 -- filter on created_month skips whole months, one on created_date skips row groups.
 
--- Every distinct observed state of every operation (append-only; DESIGN.md). No union_by_name:
+-- Every distinct observed state of every operation (append-only; DESIGN.md), as stored: no
+-- names joined (the report's one pass reads this). No union_by_name:
 -- every file has the same schema (the sync writes one), and union_by_name would read the footer
 -- of every file each time a view is bound (seconds over a 180-day history).
-CREATE OR REPLACE VIEW operation_versions AS
+CREATE OR REPLACE VIEW stored_operation_versions AS
 SELECT
     id, project_id, branch_id, endpoint_id, action, status, failures_count, error, retry_at,
     created_at, updated_at, total_duration_ms, raw, version, observed_at, run_id, created_date
@@ -22,6 +23,62 @@ FROM read_parquet(
     'operation_versions/*/*.parquet',
     hive_partitioning = true, hive_types = {'created_month': VARCHAR}
 );
+
+-- Names, not ids (PRODUCT.md). Every branch / compute endpoint ever listed, deleted ones kept
+-- (deleted_at: the first listing of its project without it); name = the latest known name.
+CREATE OR REPLACE VIEW branches AS
+SELECT
+    id, project_id, name, parent_id, "default", protected, created_at, created_by,
+    first_seen_at, last_seen_at, deleted_at
+FROM read_parquet('branches/branches.parquet');
+
+CREATE OR REPLACE VIEW endpoints AS
+SELECT
+    id, project_id, branch_id, name, type, autoscaling_limit_min_cu, autoscaling_limit_max_cu,
+    suspend_timeout_seconds, created_at, first_seen_at, last_seen_at, deleted_at
+FROM read_parquet('endpoints/endpoints.parquet');
+
+-- Every distinct observed state of the tracked fields, valid from when it was observed until
+-- the next one (valid_to NULL: the latest). Counters and live state are not versioned.
+CREATE OR REPLACE VIEW branch_versions AS
+SELECT id, project_id, version, name, parent_id, "default", protected, expires_at, valid_from,
+    valid_to
+FROM read_parquet('branch_versions/branch_versions.parquet');
+
+CREATE OR REPLACE VIEW endpoint_versions AS
+SELECT id, project_id, version, name, branch_id, type, autoscaling_limit_min_cu,
+    autoscaling_limit_max_cu, suspend_timeout_seconds, disabled, pooler_enabled, valid_from,
+    valid_to
+FROM read_parquet('endpoint_versions/endpoint_versions.parquet');
+
+-- Every distinct state of a project's listing fields (read in every run: no extra request).
+-- default_endpoint_settings and settings are JSON text.
+CREATE OR REPLACE VIEW project_versions AS
+SELECT id, version, name, region_id, pg_version, provisioner, org_id, default_endpoint_settings,
+    settings, history_retention_seconds, store_passwords, valid_from, valid_to
+FROM read_parquet('project_versions/project_versions.parquet');
+
+-- Every operation version with the names in effect when the operation was created: the name
+-- version with valid_from <= created_at < valid_to; the earliest known one (its span open to
+-- the past) for an operation created before the first listing; NULL for an id never listed.
+-- The join's build side is the few name versions, probed once per row by id.
+CREATE OR REPLACE VIEW operation_versions AS
+SELECT v.*, b.name AS branch_name, e.name AS endpoint_name
+FROM stored_operation_versions AS v
+LEFT JOIN (
+    SELECT id, name, CASE WHEN version > 1 THEN valid_from END AS since, valid_to AS until
+    FROM branch_versions
+) AS b
+    ON v.branch_id = b.id
+    AND (b.since IS NULL OR v.created_at >= b.since)
+    AND (b.until IS NULL OR v.created_at < b.until)
+LEFT JOIN (
+    SELECT id, name, CASE WHEN version > 1 THEN valid_from END AS since, valid_to AS until
+    FROM endpoint_versions
+) AS e
+    ON v.endpoint_id = e.id
+    AND (e.since IS NULL OR v.created_at >= e.since)
+    AND (e.until IS NULL OR v.created_at < e.until);
 
 -- The latest state of each operation: the versions minus the superseded ones. Every commit that
 -- adds version n+1 of an operation writes (id, n) to superseded/ in the same commit (DESIGN.md,

@@ -31,6 +31,29 @@ FROM operations
 GROUP BY project_id
 ORDER BY failed DESC, operations DESC, project_id;
 
+-- Per branch, by name (names, not ids): branch_name is its latest known name (NULL: never
+-- listed, e.g. deleted before the first sync), deleted_at when a listing stopped showing it.
+-- Operations that name no branch are left out.
+CREATE OR REPLACE VIEW failures_by_branch AS
+SELECT
+    f.project_id, f.branch_id, b.name AS branch_name, b.deleted_at,
+    f.operations, f.failed, f.failure_rate, f.retries, f.failing_now
+FROM (
+    SELECT
+        project_id,
+        branch_id,
+        count(*) AS operations,
+        count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
+        count(*) FILTER (WHERE is_failed(failures_count)) / count(*) AS failure_rate,
+        coalesce(sum(failures_count), 0)::BIGINT AS retries,
+        count(*) FILTER (WHERE is_failing(status)) AS failing_now
+    FROM operations
+    WHERE branch_id IS NOT NULL
+    GROUP BY project_id, branch_id
+) AS f
+LEFT JOIN branches AS b ON b.id = f.branch_id
+ORDER BY f.failed DESC, f.operations DESC, f.branch_id;
+
 -- Per UTC day of created_at (the partition date).
 CREATE OR REPLACE VIEW failures_by_day AS
 SELECT

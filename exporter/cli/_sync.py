@@ -125,6 +125,18 @@ ACCOUNT_RPS = 700 / 60
     hidden=True,  # soaks: the run's clock is the simulator's, which runs ahead of the wall clock
 )
 @click.option(
+    "--names-max-age",
+    type=Duration(zero=True),
+    envvar="OPSAUDIT_NAMES_MAX_AGE",
+    show_envvar=True,
+    default="24h",
+    show_default=True,
+    metavar="DURATION",
+    help="Read a project's branches and endpoints listings again (2 requests) once they are "
+    "older than this; also in its first walk and when an operation names an unknown id. "
+    "0: every run.",
+)
+@click.option(
     "--concurrency",
     type=click.IntRange(1, 64),
     default=4,
@@ -176,6 +188,7 @@ def sync_command(
     full_sweep_every: dt.timedelta,
     refresh_open_every: dt.timedelta,
     clock_offset: float,
+    names_max_age: dt.timedelta,
     concurrency: int,
     wait_for_lock: bool,
     no_compact: bool,
@@ -220,6 +233,7 @@ def sync_command(
         full_sweep_every=full_sweep_every.total_seconds(),
         events=events,
         refresh_open_every=refresh_open_every.total_seconds(),
+        names_max_age=names_max_age.total_seconds(),
     )
     if clock_offset:
         from exporter._walk import now_us

@@ -9,6 +9,8 @@ Layout under the dataset root (`s3://bucket/prefix`, or a local directory):
     operation_versions/created_month=YYYY-MM/part-*.parquet
     projects/_delta_log/...                   Delta table, overwritten from the state
     sync_runs/_delta_log/...                  Delta table, overwritten from the state
+    branches/, endpoints/, branch_versions/,  Delta tables, overwritten from the state when
+    endpoint_versions/, project_versions/     the names changed (exporter._names.TABLES)
 
 Exactly once (`commit()`): the state file of batch N is uploaded first, under a name no other
 writer can take (If-None-Match: *, a fresh token), then the rows are appended to
@@ -49,6 +51,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from exporter._errors import ConfigError, ExitCode, OpsauditError, StorageError
+from exporter._names import TABLE_FILES
 from exporter.lake._lease import Lease, LeaseLostError
 from exporter.lake._location import Location, redact
 from exporter.lake._objects import (
@@ -73,8 +76,11 @@ FORMAT_VERSION = 1
 VERSIONS = "operation_versions"
 PROJECTS = "projects"
 SYNC_RUNS = "sync_runs"
-TABLES = (VERSIONS, PROJECTS, SYNC_RUNS)
-PARTITIONS: dict[str, list[str]] = {VERSIONS: ["created_month"], PROJECTS: [], SYNC_RUNS: []}
+# The tables overwritten from the state (`replace_table`): projects, sync_runs and the names
+# tables (`exporter._names.TABLES`: branches, endpoints and their versions, project_versions).
+REPLACEABLE = (PROJECTS, SYNC_RUNS, *TABLE_FILES)
+TABLES = (VERSIONS, *REPLACEABLE)
+PARTITIONS: dict[str, list[str]] = {VERSIONS: ["created_month"]}
 
 META_STATE = "opsaudit.state"  # commitInfo key: the state object of this commit
 META_TXN = "opsaudit.txn"
@@ -303,7 +309,7 @@ class LakeDataset:
             "writer_properties": dl.WriterProperties(compression="ZSTD"),
         }
         if dt is None:
-            kwargs["partition_by"] = PARTITIONS[name] or None
+            kwargs["partition_by"] = PARTITIONS.get(name) or None
             kwargs["storage_options"] = self.options
             kwargs["configuration"] = TABLE_CONFIGURATION
         elif mode == "overwrite":
@@ -501,7 +507,7 @@ class LakeDataset:
 
     def replace_table(self, name: str, data: pa.Table, *, run_id: str = "") -> int:
         """Overwrite a small table (projects, sync_runs) in one commit; returns its version."""
-        if name not in (PROJECTS, SYNC_RUNS):
+        if name not in REPLACEABLE:
             raise ValueError(f"{name} is not a replaceable table")
         dl = _deltalake()
         props = dl.CommitProperties(custom_metadata={META_RUN: run_id})

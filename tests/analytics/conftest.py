@@ -157,6 +157,11 @@ def write_dataset(data_dir: Path) -> Path:
         pa.Table.from_pylist(runs, schema=SYNC_RUNS_SCHEMA),
         data_dir / "sync_runs" / "sync_runs.parquet",
     )
+    from exporter._names import TABLES, schema
+
+    for table in TABLES:  # a sync writes them (empty when no listing was read yet)
+        (data_dir / table.name).mkdir(parents=True)
+        pq.write_table(schema(table).empty_table(), data_dir / table.file)
     return data_dir
 
 

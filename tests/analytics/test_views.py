@@ -25,12 +25,19 @@ def approx(row: dict[str, Any]) -> dict[str, Any]:
 
 def test_view_names() -> None:
     assert list_views() == [
+        "stored_operation_versions",
+        "branches",
+        "endpoints",
+        "branch_versions",
+        "endpoint_versions",
+        "project_versions",
         "operation_versions",
         "operations",
         "projects",
         "sync_runs",
         "failures_by_action",
         "failures_by_project",
+        "failures_by_branch",
         "failures_by_day",
         "failed_operations",
         "retried_operations",

@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+import exporter
 from exporter._sync import SyncConfig, sync
 
 from .conftest import read_versions
@@ -21,6 +22,58 @@ RECORDED = json.loads(
     (Path(__file__).parents[1] / "assets" / "recorded-responses.json").read_text()
 )
 KEY = "recorded-test-key-0123456789"
+# Not recorded (the cassettes have no listing of branches or endpoints): the recorded project's
+# branch and compute in the shape of the OpenAPI document's Branch and Endpoint.
+_BRANCHES = json.dumps(
+    {
+        "branches": [
+            {
+                "id": "br-yellow-dawn-a5qftt8g",
+                "project_id": "solitary-cell-58208823",
+                "name": "main",
+                "current_state": "ready",
+                "logical_size": 30785536,
+                "creation_source": "console",
+                "primary": True,
+                "default": True,
+                "protected": False,
+                "cpu_used_sec": 0,
+                "created_at": "2025-01-16T21:02:04Z",
+                "updated_at": "2025-01-16T21:02:05Z",
+                "created_by": {"name": "pytest", "image": ""},
+            }
+        ],
+        "annotations": {},
+    }
+)
+_ENDPOINTS = json.dumps(
+    {
+        "endpoints": [
+            {
+                "host": "ep-lingering-surf-a5926aiu.us-east-2.aws.neon.tech",
+                "id": "ep-lingering-surf-a5926aiu",
+                "project_id": "solitary-cell-58208823",
+                "branch_id": "br-yellow-dawn-a5qftt8g",
+                "autoscaling_limit_min_cu": 0.25,
+                "autoscaling_limit_max_cu": 0.25,
+                "region_id": "aws-us-east-2",
+                "type": "read_write",
+                "current_state": "init",
+                "settings": {},
+                "pooler_enabled": False,
+                "pooler_mode": "transaction",
+                "disabled": False,
+                "passwordless_access": True,
+                "creation_source": "console",
+                "created_at": "2025-01-16T21:02:04Z",
+                "updated_at": "2025-01-16T21:02:04Z",
+                "proxy_host": "us-east-2.aws.neon.tech",
+                "suspend_timeout_seconds": 0,
+                "provisioner": "k8s-neonvm",
+            }
+        ]
+    }
+)
 
 
 class _Recorded(BaseHTTPRequestHandler):
@@ -49,6 +102,10 @@ class _Recorded(BaseHTTPRequestHandler):
             if "cursor" in query:
                 return self._send(200, '{"operations":[]}')
             return self._send(200, RECORDED["get_operations_solitary_cell"])
+        if path == "/projects/solitary-cell-58208823/branches":
+            return self._send(200, _BRANCHES)
+        if path == "/projects/solitary-cell-58208823/endpoints":
+            return self._send(200, _ENDPOINTS)
         if (
             path
             == "/projects/solitary-cell-58208823/operations/d6ad21e4-725d-493f-a495-43867ad88d09"
@@ -102,9 +159,25 @@ def test_recorded_operations_page_is_stored_exactly(
         json.loads(timeline["raw"])
         == json.loads(RECORDED["get_operations_solitary_cell"])["operations"][1]
     )
-    # One page sufficed: two operations are fewer than the limit (no request past the end).
-    assert [p.split("?")[0] for p in log] == ["/api/v2/projects/solitary-cell-58208823/operations"]
-    assert "limit=1000" in log[0]
+    # One page sufficed: two operations are fewer than the limit (no request past the end);
+    # then the project's first walk reads its branches and endpoints (names, issue 21).
+    assert [p.split("?")[0] for p in log] == [
+        "/api/v2/projects/solitary-cell-58208823/operations",
+        "/api/v2/projects/solitary-cell-58208823/branches",
+        "/api/v2/projects/solitary-cell-58208823/endpoints",
+    ]
+    assert "limit=1000" in log[0] and "limit=10000" in log[1]
+    con = exporter.connect(tmp_path)
+    names = con.execute(
+        "SELECT id, branch_name, endpoint_name FROM operations ORDER BY id"
+    ).fetchall()
+    assert names == [
+        ("69de6dd4-597f-404f-a095-c96702407d7b", "main", None),
+        ("d6ad21e4-725d-493f-a495-43867ad88d09", "main", None),
+    ]
+    assert con.execute("SELECT name, created_by, deleted_at FROM branches").fetchall() == [
+        ("main", "pytest", None)
+    ]
 
 
 def test_recorded_open_operations_are_reread_and_unchanged_states_not_duplicated(

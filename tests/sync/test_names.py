@@ -1,0 +1,374 @@
+"""Names, not ids (issue 21, PRODUCT.md "Names, not ids"): branches and computes with their
+history, read when the rules say so, joined into operations and operation_versions."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import exporter
+
+from .conftest import assert_matches_truth, empty_sim, run_sync
+
+_BRANCHES = "GET /projects/{project_id}/branches"
+_ENDPOINTS = "GET /projects/{project_id}/endpoints"
+_ENDPOINT_FIELDS = (
+    "name",
+    "branch_id",
+    "type",
+    "autoscaling_limit_min_cu",
+    "autoscaling_limit_max_cu",
+    "suspend_timeout_seconds",
+)
+
+
+def _rows(data_dir: Path, sql: str) -> list[tuple[Any, ...]]:
+    con = exporter.connect(data_dir)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def _listing_requests(sim: Any) -> tuple[int, int]:
+    by_route = sim.stats()["by_route"]
+    return by_route.get(_BRANCHES, 0), by_route.get(_ENDPOINTS, 0)
+
+
+def test_backfill_names_equal_the_api_and_operations_carry_them(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    sim = make_sim(seed=41, projects=3, shared_projects=1, days=4, branches_page=2)
+    summary = run_sync(sim, tmp_path)
+    assert summary.outcome == "ok"
+    pids = sim.project_ids()
+    branch_pages = sum(-(-len(sim.branches(p)) // 2) for p in pids)
+    sim.reset_stats()
+    truth_b = {b["id"]: (p, b) for p in pids for b in sim.branches(p)}
+    truth_e = {e["id"]: (p, e) for p in pids for e in sim.endpoints(p)}
+    got_b = {
+        r[0]: r[1:]
+        for r in _rows(
+            tmp_path,
+            'SELECT id, project_id, name, parent_id, "default", protected, created_by, deleted_at '
+            "FROM branches",
+        )
+    }
+    assert got_b == {
+        i: (
+            p,
+            b["name"],
+            b.get("parent_id"),
+            b["default"],
+            b["protected"],
+            (b.get("created_by") or {}).get("name"),
+            None,
+        )
+        for i, (p, b) in truth_b.items()
+    }
+    got_e = {
+        r[0]: r[1:]
+        for r in _rows(
+            tmp_path,
+            "SELECT id, project_id, name, branch_id, type, autoscaling_limit_min_cu, "
+            "autoscaling_limit_max_cu, suspend_timeout_seconds FROM endpoints",
+        )
+    }
+    assert got_e == {i: (p, *(e.get(f) for f in _ENDPOINT_FIELDS)) for i, (p, e) in truth_e.items()}
+    assert any(v[1] is None for v in got_e.values())  # unnamed computes: NULL, no error
+    # Every operation carries the name of its branch / compute, NULL for ids never listed.
+    ops = _rows(
+        tmp_path, "SELECT branch_id, branch_name, endpoint_id, endpoint_name FROM operations"
+    )
+    assert ops and all(
+        bn == (truth_b[b][1]["name"] if b in truth_b else None)
+        and en == (truth_e[e][1].get("name") if e in truth_e else None)
+        for b, bn, e, en in ops
+    )
+    assert any(b is not None and b not in truth_b for b, _, _, _ in ops)  # deleted before
+    assert _rows(tmp_path, "SELECT count(*) FROM operation_versions WHERE branch_name IS NULL")
+    # failures_by_branch: per branch id, by its name, as the API's operations count them.
+    per_branch: dict[str, list[int]] = {}
+    for op in sim.ground_truth(pids).values():
+        if op.get("branch_id") is not None:
+            counts = per_branch.setdefault(op["branch_id"], [0, 0])
+            counts[0] += 1
+            counts[1] += (op.get("failures_count") or 0) > 0
+    got_f = _rows(
+        tmp_path, "SELECT branch_id, branch_name, operations, failed FROM failures_by_branch"
+    )
+    assert {r[0]: r[1:] for r in got_f} == {
+        b: ((truth_b[b][1]["name"] if b in truth_b else None), *c) for b, c in per_branch.items()
+    }
+    # Backfill cost: the two listings per project (branches paged by pagination.next).
+    assert summary.names_requests == branch_pages + len(pids)
+
+
+def test_no_change_sync_sends_no_listing_request(make_sim: Any, tmp_path: Path) -> None:
+    sim = make_sim(seed=42, projects=2, days=2)
+    run_sync(sim, tmp_path)
+    sim.reset_stats()
+    summary = run_sync(sim, tmp_path)
+    assert summary.outcome == "ok" and summary.new_operations == 0
+    assert _listing_requests(sim) == (0, 0)
+    assert summary.names_requests == 0
+    # --names-max-age 0: both lists of every project in every run.
+    run_sync(sim, tmp_path, names_max_age=0)
+    projects = len(sim.project_ids())
+    assert _listing_requests(sim) == (projects, projects)
+
+
+def test_new_branch_appears_in_the_same_run_and_costs_two_requests(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    sim = empty_sim(make_sim, seed=43, projects=2)
+    run_sync(sim, tmp_path)
+    pid = sim.project_ids()[0]
+    branch_id, endpoint_id, op_ids = sim.add_branch(pid, "preview/pr-42")
+    sim.reset_stats()
+    summary = run_sync(sim, tmp_path)
+    assert summary.new_operations == 2
+    assert _listing_requests(sim) == (1, 1)  # only the project that met the new ids
+    rows = _rows(
+        tmp_path,
+        "SELECT id, branch_name, endpoint_name FROM operations WHERE branch_id = ? ORDER BY id".replace(
+            "?", f"'{branch_id}'"
+        ),
+    )
+    endpoint_name = {e["id"]: e.get("name") for e in sim.endpoints(pid)}[endpoint_id]
+    assert sorted(r[0] for r in rows) == sorted(op_ids)
+    assert {(r[1], r[2]) for r in rows} == {
+        ("preview/pr-42", None),
+        ("preview/pr-42", endpoint_name),
+    }
+    assert _rows(tmp_path, f"SELECT name FROM branches WHERE id = '{branch_id}'") == [
+        ("preview/pr-42",)
+    ]
+
+
+def test_rename_makes_two_versions_and_older_operations_keep_the_old_name(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    # The simulated clock starts at the wall clock: names are valid from when they were read.
+    sim = empty_sim(make_sim, seed=44, at_now=True)
+    pid = sim.project_ids()[0]
+    branch_id, _endpoint, before = sim.add_branch(pid, "preview/pr-42")
+    run_sync(sim, tmp_path)
+    sim.advance(60)
+    sim.change_branch(branch_id, name="release/1.0")
+    # Within --names-max-age and nothing unknown: the rename is not read yet.
+    run_sync(sim, tmp_path)
+    assert _rows(tmp_path, f"SELECT name FROM branches WHERE id = '{branch_id}'") == [
+        ("preview/pr-42",)
+    ]
+    run_sync(sim, tmp_path, names_max_age=0)
+    sim.advance(60)
+    after = sim.add_operations(pid, 1, action="apply_config")
+    sim.update_operation(after[0], branch_id=branch_id)
+    run_sync(sim, tmp_path)
+    versions = _rows(
+        tmp_path,
+        f"SELECT version, name, valid_to IS NULL FROM branch_versions WHERE id = '{branch_id}' "
+        "ORDER BY version",
+    )
+    assert versions == [(1, "preview/pr-42", False), (2, "release/1.0", True)]
+    names = dict(
+        _rows(tmp_path, f"SELECT id, branch_name FROM operations WHERE branch_id = '{branch_id}'")
+    )
+    assert names == {**dict.fromkeys(before, "preview/pr-42"), after[0]: "release/1.0"}
+    history = _rows(tmp_path, "SELECT DISTINCT id, branch_name FROM operation_versions")
+    assert dict(history)[before[0]] == "preview/pr-42"
+    assert _rows(tmp_path, f"SELECT name FROM branches WHERE id = '{branch_id}'") == [
+        ("release/1.0",)
+    ]
+    # The state answers the same names (what events carry when they are committed).
+    from exporter._state import StateDB
+
+    ops = _rows(tmp_path, "SELECT branch_id, epoch_us(created_at), branch_name FROM operations")
+    state = StateDB(tmp_path / "state.sqlite", read_only=True)
+    try:
+        with state._lock:
+            got = state.names_in_effect(state._con, "branch", [(b, c) for b, c, _ in ops])
+    finally:
+        state.close()
+    assert got == [n for _, _, n in ops]
+
+
+def test_deleted_branch_keeps_its_name_and_gets_deleted_at(make_sim: Any, tmp_path: Path) -> None:
+    sim = empty_sim(make_sim, seed=45)
+    pid = sim.project_ids()[0]
+    branch_id, endpoint_id, ops = sim.add_branch(pid, "dev/alice")
+    run_sync(sim, tmp_path)
+    sim.delete_branch(branch_id)
+    run_sync(sim, tmp_path, names_max_age=0)
+    rows = _rows(
+        tmp_path, f"SELECT name, deleted_at IS NOT NULL FROM branches WHERE id = '{branch_id}'"
+    )
+    assert rows == [("dev/alice", True)]
+    assert _rows(
+        tmp_path, f"SELECT deleted_at IS NOT NULL FROM endpoints WHERE id = '{endpoint_id}'"
+    ) == [(True,)]
+    names = _rows(tmp_path, f"SELECT DISTINCT branch_name FROM operations WHERE id = '{ops[0]}'")
+    assert names == [("dev/alice",)]
+
+
+def test_moving_counters_add_no_version_and_unnamed_computes_stay_null(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    sim = make_sim(seed=46, projects=2, days=2)
+    for _ in range(3):
+        assert run_sync(sim, tmp_path, names_max_age=0).outcome == "ok"
+    counts = _rows(
+        tmp_path,
+        "SELECT (SELECT count(*) FROM branch_versions), (SELECT count(*) FROM branches), "
+        "(SELECT count(*) FROM endpoint_versions), (SELECT count(*) FROM endpoints), "
+        "(SELECT count(*) FROM project_versions), (SELECT count(*) FROM projects)",
+    )[0]
+    assert counts[0] == counts[1] > 0 and counts[2] == counts[3] > 0 and counts[4] == counts[5]
+    pid = sim.project_ids()[0]
+    endpoint = next(e for e in sim.endpoints(pid) if "name" in e)
+    sim.change_endpoint(endpoint["id"], name=None)
+    run_sync(sim, tmp_path, names_max_age=0)
+    assert _rows(
+        tmp_path,
+        f"SELECT version, name FROM endpoint_versions WHERE id = '{endpoint['id']}' ORDER BY 1",
+    ) == [(1, endpoint["name"]), (2, None)]
+
+
+def test_kill_between_the_operations_and_the_names_leaves_nothing_half_written(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    sim = make_sim(seed=47, projects=1, shared_projects=0, days=2)
+    # The endpoints listing keeps failing: the sync commits the operations, then retries.
+    sim.fail_requests("/endpoints", 503)
+    env = {
+        **os.environ,
+        "NEON_API_KEY": sim.personal_key,
+        "OPSAUDIT_BASE_URL": sim.base_url,
+        "OPSAUDIT_DATA_DIR": str(tmp_path),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "exporter", "sync", "--max-rps", "0"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if list(tmp_path.glob("operation_versions/*/*.parquet")) and _listing_requests(sim)[1]:
+                break
+            time.sleep(0.05)
+        time.sleep(6)  # past the committer's 5 s: the operations are committed
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert list(tmp_path.glob("operation_versions/*/*.parquet"))
+    # The operations are there, the names are not (none half-written); the views answer.
+    assert _rows(tmp_path, "SELECT count(*), count(branch_name) FROM operations")[0][1] == 0
+    assert _rows(tmp_path, "SELECT count(*) FROM branches") == [(0,)]
+    sim.clear_failures()
+    sim.reset_stats()
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    assert _listing_requests(sim) == (1, 1)  # the names were still due
+    assert_matches_truth(sim, tmp_path)
+    pid = sim.project_ids()[0]
+    assert _rows(tmp_path, "SELECT count(*) FROM branches") == [(len(sim.branches(pid)),)]
+    assert (
+        _rows(tmp_path, "SELECT count(*) FROM operations WHERE branch_name IS NULL")[0][0]
+        < (_rows(tmp_path, "SELECT count(*) FROM operations")[0][0])
+    )
+
+
+def test_a_404_on_a_listing_is_no_deletion_and_leaves_the_names_due(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    sim = make_sim(seed=48, projects=1, shared_projects=0, days=1)
+    sim.fail_requests("/branches", 404)
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    assert _rows(tmp_path, "SELECT count(*) FROM projects WHERE deleted_at IS NULL") == [(1,)]
+    assert _rows(tmp_path, "SELECT count(*) FROM branches") == [(0,)]
+    sim.clear_failures()
+    sim.reset_stats()
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    assert _listing_requests(sim) == (1, 1)
+    pid = sim.project_ids()[0]
+    assert _rows(tmp_path, "SELECT count(*) FROM branches") == [(len(sim.branches(pid)),)]
+
+
+def test_check_names_the_branch_a_failure_rate_comes_from(make_sim: Any, tmp_path: Path) -> None:
+    import datetime as dt
+
+    from exporter._check import parse_threshold, run_check
+
+    sim = empty_sim(make_sim, seed=49, at_now=True)
+    pid = sim.project_ids()[0]
+    branch_id, endpoint_id, _ops = sim.add_branch(pid, "preview/pr-42")
+    failed = sim.add_operations(pid, 4, action="start_compute", same_second=False)
+    for op_id in failed:
+        sim.update_operation(op_id, branch_id=branch_id, endpoint_id=endpoint_id, failures_count=1)
+    run_sync(sim, tmp_path)
+    sim.delete_branch(branch_id)
+    run_sync(sim, tmp_path, names_max_age=0)
+    report = run_check(
+        tmp_path,
+        thresholds=[parse_threshold("failure_rate(start_compute) > 10% over 1d")],
+        as_of=dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=5),
+    )
+    [finding] = [f for f in report.findings if f.check == "threshold"]
+    assert finding.message.endswith(
+        f"; most on `preview/pr-42` ({branch_id}, deleted): start_compute failed 4 times"
+    )
+
+
+def test_a_state_from_before_names_is_migrated_and_its_names_read(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    from exporter._state import FORMAT_VERSION
+
+    sim = make_sim(seed=50, projects=1, shared_projects=0, days=1)
+    run_sync(sim, tmp_path)
+    con = sqlite3.connect(tmp_path / "state.sqlite")
+    for table in ("named", "name_versions", "unlisted"):
+        con.execute(f"DROP TABLE {table}")
+    for column in ("names_read_us", "names_due"):  # as if absent (SQLite's DROP COLUMN refuses
+        con.execute(f"ALTER TABLE projects RENAME COLUMN {column} TO old_{column}")  # this DDL)
+    before = str(FORMAT_VERSION - 1)  # the format before names
+    con.execute("UPDATE meta SET value = ? WHERE key = 'format_version'", (before,))
+    con.commit()
+    con.close()
+    sim.reset_stats()
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    assert _listing_requests(sim) == (1, 1)  # never listed in this state: read once
+    pid = sim.project_ids()[0]
+    assert _rows(tmp_path, "SELECT count(*) FROM branches") == [(len(sim.branches(pid)),)]
+    con = sqlite3.connect(tmp_path / "state.sqlite")
+    assert con.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone() == (
+        str(FORMAT_VERSION),
+    )
+    con.close()
+
+
+def test_a_run_cut_short_before_the_listings_leaves_them_due(make_sim: Any, tmp_path: Path) -> None:
+    sim = empty_sim(make_sim, seed=52)
+    run_sync(sim, tmp_path)
+    pid = sim.project_ids()[0]
+    branch_id, _endpoint, _ops = sim.add_branch(pid, "hotfix/login-3")
+    sim.reset_stats()
+    listing = 3  # organizations, the org's projects, shared projects
+    cut = run_sync(sim, tmp_path, max_requests=listing + 1)  # the operations page, no listing
+    # The walk is complete (ok); the names, which the budget could not cover, stay due.
+    assert cut.outcome == "ok" and cut.new_operations == 2
+    assert _listing_requests(sim) == (0, 0)
+    assert run_sync(sim, tmp_path).outcome == "ok"  # nothing new to walk: the names were due
+    assert _listing_requests(sim) == (1, 1)
+    assert _rows(tmp_path, f"SELECT name FROM branches WHERE id = '{branch_id}'") == [
+        ("hotfix/login-3",)
+    ]

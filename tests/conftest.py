@@ -19,6 +19,18 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def forget_registered_secrets() -> Iterator[None]:
+    """A key registered by one test's in-process sync is redacted from every later text of the
+    process: a test that used the key "k" turned another test's "check" into "chec[REDACTED]"."""
+    from exporter import _errors
+
+    before = set(_errors._SECRETS)
+    yield
+    with _errors._SECRETS_LOCK:
+        _errors._SECRETS.intersection_update(before)
+
+
 @pytest.fixture
 def make_sim() -> Iterator[Callable[..., Any]]:
     """`make_sim(**SimConfig fields)`: a started simulator on loopback, stopped after the test.

@@ -2,7 +2,7 @@
 
     python crash_writer.py DATA_DIR OPTIONS_JSON BATCHES ROWS WORKDIR
 
-Takes the lease (waiting for a killed holder's lease to expire), restores the state of the last
+Takes the lease (a killed holder of this machine is taken over at once), restores the state of the last
 committed batch from the dataset (the local WORKDIR starts empty on every run: a "fresh
 machine"), then commits the remaining batches. The state is an SQLite file whose only content
 is the next batch to write, so a wrong restore shows up as a duplicate or a gap.
@@ -25,10 +25,12 @@ def main() -> None:
     data_dir, options, batches, rows, workdir = sys.argv[1:6]
     location = parse_location(data_dir, json.loads(options))
     ds = LakeDataset.open(location, create=True)
-    lease = ds.lease(ttl=timedelta(seconds=0.6))
-    lease.grace = timedelta(seconds=0.2)
+    # Long enough that a loaded machine's stalled heartbeat does not lose it mid-run (0.6 s was
+    # lost at a load of 10); a killed holder's lease is taken over by its pid, not its expiry.
+    lease = ds.lease(ttl=timedelta(seconds=5))
+    lease.grace = timedelta(seconds=0.5)
     lease.acquire(wait=True, timeout=30, poll=0.1)
-    lease.start_heartbeat(0.15)
+    lease.start_heartbeat(1.0)
     state = Path(workdir) / "state.sqlite"
     state.parent.mkdir(parents=True, exist_ok=True)
     committed = ds.restore_state(state, lease=lease) or 0

@@ -456,6 +456,11 @@ class SyncMachine(RuleBasedStateMachine):
             self._sync(config, max_gets, must_be_ok=True)
         assert not self.quiet or sum(self.quiet[:-1]) >= 2 * self.open_start
         self._check_converged()
+        if self.REFRESH:
+            # Past the bound every tracked operation was due: these runs re-read each one.
+            now = self.s.world.clock_us
+            unread = self._state("SELECT id FROM open_ops WHERE checked_us < ?", (now,))
+            assert not unread, f"{len(unread)} tracked operations not re-read past the bound"
 
     def _sync(self, config: dict[str, Any], max_gets: int, must_be_ok: bool = False) -> None:
         tracked_before = self._tracked_per_project()

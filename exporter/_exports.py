@@ -18,18 +18,16 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from exporter._layout import VIEWS_DB, find_sql_dir
+from exporter._interfaces import LocalDataset, Store
+from exporter._layout import PROJECTS_FILE, SYNC_RUNS_FILE, VIEWS_DB, find_sql_dir
+from exporter._names import TABLE_FILES, to_arrow
 from exporter._names import TABLES as NAMES_TABLES
-from exporter._names import to_arrow
-from exporter._storage import (
-    PROJECTS_SCHEMA,
-    SNAPSHOT_FILES,
-    SYNC_RUNS_SCHEMA,
-    Dataset,
-    Store,
-)
+from exporter._schemas import PROJECTS_SCHEMA, SYNC_RUNS_SCHEMA
 
 log = logging.getLogger("opsaudit.storage")
+
+# The tables rewritten from the state after a run (`replace_table`), and their files.
+SNAPSHOT_FILES = {"projects": PROJECTS_FILE, "sync_runs": SYNC_RUNS_FILE, **TABLE_FILES}
 
 
 def _table(rows: list[tuple[object, ...]], schema: pa.Schema, micros: set[str]) -> pa.Table:
@@ -85,7 +83,7 @@ def export_names(store: Store) -> None:
 _VIEWS_KEY = "views_database_key"
 
 
-def _views_key(dataset: Dataset) -> str:
+def _views_key(dataset: LocalDataset) -> str:
     """A digest of everything `opsaudit.duckdb` is made of: the committed files it names, which
     small tables exist, the .sql files and the code that resolves them."""
     h = hashlib.sha256()
@@ -102,7 +100,7 @@ def _views_key(dataset: Dataset) -> str:
     return h.hexdigest()
 
 
-def refresh_views_database(dataset: Dataset) -> bool:
+def refresh_views_database(dataset: LocalDataset) -> bool:
     """Rewrite `opsaudit.duckdb` unless it already names exactly what the state says is live.
 
     Runs in a child process unless DuckDB is already loaded here (a notebook, the tests). Never
@@ -113,9 +111,11 @@ def refresh_views_database(dataset: Dataset) -> bool:
     if (dataset.root / VIEWS_DB).is_file() and dataset.state.get_meta(_VIEWS_KEY) == key:
         return True
     if "duckdb" in sys.modules:
+        # Imported here: only when DuckDB is loaded already (the sync itself never loads it,
+        # its peak memory), and the analytics layer is optional for the sync.
         try:
             from exporter._sql import write_views_database
-        except ImportError:  # the analytics layer is optional for the sync itself
+        except ImportError:
             return False
         try:
             written = write_views_database(dataset.root) is not None

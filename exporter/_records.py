@@ -19,8 +19,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from exporter._schemas import VERSIONS_SCHEMA
 from exporter._state import TERMINAL_STATUSES
-from exporter._storage import VERSIONS_SCHEMA
 from exporter._timeutil import UTC_US, timestamps_array
 
 _US_PER_DAY = 86_400_000_000

@@ -34,6 +34,7 @@ from exporter._layout import (
 )
 from exporter._names import TABLES as NAMES_TABLES
 from exporter._state import StateDB
+from exporter._stores import lake_for, lake_relations, open_readers
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -79,7 +80,7 @@ def _source_schema(relative: str) -> pa.Schema:
     import pyarrow as pa
 
     from exporter._names import schema
-    from exporter._storage import (
+    from exporter._schemas import (
         PROJECTS_SCHEMA,
         SUPERSEDED_SCHEMA,
         SYNC_RUNS_SCHEMA,
@@ -276,8 +277,6 @@ def _load(
 def _dataset_sources(con: duckdb.DuckDBPyConnection, dataset: Any, tag: str) -> dict[str, Any]:
     """What each .sql source path reads for one dataset: committed files of a local directory,
     or the relations of an object-storage dataset's snapshots (registered in `con`)."""
-    from exporter._stores import lake_for, lake_relations
-
     if isinstance(dataset, Path):
         lake = lake_for(dataset)  # a `reading()` directory standing for object storage
         if lake is None:
@@ -391,8 +390,6 @@ def connect(
     directories, turns off extension installs and loads, and locks the configuration so no
     statement undoes it.
     """
-    from exporter._stores import open_readers
-
     given = [data_dir] if isinstance(data_dir, (str, Path)) else list(data_dir)
     datasets, labels = open_readers(given, storage_options)
     con = duckdb.connect(":memory:")

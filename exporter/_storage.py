@@ -30,13 +30,15 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from exporter._errors import StorageError
+from exporter._exports import SNAPSHOT_FILES, refresh_views_database
+from exporter._interfaces import BIG_FILE_ROWS, COMPACT_MIN_FILES, Committed, Store
 from exporter._layout import (
     LOCK_FILE,
     PROJECTS_FILE,
@@ -49,96 +51,11 @@ from exporter._layout import (
     VERSIONS_DIR,
     any_file,
 )
-from exporter._names import TABLE_FILES
+from exporter._schemas import PROJECTS_SCHEMA, SUPERSEDED_SCHEMA, SYNC_RUNS_SCHEMA, VERSIONS_SCHEMA
 from exporter._state import DataDirLock, StateDB
-from exporter._timeutil import UTC_US
 
 log = logging.getLogger("opsaudit.storage")
 
-
-# Compaction: merge a partition's small files once there are this many of them (so a partition
-# holds at most this many small files plus its big ones). Files of BIG_FILE_ROWS or more are left
-# alone, so a busy month is not rewritten again and again; merging streams file by file, so its
-# memory is one input file, not the partition.
-COMPACT_MIN_FILES = 32
-BIG_FILE_ROWS = 500_000
-
-VERSIONS_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("project_id", pa.string()),
-        ("branch_id", pa.string()),
-        ("endpoint_id", pa.string()),
-        ("action", pa.string()),
-        ("status", pa.string()),
-        ("failures_count", pa.int64()),
-        ("error", pa.string()),
-        ("retry_at", UTC_US),
-        ("created_at", UTC_US),
-        ("updated_at", UTC_US),
-        ("total_duration_ms", pa.int64()),
-        ("raw", pa.string()),
-        ("version", pa.int32()),
-        ("observed_at", UTC_US),
-        ("run_id", pa.string()),
-        ("created_date", pa.date32()),  # UTC date of created_at (the partition is its month)
-    ]
-)
-
-# The superseded record (DESIGN.md): `version` of operation `id` is no longer its latest state.
-SUPERSEDED_SCHEMA = pa.schema([("id", pa.string()), ("version", pa.int32())])
-
-PROJECTS_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("name", pa.string()),
-        ("region_id", pa.string()),
-        ("pg_version", pa.int64()),
-        ("platform_id", pa.string()),
-        ("provisioner", pa.string()),
-        ("org_id", pa.string()),
-        ("owner_id", pa.string()),
-        ("created_at", UTC_US),
-        ("updated_at", UTC_US),
-        ("raw", pa.string()),
-        ("first_seen_at", UTC_US),
-        ("last_seen_at", UTC_US),
-        ("deleted_at", UTC_US),
-        ("last_synced_at", UTC_US),
-        ("checkpoint_at", UTC_US),
-        ("last_error", pa.string()),
-        ("open_operations", pa.int64()),
-    ]
-)
-
-SYNC_RUNS_SCHEMA = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("started_at", UTC_US),
-        ("finished_at", UTC_US),
-        ("outcome", pa.string()),
-        ("projects_total", pa.int64()),
-        ("projects_ok", pa.int64()),
-        ("projects_failed", pa.int64()),
-        ("requests", pa.int64()),
-        ("responses_429", pa.int64()),
-        ("retries", pa.int64()),
-        ("new_operations", pa.int64()),
-        ("changed_operations", pa.int64()),
-        ("versions_written", pa.int64()),
-        ("error", pa.string()),
-        ("projects_left", pa.int64()),  # not reached or cut short: the next run continues
-        ("coverage_hour", pa.float64()),  # share of projects walked within the hour
-        ("coverage_day", pa.float64()),  # ... within the day
-        ("oldest_lag_seconds", pa.float64()),  # since the stalest project's last walk
-        ("open_unchecked_day", pa.int64()),  # open operations not re-read for a day
-        ("achieved_rps", pa.float64()),  # requests per second over the run
-        ("configured_rps", pa.float64()),  # the pacing it was given (NULL: unpaced)
-    ]
-)
-
-# The tables rewritten from the state after a run (`replace_table`), and their files.
-SNAPSHOT_FILES = {"projects": PROJECTS_FILE, "sync_runs": SYNC_RUNS_FILE, **TABLE_FILES}
 
 _DICTIONARY_COLUMNS = [
     "project_id",
@@ -186,55 +103,9 @@ def _writing(what: str) -> Iterator[None]:
         raise StorageError(f"{what} failed: {reason}; {hint}") from exc
 
 
-@dataclass(frozen=True)
-class Committed:
-    """What one commit made durable."""
-
-    rows: int
-    files: int
-    partitions: frozenset[str]
-
-
-class Store(Protocol):
-    """The seam between the sync and where a dataset lives: a local directory of Hive Parquet
-    (`Dataset`, here) or Delta tables on object storage (`exporter.lake`). The sync, compaction
-    and the exports use only these methods; each store keeps every guarantee of PRODUCT.md its
-    own way (here: the state's list of committed files; there: the Delta log).
-    """
-
-    state: StateDB  # the working state (checkpoints, open operations, runs)
-
-    def recover(self) -> None:
-        """Under the lock, before a run: finish or drop what a killed run left."""
-
-    def commit(
-        self, table: pa.Table | None, tag: str, run_id: str, apply: Callable[[Any], None]
-    ) -> Committed:
-        """Make `table` (rows of operation_versions, or None) and the state changes `apply(con)`
-        makes inside the state transaction durable together, atomically."""
-        ...
-
-    def compact(self, partitions: Iterable[str] | None = None) -> int:
-        """Merge small files; readers see one side or the other at every instant."""
-        ...
-
-    def replace_table(self, name: str, table: pa.Table) -> None:
-        """Replace a small table (`projects`, `sync_runs`) atomically."""
-
-    def refresh_readers(self) -> bool:
-        """Point readers at the current committed files; False if some could not be."""
-        ...
-
-    def collect_garbage(self) -> int:
-        """Delete what no reader names any more (only after `refresh_readers` said True)."""
-        ...
-
-    def close(self) -> None:
-        """Release the lock and the state."""
-
-
 class Dataset:
-    """One data directory: its state database, its lock and its Parquet files (a `Store`)."""
+    """One data directory: its state database, its lock and its Parquet files (a `Store`,
+    `exporter._interfaces`)."""
 
     def __init__(self, root: Path, *, lock: bool = True, wait: bool = False):
         """Open the data directory, creating it if needed; with `lock`, take the sync lock
@@ -517,8 +388,6 @@ class Dataset:
 
     def refresh_readers(self) -> bool:
         """Rewrite `opsaudit.duckdb` when the committed files changed (see `_exports`)."""
-        from exporter._exports import refresh_views_database
-
         return refresh_views_database(self)
 
     def replace_file(self, relative: str, table: pa.Table) -> None:
@@ -538,7 +407,11 @@ class Dataset:
             tmp.unlink(missing_ok=True)
 
 
+# Re-exported: these lived here before issue 20 moved them to leaf modules (`_schemas`,
+# `_interfaces`) to break the storage import cycle; tests and benches import them from here.
 __all__ = [
+    "BIG_FILE_ROWS",
+    "COMPACT_MIN_FILES",
     "LOCK_FILE",
     "PROJECTS_FILE",
     "PROJECTS_SCHEMA",

@@ -1,4 +1,5 @@
-"""Where a `--data-dir` lives: `open_store()` for the writers, `reading()` for the readers.
+"""Where a `--data-dir` lives: `reading()` and `open_readers()` for the readers; the writers'
+`open_store()` builds on this in `exporter._open_store`.
 
 - a plain path or `file:///abs/path`: a local directory of Hive-partitioned Parquet with its
   SQLite state (`_storage.Dataset`), readable by a bare `read_parquet` glob;
@@ -18,13 +19,11 @@ import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from exporter._errors import ConfigError, StorageError
+from exporter._layout import PROJECTS_FILE, STATE_FILE, SYNC_RUNS_FILE, VERSIONS_GLOB
 from exporter.lake._location import Location, parse_location
-
-if TYPE_CHECKING:
-    from exporter._storage import Store
 
 LAKE_EXTRA = "pip install 'opsaudit[lake]'"
 
@@ -48,14 +47,14 @@ def location(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Locat
     return loc
 
 
-def _local_path(data_dir: str | Path, loc: Location) -> Path:
+def local_path(data_dir: str | Path, loc: Location) -> Path:
     # A plain path stays as given (relative paths keep working as before); file:// is resolved.
     if isinstance(data_dir, Path):
         return data_dir
     return loc.path if data_dir.strip().lower().startswith("file:") else Path(data_dir)
 
 
-def _require_lake() -> None:
+def require_lake() -> None:
     try:
         import deltalake  # noqa: F401
         import obstore  # noqa: F401
@@ -63,25 +62,6 @@ def _require_lake() -> None:
         raise ConfigError(
             f"object storage needs the lake extra: {LAKE_EXTRA} (deltalake, obstore)"
         ) from None
-
-
-def open_store(
-    data_dir: str | Path,
-    storage_options: Iterable[str] = (),
-    *,
-    lock: bool,
-    wait: bool,
-) -> Store:
-    """The store of `data_dir` for a writer (sync, compact), under its lock or lease."""
-    loc = location(data_dir, storage_options)
-    if loc.is_local:
-        from exporter._storage import Dataset
-
-        return Dataset(_local_path(data_dir, loc), lock=lock, wait=wait)
-    _require_lake()
-    from exporter.lake._store import LakeStore
-
-    return LakeStore(loc, lock=lock, wait=wait)
 
 
 # Readers of an object-storage dataset get a local temporary directory standing in for it (the
@@ -135,14 +115,13 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
     the Delta snapshots."""
     loc = location(data_dir, storage_options)
     if loc.is_local:
-        path = _local_path(data_dir, loc)
+        path = local_path(data_dir, loc)
         if not path.is_dir():
             raise _missing_dir(data_dir)
         yield path
         return
-    _require_lake()
-    from exporter._layout import STATE_FILE
-    from exporter.lake._tables import LakeDataset
+    require_lake()
+    from exporter.lake._tables import LakeDataset  # pyarrow: object storage only (start-up)
 
     ds = LakeDataset.open(loc)  # StorageError when no dataset is there
     tmp = Path(tempfile.mkdtemp(prefix="opsaudit-read-")).resolve()
@@ -176,7 +155,7 @@ def open_readers(
         loc = parse_location(data_dir, options if is_url(data_dir) else ())
         dataset: Any
         if loc.is_local:
-            path = _local_path(data_dir, loc)
+            path = local_path(data_dir, loc)
             if not path.is_dir():
                 raise _missing_dir(data_dir)
             error = _not_a_dataset(path, data_dir)
@@ -184,8 +163,8 @@ def open_readers(
                 raise error
             key, dataset, label = str(path.resolve()), path, str(data_dir)
         else:
-            _require_lake()
-            from exporter.lake._tables import LakeDataset
+            require_lake()
+            from exporter.lake._tables import LakeDataset  # pyarrow: object storage only
 
             key, label = loc.display.rstrip("/"), loc.display
             dataset = LakeDataset.open(loc)  # StorageError when no dataset is there
@@ -202,9 +181,8 @@ def lake_relations(con: Any, dataset: Any, tag: str = "") -> dict[str, str]:
     snapshot (a pyarrow dataset) in DuckDB connection `con` (under names ending in `tag`) and
     return, per source path the .sql files read, the relation that replaces their
     `read_parquet(...)` ("" for a table not written yet: the loader's empty relation)."""
-    from exporter._layout import PROJECTS_FILE, SYNC_RUNS_FILE, VERSIONS_GLOB
     from exporter._names import TABLES as NAMES_TABLES
-    from exporter.lake._tables import PROJECTS, SYNC_RUNS, VERSIONS
+    from exporter.lake._tables import PROJECTS, SYNC_RUNS, VERSIONS  # pyarrow (start-up)
 
     out: dict[str, str] = {}
     for source, name in (
@@ -228,8 +206,9 @@ __all__ = [
     "is_url",
     "lake_for",
     "lake_relations",
+    "local_path",
     "location",
     "open_readers",
-    "open_store",
     "reading",
+    "require_lake",
 ]

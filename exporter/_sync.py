@@ -378,7 +378,7 @@ def sync(
     reported in the summary's outcome.
     """
     from exporter._client import check_api_key
-    from exporter._stores import open_store
+    from exporter._open_store import open_store
 
     # Before the data directory is touched: no key, nothing created (issue 23).
     check_api_key(config.api_key)

@@ -368,7 +368,7 @@ def compact_command(
 ) -> None:
     """Merge small Parquet files (sync also does this at the end of each run); on object
     storage OPTIMIZE, then VACUUM with a 24-hour retention."""
-    from exporter._stores import open_store
+    from exporter._open_store import open_store
 
     if isinstance(data_dir, Path):
         from exporter._storage import STATE_FILE

@@ -33,10 +33,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exporter._errors import StorageError
+from exporter._errors import ConfigError, StorageError
+from exporter._interfaces import BIG_FILE_ROWS, COMPACT_MIN_FILES, Committed
 from exporter._layout import STATE_FILE
+from exporter._schemas import VERSIONS_SCHEMA
 from exporter._state import StateDB
-from exporter._storage import BIG_FILE_ROWS, COMPACT_MIN_FILES, VERSIONS_SCHEMA, Committed
 from exporter.lake._lease import CLOCK_GRACE, DEFAULT_TTL, Lease
 from exporter.lake._location import Location
 from exporter.lake._tables import (
@@ -72,8 +73,6 @@ def lease_ttl() -> timedelta:
     except ValueError:
         seconds = 0.0
     if seconds < 1:
-        from exporter._errors import ConfigError
-
         raise ConfigError(f"${LEASE_TTL_ENV}={raw!r}: seconds, at least 1")
     return timedelta(seconds=seconds)
 

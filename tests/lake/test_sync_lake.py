@@ -369,8 +369,8 @@ def test_bad_scheme_and_missing_dataset(bucket: Bucket, tmp_path: Path) -> None:
 
 def test_open_store_picks_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from exporter._errors import ConfigError
+    from exporter._open_store import open_store
     from exporter._storage import Dataset
-    from exporter._stores import open_store
 
     for value in (tmp_path / "a", str(tmp_path / "b"), f"file://{tmp_path}/c"):
         store = open_store(value, [], lock=True, wait=False)

@@ -33,6 +33,7 @@ from typing import Any
 
 from exporter._errors import ConfigError
 from exporter._format import jsonable
+from exporter._model import Outcome
 
 __all__ = [
     "DEFAULT_MAX_AGE",
@@ -276,10 +277,10 @@ def run_check(
 
 
 # Runs that commit what they read: each moves every checkpoint it reached.
-SYNCED_OUTCOMES = ("ok", "partial", "budget", "interrupted")
+SYNCED_OUTCOMES = (Outcome.OK, Outcome.PARTIAL, Outcome.BUDGET, Outcome.INTERRUPTED)
 # Runs that stop early on purpose (`--time-budget`/`--max-requests`, a signal): whether the
 # trail is current is read from the projects' walks, not from the outcome's name.
-_STOPPED_OUTCOMES = ("budget", "interrupted")
+_STOPPED_OUTCOMES = (Outcome.BUDGET, Outcome.INTERRUPTED)
 
 
 def last_success_us(runs: Sequence[Any], last_walks: Sequence[int | None]) -> int | None:
@@ -292,7 +293,7 @@ def last_success_us(runs: Sequence[Any], last_walks: Sequence[int | None]) -> in
     19, finding 5: budgeted runs were never a success, `stale_sync` for ever). A partial or
     failed last run adds nothing: a failing listing may hide projects the state never saw."""
     finished = [r for r in runs if r[2] is not None]
-    successes = [r[2] for r in finished if r[3] == "ok"]
+    successes = [r[2] for r in finished if r[3] == Outcome.OK]
     if (
         finished
         and finished[-1][3] in _STOPPED_OUTCOMES

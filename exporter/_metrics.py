@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from exporter._model import Outcome
+
 if TYPE_CHECKING:
     from exporter._check import CheckReport
 
@@ -35,16 +37,7 @@ __all__ = [
 
 UTC = dt.timezone.utc
 FAILURE_WINDOW = dt.timedelta(hours=24)
-OUTCOMES = (
-    "ok",
-    "partial",
-    "budget",
-    "interrupted",
-    "failed",
-    "auth_failed",
-    "killed",
-    "running",
-)
+OUTCOMES = tuple(str(outcome) for outcome in Outcome)
 
 
 @dataclass

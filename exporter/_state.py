@@ -15,16 +15,14 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from exporter._errors import LockHeldError, StorageError
+from exporter._model import TERMINAL_STATUSES, Chunk, OpenOp, Outcome
 from exporter._names import LISTED, PROJECT, Kind, Listings, Table, created_by
 from exporter._timeutil import to_micros
-
-if TYPE_CHECKING:
-    from exporter._walk import Chunk
 
 APPLICATION_ID = 0x4F505341  # "OPSA": marks the file as ours (PRAGMA application_id)
 # 2: open_ops.misses, projects.walk_tail_ids/listed_in, files.replaced_by (migrated from 1).
@@ -38,7 +36,6 @@ APPLICATION_ID = 0x4F505341  # "OPSA": marks the file as ours (PRAGMA applicatio
 # Migrated by `Dataset.record_superseded` (it reads the Parquet files), not here.
 # 8: names (issue 21): named, name_versions, unlisted, projects.names_read_us/names_due.
 FORMAT_VERSION = 8
-TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})
 # `--skip-idle`: how far this host's clock may run ahead of the API's before activity marks
 # (the API's clock) could read as older than a walk's start (this host's clock).
 IDLE_SKEW_US = 60_000_000
@@ -211,27 +208,6 @@ _MIGRATE_TO_8 = [
     "ALTER TABLE projects ADD COLUMN names_due INTEGER DEFAULT 0",
     *(statement for statement in _NAMES_SCHEMA.split(";") if statement.strip()),
 ]
-
-
-@dataclass
-class OpenOp:
-    """An operation last seen in a non-terminal status: re-read until terminal."""
-
-    id: str
-    project_id: str
-    created_us: int
-    status: str | None
-    fingerprint: bytes
-    version: int
-    checked_us: int
-    misses: int = 0  # consecutive 404s on its GET: a transient 404 must not drop it
-    changed_us: int | None = None  # when it last changed (the refresh schedule); None: unknown
-    retry_us: int | None = None  # its retry_at: due once that passes
-
-    @property
-    def is_open(self) -> bool:
-        """False for a finished operation kept while it settles (it may change in place)."""
-        return self.status not in TERMINAL_STATUSES
 
 
 @dataclass
@@ -956,7 +932,7 @@ class StateDB:
     def start_run(self, run_id: str, started_us: int) -> None:
         with self.transaction() as con:
             con.execute(
-                "INSERT INTO runs (run_id, started_us, outcome) VALUES (?, ?, 'running')",
+                f"INSERT INTO runs (run_id, started_us, outcome) VALUES (?, ?, '{Outcome.RUNNING}')",
                 (run_id, started_us),
             )
 
@@ -973,7 +949,9 @@ class StateDB:
     def mark_killed_runs(self) -> None:
         """Runs that a kill interrupted stay visible as such."""
         with self.transaction() as con:
-            con.execute("UPDATE runs SET outcome = 'killed' WHERE outcome = 'running'")
+            con.execute(
+                f"UPDATE runs SET outcome = '{Outcome.KILLED}' WHERE outcome = '{Outcome.RUNNING}'"
+            )
 
     def projects_rows(self) -> list[tuple[Any, ...]]:
         """The `projects` table's rows (PROJECTS_SCHEMA order, times in microseconds)."""

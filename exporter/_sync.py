@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import enum
 import gc
 import logging
 import queue
@@ -43,6 +42,7 @@ from exporter._errors import (
     UnknownProjectError,
     redact,
 )
+from exporter._model import Outcome
 from exporter._outbox import EventsConfig, Outbox
 from exporter._pacing import DEFAULT_MAX_RPS, ROUTE_MAX_RPS, Pacer
 from exporter._records import versions_table
@@ -52,24 +52,6 @@ from exporter._storage import Store
 from exporter._walk import Chunk, ProjectWalk, WalkLimits, WalkResult, now_us
 
 log = logging.getLogger("opsaudit.sync")
-
-
-class Outcome(str, enum.Enum):
-    """How a run ended (`sync_runs.outcome`; README, exit codes)."""
-
-    RUNNING = "running"  # in progress (or the process is still running)
-    OK = "ok"  # every project in scope is complete (exit 0)
-    PARTIAL = "partial"  # some projects (or a listing) failed; the rest committed (exit 1)
-    FAILED = "failed"  # nothing could be synced, or the run stopped early (exit 5)
-    AUTH_FAILED = "auth_failed"  # the key was rejected or revoked (exit 3)
-    KILLED = "killed"  # the process died mid-run; set by the next run's recovery
-    BUDGET = "budget"  # --time-budget / --max-requests reached: what was read is committed,
-    # the rest waits for the next run, stalest first (exit 0: not a failure)
-    INTERRUPTED = "interrupted"  # Ctrl-C / SIGTERM: stopped like a budget, what was read is
-    # committed (the CLI exits 130 for SIGINT, 143 for SIGTERM)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 _EXIT_CODES = {

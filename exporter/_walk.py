@@ -27,14 +27,13 @@ import math
 import threading
 import time
 from collections.abc import Callable, Container
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-
-import pyarrow as pa
 
 from exporter._budget import UNBOUNDED, Budget
 from exporter._client import ApiClient
 from exporter._errors import ApiError, NotFoundError, UnknownProjectError
+from exporter._model import Chunk
 from exporter._names import BRANCH, ENDPOINT, Listings
 from exporter._paging import Pager
 from exporter._records import created_micros, encode_raw, fingerprint, is_terminal
@@ -72,51 +71,6 @@ class WalkLimits:
     # cheapest plan; --time-budget / --max-requests are how a run is bounded (outcome budget).
     max_extend_pages: int | None = None  # pages walked past the checkpoint to refresh open ops
     max_gets: int | None = None  # single-operation GETs
-
-
-@dataclass
-class Chunk:
-    """Rows and state changes of one project, committed together by storage, in order."""
-
-    project_id: str
-    ops: list[dict[str, Any]] = field(default_factory=list)
-    raws: list[Any] = field(default_factory=list)  # each op's JSON text
-    created_us: list[int] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
-    observed_us: list[int] = field(default_factory=list)
-    open_upserts: dict[str, OpenOp] = field(default_factory=dict)
-    open_deletes: set[str] = field(default_factory=set)
-    # Walk in progress (None: leave as is): (top_us, top_ids, resume cursor, tail ids).
-    progress: tuple[int | None, frozenset[str], str | None, frozenset[str]] | None = None
-    # Walk completed: the new (checkpoint_us, boundary_ids), and progress is cleared.
-    completed: tuple[int | None, frozenset[str]] | None = None
-    completed_us: int = 0
-    walked_from_us: int = 0  # when the completed walk read its first page
-    error: str | None = None  # the project failed: its last_error
-    deleted_us: int | None = None  # the API answered 404 for the project
-    names_due: bool = False  # these rows name a branch/endpoint id not known yet
-    names: Listings | None = None  # the project's branches and endpoints, just read
-    new: int = 0
-    changed: int = 0
-    table: pa.Table | None = None  # `ops` as Arrow, built by the worker before queueing
-
-    @property
-    def rows(self) -> int:
-        return self.table.num_rows if self.table is not None else len(self.ops)
-
-    @property
-    def empty(self) -> bool:
-        return not (
-            self.rows
-            or self.open_upserts
-            or self.open_deletes
-            or self.progress is not None
-            or self.completed is not None
-            or self.error is not None
-            or self.deleted_us is not None
-            or self.names_due
-            or self.names is not None
-        )
 
 
 @dataclass

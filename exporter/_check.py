@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exporter._errors import ConfigError
+from exporter._errors import ConfigError, missing_data_dir
 from exporter._format import jsonable
 from exporter._model import Outcome
 
@@ -258,10 +258,7 @@ def run_check(
     from exporter._storage import STATE_FILE
 
     if not Path(data_dir).is_dir():
-        raise ConfigError(
-            f"--data-dir {data_dir} does not exist; point --data-dir (or $OPSAUDIT_DATA_DIR) "
-            "at the directory `opsaudit sync` writes"
-        )
+        raise missing_data_dir(data_dir)
     now = as_of or dt.datetime.now(UTC)
     report = CheckReport(as_of=now)
     state_path = Path(data_dir) / STATE_FILE

@@ -33,6 +33,7 @@ from exporter._errors import (
     redact,
     register_secret,
 )
+from exporter._model import DEFAULT_BASE_URL
 from exporter._pacing import Pacer
 
 log = logging.getLogger("opsaudit.client")
@@ -155,7 +156,7 @@ def validate_base_url(base_url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ConfigError(
             f"--base-url {base_url!r} is not an http(s) URL; "
-            "expected something like https://console.neon.tech/api/v2/"
+            f"expected something like {DEFAULT_BASE_URL}"
         )
     return base_url.rstrip("/") + "/"
 

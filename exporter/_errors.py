@@ -37,6 +37,15 @@ class ConfigError(OpsauditError):
     exit_code = ExitCode.USAGE
 
 
+def missing_data_dir(data_dir: object) -> ConfigError:
+    """The error of every reader given a `--data-dir` that does not exist (readers never create
+    one: a mistyped path would otherwise answer every question with nothing)."""
+    return ConfigError(
+        f"--data-dir {data_dir} does not exist; run `opsaudit sync --data-dir {data_dir}` first, "
+        "or point --data-dir (or $OPSAUDIT_DATA_DIR) at an existing dataset"
+    )
+
+
 class ApiError(OpsauditError):
     """The management API could not be used as expected."""
 

@@ -36,6 +36,7 @@ from exporter._report import (
     Report,
     empty_message,
     freshness_text,
+    window_parts,
 )
 from exporter._sql import execute
 
@@ -413,12 +414,6 @@ def render_html(
 
 
 def _describe(report: Report) -> str:
-    bits = []
-    if report.since is not None:
-        bits.append(f"created since {jsonable(report.since)}")
-    if report.until is not None:
-        bits.append(f"until {jsonable(report.until)}")
-    if report.project_ids:
-        bits.append(f"projects {', '.join(report.project_ids)}")
+    bits = window_parts(report, since="created since", projects="projects")
     text = "; ".join(bits)  # not .capitalize(): it lower-cases the rest (2025-01-12t14:00:00z)
     return text[:1].upper() + text[1:] if bits else "All time, all projects"

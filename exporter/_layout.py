@@ -1,4 +1,5 @@
-"""Where things live in a data directory (DESIGN.md, data directory layout): names only.
+"""Where things live in a data directory (DESIGN.md, data directory layout), and how a file in
+it is replaced durably (`write_aside`, `fsync_dir`, `replace_durably`).
 
 Kept apart from `_storage` so that the commands which only read (`query`, `report`, `status`,
 `check`) find the state and the files without importing pyarrow (start-up, PRODUCT.md
@@ -7,7 +8,11 @@ performance targets).
 
 from __future__ import annotations
 
+import os
+import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 VERSIONS_DIR = "operation_versions"
 VERSIONS_GLOB = "operation_versions/*/*.parquet"
@@ -46,3 +51,43 @@ def find_sql_dir() -> Path | None:
         if candidate.is_dir() and any_file(candidate, "*.sql"):
             return candidate
     return None
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new file in directory `path` durable (power loss, PRODUCT.md
+    crash-safe)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_aside(target: Path, write: Callable[[BinaryIO], object]) -> Path:
+    """Write a hidden temporary sibling of `target` with `write(file)` and fsync it; returns
+    its path (the caller renames it into place, then unlinks it if it is still there)."""
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def replace_durably(
+    target: Path, write: Callable[[BinaryIO], object], *, mode: int | None = None
+) -> None:
+    """Replace `target` atomically and durably: write aside, fsync, rename over it, fsync the
+    directory. Readers see the old file or the new one, never a part of either."""
+    tmp = write_aside(target, write)
+    try:
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(target.parent)

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import os
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from exporter._layout import replace_durably
 from exporter._model import Outcome
 
 if TYPE_CHECKING:
@@ -83,17 +82,9 @@ def render_metrics(metrics: Iterable[Metric]) -> str:
 
 def write_metrics(path: Path, metrics: Sequence[Metric]) -> None:
     """Write the file atomically: a temporary sibling (not `*.prom`), fsync, rename."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(render_metrics(metrics))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # node_exporter usually runs as another user
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    text = render_metrics(metrics).encode("utf-8")
+    # 0o644: node_exporter usually runs as another user.
+    replace_durably(Path(path), lambda fh: fh.write(text), mode=0o644)
 
 
 def _seconds(us: int | None) -> float | None:

@@ -1,9 +1,11 @@
 """The sync's model: what a walk hands to storage (`Chunk`), what the state tracks of an
-operation that may still change (`OpenOp`), and how a run ended (`Outcome`).
+operation that may still change (`OpenOp`), how a run ended (`Outcome`), and the API it reads
+by default (`DEFAULT_BASE_URL`).
 
-A leaf module (of the exporter's own it names only `_names.Listings`, for type checkers): the walk builds these, the state and the stores
-take them, and status, check and metrics read the outcomes. Defined here, none of those has to
-import another to name them (issue 20: `_state` imported `_walk` for `Chunk`, closing a cycle).
+A leaf module (of the exporter's own it names only `_names.Listings`, for type checkers): the
+walk builds these, the state and the stores take them, and status, check and metrics read the
+outcomes. Defined here, none of those has to import another to name them (issue 20: `_state`
+imported `_walk` for `Chunk`, closing a cycle).
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from exporter._names import Listings
+
+# The management API's root unless --base-url / $OPSAUDIT_BASE_URL / SyncConfig.base_url say.
+DEFAULT_BASE_URL = "https://console.neon.tech/api/v2/"
 
 # An operation in one of these statuses never changes again (PRODUCT.md).
 TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})
@@ -106,4 +111,4 @@ class Chunk:
         )
 
 
-__all__ = ["TERMINAL_STATUSES", "Chunk", "OpenOp", "Outcome"]
+__all__ = ["DEFAULT_BASE_URL", "TERMINAL_STATUSES", "Chunk", "OpenOp", "Outcome"]

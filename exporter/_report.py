@@ -37,6 +37,7 @@ __all__ = [
     "parse_since",
     "parse_until",
     "render_report",
+    "window_parts",
 ]
 
 # The columns of each section, as `report_failures`, `report_durations` and
@@ -297,14 +298,21 @@ def _freshness(con: duckdb.DuckDBPyConnection, as_of: dt.datetime) -> dict[str, 
     }
 
 
-def _describe_window(report: Report) -> str:
+def window_parts(report: Report, *, since: str = "since", projects: str = "project") -> list[str]:
+    """The report's window in words, one part per bound given ([] for all time, all
+    projects); `since` and `projects` are the words before the start and the project ids."""
     parts = []
     if report.since is not None:
-        parts.append(f"since {jsonable(report.since)}")
+        parts.append(f"{since} {jsonable(report.since)}")
     if report.until is not None:
         parts.append(f"until {jsonable(report.until)}")
     if report.project_ids:
-        parts.append(f"project {', '.join(report.project_ids)}")
+        parts.append(f"{projects} {', '.join(report.project_ids)}")
+    return parts
+
+
+def _describe_window(report: Report) -> str:
+    parts = window_parts(report)
     return "; ".join(parts) if parts else "all time, all projects"
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from exporter._errors import LockHeldError, StorageError
+from exporter._layout import fsync_dir
 from exporter._model import TERMINAL_STATUSES, Chunk, OpenOp, Outcome
 from exporter._names import LISTED, PROJECT, Kind, Listings, Table, created_by
 from exporter._timeutil import to_micros
@@ -327,11 +328,7 @@ def _create(path: Path) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(path.parent)
 
 
 class StateDB:

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from exporter._errors import ConfigError, StorageError
+from exporter._errors import StorageError, missing_data_dir
 from exporter._format import jsonable, render
 
 __all__ = ["PROJECT_COLUMNS", "RUN_COLUMNS", "Status", "read_status", "render_status"]
@@ -102,10 +102,7 @@ def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = No
 
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
-        raise ConfigError(
-            f"--data-dir {data_dir} does not exist; run `opsaudit sync --data-dir {data_dir}` "
-            "first, or point --data-dir (or $OPSAUDIT_DATA_DIR) at an existing dataset"
-        )
+        raise missing_data_dir(data_dir)
     path = data_dir / STATE_FILE
     if not path.is_file() or path.stat().st_size == 0:
         raise StorageError(f"no dataset in {data_dir} yet: run `opsaudit sync` first")

@@ -50,6 +50,8 @@ from exporter._layout import (
     SYNC_RUNS_FILE,
     VERSIONS_DIR,
     any_file,
+    fsync_dir,
+    replace_durably,
 )
 from exporter._schemas import PROJECTS_SCHEMA, SUPERSEDED_SCHEMA, SYNC_RUNS_SCHEMA, VERSIONS_SCHEMA
 from exporter._state import DataDirLock, StateDB
@@ -77,15 +79,6 @@ class StagedFile:
     partition: str
     rows: int
     bytes: int
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a rename or a new file in `path` durable (power loss, PRODUCT.md crash-safe)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -193,7 +186,7 @@ class Dataset:
     def sync_staging(self) -> None:
         """Make staged files' names durable before the state commit that registers them."""
         with _writing("syncing the staging directory"):
-            _fsync_dir(self.root / STAGING_DIR)
+            fsync_dir(self.root / STAGING_DIR)
 
     def stage_versions(self, table: pa.Table, tag: str) -> list[StagedFile]:
         """Split a versions table by created month and write each part to staging."""
@@ -276,7 +269,7 @@ class Dataset:
                 self._move_into_place(f.staged, f.path)
                 dirs.add((self.root / f.path).parent)
             for d in dirs:
-                _fsync_dir(d)
+                fsync_dir(d)
         self.state.mark_live(f.path for f in files)
 
     def _move_into_place(self, staged: str | None, final: str) -> None:
@@ -300,7 +293,7 @@ class Dataset:
                 self._move_into_place(staged, path)
             if pending:
                 for d in {(self.root / p).parent for p, _ in pending}:
-                    _fsync_dir(d)
+                    fsync_dir(d)
             for leftover in (self.root / STAGING_DIR).iterdir():
                 leftover.unlink()
         if pending:
@@ -394,17 +387,8 @@ class Dataset:
         """Atomically replace a single-file table (projects, sync_runs)."""
         target = self.root / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
-        try:
-            with _writing(f"writing {relative}"):
-                with open(tmp, "wb") as fh:
-                    pq.write_table(table, fh, compression="zstd")
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, target)
-                _fsync_dir(target.parent)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with _writing(f"writing {relative}"):
+            replace_durably(target, lambda fh: pq.write_table(table, fh, compression="zstd"))
 
 
 # Re-exported: these lived here before issue 20 moved them to leaf modules (`_schemas`,

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from exporter._errors import ConfigError, StorageError
+from exporter._errors import ConfigError, StorageError, missing_data_dir
 from exporter._layout import PROJECTS_FILE, STATE_FILE, SYNC_RUNS_FILE, VERSIONS_GLOB
 from exporter.lake._location import Location, parse_location
 
@@ -77,13 +77,6 @@ def lake_for(data_dir: Path) -> Any:
         return _LAKES.get(Path(data_dir).resolve())
 
 
-def _missing_dir(data_dir: str | Path) -> ConfigError:
-    return ConfigError(
-        f"--data-dir {data_dir} does not exist; run `opsaudit sync --data-dir {data_dir}` first, "
-        "or point --data-dir (or $OPSAUDIT_DATA_DIR) at an existing dataset"
-    )
-
-
 # What a sync leaves in a data directory, any one of which makes it a dataset (an empty directory
 # is an empty dataset: the views answer 0 rows).
 _DATASET_MARKS = ("state.sqlite", "operation_versions", "projects", "sync_runs", "opsaudit.duckdb")
@@ -117,7 +110,7 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
     if loc.is_local:
         path = local_path(data_dir, loc)
         if not path.is_dir():
-            raise _missing_dir(data_dir)
+            raise missing_data_dir(data_dir)
         yield path
         return
     require_lake()
@@ -157,7 +150,7 @@ def open_readers(
         if loc.is_local:
             path = local_path(data_dir, loc)
             if not path.is_dir():
-                raise _missing_dir(data_dir)
+                raise missing_data_dir(data_dir)
             error = _not_a_dataset(path, data_dir)
             if error is not None:
                 raise error

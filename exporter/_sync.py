@@ -42,7 +42,7 @@ from exporter._errors import (
     UnknownProjectError,
     redact,
 )
-from exporter._model import Outcome
+from exporter._model import DEFAULT_BASE_URL, Outcome
 from exporter._outbox import EventsConfig, Outbox
 from exporter._pacing import DEFAULT_MAX_RPS, ROUTE_MAX_RPS, Pacer
 from exporter._records import versions_table
@@ -68,7 +68,7 @@ class SyncConfig:
 
     data_dir: Path | str  # a local directory, or s3:// gs:// az:// (exporter._stores)
     api_key: str = field(repr=False)  # never in a repr, a log line or a traceback
-    base_url: str = "https://console.neon.tech/api/v2/"
+    base_url: str = DEFAULT_BASE_URL
     project_ids: list[str] | None = None  # --project: no listing
     org_ids: list[str] | None = None  # --org-id: list only these organizations
     max_rps: float | None = DEFAULT_MAX_RPS  # None or 0: no pacing

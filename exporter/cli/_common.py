@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from exporter._errors import ConfigError, ExitCode, OpsauditError, redact
+from exporter._errors import ConfigError, ExitCode, OpsauditError, missing_data_dir, redact
+from exporter._model import DEFAULT_BASE_URL
 
 if TYPE_CHECKING:
     from exporter._client import RequestStats
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DEFAULT_BASE_URL = "https://console.neon.tech/api/v2/"
 DEFAULT_DATA_DIR = "opsaudit-data"
 
 
@@ -126,10 +126,7 @@ def existing_data_dir(data_dir: Path) -> Path:
     """`data_dir`, or a usage error (exit 2) when it does not exist: read commands never create
     it, and a mistyped path would otherwise answer every question with nothing."""
     if not data_dir.is_dir():
-        raise ConfigError(
-            f"--data-dir {data_dir} does not exist; run `opsaudit sync --data-dir {data_dir}` "
-            "first, or point --data-dir (or $OPSAUDIT_DATA_DIR) at an existing dataset"
-        )
+        raise missing_data_dir(data_dir)
     return data_dir
 
 

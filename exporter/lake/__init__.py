@@ -32,23 +32,9 @@ from exporter.lake._objects import (
     objects_for,
 )
 
-if TYPE_CHECKING:
-    from exporter.lake._tables import (
-        DEFAULT_VACUUM_RETENTION,
-        MIN_VACUUM_RETENTION,
-        PROJECTS,
-        SYNC_RUNS,
-        TABLES,
-        VERSIONS,
-        CommitResult,
-        LakeDataset,
-        open_dataset,
-        state_bytes,
-        with_created_month,
-    )
-
-# pyarrow loads with the table module only: parsing --data-dir stays cheap for the CLI.
-_TABLE_NAMES = {
+# The table module's names (its only list), imported on first use: pyarrow loads with that
+# module only, so parsing --data-dir stays cheap for the CLI. Type checkers read them from it.
+_TABLE_NAMES = (
     "DEFAULT_VACUUM_RETENTION",
     "MIN_VACUUM_RETENTION",
     "PROJECTS",
@@ -60,7 +46,9 @@ _TABLE_NAMES = {
     "open_dataset",
     "state_bytes",
     "with_created_month",
-}
+)
+if TYPE_CHECKING:
+    from exporter.lake._tables import *  # noqa: F403
 
 
 def __getattr__(name: str) -> Any:
@@ -73,15 +61,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DEFAULT_TTL",
-    "DEFAULT_VACUUM_RETENTION",
-    "MIN_VACUUM_RETENTION",
-    "PROJECTS",
-    "SYNC_RUNS",
-    "TABLES",
-    "VERSIONS",
-    "CommitResult",
     "LakeAccessError",
-    "LakeDataset",
     "LakeUnreachableError",
     "Lease",
     "LeaseInfo",
@@ -92,10 +72,8 @@ __all__ = [
     "PreconditionFailed",
     "RemoteObjects",
     "objects_for",
-    "open_dataset",
     "parse_location",
     "parse_storage_options",
     "redact",
-    "state_bytes",
-    "with_created_month",
+    *_TABLE_NAMES,
 ]

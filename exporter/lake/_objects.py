@@ -18,7 +18,6 @@ import fcntl
 import hashlib
 import os
 import re
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter._errors import ConfigError, ExitCode, OpsauditError, StorageError
+from exporter._layout import fsync_dir, write_aside
 from exporter.lake._location import Location, redact
 
 
@@ -186,20 +186,7 @@ class LocalObjects(Objects):
 
     def _write_tmp(self, path: Path, data: bytes) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        return tmp
-
-    @staticmethod
-    def _fsync_dir(path: Path) -> None:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        return write_aside(path, lambda fh: fh.write(data))
 
     @contextlib.contextmanager
     def _locked_current(self, path: Path) -> Iterator[bytes | None]:
@@ -245,7 +232,7 @@ class LocalObjects(Objects):
                     os.replace(tmp, path)
             finally:
                 tmp.unlink(missing_ok=True)
-            self._fsync_dir(path.parent)
+            fsync_dir(path.parent)
         except OSError as exc:
             raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from None
         return self._etag(data)

@@ -53,7 +53,7 @@ import pyarrow.compute as pc
 from exporter._errors import ConfigError, ExitCode, OpsauditError, StorageError
 from exporter._names import TABLE_FILES
 from exporter.lake._lease import Lease, LeaseLostError
-from exporter.lake._location import Location, redact
+from exporter.lake._location import Location, parse_location, redact
 from exporter.lake._objects import (
     Objects,
     PreconditionFailed,
@@ -607,22 +607,4 @@ def open_dataset(
     create: bool = False,
 ) -> LakeDataset:
     """Parse `--data-dir` / `--storage-option` values and open the dataset there."""
-    from exporter.lake._location import parse_location
-
     return LakeDataset.open(parse_location(data_dir, storage_options), create=create)
-
-
-__all__ = [
-    "DEFAULT_VACUUM_RETENTION",
-    "MIN_VACUUM_RETENTION",
-    "PROJECTS",
-    "SYNC_RUNS",
-    "TABLES",
-    "VERSIONS",
-    "CommitResult",
-    "CommitUnknownError",
-    "LakeDataset",
-    "open_dataset",
-    "state_bytes",
-    "with_created_month",
-]

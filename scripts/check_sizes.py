@@ -26,7 +26,6 @@ MODULE_EXCEPTIONS: dict[str, str] = {
     "exporter/_report.py": "the report's sections and their text",
     "exporter/_sql.py": "the .sql loader, connect(), the read-only guard and the views database",
     "exporter/_state.py": "DDL, migrations and every table's queries (one declaration per table)",
-    "exporter/_storage.py": "the local store: staged commit, recovery and compaction",
     "exporter/_sync.py": "the run, the committer thread and the run summary",
     "exporter/_walk.py": "the walk and the refresh of open operations in one class",
     "exporter/lake/_objects.py": "local and remote object stores and their credentials",

@@ -255,7 +255,7 @@ def run_check(
 
     Raises `ConfigError` if `data_dir` does not exist, `StorageError` if its state is unusable.
     """
-    from exporter._storage import STATE_FILE
+    from exporter._layout import STATE_FILE
 
     if not Path(data_dir).is_dir():
         raise missing_data_dir(data_dir)

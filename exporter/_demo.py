@@ -49,7 +49,7 @@ def _check_fresh(data_dir: Path) -> None:
     if data_dir.exists() and not data_dir.is_dir():
         raise ConfigError(f"--data-dir {data_dir} exists and is not a directory")
     if data_dir.is_dir() and any(data_dir.iterdir()):
-        from exporter._storage import STATE_FILE, VERSIONS_DIR
+        from exporter._layout import STATE_FILE, VERSIONS_DIR
 
         hint = (
             "it already holds a dataset"

@@ -329,7 +329,7 @@ def _filesystem(path: Path) -> str | None:
 
 
 def _check_data_dir(report: DoctorReport, data_dir: Path, now: dt.datetime) -> None:
-    from exporter._storage import LOCK_FILE, STATE_FILE
+    from exporter._layout import LOCK_FILE, STATE_FILE
 
     where = _nearest_existing(data_dir)
     if not data_dir.exists():

@@ -93,9 +93,9 @@ def _seconds(us: int | None) -> float | None:
 
 def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list[Metric]:
     """The trail's metrics from `data_dir`'s state and data (nothing when there is no state)."""
+    from exporter._layout import STATE_FILE
     from exporter._outbox import SINKS, read_backlog
     from exporter._state import StateDB
-    from exporter._storage import STATE_FILE
 
     now = as_of or dt.datetime.now(UTC)
     state_path = Path(data_dir) / STATE_FILE

@@ -42,13 +42,13 @@ from exporter._errors import (
     UnknownProjectError,
     redact,
 )
+from exporter._interfaces import Store
 from exporter._model import DEFAULT_BASE_URL, Outcome
 from exporter._outbox import EventsConfig, Outbox
 from exporter._pacing import DEFAULT_MAX_RPS, ROUTE_MAX_RPS, Pacer
 from exporter._records import versions_table
 from exporter._schedule import DEFAULT_EVERY_US, RefreshSchedule
 from exporter._state import Coverage
-from exporter._storage import Store
 from exporter._walk import Chunk, ProjectWalk, WalkLimits, WalkResult, now_us
 
 log = logging.getLogger("opsaudit.sync")

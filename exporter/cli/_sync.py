@@ -254,7 +254,7 @@ def sync_command(
             summary = sync(config, observer, stop.event)
     except OpsauditError:
         # Lock held, state or storage error: the metrics still say when the last success was.
-        from exporter._storage import STATE_FILE
+        from exporter._layout import STATE_FILE
 
         if metrics_file is not None and (
             isinstance(data_dir, str) or (data_dir / STATE_FILE).is_file()
@@ -371,7 +371,7 @@ def compact_command(
     from exporter._open_store import open_store
 
     if isinstance(data_dir, Path):
-        from exporter._storage import STATE_FILE
+        from exporter._layout import STATE_FILE
 
         # Never create a directory (or a state file) here: compaction of nothing is a mistake.
         if not (existing_data_dir(data_dir) / STATE_FILE).is_file():

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import math
 import random
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from exporter.simulator._generate import ERRORS, OPS_PER_EPISODE
+from exporter.simulator._generate import ERRORS, OPS_PER_EPISODE, OpFactory
+from exporter.simulator._model import Interner, ProjectData
 from exporter.simulator._timefmt import US
 
-if TYPE_CHECKING:
-    from exporter.simulator._world import World
+
+class World(Protocol):
+    """What live mode reads and moves of `_world.World` (which calls it: a protocol here, so
+    the two modules do not import each other)."""
+
+    live_rng: random.Random
+    live_rate: float
+    projects: list[ProjectData]
+    open_ops: dict[int, int]
+    statuses: Interner
+
+    def factory(self, p: ProjectData) -> OpFactory: ...
 
 
 def _poisson(rng: random.Random, lam: float) -> int:

@@ -107,14 +107,14 @@ MUTANTS = [
     ),
     Mutant(
         "rotation-not-persisted",
-        "exporter/_walk.py",
+        "exporter/_model.py",
         "            or self.open_upserts\n",
         "",
         (f"{EXACT}::test_1_unchanged_gets_advance_the_rotation",),
     ),
     Mutant(
         "failed-is-terminal",
-        "exporter/_state.py",
+        "exporter/_model.py",
         'TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})',
         'TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped", "failed"})',
         (f"{BACKFILL}::test_incremental_sync_records_every_observed_state",),
@@ -444,8 +444,8 @@ MUTANTS = [
     Mutant(
         "budget-runs-not-synced",  # finding 5: retention_gap ignores budgeted runs
         "exporter/_check.py",
-        'SYNCED_OUTCOMES = ("ok", "partial", "budget", "interrupted")',
-        'SYNCED_OUTCOMES = ("ok", "partial")',
+        "SYNCED_OUTCOMES = (Outcome.OK, Outcome.PARTIAL, Outcome.BUDGET, Outcome.INTERRUPTED)",
+        "SYNCED_OUTCOMES = (Outcome.OK, Outcome.PARTIAL)",
         (
             "tests/sync/test_budget_runs.py::test_budgeted_runs_count_as_fresh_once_every_project_is_walked",
         ),

@@ -268,8 +268,13 @@ MUTANTS = [
     Mutant(
         "datasets-read-together-without-an-owner",
         "exporter/_sql.py",
-        "SEMI JOIN owner ON v.id = owner.id AND v._rank = owner._rank;",
-        ";",
+        # both views that keep only the owner's history (stored and with names joined)
+        "FROM ({stored}) AS v\nSEMI JOIN owner ON v.id = owner.id AND v._rank = owner._rank;\n"
+        "CREATE OR REPLACE VIEW operation_versions AS\n{owner}\nSELECT v.* EXCLUDE (_rank)\n"
+        "FROM ({versions}) AS v\nSEMI JOIN owner ON v.id = owner.id AND v._rank = owner._rank;",
+        "FROM ({stored}) AS v;\n"
+        "CREATE OR REPLACE VIEW operation_versions AS\n{owner}\nSELECT v.* EXCLUDE (_rank)\n"
+        "FROM ({versions}) AS v;",
         (
             "tests/sync/test_read_together.py::"
             "test_overlapping_datasets_hold_each_operation_once_in_its_newest_state",

@@ -7,7 +7,9 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import os
 import random
+import signal
 import socket
 import threading
 import time
@@ -57,6 +59,10 @@ class Receiver:
     received: list[Received] = field(default_factory=list)  # answered 2xx, in order
     attempts: list[str] = field(default_factory=list)  # every request's webhook-id
     bad_requests: list[str] = field(default_factory=list)
+    # (n, pid): SIGKILL process `pid` when the n-th attempt (counting all) arrives, which then
+    # goes unanswered: a kill while the webhook is delivering, at a chosen instant.
+    kill_at: tuple[int, int] | None = None
+    killed_in_flight: list[str] = field(default_factory=list)  # the event ids of those attempts
     server: Any = None
 
     def __post_init__(self) -> None:
@@ -67,6 +73,11 @@ class Receiver:
     def behaviour(self, event_id: str) -> str:
         with self.lock:
             self.attempts.append(event_id)
+            if self.kill_at is not None and len(self.attempts) >= self.kill_at[0]:
+                os.kill(self.kill_at[1], signal.SIGKILL)
+                self.kill_at = None
+                self.killed_in_flight.append(event_id)
+                return "drop"
             if self.fail_first and self.attempts.count(event_id) <= self.fail_first:
                 return "fail"
             if self.weights:
@@ -90,7 +101,13 @@ def start_receiver() -> Iterator[Receiver]:
             pass
 
         def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            length = int(self.headers.get("content-length", "0"))
+            body = self.rfile.read(length)
+            if len(body) < length:
+                # The sender died mid-request (kill -9): an HTTP server hands no such request
+                # to the application; it is no attempt that arrived.
+                self.close_connection = True
+                return
             headers = {k.lower(): v for k, v in self.headers.items()}
             event_id = headers.get("webhook-id", "")
             what = state.behaviour(event_id)

@@ -398,20 +398,32 @@ def test_kill_9_at_random_instants_then_a_healthy_run(
     receiver.weights = {"ok": 0.85, "fail": 0.05, "hang": 0.05, "drop": 0.05}
     receiver.hang_seconds = 0.5
     rng = random.Random(99)
-    kills = 0
-    for _ in range(30):
-        if kills >= 10:
+    # Two kinds of kill, alternating. At a seeded instant: wherever the run happens to be then
+    # (walking, committing, appending, delivering; a run may also finish first). And by the
+    # receiver at its k-th attempt of the run (k <= 3): always while the webhook delivers,
+    # leaving an unanswered event to deliver again. The kill always comes, as the webhook stops
+    # a run only after an event's 3 attempts failed.
+    timed_kills = receiver_kills = 0
+    for n in range(24):
+        if timed_kills >= 5 and receiver_kills >= 6:
             break
+        by_receiver = receiver_kills < 6 and (n % 2 == 1 or timed_kills >= 5)
         _changes(sim, rng)
         sim.add_operations(sim.project_ids()[0], rng.randint(50, 400), same_second=False)
         proc = _start_sync(sim, data, events_file, receiver.url, secret_file)
-        time.sleep(rng.uniform(0.3, 4.0))
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            kills += 1
-        proc.wait()
+        if by_receiver:
+            receiver.kill_at = (len(receiver.attempts) + rng.randint(1, 3), proc.pid)
+            code = proc.wait(timeout=120)
+            assert code == -signal.SIGKILL, f"the receiver's kill never came: exit {code}"
+            receiver_kills += 1
+        else:
+            time.sleep(rng.uniform(0.3, 4.0))
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                timed_kills += 1
+            proc.wait()
         sim.advance(rng.uniform(0, 60))
-    assert kills >= 6
+    assert timed_kills >= 5 and receiver_kills == 6
     sim.faults = Faults()
     receiver.weights = None
     last = _sync(sim, data, file=events_file, **_webhook(receiver, secret_file))
@@ -422,6 +434,9 @@ def test_kill_9_at_random_instants_then_a_healthy_run(
     assert set(ids) == expected
     assert receiver.ids() == expected
     assert len(receiver.attempts) > len(expected), "no retry or redelivery was exercised"
+    assert len(receiver.killed_in_flight) == 6
+    for event_id in receiver.killed_in_flight:
+        assert receiver.attempts.count(event_id) >= 2, f"{event_id} was not delivered again"
     assert all(r.valid for r in receiver.received) and not receiver.bad_requests
     _assert_in_order(receiver)
 

@@ -154,7 +154,12 @@ def _json_values(table: pa.Table, name: str) -> pa.Array:
 _ENCODER = msgspec.json.Encoder()
 
 
-def event_lines(table: pa.Table, project_name: str | None) -> tuple[bytes, bytes]:
+def event_lines(
+    table: pa.Table,
+    project_name: str | None,
+    branch_names: list[str | None] | None = None,
+    endpoint_names: list[str | None] | None = None,
+) -> tuple[bytes, bytes]:
     """The event ids (newline-separated) and the events' JSON Lines of a versions table (PRODUCT.md,
     "Events": the row's columns under the API's names, its version, and the names where
     known). Not `raw` and the bookkeeping columns: they tripled an event's size, and with it
@@ -166,11 +171,9 @@ def event_lines(table: pa.Table, project_name: str | None) -> tuple[bytes, bytes
     kinds = pc.if_else(
         pc.equal(table["version"], 1), pa.scalar("operation.created"), "operation.changed"
     )
-    # branch_name / endpoint_name: filled once those names are recorded (issue 21).
-    names = (
-        f',"project_name":{_ENCODER.encode(project_name).decode()},'
-        '"branch_name":null,"endpoint_name":null}}'
-    )
+    no_names = pa.nulls(table.num_rows, pa.string())
+    branches = no_names if branch_names is None else pa.array(branch_names, pa.string())
+    endpoints = no_names if endpoint_names is None else pa.array(endpoint_names, pa.string())
     parts: list[Any] = [
         '{"id":',
         _json_strings(event_ids),
@@ -182,7 +185,13 @@ def event_lines(table: pa.Table, project_name: str | None) -> tuple[bytes, bytes
     ]
     for n, name in enumerate(_DATA_FIELDS):
         parts += [f'{"," if n else ""}"{name}":', _json_values(table, name)]
-    parts.append(names)
+    parts += [
+        f',"project_name":{_ENCODER.encode(project_name).decode()},"branch_name":',
+        _json_strings(branches),
+        ',"endpoint_name":',
+        _json_strings(endpoints),
+        "}}",
+    ]
     lines = pc.binary_join_element_wise(
         *[pa.scalar(p) if isinstance(p, str) else p for p in parts], ""
     )
@@ -298,7 +307,14 @@ class Outbox:
         n = table.num_rows
         if not n:
             return 0
-        ids, lines = event_lines(table, name)
+        # The names in effect when each operation was created, as the state knows them in
+        # this transaction (PRODUCT.md: "where known"; the views join the same versions).
+        created = pc.cast(table["created_at"], pa.int64()).to_pylist()
+        names = [
+            self.state.names_in_effect(con, kind, list(zip(table[column].to_pylist(), created)))
+            for kind, column in (("branch", "branch_id"), ("endpoint", "endpoint_id"))
+        ]
+        ids, lines = event_lines(table, name, *names)
         webhook = "webhook" in self.sinks
         con.execute(
             "INSERT INTO event_batches (recorded_us, events, ids, lines, file_done, "

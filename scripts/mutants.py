@@ -543,6 +543,13 @@ MUTANTS = [
         (f"{EVENTS}::test_kill_right_after_the_commit_loses_no_event",),
     ),
     Mutant(
+        "events-names-not-filled",  # events say null where the branch's name is known
+        "exporter/_outbox.py",
+        "        ids, lines = event_lines(table, name, *names)\n",
+        "        ids, lines = event_lines(table, name)\n",
+        (f"{EVENTS}::test_one_event_per_new_version_after_the_backfill",),
+    ),
+    Mutant(
         "events-retry-removed",  # one failed attempt leaves the event for the next run
         "exporter/_delivery.py",
         "        attempts = max(1, self.config.webhook_attempts)\n",

@@ -102,6 +102,12 @@ def test_one_event_per_new_version_after_the_backfill(
     assert second.events_delivered == 2 * len(expected) and second.events_pending == 0
     # The exact shape: the row's columns under the API's names, RFC 3339 UTC, the names.
     names = {p: sim.world.live_project(p).meta["name"] for p in sim.project_ids()}
+    # The API's names now (nothing was renamed since the backfill listed them; a branch deleted
+    # before that was never listed: null); an unnamed compute has no `name`: null.
+    branch_names = {b["id"]: b["name"] for p in sim.project_ids() for b in sim.branches(p)}
+    endpoint_names = {e["id"]: e.get("name") for p in sim.project_ids() for e in sim.endpoints(p)}
+    got_names = {(e["data"]["branch_name"], e["data"]["endpoint_name"]) for e in events}
+    assert any(b for b, _ in got_names) and {e is None for _, e in got_names} == {True, False}
     for event in events:
         row = expected[event["id"]]
         assert event["type"] == (
@@ -129,8 +135,8 @@ def test_one_event_per_new_version_after_the_backfill(
         assert orjson.loads(row["raw"])["id"] == want["id"]
         want |= {
             "project_name": names[row["project_id"]],
-            "branch_name": None,
-            "endpoint_name": None,
+            "branch_name": branch_names.get(row["branch_id"]),
+            "endpoint_name": endpoint_names.get(row["endpoint_id"]),
         }
         assert event["data"] == want
         assert set(event) == {"id", "type", "timestamp", "data"}

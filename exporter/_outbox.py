@@ -6,9 +6,8 @@ registers the rows' files and numbers their versions (on object storage: the sta
 uploaded with the rows in one Delta commit), so a kill at any instant neither loses an event nor
 invents one. Each event is fixed at commit (its JSON is stored), so every delivery attempt sends
 the same bytes under the same id. A row stays until every sink it was recorded for took it; the
-rows are the backlog that `status`, `check` and the metrics report.
-
-This module owns the `events` table and the `events_delivered_*` meta counters of the state.
+rows are the backlog that `status`, `check` and the metrics report. Owned here: the `events`
+table and the state's `events_delivered_*` counters.
 """
 
 from __future__ import annotations
@@ -226,8 +225,7 @@ class Backlog:
 
 
 def read_backlog(state: Any) -> Backlog:
-    """The backlog of a `StateDB` (a read-only one too; a state from before the outbox has
-    none)."""
+    """The backlog of a `StateDB` (read-only too; a state from before the outbox has none)."""
     delivered = {
         s: int(v[0][0])
         if (v := state.query("SELECT value FROM meta WHERE key = ?", (f"events_delivered_{s}",)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import sqlite3
 from pathlib import Path
 
@@ -201,16 +202,25 @@ def test_readers_see_each_row_once_at_every_step_of_a_compaction(
     ds = Dataset(tmp_path)
     for i in range(40):
         _commit(ds, [_op(i)], f"t{i}")
+    # The one-time superseded record first: its own publish would take the kill otherwise,
+    # and the compaction would never start.
+    ds.record_superseded()
     export_tables(ds)
     expected = sorted(r["id"] for r in read_versions(tmp_path))
 
+    in_compaction: list[bool] = []
+
     def killed(*args: object, **kwargs: object) -> None:
+        in_compaction.append(any(f.function == "_compact_files" for f in inspect.stack()))
         raise _Kill(when)
 
     with monkeypatch.context() as m:
         m.setattr(target, killed)
         with pytest.raises(_Kill):
             compact(ds)
+    # The kill came inside the compaction, or after it registered its output.
+    registered = ds.state.query("SELECT count(*) FROM files WHERE run_id = 'compaction'")
+    assert in_compaction == [True] or registered == [(1,)], when
     ds.close()
     # A reader right after the kill, through the state's list and the views database.
     assert _ids_through_query(tmp_path) == expected, when

@@ -343,9 +343,3 @@ class _Webhook:
                 log.warning("%s", self.error)
         self.stop.set()
         return False
-
-
-def check_sinks(config: EventsConfig) -> None:
-    """A webhook needs a key (PRODUCT.md: a usage error, exit 2)."""
-    if config.webhook_url and not config.webhook_key:
-        raise ConfigError("--webhook needs --webhook-secret-file (a Standard Webhooks secret)")

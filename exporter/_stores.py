@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from exporter._errors import ConfigError, StorageError, missing_data_dir
-from exporter._layout import PROJECTS_FILE, STATE_FILE, SYNC_RUNS_FILE, VERSIONS_GLOB
+from exporter._layout import (
+    PROJECTS_FILE,
+    STATE_FILE,
+    SUPERSEDED_GLOB,
+    SYNC_RUNS_FILE,
+    VERSIONS_GLOB,
+)
 from exporter.lake._location import Location, parse_location
 
 LAKE_EXTRA = "pip install 'opsaudit[lake]'"
@@ -175,11 +181,24 @@ def lake_relations(con: Any, dataset: Any, tag: str = "") -> dict[str, str]:
     return, per source path the .sql files read, the relation that replaces their
     `read_parquet(...)` ("" for a table not written yet: the loader's empty relation)."""
     from exporter._names import TABLES as NAMES_TABLES
-    from exporter.lake._tables import PROJECTS, SYNC_RUNS, VERSIONS  # pyarrow (start-up)
+    from exporter.lake._superseded import reader_filter
+    from exporter.lake._tables import PROJECTS, SYNC_RUNS  # pyarrow (start-up)
 
     out: dict[str, str] = {}
+    versions, superseded, txn = dataset.versions_snapshot()
+    if versions is not None:
+        con.register(f"_opsaudit_operation_versions{tag}", versions)
+    out[VERSIONS_GLOB] = (
+        "" if versions is None else f"(SELECT * FROM _opsaudit_operation_versions{tag})"
+    )
+    # The superseded record of the batches that snapshot holds (exporter/lake/_superseded.py);
+    # a dataset without the record (not migrated yet) leaves it to the loader, which derives it.
+    if superseded is not None:
+        con.register(f"_opsaudit_superseded{tag}", superseded)
+        out[SUPERSEDED_GLOB] = (
+            f"(SELECT id, version FROM _opsaudit_superseded{tag} WHERE {reader_filter(txn)})"
+        )
     for source, name in (
-        (VERSIONS_GLOB, VERSIONS),
         (PROJECTS_FILE, PROJECTS),
         (SYNC_RUNS_FILE, SYNC_RUNS),
         *((t.file, t.name) for t in NAMES_TABLES),

@@ -36,6 +36,7 @@ EVENTS = "tests/events/test_events.py"
 SKIP_IDLE = "tests/sync/test_skip_idle.py"
 SCHEDULE = "tests/sync/test_schedule.py"
 SUPERSEDED = "tests/sync/test_superseded.py"
+LAKE_SUPERSEDED = "tests/lake/test_superseded_lake.py"
 NAMES = "tests/sync/test_names.py"
 
 
@@ -761,6 +762,36 @@ MUTANTS = [
         "        later = SUPERSEDED_SCHEMA.empty_table()\n",
         (
             f"{SUPERSEDED}::test_a_dataset_written_before_the_record_reads_the_same_after_its_migration",
+        ),
+    ),
+    Mutant(
+        "lake-superseded-record-dropped",  # issue 24 on object storage: the record of batch N
+        "exporter/lake/_tables.py",
+        "            if record.num_rows:\n                props = dl.CommitProperties(\n",
+        "            if False:\n                props = dl.CommitProperties(\n",
+        (f"{LAKE_SUPERSEDED}::test_each_lake_commit_records_what_its_later_versions_supersede",),
+    ),
+    Mutant(
+        "lake-superseded-unfiltered",  # readers took a killed attempt's record for committed
+        "exporter/lake/_superseded.py",
+        '    return f"{TXN} <= {int(txn or 0)}"\n',
+        '    return "true"\n',
+        (f"{LAKE_SUPERSEDED}::test_a_kill_between_the_record_and_the_versions_commit",),
+    ),
+    Mutant(
+        "lake-superseded-retry-recorded-twice",  # a killed attempt's record left beside the retry
+        "exporter/lake/_tables.py",
+        '                sup.delete(f"{TXN} >= {version}")\n',
+        "                pass\n",
+        (f"{LAKE_SUPERSEDED}::test_a_kill_between_the_record_and_the_versions_commit",),
+    ),
+    Mutant(
+        "lake-superseded-migration-empty",  # a lake dataset from before migrated exactly
+        "exporter/lake/_tables.py",
+        "        record = derive(None if versions is None else versions.to_pyarrow_dataset(), self._txn)\n",
+        "        record = derive(None, self._txn)\n",
+        (
+            f"{LAKE_SUPERSEDED}::test_a_lake_dataset_written_before_the_record_reads_the_same_after_its_migration",
         ),
     ),
 ]

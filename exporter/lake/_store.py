@@ -40,6 +40,7 @@ from exporter._schemas import VERSIONS_SCHEMA
 from exporter._state import StateDB
 from exporter.lake._lease import CLOCK_GRACE, DEFAULT_TTL, Lease
 from exporter.lake._location import Location
+from exporter.lake._superseded import SUPERSEDED
 from exporter.lake._tables import (
     DEFAULT_VACUUM_RETENTION,
     PROJECTS,
@@ -127,8 +128,10 @@ class LakeStore:
 
     def recover(self) -> None:
         """The Delta log is the manifest: nothing to roll forward; runs left `running` by a
-        killed writer are marked (uploaded with this run's first commit)."""
+        killed writer are marked (uploaded with this run's first commit). A dataset written
+        before the superseded record gets it now, once (exporter/lake/_superseded.py)."""
         self.state.mark_killed_runs()
+        self.ds.record_superseded()
 
     def commit(
         self, table: pa.Table | None, tag: str, run_id: str, apply: Callable[[Any], None]
@@ -190,10 +193,15 @@ class LakeStore:
         chosen = [
             m for m, c in counts.items() if c >= threshold and (wanted is None or m in wanted)
         ]
-        if not chosen:
-            return 0
-        metrics = self.ds.compact(VERSIONS, partitions=chosen)
-        return int(metrics.get("numFilesRemoved", 0))
+        removed = 0
+        if chosen:
+            metrics = self.ds.compact(VERSIONS, partitions=chosen)
+            removed += int(metrics.get("numFilesRemoved", 0))
+        # The superseded record: one small file per commit that added later versions.
+        record = self.ds.table(SUPERSEDED)
+        if record is not None and len(record.file_uris()) >= threshold:
+            removed += int(self.ds.compact(SUPERSEDED).get("numFilesRemoved", 0))
+        return removed
 
     def replace_table(self, name: str, table: pa.Table) -> None:
         self._usable()

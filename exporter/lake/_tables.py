@@ -61,6 +61,13 @@ from exporter.lake._objects import (
     objects_for,
     profile_keys,
 )
+from exporter.lake._superseded import (
+    SUPERSEDED,
+    TXN,
+    derive,
+    record_of,
+    uncommitted_files,
+)
 
 if TYPE_CHECKING:
     import pyarrow.dataset as pads
@@ -79,7 +86,8 @@ SYNC_RUNS = "sync_runs"
 # The tables overwritten from the state (`replace_table`): projects, sync_runs and the names
 # tables (`exporter._names.TABLES`: branches, endpoints and their versions, project_versions).
 REPLACEABLE = (PROJECTS, SYNC_RUNS, *TABLE_FILES)
-TABLES = (VERSIONS, *REPLACEABLE)
+# `superseded`: the record of the versions later ones replaced (_superseded.py).
+TABLES = (VERSIONS, SUPERSEDED, *REPLACEABLE)
 PARTITIONS: dict[str, list[str]] = {VERSIONS: ["created_month"]}
 
 META_STATE = "opsaudit.state"  # commitInfo key: the state object of this commit
@@ -360,6 +368,11 @@ class LakeDataset:
         key = _state_key(version, token)
         self.objects.put(key, state_bytes(Path(state_file)), if_none_match=True)
         data = with_created_month(versions)
+        try:
+            self._record_superseded(data, version, run_id)
+        except BaseException:
+            self._discard_state(key)  # the versions commit was not made: no commit names it
+            raise
         props = dl.CommitProperties(
             app_transactions=[dl.Transaction(self.dataset_id, version)],
             custom_metadata={META_STATE: key, META_TXN: str(version), META_RUN: run_id},
@@ -389,6 +402,71 @@ class LakeDataset:
         if self._commits % 20 == 0:
             self._prune_states(version)
         return CommitResult(version, dt.version(), key, data.num_rows)
+
+    # -- the superseded record (_superseded.py) -----------------------------------------------
+
+    def record_superseded(self) -> DeltaTable:
+        """The `superseded` table; the first time, create it with the record of every version
+        committed so far (the one-time migration of a dataset written before the record; an
+        empty table for a new dataset). One Delta commit: killed before it, nothing changed."""
+        sup = self.table(SUPERSEDED, refresh=False)
+        if sup is not None:
+            return sup
+        dl = _deltalake()
+        versions = self.table(VERSIONS, refresh=False)
+        if self._txn is None:
+            txn = versions.transaction_version(self.dataset_id) if versions is not None else None
+            self._txn = txn or 0
+        record = derive(None if versions is None else versions.to_pyarrow_dataset(), self._txn)
+        props = dl.CommitProperties(
+            custom_metadata={META_TXN: str(self._txn), META_RUN: "migration"}
+        )
+        try:
+            sup = self._write(SUPERSEDED, record, "append", props, None)
+        except Exception as exc:
+            raise classify(exc, self.location, "cannot record the superseded versions in") from None
+        log.info("recorded %d superseded versions of %s", record.num_rows, self.location.display)
+        return sup
+
+    def _record_superseded(self, versions: pa.Table, version: int, run_id: str) -> None:
+        """Append the record of batch `version` to `superseded`, after deleting any rows of
+        that batch or later (a killed attempt's: its versions commit never landed)."""
+        dl = _deltalake()
+        sup = self.record_superseded()
+        record = record_of(versions, version)
+        try:
+            if uncommitted_files(pa.table(sup.get_add_actions(flatten=True)), version):
+                sup.delete(f"{TXN} >= {version}")
+            if record.num_rows:
+                props = dl.CommitProperties(
+                    app_transactions=[dl.Transaction(self.dataset_id, version)],
+                    custom_metadata={META_TXN: str(version), META_RUN: run_id},
+                )
+                self._write(SUPERSEDED, record, "append", props, sup)
+        except Exception as exc:
+            self._tables.pop(SUPERSEDED, None)  # reread: the append may have landed
+            if "Concurrent transaction" in str(exc):
+                raise LeaseLostError(
+                    f"{self.location.display}: another writer recorded batch {version} "
+                    "concurrently; stopping (nothing of ours was committed)"
+                ) from None
+            raise classify(exc, self.location, f"cannot commit batch {version} to") from None
+
+    def versions_snapshot(self) -> tuple[pads.Dataset | None, pads.Dataset | None, int]:
+        """The current `operation_versions` snapshot, the superseded record to read with it
+        (None: the dataset has none yet, derive it) and the txn version the reader keeps its
+        rows up to. The record's table is looked up before the versions, its rows read after:
+        a record created (migrated) after this versions snapshot is not taken for complete."""
+        recorded = self.table(SUPERSEDED) is not None
+        dt = self.table(VERSIONS)
+        if dt is None:
+            return None, None, 0
+        try:
+            versions = dt.to_pyarrow_dataset()
+            txn = int(dt.transaction_version(self.dataset_id) or 0)
+        except Exception as exc:
+            raise classify(exc, self.location, f"cannot read table {VERSIONS} in") from None
+        return versions, self.snapshot(SUPERSEDED) if recorded else None, txn
 
     def _landed_version(self, version: int, key: str, failure: Exception) -> int | None:
         """After an append that raised: the table version of our commit of batch `version` (the

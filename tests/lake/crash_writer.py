@@ -1,11 +1,13 @@
 """A writer process for the crash tests: commits batches 0..K-1 to a lake dataset, exactly once.
 
-    python crash_writer.py DATA_DIR OPTIONS_JSON BATCHES ROWS WORKDIR
+    python crash_writer.py DATA_DIR OPTIONS_JSON BATCHES ROWS WORKDIR [later]
 
 Takes the lease (a killed holder of this machine is taken over at once), restores the state of the last
 committed batch from the dataset (the local WORKDIR starts empty on every run: a "fresh
 machine"), then commits the remaining batches. The state is an SQLite file whose only content
-is the next batch to write, so a wrong restore shows up as a duplicate or a gap.
+is the next batch to write, so a wrong restore shows up as a duplicate or a gap. With `later`,
+each batch also carries version 2 of some operations of the one before (lakedata.LATER), so
+each commit after the first records superseded versions.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from exporter.lake import LakeDataset, parse_location
 
 def main() -> None:
     data_dir, options, batches, rows, workdir = sys.argv[1:6]
+    make = lakedata.versions_with_later if sys.argv[6:] == ["later"] else lakedata.versions
     location = parse_location(data_dir, json.loads(options))
     ds = LakeDataset.open(location, create=True)
     # Long enough that a loaded machine's stalled heartbeat does not lose it mid-run (0.6 s was
@@ -45,7 +48,7 @@ def main() -> None:
             con.execute("DELETE FROM progress")
             con.execute("INSERT INTO progress VALUES (?)", (batch + 1,))
         ds.commit(
-            lakedata.versions(batch, int(rows)),
+            make(batch, int(rows)),
             state,
             batch + 1,
             run_id=f"run-{batch}",

@@ -6,6 +6,7 @@ import collections
 from datetime import date, datetime, timedelta, timezone
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from exporter._storage import VERSIONS_SCHEMA
 
@@ -39,6 +40,36 @@ def versions(batch: int, rows: int = 50, *, month: date | None = None) -> pa.Tab
         "created_date": [c.date() for c in created],
     }
     return pa.Table.from_pydict(cols, schema=VERSIONS_SCHEMA)
+
+
+LATER = 5  # operations of the previous batch that each batch gives a version 2
+
+
+def versions_with_later(batch: int, rows: int = 50) -> pa.Table:
+    """`versions(batch, rows)` plus version 2 of the first LATER operations of batch - 1 (status
+    and updated_at changed, observed a day later): each commit after the first supersedes some."""
+    table = versions(batch, rows)
+    if batch == 0:
+        return table
+    earlier = versions(batch - 1, rows).slice(0, LATER)
+    day = pa.scalar(timedelta(days=1), pa.duration("us"))
+    later = (
+        earlier.set_column(
+            earlier.schema.get_field_index("version"), "version", pa.array([2] * LATER, pa.int32())
+        )
+        .set_column(
+            earlier.schema.get_field_index("status"), "status", pa.array(["cancelled"] * LATER)
+        )
+        .set_column(
+            earlier.schema.get_field_index("observed_at"),
+            "observed_at",
+            pc.add(earlier["observed_at"], day),
+        )
+        .set_column(
+            earlier.schema.get_field_index("run_id"), "run_id", pa.array([f"run-{batch}"] * LATER)
+        )
+    )
+    return pa.concat_tables([table, later.cast(VERSIONS_SCHEMA)])
 
 
 def request_kind(path: str, control: str, other: str) -> str:

@@ -9,6 +9,7 @@ log not), before the log entry (not written) and after it (written, the writer n
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -36,9 +37,11 @@ def _run_writer(
     arm: Any = None,
     kill_at: tuple[int, float] | None = None,
     batches: int = BATCHES,
+    later: bool = False,
 ) -> int:
     """Run the writer; `arm(pid)` lets the server kill it, `kill_at=(k, delay)` kills it `delay`
-    seconds after it reported its k-th commit of this run."""
+    seconds after it reported its k-th commit of this run; `later`: batches that supersede
+    versions of the one before (crash_writer.py)."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -48,11 +51,14 @@ def _run_writer(
             str(batches),
             str(ROWS),
             str(workdir),
+            *(["later"] if later else []),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
+        # this checkout's code, also when a copy of it runs the test (scripts/mutants.py)
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     if arm is not None:
         arm(proc.pid)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter._errors import ConfigError, missing_data_dir
-from exporter._format import jsonable
+from exporter._format import branch_failure_line, jsonable
 from exporter._model import Outcome
 
 __all__ = [
@@ -538,8 +538,8 @@ def _measure(con: Any, t: Threshold, as_of: dt.datetime, stuck_after: dt.timedel
 
 
 def _worst_branch(con: Any, t: Threshold, as_of: dt.datetime) -> str:
-    """Where most of a crossed failure rate comes from, by name: "; most on `preview/pr-42`
-    (br-...): start_compute failed 4 times" ("" when no failed operation names a branch)."""
+    """Where most of a crossed failure rate comes from, by name: "; most: start_compute failed 4
+    times on `preview/pr-42` (br-...)" ("" when no failed operation names a branch)."""
     from exporter._sql import execute
 
     assert t.window is not None
@@ -557,8 +557,7 @@ def _worst_branch(con: Any, t: Threshold, as_of: dt.datetime) -> str:
     if not rows:
         return ""
     branch_id, name, deleted, action_name, failed = rows[0]
-    where = f"`{name}` ({branch_id}{', deleted' if deleted else ''})" if name else branch_id
-    return f"; most on {where}: {action_name} failed {failed} time{'s' * (failed != 1)}"
+    return f"; most: {branch_failure_line(action_name, failed, name, branch_id, deleted=deleted)}"
 
 
 def _threshold_message(t: Threshold, value: float, stuck_after: dt.timedelta) -> str:

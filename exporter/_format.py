@@ -13,7 +13,15 @@ from typing import Any
 
 import orjson
 
-__all__ = ["FORMATS", "jsonable", "readable_interval", "render", "text"]
+__all__ = [
+    "FORMATS",
+    "branch_failure_line",
+    "branch_label",
+    "jsonable",
+    "readable_interval",
+    "render",
+    "text",
+]
 
 FORMATS = ("table", "json", "jsonl", "csv", "markdown")
 
@@ -47,6 +55,24 @@ def readable_interval(value: dt.timedelta) -> str:
     if value.days:
         clock = f"{value.days} day{'' if value.days == 1 else 's'} {clock}"
     return sign + clock
+
+
+def branch_label(name: str | None, branch_id: str, *, deleted: bool = False) -> str:
+    """A branch by name, id beside it (names, not ids): "`preview/pr-42` (br-...)", with
+    ", deleted" once a listing of its project no longer has it; the bare id for a branch never
+    listed (nothing better is known)."""
+    if name is None:
+        return branch_id + (" (deleted)" if deleted else "")
+    return f"`{name}` ({branch_id}{', deleted' if deleted else ''})"
+
+
+def branch_failure_line(
+    action: str, failed: int, name: str | None, branch_id: str, *, deleted: bool = False
+) -> str:
+    """ "start_compute failed 4 times on `preview/pr-42` (br-...)": the report's and check's
+    one wording for where failures come from."""
+    times = "once" if failed == 1 else f"{failed:,} times"
+    return f"{action} failed {times} on {branch_label(name, branch_id, deleted=deleted)}"
 
 
 def _non_finite(value: float) -> str:

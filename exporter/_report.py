@@ -14,11 +14,13 @@ import orjson
 
 from exporter._check import format_duration
 from exporter._errors import ConfigError
-from exporter._format import jsonable, render
+from exporter._format import branch_failure_line, branch_label, jsonable, render
 from exporter._sql import execute
 from exporter._timeutil import parse_rfc3339
 
 __all__ = [
+    "BRANCH_COLUMNS",
+    "BRANCH_FAILURE_COLUMNS",
     "DURATION_COLUMNS",
     "ERROR_COLUMNS",
     "FAILING_COLUMNS",
@@ -31,6 +33,7 @@ __all__ = [
     "STUCK_COLUMNS",
     "TOP_ROWS",
     "Report",
+    "branch_failure_text",
     "build_report",
     "empty_message",
     "freshness_text",
@@ -61,6 +64,30 @@ FAILING_COLUMNS = ("id", "project_id", "action", "status", "error", "age")
 STUCK_COLUMNS = ("id", "project_id", "action", "status", "error", "age")
 ERROR_COLUMNS = ("error", "operations", "actions", "last_seen")
 PROJECT_COLUMNS = ("project_id", "operations", "failed", "failure_rate", "retries", "failing_now")
+# Failures per branch by name (issue 21): `report_branches` in sql/90_report.sql; deleted_at is
+# set once a listing of its project no longer had the branch.
+BRANCH_COLUMNS = (
+    "branch_name",
+    "branch_id",
+    "project_id",
+    "deleted_at",
+    "operations",
+    "failed",
+    "failure_rate",
+    "retries",
+    "failing_now",
+)
+# Where failures come from: one row per branch and action that failed, most first.
+BRANCH_FAILURE_COLUMNS = (
+    "action",
+    "failed",
+    "branch_name",
+    "branch_id",
+    "project_id",
+    "deleted_at",
+)
+# Lines of "start_compute failed 4 times on `preview/pr-42` (br-...)" in the headline.
+HEADLINE_BRANCHES = 3
 # A headline figure over fewer operations than this shows its n (`p90 43,303 ms (n=24)`).
 SMALL_N = 100
 # The .sql files the report needs: `connect(data_dir, only=REPORT_SQL)` skips binding the rest.
@@ -92,6 +119,8 @@ class Report:
     stuck_operations: list[dict[str, Any]] = field(default_factory=list)  # oldest first
     errors: list[dict[str, Any]] = field(default_factory=list)  # top error texts
     projects: list[dict[str, Any]] = field(default_factory=list)  # failures per project
+    branches: list[dict[str, Any]] = field(default_factory=list)  # failures per branch
+    branch_failures: list[dict[str, Any]] = field(default_factory=list)  # per branch and action
     # How fresh the data is: the last successful sync (outcome ok), its lag at `as_of`, the
     # share of projects it had walked within the day; the newest run of any outcome.
     freshness: dict[str, Any] = field(default_factory=dict)
@@ -124,6 +153,8 @@ class Report:
             "most_failures": [
                 {"action": r["action"], "failed": r["failed"]} for r in self.failures if r["failed"]
             ][:3],
+            # self.branch_failures is sorted by failed, then operations, project, branch, action.
+            "most_failures_by_branch": self.branch_failures[:HEADLINE_BRANCHES],
             "slowest_p90": (
                 {
                     "action": timed[0]["action"],
@@ -148,6 +179,8 @@ class Report:
             "stuck_operations": jsonable(self.stuck_operations),
             "errors": jsonable(self.errors),
             "projects_failures": jsonable(self.projects),
+            "branches_failures": jsonable(self.branches),
+            "branch_failures": jsonable(self.branch_failures),
             "failures": jsonable(self.failures),
             "durations": jsonable(self.durations),
             "action_mix": jsonable(self.action_mix),
@@ -262,12 +295,43 @@ def build_report(
             {c: r[c] for c in STUCK_COLUMNS} for r in problems if r["kind"] == "stuck"
         ],
         errors=_records(con, f"SELECT * FROM report_errors({window})"),
-        projects=_records(con, f"SELECT * FROM report_projects({window})"),
+        **_failure_groups(con, window),
         freshness=_freshness(con, as_of),
         first_created_at=min((r["first_created_at"] for r in records), default=None),
         last_created_at=max((r["last_created_at"] for r in records), default=None),
         as_of=as_of,
         stuck_after=stuck_after,
+    )
+
+
+def _failure_groups(con: duckdb.DuckDBPyConnection, window: str) -> dict[str, Any]:
+    """Failures per project, per branch, and per branch and action that failed: one query (one
+    scan of the window; `report_failure_groups` rolls the rest up over its few groups)."""
+    groups = _records(con, f"SELECT * FROM report_failure_groups({window})")
+    return {
+        "projects": [{c: r[c] for c in PROJECT_COLUMNS} for r in groups if r["grain"] == "project"],
+        "branches": [
+            {c: r[c] for c in BRANCH_COLUMNS}
+            for r in groups
+            if r["grain"] == "branch" and r["branch_id"] is not None
+        ],
+        "branch_failures": [
+            {c: r[c] for c in BRANCH_FAILURE_COLUMNS}
+            for r in groups
+            if r["grain"] == "branch_action" and r["branch_id"] is not None and r["failed"]
+        ],
+    }
+
+
+def branch_failure_text(row: dict[str, Any]) -> str:
+    """One row of `Report.branch_failures` in words (PRODUCT.md, names not ids):
+    "start_compute failed 4 times on `preview/pr-42` (br-...)"."""
+    return branch_failure_line(
+        row["action"],
+        row["failed"],
+        row["branch_name"],
+        row["branch_id"],
+        deleted=row["deleted_at"] is not None,
     )
 
 
@@ -406,6 +470,10 @@ def _headline(report: Report, fmt: str) -> str:
         ("Stuck", stuck),
         ("Most failures", most),
         (
+            "By branch",
+            "; ".join(branch_failure_text(r) for r in h["most_failures_by_branch"]) or "none",
+        ),
+        (
             "Slowest (p90)",
             f"{slowest['action']} {_ms(slowest['p90_ms'])}{_n(slowest['n'])}"
             if slowest
@@ -440,6 +508,7 @@ def _human(report: Report, fmt: str, top: int | None = None) -> str:
     rate = [c if c != "failure_rate" else "failure_rate_%" for c in FAILURE_COLUMNS]
     project_rate = [c if c != "failure_rate" else "failure_rate_%" for c in PROJECT_COLUMNS]
     share = [c if c != "share" else "share_%" for c in MIX_COLUMNS]
+    branch_rate = ["branch", *project_rate]
     sections = [
         (
             "Failing now (latest status failed or error), oldest first",
@@ -454,6 +523,11 @@ def _human(report: Report, fmt: str, top: int | None = None) -> str:
         ),
         ("Top error texts (operations that reported each)", list(ERROR_COLUMNS), report.errors),
         ("Failures per project", project_rate, _percent(report.projects, "failure_rate")),
+        (
+            "Failures per branch (latest name; deleted: no longer listed)",
+            branch_rate,
+            _percent(_branch_rows(report.branches), "failure_rate"),
+        ),
         (
             "Failures per action (failed = failed at least once; failing_now = status failed or "
             "error)",
@@ -477,6 +551,19 @@ def _human(report: Report, fmt: str, top: int | None = None) -> str:
     return "".join(out)
 
 
+def _branch_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # On a terminal one column says which branch: its name, its id, deleted or not.
+    return [
+        {
+            "branch": branch_label(
+                r["branch_name"], r["branch_id"], deleted=r["deleted_at"] is not None
+            )
+        }
+        | r
+        for r in rows
+    ]
+
+
 def _whole_ms(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     # Whole milliseconds on a terminal: the interpolated percentiles' fractions are noise.
     return [
@@ -491,6 +578,7 @@ def _sections(report: Report) -> list[tuple[str, list[dict[str, Any]], Sequence[
         ("stuck", report.stuck_operations, STUCK_COLUMNS),
         ("errors", report.errors, ERROR_COLUMNS),
         ("projects", report.projects, PROJECT_COLUMNS),
+        ("branches", report.branches, BRANCH_COLUMNS),
         ("failures", report.failures, FAILURE_COLUMNS),
         ("durations", report.durations, DURATION_COLUMNS),
         ("action_mix", report.action_mix, MIX_COLUMNS),
@@ -498,7 +586,16 @@ def _sections(report: Report) -> list[tuple[str, list[dict[str, Any]], Sequence[
 
 
 # The tables of the report, as `--section` names them.
-SECTIONS = ("failing", "stuck", "errors", "projects", "failures", "durations", "action_mix")
+SECTIONS = (
+    "failing",
+    "stuck",
+    "errors",
+    "projects",
+    "branches",
+    "failures",
+    "durations",
+    "action_mix",
+)
 
 
 def _csv(report: Report, section: str | None = None) -> str:

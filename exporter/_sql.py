@@ -312,7 +312,29 @@ _OWNER = """WITH owner AS (
         PARTITION BY id ORDER BY updated_at DESC, observed_at DESC, _rank
     ) = 1
 )"""
-_UNION_VIEW = "CREATE OR REPLACE VIEW {name} AS SELECT * EXCLUDE (_rank) FROM ({union});\n"
+# The names tables: one row per id, as `projects` (the dataset that listed it last); a versions
+# table keeps the history of that same dataset (numbered within it, like operation_versions).
+_NAMES_OWNER = """(SELECT id, _rank FROM ({union})
+QUALIFY row_number() OVER (PARTITION BY id ORDER BY last_seen_at DESC NULLS LAST, _rank) = 1)"""
+_UNION_VIEW = """CREATE OR REPLACE VIEW {name} AS
+SELECT v.* EXCLUDE (_rank) FROM ({union}) AS v
+SEMI JOIN {owner} AS o ON v.id = o.id AND v._rank = o._rank;
+"""
+
+
+def _names_union_view(table: Any, labels: Sequence[str]) -> str:
+    """The view of one names table over several datasets, one owner per id (`_NAMES_OWNER`)."""
+    if not table.versions:
+        owner = table.name
+    elif table.kind.key == "project":
+        owner = "projects"
+    else:
+        owner = next(t.name for t in NAMES_TABLES if t.kind == table.kind and not t.versions)
+    return _UNION_VIEW.format(
+        name=table.name,
+        union=_union(table.name, labels),
+        owner=_NAMES_OWNER.format(union=_union(owner, labels, "id, last_seen_at")),
+    )
 
 
 def _union(view: str, labels: Sequence[str], columns: str = "*") -> str:
@@ -349,9 +371,7 @@ def _load_datasets(
             projects=_union("projects", labels),
             sync_runs=_union("sync_runs", labels),
         )
-        + "".join(
-            _UNION_VIEW.format(name=t.name, union=_union(t.name, labels)) for t in NAMES_TABLES
-        )
+        + "".join(_names_union_view(t, labels) for t in NAMES_TABLES)
     )
 
 

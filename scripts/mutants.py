@@ -38,6 +38,7 @@ SCHEDULE = "tests/sync/test_schedule.py"
 SUPERSEDED = "tests/sync/test_superseded.py"
 LAKE_SUPERSEDED = "tests/lake/test_superseded_lake.py"
 NAMES = "tests/sync/test_names.py"
+NAMES_REPORT = "tests/sync/test_names_report.py"
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,31 @@ MUTANTS = [
         "{name: obj.get(name) for name in self.field_names}",
         "obj",
         (f"{NAMES}::test_moving_counters_add_no_version_and_unnamed_computes_stay_null",),
+    ),
+    # Names in the report and check (issue 21): by name, deleted marked, one row per id.
+    Mutant(
+        "report-branch-names-not-joined",  # the report's branches by id only
+        "sql/90_report.sql",
+        "LEFT JOIN branches AS b ON b.id = g.branch_id\n",
+        "LEFT JOIN branches AS b ON false\n",
+        (f"{NAMES_REPORT}::test_report_failures_per_branch_by_name_deleted_marked",),
+    ),
+    Mutant(
+        "report-deleted-branch-not-marked",
+        "exporter/_format.py",
+        "{', deleted' if deleted else ''}",
+        "",
+        (
+            f"{NAMES_REPORT}::test_report_failures_per_branch_by_name_deleted_marked",
+            f"{NAMES}::test_check_names_the_branch_a_failure_rate_comes_from",
+        ),
+    ),
+    Mutant(
+        "names-read-together-twice",  # a branch several datasets listed counted once per dataset
+        "exporter/_sql.py",
+        "ORDER BY last_seen_at DESC NULLS LAST, _rank) = 1)",
+        "ORDER BY last_seen_at DESC NULLS LAST, _rank) >= 1)",
+        ("tests/sync/test_read_together.py",),
     ),
     Mutant(
         "refresh-removed",

@@ -12,8 +12,8 @@
 -- nothing).
 CREATE OR REPLACE MACRO report_versions(since := NULL, until := NULL, projects := NULL) AS TABLE
 SELECT
-    id, version, project_id, action, status, failures_count, error, total_duration_ms,
-    created_at, updated_at
+    id, version, project_id, branch_id, action, status, failures_count, error,
+    total_duration_ms, created_at, updated_at
 FROM stored_operation_versions  -- no names joined: one scan, the report's speed
 WHERE (since IS NULL OR created_date >= (since::TIMESTAMPTZ AT TIME ZONE 'UTC')::DATE)
   AND (since IS NULL OR created_at >= since::TIMESTAMPTZ)
@@ -65,18 +65,60 @@ FROM per_action
 GROUP BY error
 ORDER BY operations DESC, last_seen DESC, error;
 
--- Failures per project, counted as 10_failures.sql counts them per project.
-CREATE OR REPLACE MACRO report_projects(since := NULL, until := NULL, projects := NULL) AS TABLE
+-- Failures per project, per branch and per branch and action, from one scan: the counts of
+-- 10_failures.sql per (project, branch, action), written once here, then rolled up over those
+-- few groups (GROUPING SETS). grain: 'project', 'branch' (branch_id NULL: operations that name
+-- no branch) or 'branch_action'. Branches by name (names, not ids): branch_name is the latest
+-- known name (NULL: never listed), deleted_at set once a listing of its project no longer had
+-- it; the join is on the few groups, not on the operations.
+CREATE OR REPLACE MACRO report_failure_groups(since := NULL, until := NULL, projects := NULL)
+AS TABLE
+WITH counts AS MATERIALIZED (
+    SELECT
+        project_id,
+        branch_id,
+        action,
+        count(*) AS operations,
+        count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
+        coalesce(sum(failures_count), 0)::BIGINT AS retries,
+        count(*) FILTER (WHERE is_failing(status)) AS failing_now
+    FROM report_operations(since := since, until := until, projects := projects)
+    GROUP BY project_id, branch_id, action
+), groups AS (
+    SELECT
+        CASE grouping(branch_id, action)
+            WHEN 3 THEN 'project' WHEN 1 THEN 'branch' ELSE 'branch_action'
+        END AS grain,
+        project_id, branch_id, action,
+        sum(operations)::BIGINT AS operations,
+        sum(failed)::BIGINT AS failed,
+        sum(retries)::BIGINT AS retries,
+        sum(failing_now)::BIGINT AS failing_now
+    FROM counts
+    GROUP BY GROUPING SETS ((project_id), (project_id, branch_id), (project_id, branch_id, action))
+)
 SELECT
-    project_id,
-    count(*) AS operations,
-    count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
-    count(*) FILTER (WHERE is_failed(failures_count)) / count(*) AS failure_rate,
-    coalesce(sum(failures_count), 0)::BIGINT AS retries,
-    count(*) FILTER (WHERE is_failing(status)) AS failing_now
-FROM report_operations(since := since, until := until, projects := projects)
-GROUP BY project_id
+    g.grain, g.project_id, g.branch_id, b.name AS branch_name, b.deleted_at,
+    CASE WHEN g.grain = 'branch_action' THEN g.action END AS action,
+    g.operations, g.failed, g.failed / g.operations AS failure_rate, g.retries, g.failing_now
+FROM groups AS g
+LEFT JOIN branches AS b ON b.id = g.branch_id
+ORDER BY g.grain, g.failed DESC, g.operations DESC, g.project_id, g.branch_id, action;
+
+CREATE OR REPLACE MACRO report_projects(since := NULL, until := NULL, projects := NULL) AS TABLE
+SELECT project_id, operations, failed, failure_rate, retries, failing_now
+FROM report_failure_groups(since := since, until := until, projects := projects)
+WHERE grain = 'project'
 ORDER BY failed DESC, operations DESC, project_id;
+
+-- Failures per branch, by name; operations that name no branch are left out.
+CREATE OR REPLACE MACRO report_branches(since := NULL, until := NULL, projects := NULL) AS TABLE
+SELECT
+    branch_name, branch_id, project_id, deleted_at, operations, failed, failure_rate, retries,
+    failing_now
+FROM report_failure_groups(since := since, until := until, projects := projects)
+WHERE grain = 'branch' AND branch_id IS NOT NULL
+ORDER BY failed DESC, operations DESC, project_id, branch_id;
 
 -- Every number of the report in one pass over the data: one row per action. Vocabulary as in
 -- 10_failures.sql, 20_durations.sql (quantile_cont, terminal operations only), 30_action_mix.sql

@@ -145,7 +145,8 @@ def query_command(
 @output_options(
     ["table", "json", "csv", "markdown", "html"],
     help="json is one object with keys freshness, headline, failing_operations, "
-    "stuck_operations, errors, projects_failures, failures, durations and action_mix; html is "
+    "stuck_operations, errors, projects_failures, branches_failures, branch_failures, failures, "
+    "durations and action_mix; html is "
     "one self-contained page with charts (write it with -o FILE).",
 )
 @click.option(
@@ -160,7 +161,16 @@ def query_command(
 @click.option(
     "--section",
     type=click.Choice(
-        ["failing", "stuck", "errors", "projects", "failures", "durations", "action_mix"]
+        [
+            "failing",
+            "stuck",
+            "errors",
+            "projects",
+            "branches",
+            "failures",
+            "durations",
+            "action_mix",
+        ]
     ),
     default=None,
     help="With --format csv: only this table, with its own columns (default: every table in "

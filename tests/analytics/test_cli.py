@@ -266,6 +266,16 @@ def test_report_json(data_dir: Path) -> None:
             {"project_id": "p2", "operations": 3, "failed": 1, "failure_rate": 1 / 3}
             | {"retries": 1, "failing_now": 1}
         ],
+        # The fixed dataset's one branch per project was never listed: no name.
+        "branches_failures": [
+            {"branch_name": None, "branch_id": "br-p2", "project_id": "p2", "deleted_at": None}
+            | {"operations": 3, "failed": 1, "failure_rate": 1 / 3, "retries": 1}
+            | {"failing_now": 1}
+        ],
+        "branch_failures": [
+            {"action": "suspend_compute", "failed": 1, "branch_name": None, "branch_id": "br-p2"}
+            | {"project_id": "p2", "deleted_at": None}
+        ],
         "headline": {
             "operations": 3,
             "first_created_at": "2025-01-11T09:00:00Z",
@@ -278,6 +288,10 @@ def test_report_json(data_dir: Path) -> None:
             "stuck_failing": 1,
             "stuck_after": "PT3600S",
             "most_failures": [{"action": "suspend_compute", "failed": 1}],
+            "most_failures_by_branch": [
+                {"action": "suspend_compute", "failed": 1, "branch_name": None}
+                | {"branch_id": "br-p2", "project_id": "p2", "deleted_at": None}
+            ],
             "slowest_p90": {"action": "start_compute", "p90_ms": 200.0, "n": 1},
         },
         "failures": [
@@ -321,6 +335,7 @@ def test_report_table(data_dir: Path) -> None:
         "Failing now    0 (latest status failed or error)\n"
         "Stuck          0 still running or waiting, not terminal 1 hour after creation\n"
         "Most failures  start_compute 1\n"
+        "By branch      start_compute failed once on br-p1\n"
         "Slowest (p90)  start_compute 280 ms (n=2)\n"
         "\n"
         "Failing now (latest status failed or error), oldest first\n"
@@ -343,6 +358,12 @@ def test_report_table(data_dir: Path) -> None:
         "project_id  operations  failed  failure_rate_%  retries  failing_now\n"
         "----------  ----------  ------  --------------  -------  -----------\n"
         "p1                   3       1            33.3        2            0\n"
+        "(1 row)\n"
+        "\n"
+        "Failures per branch (latest name; deleted: no longer listed)\n"
+        "branch  project_id  operations  failed  failure_rate_%  retries  failing_now\n"
+        "------  ----------  ----------  ------  --------------  -------  -----------\n"
+        "br-p1   p1                   3       1            33.3        2            0\n"
         "(1 row)\n"
         "\n"
         "Failures per action (failed = failed at least once; failing_now = status failed or error)\n"
@@ -374,7 +395,7 @@ def test_report_csv_and_markdown(data_dir: Path) -> None:
     lines = csv.stdout.splitlines()
     assert lines[0] == (
         "section,id,project_id,action,status,error,age,operations,actions,last_seen,failed,"
-        "failure_rate,retries,failing_now,p50_ms,p90_ms,p99_ms,max_ms,wall_p50_ms,wall_p90_ms,"
+        "failure_rate,retries,failing_now,branch_name,branch_id,deleted_at,p50_ms,p90_ms,p99_ms,max_ms,wall_p50_ms,wall_p90_ms,"
         "wall_p99_ms,wall_max_ms,share"
     )
     assert [line.split(",")[0] for line in lines[1:]] == (
@@ -382,11 +403,13 @@ def test_report_csv_and_markdown(data_dir: Path) -> None:
         + ["stuck"]
         + ["errors"]
         + ["projects"]
+        + ["branches"]
         + ["failures"] * 3
         + ["durations"] * 2
         + ["action_mix"] * 3
     )
-    assert "failures,,,suspend_compute,,,,1,,,1,1.0,1,1,,,,,,,,," in lines
+    assert "failures,,,suspend_compute,,,,1,,,1,1.0,1,1,,,,,,,,,,,," in lines
+    assert "branches,,p2,,,,,5,,,1,0.2,1,1,,br-p2,,,,,,,,,," in lines
     assert [line.split(",")[0] for line in lines[1:]].count("action_mix") == 3
     md = invoke("report", "--data-dir", str(data_dir), "--format", "markdown")
     assert md.exit_code == 0

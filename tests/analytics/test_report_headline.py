@@ -55,6 +55,13 @@ def test_headline_of_the_fixed_dataset(
             {"action": "start_compute", "failed": 2},  # o3, o8
             {"action": "suspend_compute", "failed": 1},  # o5
         ],
+        # The same failures by branch: the dataset's branches were never listed (no name).
+        "most_failures_by_branch": [
+            {"action": "start_compute", "failed": 2, "branch_name": None, "branch_id": "br-p1"}
+            | {"project_id": "p1", "deleted_at": None},
+            {"action": "suspend_compute", "failed": 1, "branch_name": None, "branch_id": "br-p2"}
+            | {"project_id": "p2", "deleted_at": None},
+        ],
         # start_compute terminal durations 100, 200, 300, 400: p90 = 300 + 0.7 * 100.
         "slowest_p90": {"action": "start_compute", "p90_ms": 370.0, "n": 4},
     }
@@ -84,6 +91,8 @@ def test_headline_block_comes_first(con: Any) -> None:
         "Stuck          1 still running or waiting, not terminal 1 hour after creation (and 2 "
         "failing, counted above)\n"
         "Most failures  start_compute 2, suspend_compute 1\n"
+        "By branch      start_compute failed 2 times on br-p1; suspend_compute failed once on "
+        "br-p2\n"
         "Slowest (p90)  start_compute 370 ms (n=4)\n"
         "\n"
         "Failing now (latest status failed or error), oldest first\n"
@@ -100,6 +109,8 @@ def test_headline_block_comes_first(con: Any) -> None:
         "- **Stuck**: 1 still running or waiting, not terminal 1 hour after creation (and 2 "
         "failing, counted above)\n"
         "- **Most failures**: start_compute 2, suspend_compute 1\n"
+        "- **By branch**: start_compute failed 2 times on br-p1; suspend_compute failed once on "
+        "br-p2\n"
         "- **Slowest (p90)**: start_compute 370 ms (n=4)\n"
         "\n"
         "## Failing now"
@@ -148,6 +159,12 @@ def test_headline_cuts_to_three_actions(wide: Path) -> None:
         {"action": "act12", "failed": 2},
     ]
     assert headline["slowest_p90"] == {"action": "act13", "p90_ms": 130.0, "n": 13}
+    # By branch: the three (of four) branch and action pairs with the most failures.
+    assert [(r["action"], r["failed"]) for r in headline["most_failures_by_branch"]] == [
+        ("act10", 4),
+        ("act11", 3),
+        ("act12", 2),
+    ]
 
 
 def test_terminal_tables_show_the_top_ten(wide: Path) -> None:
@@ -172,9 +189,9 @@ def test_other_formats_keep_every_row(wide: Path) -> None:
     as_json = orjson.loads(invoke("report", "--data-dir", str(wide), "--format", "json").stdout)
     assert [len(as_json[k]) for k in ("failures", "durations", "action_mix")] == [13, 13, 13]
     csv = invoke("report", "--data-dir", str(wide), "--format", "csv", "--top", "2").stdout
-    # 13 rows in each of failures, durations and action_mix; 1 project; no error, failing or
-    # stuck operation.
-    assert len(csv.splitlines()) == 1 + 3 * 13 + 1
+    # 13 rows in each of failures, durations and action_mix; 1 project, 1 branch; no error,
+    # failing or stuck operation.
+    assert len(csv.splitlines()) == 1 + 3 * 13 + 1 + 1
     markdown = invoke("report", "--data-dir", str(wide), "--format", "markdown").stdout
     assert markdown.count("| act01 |") == 3
     assert "more with --all" not in markdown
@@ -214,6 +231,13 @@ def test_on_call_tables_of_the_fixed_dataset(con: Any) -> None:
         "----------  ----------  ------  --------------  -------  -----------\n"
         "p1                   7       2            28.6        3            1\n"
         "p2                   5       1            20.0        1            1\n"
+        "(2 rows)\n"
+        "\n"
+        "Failures per branch (latest name; deleted: no longer listed)\n"
+        "branch  project_id  operations  failed  failure_rate_%  retries  failing_now\n"
+        "------  ----------  ----------  ------  --------------  -------  -----------\n"
+        "br-p1   p1                   7       2            28.6        3            1\n"
+        "br-p2   p2                   5       1            20.0        1            1\n"
         "(2 rows)\n"
         "\n"
     )

@@ -229,7 +229,7 @@ def test_thresholds_on_the_data(tmp_path: Path) -> None:
     assert result.stdout.splitlines() == [
         f"stale_sync: no sync has run in {data_dir} yet: run `opsaudit sync`",
         "threshold: failure rate of start_compute over the last 7d is 33.3% "
-        "(failure_rate(start_compute) > 5% over 7d); most on br-p1: start_compute failed 2 times",
+        "(failure_rate(start_compute) > 5% over 7d); most: start_compute failed 2 times on br-p1",
         "threshold: 4 operation(s) of all actions not terminal 1h after creation (stuck > 0)",
     ]
 

@@ -322,7 +322,7 @@ def test_check_names_the_branch_a_failure_rate_comes_from(make_sim: Any, tmp_pat
     )
     [finding] = [f for f in report.findings if f.check == "threshold"]
     assert finding.message.endswith(
-        f"; most on `preview/pr-42` ({branch_id}, deleted): start_compute failed 4 times"
+        f"; most: start_compute failed 4 times on `preview/pr-42` ({branch_id}, deleted)"
     )
 
 

@@ -118,6 +118,22 @@ def test_overlapping_datasets_hold_each_operation_once_in_its_newest_state(
         [dirs["a"], dirs["b"], dirs["all"]], "SELECT id FROM projects WHERE deleted_at IS NULL"
     )
     assert sorted(p["id"] for p in projects) == sorted(sim.project_ids())
+    # Names likewise: one row per branch / compute id, and one history (that dataset's) each,
+    # whatever the order: a shared project's branches are listed by several datasets.
+    for order in ([dirs["a"], dirs["b"], dirs["all"]], [dirs["all"], dirs["b"], dirs["a"]]):
+        for table, key in (
+            ("branches", "id"),
+            ("endpoints", "id"),
+            ("branch_versions", "id, version"),
+            ("endpoint_versions", "id, version"),
+            ("project_versions", "id, version"),
+        ):
+            twice = query(order, f"SELECT {key} FROM {table} GROUP BY ALL HAVING count(*) > 1")
+            assert twice == [], table
+        together = query(order, "SELECT id, name, deleted_at FROM branches ORDER BY id")
+        assert together == query(
+            [dirs["all"]], "SELECT id, name, deleted_at FROM branches ORDER BY id"
+        )
     runs = query(
         [dirs["a"], dirs["all"]], "SELECT dataset, count(*) AS n FROM sync_runs GROUP BY 1"
     )

@@ -105,7 +105,12 @@ def _ts(seconds: np.ndarray) -> pa.Array:
 
 
 def _day_table(
-    rng: np.random.Generator, day: dt.date, n: int, projects: pa.Array, endpoints: pa.Array
+    rng: np.random.Generator,
+    day: dt.date,
+    n: int,
+    projects: pa.Array,
+    endpoints: pa.Array,
+    branches: int = 1,
 ) -> pa.Table:
     start = int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc).timestamp())
     created = start + np.sort(rng.integers(0, 86_400, size=n))
@@ -132,6 +137,9 @@ def _day_table(
         pa.array(is_compute), endpoints.take(pa.array(endpoint_idx)), pa.nulls(n, pa.string())
     )
     branch = pc.binary_join_element_wise("br-", project, "")
+    if branches > 1:  # br-<project>-<k>, k < branches (the names tables list them)
+        k = pc.cast(pa.array(rng.integers(0, branches, size=n)), pa.string())
+        branch = pc.binary_join_element_wise(branch, k, "-")
     error = pc.if_else(
         pa.array(has_error), pa.array(ERRORS).take(pa.array(error_idx)), pa.nulls(n, pa.string())
     )
@@ -205,7 +213,38 @@ def _day_table(
     return pa.concat_tables(parts)
 
 
-def generate(out: Path, operations: int, projects: int, days: int, end: dt.date, seed: int) -> int:
+def _write_names(out: Path, project_ids: pa.Array, branches: int, now: dt.datetime) -> None:
+    """The names tables a sync writes: with `branches` > 1, every branch of every project listed
+    (`main`, `preview/pr-<k>`), 1 in 20 deleted; the other tables empty."""
+    from exporter._names import TABLES, schema
+
+    for table in TABLES:
+        (out / table.name).mkdir(parents=True, exist_ok=True)
+        rows: list[dict[str, object]] = []
+        if branches > 1 and table.name in ("branches", "branch_versions"):
+            for i, project in enumerate(project_ids.to_pylist()):
+                for k in range(branches):
+                    deleted = now if (i * branches + k) % 20 == 19 else None
+                    rows.append(
+                        {"id": f"br-{project}-{k}", "project_id": project, "version": 1}
+                        | {"name": "main" if k == 0 else f"preview/pr-{k}", "default": k == 0}
+                        | {"protected": False, "created_at": now, "first_seen_at": now}
+                        | {"last_seen_at": now, "deleted_at": deleted, "valid_from": now}
+                    )
+        arrow_schema = schema(table)
+        rows = [{f.name: r.get(f.name) for f in arrow_schema} for r in rows]
+        pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema), out / table.file)
+
+
+def generate(
+    out: Path,
+    operations: int,
+    projects: int,
+    days: int,
+    end: dt.date,
+    seed: int,
+    branches: int = 1,
+) -> int:
     """Write the dataset under `out`; returns the number of version rows written."""
     rng = np.random.default_rng(seed)
     project_ids = _names("bench-project", projects)
@@ -216,7 +255,7 @@ def generate(out: Path, operations: int, projects: int, days: int, end: dt.date,
     written: list[StagedFile] = []
     for offset, n in enumerate(per_day):
         day = end - dt.timedelta(days=days - 1 - offset)
-        table = _day_table(rng, day, int(n), project_ids, endpoints)
+        table = _day_table(rng, day, int(n), project_ids, endpoints, branches)
         folder = out / "operation_versions" / f"created_month={day.isoformat()[:7]}"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"part-bench-{day.day:02d}.parquet"
@@ -238,6 +277,7 @@ def generate(out: Path, operations: int, projects: int, days: int, end: dt.date,
     # whose schema costs a pyarrow import, which a synced dataset never pays).
     (out / "sync_runs").mkdir(parents=True, exist_ok=True)
     pq.write_table(SYNC_RUNS_SCHEMA.empty_table(), out / "sync_runs" / "sync_runs.parquet")
+    _write_names(out, project_ids, branches, now.as_py())
     # The state a sync would have left: the files committed (a pending file is published by
     # recovery), then the superseded record, as for a dataset written before it.
     state = StateDB(out / "state.sqlite")
@@ -264,11 +304,19 @@ def main(argv: list[str] | None = None) -> int:
         "--end", type=dt.date.fromisoformat, default=dt.datetime.now(dt.timezone.utc).date()
     )
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--branches",
+        type=int,
+        default=1,
+        help="branches per project; above 1 they are listed in the names tables (issue 21)",
+    )
     args = parser.parse_args(argv)
     if args.out.exists() and any(args.out.iterdir()):
         parser.error(f"{args.out} exists and is not empty")
     started = time.monotonic()
-    rows = generate(args.out, args.operations, args.projects, args.days, args.end, args.seed)
+    rows = generate(
+        args.out, args.operations, args.projects, args.days, args.end, args.seed, args.branches
+    )
     print(
         f"{args.operations:,} operations ({rows:,} versions) in {args.out} "
         f"in {time.monotonic() - started:.1f} s"

@@ -23,8 +23,9 @@ from typing import Any
 
 import duckdb
 
-from exporter._format import jsonable, readable_interval
+from exporter._format import branch_label, jsonable, readable_interval
 from exporter._report import (
+    BRANCH_COLUMNS,
     DURATION_COLUMNS,
     ERROR_COLUMNS,
     FAILING_COLUMNS,
@@ -34,6 +35,7 @@ from exporter._report import (
     SMALL_N,
     STUCK_COLUMNS,
     Report,
+    branch_failure_text,
     empty_message,
     freshness_text,
     window_parts,
@@ -334,6 +336,10 @@ def _headline(report: Report) -> str:
         (f"Stuck (not terminal {_duration(h['stuck_after'])} after creation)", stuck),
         ("Most failures", most),
         (
+            "Most failures by branch",
+            "; ".join(branch_failure_text(r) for r in h["most_failures_by_branch"]) or "none",
+        ),
+        (
             "Slowest by p90",
             "none"
             if slowest is None
@@ -343,6 +349,17 @@ def _headline(report: Report) -> str:
     ]  # fmt: skip
     body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
     return f'<table class="headline"><tbody>{body}</tbody></table>'
+
+
+# A branch in one cell, as the text report shows it: its name, its id, deleted or not.
+_BRANCH_TABLE = ("branch", *BRANCH_COLUMNS[2:3], *BRANCH_COLUMNS[4:])
+
+
+def _with_branch(row: dict[str, Any]) -> dict[str, Any]:
+    label = branch_label(
+        row["branch_name"], row["branch_id"], deleted=row["deleted_at"] is not None
+    )
+    return {"branch": label} | row
 
 
 def _duration(delta: dt.timedelta) -> str:
@@ -388,6 +405,8 @@ def render_html(
         *_top(ERROR_COLUMNS, report.errors, ""),
         "</div><div><h2>Failures per project</h2>",
         *_top(PROJECT_COLUMNS, report.projects, "failure_rate"),
+        "</div><div><h2>Failures per branch (latest name; deleted: no longer listed)</h2>",
+        *_top(_BRANCH_TABLE, [_with_branch(r) for r in report.branches], "failure_rate"),
         "</div></div>",
     ]
     figures = _figures(con, report, now)

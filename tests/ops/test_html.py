@@ -152,6 +152,11 @@ def test_headline_on_the_page(page: Path) -> None:
     )
     assert rows[5:] == [
         ("Most failures", "start_compute (2), suspend_compute (1)"),
+        # The dataset's branches were never listed: their ids (names: tests/sync/test_names_report.py).
+        (
+            "Most failures by branch",
+            "start_compute failed 2 times on br-p1; suspend_compute failed once on br-p2",
+        ),
         ("Slowest by p90", "start_compute (370 ms, n=4)"),
     ]
 

@@ -5,12 +5,14 @@ simulator's listings (renames and deletions read as the sync reads them)."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 import exporter
+from exporter._html import render_html
 from exporter._report import build_report, render_report
 
 from .conftest import empty_sim, run_sync
@@ -120,3 +122,27 @@ def test_report_failures_per_branch_by_name_deleted_marked(make_sim: Any, tmp_pa
         "failing_now"
     )
     assert csv[2].startswith(f"dev/alice,{alice},{pid},20")  # deleted_at, a timestamp
+
+
+def test_html_page_names_branches_deleted_marked(make_sim: Any, tmp_path: Path) -> None:
+    w = _named_world(make_sim, tmp_path)
+    pid, preview, alice = w["project"], w["preview"], w["alice"]
+    con = exporter.connect(tmp_path)
+    try:
+        page = render_html(con, build_report(con))
+    finally:
+        con.close()
+    headline = page[page.index('<table class="headline">') :]
+    assert (
+        "<tr><th>Most failures by branch</th><td>start_compute failed 4 times on "
+        f"`release/1.0` ({preview}); apply_config failed 2 times on `dev/alice` ({alice}, "
+        "deleted); suspend_compute failed once on br-never-listed-1</td></tr>"
+    ) in headline
+    start = page.index("<h2>Failures per branch (latest name; deleted: no longer listed)</h2>")
+    table = page[start : page.index("</table>", start)]
+    cells = [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in table.split("<tr>")[2:]]
+    assert cells == [
+        [f"`release/1.0` ({preview})", pid, "6", "4", "66.7 %", "4", "1"],
+        [f"`dev/alice` ({alice}, deleted)", pid, "4", "2", "50.0 %", "4", "0"],
+        ["br-never-listed-1", pid, "1", "1", "100.0 %", "1", "0"],
+    ]

@@ -32,9 +32,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from exporter._client import _RAW_DECODER
-from exporter._records import _raw_column, created_micros, versions_table
-from exporter._timeutil import UTC_US, timestamps_array
+from exporter.api.client import _RAW_DECODER
+from exporter.core.timeutil import UTC_US, timestamps_array
+from exporter.engine.records import _raw_column, created_micros, versions_table
 from exporter.simulator import SimConfig, Simulator
 
 

@@ -66,9 +66,9 @@ def _receiver(conn: Any) -> None:
 _DELIVER = """
 import json, resource, sys, time
 from pathlib import Path
-from exporter._delivery import deliver, read_webhook_secret
-from exporter._outbox import EventsConfig
-from exporter._state import StateDB
+from exporter.events.delivery import deliver, read_webhook_secret
+from exporter.events.outbox import EventsConfig
+from exporter.store.state import StateDB
 data, sink, url, secret, lanes = sys.argv[1:6]
 if sink == "file":
     config = EventsConfig(file=Path(data) / "events.jsonl")

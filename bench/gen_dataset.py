@@ -25,14 +25,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from exporter._state import StateDB
-from exporter._storage import (
+from exporter.store.local.dataset import (
     PROJECTS_SCHEMA,
     SYNC_RUNS_SCHEMA,
     VERSIONS_SCHEMA,
     Dataset,
     StagedFile,
 )
+from exporter.store.state import StateDB
 
 # (action, weight, typical duration in ms): compute start/suspend dominate a real account.
 ACTIONS = [
@@ -216,7 +216,7 @@ def _day_table(
 def _write_names(out: Path, project_ids: pa.Array, branches: int, now: dt.datetime) -> None:
     """The names tables a sync writes: with `branches` > 1, every branch of every project listed
     (`main`, `preview/pr-<k>`), 1 in 20 deleted; the other tables empty."""
-    from exporter._names import TABLES, schema
+    from exporter.core.names import TABLES, schema
 
     for table in TABLES:
         (out / table.name).mkdir(parents=True, exist_ok=True)

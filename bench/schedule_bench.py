@@ -43,8 +43,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from exporter._client import RetryPolicy  # noqa: E402
-from exporter._sync import SyncConfig, sync  # noqa: E402
+from exporter.api.client import RetryPolicy  # noqa: E402
+from exporter.engine.sync import SyncConfig, sync  # noqa: E402
 from exporter.simulator import SimConfig, Simulator  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"

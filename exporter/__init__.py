@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from exporter._errors import (
+from exporter.core.errors import (
     ApiError,
     AuthError,
     ConfigError,
@@ -60,17 +60,17 @@ __all__ = [
 
 
 _LAZY = {
-    "RetryPolicy": "exporter._client",
-    "RunSummary": "exporter._sync",
-    "SyncConfig": "exporter._sync",
-    "sync": "exporter._sync",
-    "WalkLimits": "exporter._walk",
-    "read_status": "exporter._status",
-    "render": "exporter._format",  # rows as table, json, jsonl, csv or markdown
-    "render_html": "exporter._html",
-    "run_check": "exporter._check",
-    "run_demo": "exporter._demo",  # the simulator, a sync: a dataset to try things on
-    "run_doctor": "exporter._doctor",
+    "RetryPolicy": "exporter.api.client",
+    "RunSummary": "exporter.engine.sync",
+    "SyncConfig": "exporter.engine.sync",
+    "sync": "exporter.engine.sync",
+    "WalkLimits": "exporter.engine.walk",
+    "read_status": "exporter.ops.status",
+    "render": "exporter.analytics.format",  # rows as table, json, jsonl, csv or markdown
+    "render_html": "exporter.analytics.html",
+    "run_check": "exporter.ops.check",
+    "run_demo": "exporter.demo",  # the simulator, a sync: a dataset to try things on
+    "run_doctor": "exporter.ops.doctor",
 }
 
 
@@ -82,15 +82,15 @@ def __getattr__(name: str) -> Any:
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     if name == "connect":
-        from exporter._sql import connect
+        from exporter.analytics.views import connect
 
         return connect
     if name == "check_read_only":
-        from exporter._sql import check_read_only
+        from exporter.analytics.views import check_read_only
 
         return check_read_only
     if name == "build_report":
-        from exporter._report import build_report
+        from exporter.analytics.report import build_report
 
         return build_report
     raise AttributeError(f"module 'exporter' has no attribute {name!r}")

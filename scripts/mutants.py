@@ -54,14 +54,14 @@ MUTANTS = [
     # Names (issue 21): when the two listings are read, and what makes a version.
     Mutant(
         "names-read-every-run",
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "        return (\n            cp.names_read_us is None\n",
         "        return True or (\n            cp.names_read_us is None\n",
         (f"{NAMES}::test_no_change_sync_sends_no_listing_request",),
     ),
     Mutant(
         "names-max-age-ignored",
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "            or self.clock() - cp.names_read_us >= self.names_max_age_us\n",
         "",
         (
@@ -71,28 +71,28 @@ MUTANTS = [
     ),
     Mutant(
         "names-unknown-id-ignored",
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "            or bool(self.unknown_ids)\n",
         "",
         (f"{NAMES}::test_new_branch_appears_in_the_same_run_and_costs_two_requests",),
     ),
     Mutant(
         "names-due-not-persisted",
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "                c.names_due = True\n",
         "",
         (f"{NAMES}::test_a_run_cut_short_before_the_listings_leaves_them_due",),
     ),
     Mutant(
         "names-deletion-not-marked",
-        "exporter/_state.py",
+        "exporter/store/state.py",
         '                "deleted_us IS NULL AND id NOT IN (SELECT id FROM _listed)",\n',
         '                "deleted_us IS NULL AND id NOT IN (SELECT id FROM _listed) AND 0",\n',
         (f"{NAMES}::test_deleted_branch_keeps_its_name_and_gets_deleted_at",),
     ),
     Mutant(
         "names-counters-versioned",
-        "exporter/_names.py",
+        "exporter/core/names.py",
         "{name: obj.get(name) for name in self.field_names}",
         "obj",
         (f"{NAMES}::test_moving_counters_add_no_version_and_unnamed_computes_stay_null",),
@@ -107,7 +107,7 @@ MUTANTS = [
     ),
     Mutant(
         "report-deleted-branch-not-marked",
-        "exporter/_format.py",
+        "exporter/analytics/format.py",
         "{', deleted' if deleted else ''}",
         "",
         (
@@ -117,14 +117,14 @@ MUTANTS = [
     ),
     Mutant(
         "names-read-together-twice",  # a branch several datasets listed counted once per dataset
-        "exporter/_sql.py",
+        "exporter/analytics/views.py",
         "ORDER BY last_seen_at DESC NULLS LAST, _rank) = 1)",
         "ORDER BY last_seen_at DESC NULLS LAST, _rank) >= 1)",
         ("tests/sync/test_read_together.py",),
     ),
     Mutant(
         "refresh-removed",
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "            self._refresh_open(pager)\n",
         "            pass\n",
         (
@@ -134,28 +134,28 @@ MUTANTS = [
     ),
     Mutant(
         "rotation-not-persisted",
-        "exporter/_model.py",
+        "exporter/core/model.py",
         "            or self.open_upserts\n",
         "",
         (f"{EXACT}::test_1_unchanged_gets_advance_the_rotation",),
     ),
     Mutant(
         "failed-is-terminal",
-        "exporter/_model.py",
+        "exporter/core/model.py",
         'TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})',
         'TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped", "failed"})',
         (f"{BACKFILL}::test_incremental_sync_records_every_observed_state",),
     ),
     Mutant(
         "stop-at-less-or-equal",
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "oldest < second(cp.checkpoint_us):",
         "oldest <= second(cp.checkpoint_us):",
         (f"{ROBUST}::test_late_arrivals_in_the_checkpoint_second_across_pages",),
     ),
     Mutant(
         "boundary-second-all-old",  # `<=` in the new-or-old test: loses late same-second ops
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "return second(created) == second(cp.checkpoint_us) and op_id not in cp.boundary_ids",
         "return False",
         (
@@ -165,7 +165,7 @@ MUTANTS = [
     ),
     Mutant(
         "boundary-second-all-new",  # `<`: re-adds the boundary operations
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "return second(created) == second(cp.checkpoint_us) and op_id not in cp.boundary_ids",
         "return second(created) == second(cp.checkpoint_us)",
         (
@@ -175,126 +175,126 @@ MUTANTS = [
     ),
     Mutant(
         "overlap-dedup-removed",
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "if op_id in previous or op_id in ids:",
         "if False:",
         (f"{EXACT}::test_12_resumed_walk_is_exact_with_an_inclusive_cursor",),
     ),
     Mutant(
         "timestamp-overlap-filter",  # the old filter that dropped an out-of-order operation
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "if op_id in previous or op_id in ids:",
         "if op_id in previous or op_id in ids or (self.lowest is not None and c > self.lowest):",
         (f"{EXACT}::test_3_fractional_created_at_among_whole_seconds_is_kept",),
     ),
     Mutant(
         "resume-rewalk-removed",
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "            if resumed:\n",
         "            if False:\n",
         (f"{ROBUST}::test_resumed_walk_also_reads_what_arrived_meanwhile",),
     ),
     Mutant(
         "compaction-inputs-hidden-early",  # the swap in two steps: readers lose rows between
-        "exporter/_state.py",
+        "exporter/store/state.py",
         '                "UPDATE files SET replaced_by = ? WHERE path = ?",',
         "                \"UPDATE files SET replaced_by = ?, state = 'deleting' WHERE path = ?\",",
         (STORAGE,),
     ),
     Mutant(
         "compaction-garbage-before-views",
-        "exporter/_exports.py",
+        "exporter/store/local/exports.py",
         "    if export_tables(dataset):\n        dataset.collect_garbage()\n",
         "    dataset.collect_garbage()\n    export_tables(dataset)\n",
         (STORAGE,),
     ),
     Mutant(
         "recovery-skipped",
-        "exporter/_storage.py",
+        "exporter/store/local/dataset.py",
         '        pending = self.state.files_in("pending")\n',
         "        pending = []\n",
         (STORAGE,),
     ),
     Mutant(
         "redaction-removed",
-        "exporter/_errors.py",
+        "exporter/core/errors.py",
         '    """`text` with every registered secret and any `Bearer <token>` replaced by [REDACTED]."""\n',
         '    """`text` with every registered secret and any `Bearer <token>` replaced by [REDACTED]."""\n    return text\n',
         (f"{ROBUST}::test_9_a_server_echoing_the_key_never_gets_it_printed_or_stored",),
     ),
     Mutant(
         "key-check-removed",
-        "exporter/_client.py",
+        "exporter/api/client.py",
         "    if not _KEY_CHARS.fullmatch(key):\n",
         "    if False:\n",
         (f"{ROBUST}::test_9_a_malformed_key_is_a_key_error_at_once",),
     ),
     Mutant(
         "error-not-through-committer",
-        "exporter/_sync.py",
+        "exporter/engine/sync.py",
         "            committer.submit(Chunk(pid, error=error))\n",
         "            self.dataset.state.query('UPDATE projects SET last_error = ? WHERE id = ?', (error, pid))\n",
         (f"{EXACT}::test_8_last_error_of_a_failed_project_survives",),
     ),
     Mutant(
         "shared-listing-failure-swallowed",
-        "exporter/_discovery.py",
+        "exporter/api/discovery.py",
         '            found.errors.append(f"listing shared projects failed: {exc}")\n',
         "            pass\n",
         (f"{EXACT}::test_4_failing_shared_listing_makes_the_run_partial",),
     ),
     Mutant(
         "shared-deletions-ignored",
-        "exporter/_discovery.py",
+        "exporter/api/discovery.py",
         "        return [] if self.explicit or not self.complete else list(self.scopes_listed)",
         "        return [] if self.explicit or not self.complete else [s for s in self.scopes_listed if s != SHARED]",
         (f"{EXACT}::test_5_vanished_shared_project_is_marked_deleted",),
     ),
     Mutant(
         "one-404-forgets",
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "            if entry.misses + 1 >= MAX_MISSES:\n",
         "            if True:\n",
         (f"{EXACT}::test_14_transient_404_does_not_stop_tracking",),
     ),
     Mutant(
         "finished-not-read-again",
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "        if is_terminal(op) and known is None and not _fresh(op, observed):\n",
         "        if is_terminal(op) and known is None:\n",
         (f"{ROBUST}::test_a_finished_operation_stays_tracked_while_it_settles",),
     ),
     Mutant(
         "timestamps-compared-to-the-microsecond",
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "    return us // US_PER_SECOND\n",
         "    return us\n",
         (f"{ROBUST}::test_whole_second_arrivals_after_a_fractional_checkpoint",),
     ),
     Mutant(
         "worker-error-does-not-cancel",
-        "exporter/_sync.py",
+        "exporter/engine/sync.py",
         "                self.cancel.set()\n                for f in futures:\n                    f.cancel()\n",
         "                pass\n",
         (f"{ROBUST}::test_15_an_unexpected_error_in_one_worker_cancels_the_others",),
     ),
     Mutant(
         "api-down-never-stops",
-        "exporter/_client.py",
+        "exporter/api/client.py",
         "                and silent >= policy.down_after_seconds\n",
         "                and False\n",
         (f"{ROBUST}::test_16_api_down_for_everything_stops_the_run_early",),
     ),
     Mutant(
         "cheapest-plan-ignored",  # always GET one by one (the 7x cost of the review)
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "            if self._extension_plan(below, lowest, pages_left) == 0:\n",
         "            if True:\n",
         (f"{ROBUST}::test_2_no_change_refresh_costs_the_minimum",),
     ),
     Mutant(
         "datasets-read-together-without-an-owner",
-        "exporter/_sql.py",
+        "exporter/analytics/views.py",
         # both views that keep only the owner's history (stored and with names joined)
         "FROM ({stored}) AS v\nSEMI JOIN owner ON v.id = owner.id AND v._rank = owner._rank;\n"
         "CREATE OR REPLACE VIEW operation_versions AS\n{owner}\nSELECT v.* EXCLUDE (_rank)\n"
@@ -310,14 +310,14 @@ MUTANTS = [
     # -- issue 19, exact storage (kept together: other helpers append at the end) ----------
     Mutant(
         "query-temp-directory-readable",  # DuckDB allows $PWD/.tmp besides the datasets
-        "exporter/_sql.py",
+        "exporter/analytics/views.py",
         "        \"SET temp_directory = ''\",\n",
         "",
         ("tests/analytics/test_read_only.py::test_duckdb_temporary_directory_is_not_readable",),
     ),
     Mutant(
         "query-linked-folders-not-allowed",  # a linked partition folder makes queries exit 7
-        "exporter/_sql.py",
+        "exporter/analytics/views.py",
         "            (directories if is_dir else files).append(real)\n",
         "            pass\n",
         (
@@ -327,35 +327,35 @@ MUTANTS = [
     ),
     Mutant(
         "storage-options-any-name",  # the allow-list let through: secrets by any alias
-        "exporter/lake/_location.py",
+        "exporter/store/lake/location.py",
         "        if not known_option(key):\n",
         '        if key.upper() in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):\n',
         ("tests/lake/test_location.py::test_only_known_non_secret_options_are_accepted",),
     ),
     Mutant(
         "location-repr-shows-values",
-        "exporter/lake/_location.py",
+        "exporter/store/lake/location.py",
         'return f"Location({self.display!r}, options={sorted(self.options)!r})"',
         'return f"Location({self.display!r}, options={dict(self.options)!r})"',
         ("tests/lake/test_location.py::test_repr_shows_no_option_value",),
     ),
     Mutant(
         "lake-unreadable-history-means-absent",  # deletes the state a landed commit names
-        "exporter/lake/_tables.py",
+        "exporter/store/lake/tables.py",
         "                continue\n            if found is not None and found[0] == key:",
         "                return None\n            if found is not None and found[0] == key:",
         ("tests/lake/test_tables.py::test_landed_commit_whose_history_read_fails",),
     ),
     Mutant(
         "lake-history-read-once",  # one failed read fails the run (no retry)
-        "exporter/lake/_tables.py",
+        "exporter/store/lake/tables.py",
         "LANDED_READS = 3\n",
         "LANDED_READS = 1\n",
         ("tests/lake/test_tables.py::test_landed_commit_whose_history_read_fails",),
     ),
     Mutant(
         "lease-dead-holder-waits-out-the-ttl",  # kill -9 blocks the next sync for 2 minutes
-        "exporter/lake/_lease.py",
+        "exporter/store/lake/lease.py",
         "                or current.holder_is_dead(self.machine)\n",
         "",
         (
@@ -365,35 +365,35 @@ MUTANTS = [
     ),
     Mutant(
         "lease-holder-judged-by-pid-alone",  # a reused pid keeps a dead holder's lease
-        "exporter/lake/_lease.py",
+        "exporter/store/lake/lease.py",
         "        return process_started(self.pid) != self.started\n",
         "        return process_started(self.pid) is None\n",
         ("tests/lake/test_lease.py::test_a_reused_pid_does_not_keep_a_dead_holders_lease",),
     ),
     Mutant(
         "lease-other-machines-pids-trusted",  # another host's lease taken by a local pid check
-        "exporter/lake/_lease.py",
+        "exporter/store/lake/lease.py",
         "        if machine is None or self.machine != machine or self.pid is None",
         "        if machine is None or self.pid is None",
         ("tests/lake/test_lease.py::test_a_dead_holder_of_another_machine_must_expire",),
     ),
     Mutant(
         "doctor-transient-as-key-advice",  # one 500 told a personal key to use another key
-        "exporter/_doctor.py",
+        "exporter/ops/doctor.py",
         "TRANSIENT_STATUSES = frozenset({408, 423, 425, 429, 500, 502, 503, 504})",
         "TRANSIENT_STATUSES: frozenset[int] = frozenset()",
         ("tests/ops/test_doctor.py::test_a_transient_failure_is_not_advice_about_the_key",),
     ),
     Mutant(
         "refused-first-connection-retried-as-usual",  # 87 s of retries before exit 5
-        "exporter/_client.py",
+        "exporter/api/client.py",
         "            if self._any_answer:\n                return\n",
         "            if True:\n                return\n",
         ("tests/sync/test_failures.py::test_a_refused_first_connection_fails_in_seconds",),
     ),
     Mutant(
         "discovery-falls-back-on-any-error",  # a failing server taken for another key kind
-        "exporter/_discovery.py",
+        "exporter/api/discovery.py",
         "            if exc.status is None or not 400 <= exc.status < 500:\n                raise\n",
         "",
         (
@@ -403,42 +403,42 @@ MUTANTS = [
     ),
     Mutant(
         "lake-commits-every-empty-chunk",
-        "exporter/lake/_store.py",
+        "exporter/store/lake/store.py",
         "if (table is None or not table.num_rows) and tag != _STATE_ONLY:",
         "if False:",
         ("tests/lake/test_requests.py::test_a_no_change_sync_makes_one_commit",),
     ),
     Mutant(
         "gcs-if-match-by-etag",  # object_store refuses an ETag alone on GCS: leases fail there
-        "exporter/lake/_objects.py",
+        "exporter/store/lake/objects.py",
         'mode = {"version": if_match} if self.location.scheme == "gs" else {"e_tag": if_match}',
         'mode = {"e_tag": if_match}',
         ("tests/lake/test_other_clouds.py::test_gcs_if_match_names_the_generation",),
     ),
     Mutant(
         "refresh-bounded-by-default",  # an exit-0 sync leaves open operations stale
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "    max_gets: int | None = None  # single-operation GETs",
         "    max_gets: int | None = 500  # single-operation GETs",
         (f"{EXACT}::test_1_every_exit_0_sync_is_current_however_many_open_operations",),
     ),
     Mutant(
         "skip-idle-trusts-an-old-listing",  # issue 19 finding 1: --project P --skip-idle
-        "exporter/_state.py",
+        "exporter/store/state.py",
         '                "AND last_seen_us = ? "\n',
         '                "AND ? IS NOT NULL "\n',
         (f"{SKIP_IDLE}::test_skip_idle_leaves_only_projects_this_runs_listing_showed_idle",),
     ),
     Mutant(
         "skip-idle-compares-microseconds",  # finding 2: same-second activity read as idle
-        "exporter/_state.py",
+        "exporter/store/state.py",
         '                "AND (active_us / 1000000 + 1) * 1000000 + ? <= walked_from_us "\n',
         '                "AND active_us + 0 * ? < walked_from_us "\n',
         (f"{SKIP_IDLE}::test_skip_idle_walks_a_project_whose_activity_is_in_its_walks_own_second",),
     ),
     Mutant(
         "skip-idle-without-skew-margin",  # finding 2: this host's clock ahead of the API's
-        "exporter/_state.py",
+        "exporter/store/state.py",
         "IDLE_SKEW_US = 60_000_000\n",
         "IDLE_SKEW_US = 0\n",
         (f"{SKIP_IDLE}::test_skip_idle_allows_for_clock_skew",),
@@ -452,21 +452,21 @@ MUTANTS = [
     ),
     Mutant(
         "follow-on-error-decides-the-exit-code",  # finding 6: a lost lease exits 6, not 4
-        "exporter/_sync.py",
+        "exporter/engine/sync.py",
         "(e for e in failures if e is not None and not isinstance(e, _CommitterFailed)), None",
         "(e for e in failures if e is not None), None",
         ("tests/lake/test_lease_lost.py::test_a_lease_taken_over_mid_run_exits_4",),
     ),
     Mutant(
         "budget-below-listing-accepted",  # finding 10: exit 0 `budget`, nothing synced, for ever
-        "exporter/_sync.py",
+        "exporter/engine/sync.py",
         "        if self.budget.requests_left is not None and self.budget.requests_left <= 0 and found.ids:\n",
         "        if False:\n",
         ("tests/sync/test_budget_runs.py::test_a_request_budget_below_the_listing_is_refused",),
     ),
     Mutant(
         "budget-runs-never-fresh",  # finding 5: stale_sync for ever after budgeted runs
-        "exporter/_check.py",
+        "exporter/ops/check.py",
         "        and finished[-1][3] in _STOPPED_OUTCOMES\n",
         "        and False\n",
         (
@@ -475,7 +475,7 @@ MUTANTS = [
     ),
     Mutant(
         "budget-runs-not-synced",  # finding 5: retention_gap ignores budgeted runs
-        "exporter/_check.py",
+        "exporter/ops/check.py",
         "SYNCED_OUTCOMES = (Outcome.OK, Outcome.PARTIAL, Outcome.BUDGET, Outcome.INTERRUPTED)",
         "SYNCED_OUTCOMES = (Outcome.OK, Outcome.PARTIAL)",
         (
@@ -484,7 +484,7 @@ MUTANTS = [
     ),
     Mutant(
         "unknown-project-taken-for-deleted",  # finding 14: a mistyped --project is green
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "            if not self.cp.seen:\n",
         "            if False:\n",
         (
@@ -493,7 +493,7 @@ MUTANTS = [
     ),
     Mutant(
         "unknown-project-alone-exits-5",  # finding 14: exit 1, named, not "nothing synced"
-        "exporter/_sync.py",
+        "exporter/engine/sync.py",
         "        elif self.projects_ok == 0 and self.projects_total > self.projects_unknown:\n",
         "        elif self.projects_ok == 0 and self.projects_total > 0:\n",
         (
@@ -502,21 +502,21 @@ MUTANTS = [
     ),
     Mutant(
         "signal-does-not-stop-the-walks",  # finding 15: ^C walked every remaining project
-        "exporter/_budget.py",
+        "exporter/engine/budget.py",
         "        if self.stop is not None and self.stop.is_set():\n            return False\n",
         "",
         ("tests/sync/test_interrupt.py",),
     ),
     Mutant(
         "interrupted-run-recorded-as-finished",  # finding 15: outcome and exit code say ok
-        "exporter/_sync.py",
+        "exporter/engine/sync.py",
         "            summary.outcome = Outcome.INTERRUPTED  # what was read is committed; no compaction\n",
         "            pass\n",
         ("tests/sync/test_interrupt.py",),
     ),
     Mutant(
         "query-runs-several-statements",  # DuckDB would run them all and show only the last
-        "exporter/_sql.py",
+        "exporter/analytics/views.py",
         "    if single and len(statements) > 1:\n",
         "    if False:\n",
         (
@@ -526,21 +526,21 @@ MUTANTS = [
     ),
     Mutant(
         "query-table-not-capped",
-        "exporter/_format.py",
+        "exporter/analytics/format.py",
         "    if max_rows is not None and len(rows) > max_rows:\n",
         "    if False:\n",
         ("tests/analytics/test_cli.py::test_query_table_caps_rows_and_says_how_many_more",),
     ),
     Mutant(
         "views-db-newest-storage",  # the DuckDB CLI releases on PyPI cannot open the file
-        "exporter/_sql.py",
+        "exporter/analytics/views.py",
         '                f"(STORAGE_VERSION {_quote(VIEWS_DB_STORAGE_VERSION)})"\n',
         '                ""\n',
         ("tests/analytics/test_views_db.py::test_views_database_opens_in_the_duckdb_cli",),
     ),
     Mutant(
         "views-db-absolute-paths",  # a copied or moved data directory's views fail
-        "exporter/_sql.py",
+        "exporter/analytics/views.py",
         "            _load(con, _sources(data_dir, relative=True), None)\n",
         "            _load(con, _sources(data_dir), None)\n",
         (
@@ -550,7 +550,7 @@ MUTANTS = [
     ),
     Mutant(
         "events-outbox-after-commit",  # a kill between the two commits loses events
-        "exporter/_sync.py",
+        "exporter/engine/sync.py",
         "                if outbox is not None and c.table is not None:\n"
         "                    # In the transaction that commits the rows: the outbox (issue 22).\n"
         "                    outbox.record(con, c.project_id, c.table, now)\n"
@@ -571,28 +571,28 @@ MUTANTS = [
     ),
     Mutant(
         "events-names-not-filled",  # events say null where the branch's name is known
-        "exporter/_outbox.py",
+        "exporter/events/outbox.py",
         "        ids, lines = event_lines(table, name, *names)\n",
         "        ids, lines = event_lines(table, name)\n",
         (f"{EVENTS}::test_one_event_per_new_version_after_the_backfill",),
     ),
     Mutant(
         "events-retry-removed",  # one failed attempt leaves the event for the next run
-        "exporter/_delivery.py",
+        "exporter/events/delivery.py",
         "        attempts = max(1, self.config.webhook_attempts)\n",
         "        attempts = 1\n",
         (f"{EVENTS}::test_webhook_retries_failures_hangs_and_drops_within_the_run",),
     ),
     Mutant(
         "events-torn-line-repair-removed",  # the next line is glued to half a line
-        "exporter/_delivery.py",
+        "exporter/events/delivery.py",
         "        os.ftruncate(fd, keep)\n",
         "        pass\n",
         (f"{EVENTS}::test_torn_last_line_is_repaired",),
     ),
     Mutant(
         "events-file-reconcile-removed",  # lines appended before a kill are appended again
-        "exporter/_delivery.py",
+        "exporter/events/delivery.py",
         "            if seq is not None:\n",
         "            if False:\n",
         (f"{EVENTS}::test_kill_after_append_before_the_mark_does_not_repeat_lines",),
@@ -608,7 +608,7 @@ MUTANTS = [
     ),
     Mutant(
         "not-a-dataset-read-as-empty",  # --data-dir ~ answers every query with 0 rows
-        "exporter/_stores.py",
+        "exporter/store/readers.py",
         "            if error is not None:\n",
         "            if False:\n",
         ("tests/ops/test_cli_boundary.py::test_a_directory_that_is_not_a_dataset_is_exit_2",),
@@ -632,14 +632,14 @@ MUTANTS = [
     ),
     Mutant(
         "stuck-window-ignored",  # a month-old stuck operation keeps the alert on for ever
-        "exporter/_check.py",
+        "exporter/ops/check.py",
         "    if t.window is not None:\n        where.append(",
         "    if False:\n        where.append(",
         ("tests/ops/test_check.py::test_stuck_over_a_window_lets_old_stuck_operations_age_out",),
     ),
     Mutant(
         "fail-on-unknown-action-accepted",  # a misspelt action: a threshold that never fires
-        "exporter/_check.py",
+        "exporter/ops/check.py",
         "        if t.action is not None and t.action not in known:\n",
         "        if False:\n",
         (
@@ -649,21 +649,21 @@ MUTANTS = [
     ),
     Mutant(
         "html-low-volume-not-greyed",  # 12 operations a day swing 0-20 % and drown the rest
-        "exporter/_html.py",
+        "exporter/analytics/html.py",
         "LOW_VOLUME_PER_DAY = 20\n",
         "LOW_VOLUME_PER_DAY = 0\n",
         ("tests/ops/test_html.py::test_charts_read_right_in_chromium",),
     ),
     Mutant(
         "html-latency-linear-axis",  # p99 flattens p50 and p90 against the axis
-        "exporter/_html.py",
+        "exporter/analytics/html.py",
         '    fig.update_yaxes(type="log")\n    _mark_partial_days(',
         "    _mark_partial_days(",
         ("tests/ops/test_html.py::test_charts_read_right_in_chromium",),
     ),
     Mutant(
         "html-partial-first-day-unmarked",
-        "exporter/_html.py",
+        "exporter/analytics/html.py",
         "    if start is not None and start > midnight:\n",
         "    if False:\n",
         (
@@ -673,14 +673,14 @@ MUTANTS = [
     ),
     Mutant(
         "html-labels-clipped",  # tick labels outside the drawing
-        "exporter/_html.py",
+        "exporter/analytics/html.py",
         '        "yaxis": {"automargin": True},\n',
         '        "yaxis": {"automargin": False},\n        "margin": {"l": 0, "t": 50},\n',
         ("tests/ops/test_html.py::test_charts_read_right_in_chromium",),
     ),
     Mutant(
         "schedule-ignored",  # every open operation due in every run: a cron run costs a backfill
-        "exporter/_schedule.py",
+        "exporter/engine/schedule.py",
         "        if self.strict or op.changed_us is None or not op.is_open or op.misses:\n",
         "        if True:\n",
         (
@@ -689,7 +689,7 @@ MUTANTS = [
     ),
     Mutant(
         "schedule-never-due",  # a cold open operation is never re-read: it stays stale for ever
-        "exporter/_schedule.py",
+        "exporter/engine/schedule.py",
         "        return now >= self.next_due(op)\n",
         "        return False\n",
         (
@@ -698,35 +698,35 @@ MUTANTS = [
     ),
     Mutant(
         "schedule-not-batched",  # each cold operation due on its own: a GET each, run after run
-        "exporter/_schedule.py",
+        "exporter/engine/schedule.py",
         "        for grid in GRIDS_US:\n",
         "        for grid in ():\n",
         (f"{SCHEDULE}::test_a_projects_cold_operations_come_due_together",),
     ),
     Mutant(
         "allowance-ignores-schedule",  # the run's GETs go to operations that are not due
-        "exporter/_state.py",
+        "exporter/store/state.py",
         "                if due(OpenOp(*row)):\n",
         "                if True:\n",
         (f"{SCHEDULE}::test_a_run_wide_get_allowance_goes_to_due_operations_oldest_checked_first",),
     ),
     Mutant(
         "retry-at-ignored",
-        "exporter/_schedule.py",
+        "exporter/engine/schedule.py",
         "        if op.retry_us is not None and op.checked_us < op.retry_us <= now:\n",
         "        if False:\n",
         (f"{SCHEDULE}::test_retry_at_passing_makes_an_operation_due_in_the_next_run",),
     ),
     Mutant(
         "hot-not-every-run",
-        "exporter/_schedule.py",
+        "exporter/engine/schedule.py",
         "        if now - max(op.created_us, op.changed_us) < HOT_US:\n",
         "        if False:\n",
         (f"{SCHEDULE}::test_a_hot_operation_is_re_read_in_every_run",),
     ),
     Mutant(
         "finished-forgotten-after-one-look",  # issue 19 finding 18: before it settled
-        "exporter/_walk.py",
+        "exporter/engine/walk.py",
         "    return changed_us is None or observed - changed_us >= FRESH_US\n",
         "    return True\n",
         (f"{ROBUST}::test_a_finished_operation_stays_tracked_while_it_settles",),
@@ -750,7 +750,7 @@ MUTANTS = [
     ),
     Mutant(
         "query-error-first-line-only",  # DuckDB's hint and caret line are what say the fix
-        "exporter/_sql.py",
+        "exporter/analytics/views.py",
         "        return columns, cursor.fetchall()\n    except duckdb.Error as exc:\n"
         "        raise QueryError(_whole(exc)) from exc\n",
         "        return columns, cursor.fetchall()\n    except duckdb.Error as exc:\n"
@@ -762,28 +762,28 @@ MUTANTS = [
     ),
     Mutant(
         "query-empty-statement-is-an-sql-error",
-        "exporter/_sql.py",
+        "exporter/analytics/views.py",
         '        raise ConfigError("no SQL statement given (the text is empty or only comments)")',
         '        raise QueryError("no SQL statement given (the text is empty or only comments)")',
         ("tests/analytics/test_cli.py::test_query_empty_statement_is_a_usage_error",),
     ),
     Mutant(
         "doctor-views-file-unchecked",  # doctor called a views file naming missing files ok
-        "exporter/_doctor.py",
+        "exporter/ops/doctor.py",
         "    _check_views(report, data_dir)\n",
         "",
         ("tests/ops/test_doctor.py::test_views_file_is_checked_as_a_duckdb_shell_sees_it",),
     ),
     Mutant(
         "superseded-record-dropped",  # issue 24: the commit of version n+1 marks n superseded
-        "exporter/_storage.py",
+        "exporter/store/local/dataset.py",
         "            staged = self.stage_versions(table, tag) + self.stage_superseded(table, tag)\n",
         "            staged = self.stage_versions(table, tag)\n",
         (f"{SUPERSEDED}::test_each_commit_records_what_its_later_versions_supersede",),
     ),
     Mutant(
         "superseded-migration-empty",  # issue 24: a dataset from before migrated exactly
-        "exporter/_storage.py",
+        "exporter/store/local/dataset.py",
         "        later = pa.concat_tables(parts) if parts else SUPERSEDED_SCHEMA.empty_table()\n",
         "        later = SUPERSEDED_SCHEMA.empty_table()\n",
         (
@@ -792,28 +792,28 @@ MUTANTS = [
     ),
     Mutant(
         "lake-superseded-record-dropped",  # issue 24 on object storage: the record of batch N
-        "exporter/lake/_tables.py",
+        "exporter/store/lake/tables.py",
         "            if record.num_rows:\n                props = dl.CommitProperties(\n",
         "            if False:\n                props = dl.CommitProperties(\n",
         (f"{LAKE_SUPERSEDED}::test_each_lake_commit_records_what_its_later_versions_supersede",),
     ),
     Mutant(
         "lake-superseded-unfiltered",  # readers took a killed attempt's record for committed
-        "exporter/lake/_superseded.py",
+        "exporter/store/lake/superseded.py",
         '    return f"{TXN} <= {int(txn or 0)}"\n',
         '    return "true"\n',
         (f"{LAKE_SUPERSEDED}::test_a_kill_between_the_record_and_the_versions_commit",),
     ),
     Mutant(
         "lake-superseded-retry-recorded-twice",  # a killed attempt's record left beside the retry
-        "exporter/lake/_tables.py",
+        "exporter/store/lake/tables.py",
         '                sup.delete(f"{TXN} >= {version}")\n',
         "                pass\n",
         (f"{LAKE_SUPERSEDED}::test_a_kill_between_the_record_and_the_versions_commit",),
     ),
     Mutant(
         "lake-superseded-migration-empty",  # a lake dataset from before migrated exactly
-        "exporter/lake/_tables.py",
+        "exporter/store/lake/tables.py",
         "        record = derive(None if versions is None else versions.to_pyarrow_dataset(), self._txn)\n",
         "        record = derive(None, self._txn)\n",
         (

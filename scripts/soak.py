@@ -1012,7 +1012,7 @@ class Soak:
         second before its last walk's start was walked by this run. Marks are whole seconds:
         activity in the walk's own second may be after it (issue 19, finding 2). Returns the
         projects this run walked."""
-        from exporter._state import _activity
+        from exporter.store.state import _activity
 
         path = self.data_dir / "state.sqlite"
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

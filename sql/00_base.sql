@@ -3,7 +3,7 @@
 -- Run by hand from the data directory (paths below are relative to it):
 --     cd <data-dir> && duckdb -c ".read /path/to/sql/00_base.sql" -c "FROM operations LIMIT 5"
 -- or load every file in order: for f in /path/to/sql/*.sql; do ... -c ".read $f"; done.
--- opsaudit's loader (exporter/_sql.py) makes the quoted paths absolute and, for a source with
+-- opsaudit's loader (exporter/analytics/views.py) makes the quoted paths absolute and, for a source with
 -- no file yet (an empty data dir), substitutes an empty relation of the same columns and types,
 -- so every view answers 0 rows instead of failing.
 --

@@ -23,7 +23,7 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
 def forget_registered_secrets() -> Iterator[None]:
     """A key registered by one test's in-process sync is redacted from every later text of the
     process: a test that used the key "k" turned another test's "check" into "chec[REDACTED]"."""
-    from exporter import _errors
+    from exporter.core import errors as _errors
 
     before = set(_errors._SECRETS)
     yield

@@ -116,8 +116,8 @@ def test_history_ends_when_the_demo_runs(demo: tuple[Path, Result]) -> None:
 
 def test_same_seed_same_history_shifted(tmp_path: Path) -> None:
     """A pinned clock: the history ends exactly there, and another clock only shifts it."""
-    from exporter._demo import run_demo
-    from exporter._sql import connect
+    from exporter.analytics.views import connect
+    from exporter.demo import run_demo
 
     ends = [
         dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.timezone.utc),

@@ -69,7 +69,7 @@ def test_notebook_runs_and_plots(
     import nbformat
     from nbclient import NotebookClient
 
-    from exporter._demo import run_demo
+    from exporter.demo import run_demo
 
     data_dir = tmp_path / "data"
     out = tmp_path / "plots"

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from types import ModuleType
 
-from exporter._errors import ExitCode
+from exporter.core.errors import ExitCode
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -72,7 +72,7 @@ def test_every_environment_variable_is_documented() -> None:
 
 
 def test_every_view_and_column_is_documented(tmp_path: Path) -> None:
-    from exporter._sql import connect, list_views
+    from exporter.analytics.views import connect, list_views
 
     con = connect(tmp_path)  # an empty data dir: every view exists and answers 0 rows
     try:

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from exporter._errors import ConfigError, ExitCode, OpsauditError, missing_data_dir, redact
-from exporter._model import DEFAULT_BASE_URL
+from exporter.core.errors import ConfigError, ExitCode, OpsauditError, missing_data_dir, redact
+from exporter.core.model import DEFAULT_BASE_URL
 
 if TYPE_CHECKING:
-    from exporter._client import RequestStats
-    from exporter._sync import ProjectResult
+    from exporter.api.client import RequestStats
+    from exporter.engine.sync import ProjectResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,7 +47,7 @@ class DataDir(click.ParamType):
         if text.strip() and ":" not in text:
             # No scheme: a local path (the lake package costs ~17 ms to load).
             return self._directory(Path(text), param, ctx)
-        from exporter.lake._location import parse_location  # no pyarrow, no deltalake
+        from exporter.store.lake.location import parse_location  # no pyarrow, no deltalake
 
         try:
             loc = parse_location(text)
@@ -184,10 +184,10 @@ def write_metrics_file(
     as_of: Any = None,
 ) -> None:
     """Collect the trail's metrics from `data_dir` (plus `extra` families) and write `path`."""
-    from exporter._metrics import collect_metrics, write_metrics
+    from exporter.ops.metrics import collect_metrics, write_metrics
 
     if isinstance(data_dir, str):  # object storage: from the restored state
-        from exporter._stores import reading
+        from exporter.store.readers import reading
 
         with reading(data_dir, storage_options) as local:
             metrics = collect_metrics(local, as_of=as_of)

@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from exporter._errors import ConfigError
+from exporter.core.errors import ConfigError
 
 __all__ = ["CONFIG_FILE", "KEYS", "default_map", "find_config", "read_config"]
 

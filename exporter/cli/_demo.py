@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from exporter._demo import DEFAULT_DAYS, DEFAULT_PROJECTS, run_demo
 from exporter.cli._common import DataDir, Progress, setup_logging
+from exporter.demo import DEFAULT_DAYS, DEFAULT_PROJECTS, run_demo
 
 # The query suggested at the end: short, and it shows that the whole history is there.
 _EXAMPLE_SQL = "SELECT * FROM failures_by_day ORDER BY failure_rate DESC LIMIT 5"
@@ -88,9 +88,9 @@ def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool
 
 def _print_report(data_dir: Path) -> Path:
     """Print the text report; write the HTML one next to the data and return its path."""
-    from exporter._html import render_html
-    from exporter._report import TOP_ROWS, build_report, render_report
-    from exporter._sql import connect
+    from exporter.analytics.html import render_html
+    from exporter.analytics.report import TOP_ROWS, build_report, render_report
+    from exporter.analytics.views import connect
 
     con = connect(data_dir)
     try:

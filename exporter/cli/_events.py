@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
-from exporter._errors import ConfigError
+from exporter.core.errors import ConfigError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -99,8 +99,8 @@ def build_events_config(
     `ConfigError` (a usage error) for a webhook without a usable secret."""
     if events_file is None and not webhook:
         return None
-    from exporter._delivery import read_webhook_secret, validate_webhook_url
-    from exporter._outbox import EventsConfig, parse_event_filter
+    from exporter.events.delivery import read_webhook_secret, validate_webhook_url
+    from exporter.events.outbox import EventsConfig, parse_event_filter
 
     key = None
     if webhook:

@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 
-from exporter._errors import ConfigError, ExitCode
 from exporter.cli._common import (
     api_options,
     data_dir_option,
@@ -21,6 +20,7 @@ from exporter.cli._common import (
     storage_option_option,
     write_metrics_file,
 )
+from exporter.core.errors import ConfigError, ExitCode
 
 
 class Duration(click.ParamType):
@@ -36,7 +36,7 @@ class Duration(click.ParamType):
             return value
         if self.zero and str(value).strip() == "0":
             return dt.timedelta(0)
-        from exporter._check import parse_duration
+        from exporter.ops.check import parse_duration
 
         try:
             return parse_duration(str(value))
@@ -45,7 +45,7 @@ class Duration(click.ParamType):
 
 
 def _thresholds(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[Any]:
-    from exporter._check import parse_threshold
+    from exporter.ops.check import parse_threshold
 
     try:
         return [parse_threshold(v) for v in values]
@@ -56,7 +56,7 @@ def _thresholds(ctx: click.Context, param: click.Parameter, values: tuple[str, .
 def _as_of(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.datetime | None:
     if value is None:
         return None
-    from exporter._timeutil import parse_rfc3339
+    from exporter.core.timeutil import parse_rfc3339
 
     try:
         return parse_rfc3339(value)
@@ -127,8 +127,8 @@ def check_command(
     gaps longer than the platform's retention (about 6 months); the --fail-on thresholds.
     Meant for cron (`opsaudit sync; opsaudit check`), Nagios-style checks and CI.
     """
-    from exporter._check import run_check
-    from exporter._stores import reading
+    from exporter.ops.check import run_check
+    from exporter.store.readers import reading
 
     # On object storage: the restored state and the tables' snapshots (no lease, no writes).
     with reading(data_dir, storage_options) as local:
@@ -148,7 +148,7 @@ def check_command(
         text = "".join(line + "\n" for line in report.lines())
     emit(text, output)
     if metrics_file is not None:
-        from exporter._metrics import check_metrics
+        from exporter.ops.metrics import check_metrics
 
         write_metrics_file(
             metrics_file,
@@ -175,7 +175,7 @@ def doctor_command(
     lock, the state file, the free disk space and the last runs. One line per check, each
     problem with its fix. Exit 0 when nothing is wrong, 8 otherwise.
     """
-    from exporter._doctor import run_doctor
+    from exporter.ops.doctor import run_doctor
 
     try:
         key, key_error = read_key(api_key_file), None

@@ -20,7 +20,7 @@ def _open(
     only: tuple[str, ...] | None = None,
 ) -> Iterator[Any]:
     # Imported here: DuckDB is not needed by `opsaudit sync --help` and friends.
-    from exporter._sql import connect
+    from exporter.analytics.views import connect
 
     # A mistyped path would otherwise answer every query with 0 rows: exit 2 (in `connect`).
     # On object storage the views read the Delta tables' current snapshots (no state needed).
@@ -107,8 +107,8 @@ def query_command(
     writing statements exit 2. Only the dataset's files can be read. Save rows with --format
     csv -o FILE; for anything else use the DuckDB CLI on the data directory's opsaudit.duckdb.
     """
-    from exporter._format import render
-    from exporter._sql import check_read_only, execute, sql_files_for
+    from exporter.analytics.format import render
+    from exporter.analytics.views import check_read_only, execute, sql_files_for
 
     text = _sql_text(sql, sql_file)
     bound = _params(params)
@@ -199,7 +199,7 @@ def report_command(
     action, error and age), the top error texts, failures per project, then failures, durations
     and action mix per action.
     """
-    from exporter._report import (
+    from exporter.analytics.report import (
         REPORT_SQL,
         build_report,
         empty_message,
@@ -223,7 +223,7 @@ def report_command(
             con, since=window_since, until=window_until, project_ids=list(projects) or None
         )
         if fmt == "html":
-            from exporter._html import render_html
+            from exporter.analytics.html import render_html
 
             if output is None and sys.stdout.isatty():
                 # Five megabytes of HTML on a terminal help nobody: write the file instead.
@@ -243,7 +243,7 @@ def _warn_unknown_projects(con: Any, projects: Sequence[str]) -> None:
     """A warning for each --project the dataset has never seen (a typo reports nothing)."""
     if not projects:
         return
-    from exporter._sql import execute
+    from exporter.analytics.views import execute
 
     _, rows = execute(
         con, "SELECT id FROM projects UNION SELECT DISTINCT project_id FROM operations"

@@ -6,7 +6,7 @@ import threading
 
 import click
 
-from exporter._errors import ConfigError
+from exporter.core.errors import ConfigError
 
 
 @click.command("simulate", short_help="Serve a simulated API on 127.0.0.1 until Ctrl-C.")

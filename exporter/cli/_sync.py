@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from exporter._errors import ConfigError, OpsauditError, StorageError
-from exporter._pacing import DEFAULT_MAX_RPS
+from exporter.api.pacing import DEFAULT_MAX_RPS
 from exporter.cli._common import (
     Progress,
     api_options,
@@ -31,10 +30,11 @@ from exporter.cli._common import (
 )
 from exporter.cli._events import events_options
 from exporter.cli._ops import Duration
+from exporter.core.errors import ConfigError, OpsauditError, StorageError
 
 if TYPE_CHECKING:
-    from exporter._outbox import EventsConfig
-    from exporter._sync import RunSummary
+    from exporter.engine.sync import RunSummary
+    from exporter.events.outbox import EventsConfig
 
 # The account's budget, shared with the console and every other client (PRODUCT.md).
 ACCOUNT_RPS = 700 / 60
@@ -200,8 +200,8 @@ def sync_command(
     events: EventsConfig | None,
 ) -> None:
     """Export every project's new and changed operations to the dataset."""
-    from exporter._client import validate_base_url
-    from exporter._sync import SyncConfig, sync
+    from exporter.api.client import validate_base_url
+    from exporter.engine.sync import SyncConfig, sync
 
     setup_logging(log_format, verbose)
     try:
@@ -236,7 +236,7 @@ def sync_command(
         names_max_age=names_max_age.total_seconds(),
     )
     if clock_offset:
-        from exporter._walk import now_us
+        from exporter.engine.walk import now_us
 
         offset_us = int(clock_offset * 1e6)
         config.clock = lambda: now_us() + offset_us
@@ -254,7 +254,7 @@ def sync_command(
             summary = sync(config, observer, stop.event)
     except OpsauditError:
         # Lock held, state or storage error: the metrics still say when the last success was.
-        from exporter._layout import STATE_FILE
+        from exporter.core.layout import STATE_FILE
 
         if metrics_file is not None and (
             isinstance(data_dir, str) or (data_dir / STATE_FILE).is_file()
@@ -350,8 +350,8 @@ def status_command(
     runs: int,
 ) -> None:
     """Per project: checkpoint, last sync, open operations, lag; and the last runs."""
-    from exporter._status import read_status, render_status
-    from exporter._stores import reading
+    from exporter.ops.status import read_status, render_status
+    from exporter.store.readers import reading
 
     # On object storage: the state of the last committed batch (no lease, nothing written).
     with reading(data_dir, storage_options) as local:
@@ -368,20 +368,20 @@ def compact_command(
 ) -> None:
     """Merge small Parquet files (sync also does this at the end of each run); on object
     storage OPTIMIZE, then VACUUM with a 24-hour retention."""
-    from exporter._open_store import open_store
+    from exporter.store.opener import open_store
 
     if isinstance(data_dir, Path):
-        from exporter._layout import STATE_FILE
+        from exporter.core.layout import STATE_FILE
 
         # Never create a directory (or a state file) here: compaction of nothing is a mistake.
         if not (existing_data_dir(data_dir) / STATE_FILE).is_file():
             raise StorageError(f"no dataset in {data_dir} yet: run `opsaudit sync` first")
     else:
-        from exporter._stores import reading
+        from exporter.store.readers import reading
 
         with reading(data_dir, storage_options):  # StorageError when no dataset is there
             pass
-    from exporter._exports import compact
+    from exporter.store.local.exports import compact
 
     dataset = open_store(data_dir, storage_options, lock=True, wait=wait_for_lock)
     try:

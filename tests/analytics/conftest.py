@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from exporter._storage import (
+from exporter.store.local.dataset import (
     PROJECTS_SCHEMA,
     SUPERSEDED_SCHEMA,
     SYNC_RUNS_SCHEMA,
@@ -157,7 +157,7 @@ def write_dataset(data_dir: Path) -> Path:
         pa.Table.from_pylist(runs, schema=SYNC_RUNS_SCHEMA),
         data_dir / "sync_runs" / "sync_runs.parquet",
     )
-    from exporter._names import TABLES, schema
+    from exporter.core.names import TABLES, schema
 
     for table in TABLES:  # a sync writes them (empty when no listing was read yet)
         (data_dir / table.name).mkdir(parents=True)
@@ -173,7 +173,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def con(data_dir: Path):  # type: ignore[no-untyped-def]
-    from exporter._sql import connect
+    from exporter.analytics.views import connect
 
     connection = connect(data_dir)
     yield connection

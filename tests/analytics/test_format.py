@@ -6,7 +6,7 @@ import datetime as dt
 import decimal
 import uuid
 
-from exporter._format import jsonable, render
+from exporter.analytics.format import jsonable, render
 
 CET = dt.timezone(dt.timedelta(hours=1))
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from exporter._sql import list_macros, list_views, sql_files_for
+from exporter.analytics.views import list_macros, list_views, sql_files_for
 from exporter.cli import cli
 
 
@@ -42,7 +42,7 @@ def test_a_file_is_loaded_with_the_files_its_views_use(
     (tmp_path / "10_b.sql").write_text("CREATE OR REPLACE VIEW b AS SELECT * FROM a;\n")
     (tmp_path / "20_c.sql").write_text("CREATE OR REPLACE VIEW c AS SELECT * FROM b;\n")
     (tmp_path / "30_d.sql").write_text("CREATE OR REPLACE VIEW d AS SELECT 2 AS y;\n")
-    monkeypatch.setattr("exporter._sql.sql_dir", lambda: tmp_path)
+    monkeypatch.setattr("exporter.analytics.views.sql_dir", lambda: tmp_path)
     assert sql_files_for("FROM c") == ["00_base.sql", "10_b.sql", "20_c.sql"]
     assert sql_files_for("FROM b JOIN d ON true") == ["00_base.sql", "10_b.sql", "30_d.sql"]
 

@@ -12,9 +12,9 @@ import duckdb
 import pytest
 from click.testing import CliRunner, Result
 
-from exporter._errors import ConfigError, QueryError, ReadOnlyError
-from exporter._sql import check_read_only, connect
+from exporter.analytics.views import check_read_only, connect
 from exporter.cli import cli
+from exporter.core.errors import ConfigError, QueryError, ReadOnlyError
 
 from .conftest import write_dataset
 

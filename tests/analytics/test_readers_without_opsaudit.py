@@ -35,11 +35,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from exporter._client import RetryPolicy
-from exporter._sql import committed_files
-from exporter._sync import RunSummary, SyncConfig, sync
-from exporter._walk import WalkLimits
+from exporter.analytics.views import committed_files
+from exporter.api.client import RetryPolicy
 from exporter.cli import cli
+from exporter.engine.sync import RunSummary, SyncConfig, sync
+from exporter.engine.walk import WalkLimits
 from exporter.simulator import SimConfig, Simulator
 
 pytestmark = pytest.mark.slow

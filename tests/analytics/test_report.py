@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from exporter._errors import ConfigError
-from exporter._report import build_report, parse_since, parse_until, render_report
-from exporter._sql import connect
+from exporter.analytics.report import build_report, parse_since, parse_until, render_report
+from exporter.analytics.views import connect
+from exporter.core.errors import ConfigError
 
 from .conftest import at
 

@@ -11,8 +11,8 @@ import orjson
 import pytest
 from click.testing import CliRunner, Result
 
-from exporter._report import build_report, render_report
-from exporter._sql import connect
+from exporter.analytics.report import build_report, render_report
+from exporter.analytics.views import connect
 from exporter.cli import cli
 
 from .conftest import at, write_versions

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from exporter._sql import connect, list_macros, list_views
+from exporter.analytics.views import connect, list_macros, list_views
 
 from .conftest import ERR_CAPACITY, ERR_POD, ERR_TIMEOUT, at, rows
 
@@ -357,7 +357,7 @@ def test_sql_files_run_as_written_from_the_data_dir(
     """A person can `cd <data-dir>` and .read the files: the relative paths resolve there."""
     import duckdb
 
-    from exporter._sql import sql_files
+    from exporter.analytics.views import sql_files
 
     monkeypatch.chdir(data_dir)
     con = duckdb.connect()
@@ -370,7 +370,7 @@ def test_sql_files_run_as_written_from_the_data_dir(
 
 def test_vocabulary_macros(con: Any) -> None:
     """The SQL vocabulary of 00_base.sql, and `is_terminal` agrees with the sync's Python."""
-    from exporter._state import TERMINAL_STATUSES
+    from exporter.store.state import TERMINAL_STATUSES
 
     statuses = [
         "finished", "cancelled", "skipped", "running", "scheduling", "failed", "error",

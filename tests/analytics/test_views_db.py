@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from exporter._sql import list_views, write_views_database
+from exporter.analytics.views import list_views, write_views_database
 
 from .conftest import write_dataset
 

@@ -16,9 +16,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from exporter._client import RetryPolicy
-from exporter._sync import SyncConfig, sync
-from exporter._walk import WalkLimits
+from exporter.api.client import RetryPolicy
+from exporter.engine.sync import SyncConfig, sync
+from exporter.engine.walk import WalkLimits
 from exporter.simulator import SimConfig, Simulator
 
 

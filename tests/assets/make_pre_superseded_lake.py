@@ -23,9 +23,9 @@ from pathlib import Path
 import boto3
 import duckdb
 
-from exporter._client import RetryPolicy
-from exporter._sync import SyncConfig, sync
-from exporter._walk import WalkLimits
+from exporter.api.client import RetryPolicy
+from exporter.engine.sync import SyncConfig, sync
+from exporter.engine.walk import WalkLimits
 from exporter.simulator import SimConfig, Simulator
 
 SERVER = Path(__file__).parents[1] / "lake" / "moto_server.py"
@@ -88,7 +88,7 @@ def main(out: Path) -> int:
     states = sorted((out / "_opsaudit" / "state").glob("*.sqlite"))
     for older in states[:-1]:
         older.unlink()
-    from exporter.lake import open_dataset
+    from exporter.store.lake import open_dataset
 
     snap = open_dataset(f"file://{out.resolve()}").snapshot("operation_versions")
     con = duckdb.connect()

@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 import pytest
 
-from exporter._delivery import read_webhook_secret
-from exporter._outbox import EventsConfig, parse_event_filter
+from exporter.events.delivery import read_webhook_secret
+from exporter.events.outbox import EventsConfig, parse_event_filter
 
 from .conftest import (
     SECRET,
@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _sync(sim: Any, data_dir: Path, **events: Any) -> Any:
-    from exporter._client import RetryPolicy
-    from exporter._sync import SyncConfig, sync
+    from exporter.api.client import RetryPolicy
+    from exporter.engine.sync import SyncConfig, sync
 
     events.setdefault("webhook_backoff", 0.01)
     config = SyncConfig(
@@ -203,9 +203,9 @@ def test_webhook_retries_failures_hangs_and_drops_within_the_run(
 def test_receiver_down_for_a_whole_run_loses_nothing_and_check_reports_it(
     make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path
 ) -> None:
-    from exporter._check import run_check
-    from exporter._metrics import collect_metrics, render_metrics
-    from exporter._status import read_status, render_status
+    from exporter.ops.check import run_check
+    from exporter.ops.metrics import collect_metrics, render_metrics
+    from exporter.ops.status import read_status, render_status
 
     sim = make_sim(seed=10, projects=2, days=1, ops_per_project_per_day=20)
     data = tmp_path / "data"
@@ -301,7 +301,7 @@ def test_kill_after_append_before_the_mark_does_not_repeat_lines(
     _sync(sim, data, file=events_file)
     _changes(sim, random.Random(5))
     patch = (
-        "import exporter._outbox as o\n"
+        "import exporter.events.outbox as o\n"
         "def killed(*args): os.kill(os.getpid(), signal.SIGKILL)\n"
         "o.Outbox.delivered_through = killed\n"
     )
@@ -322,7 +322,7 @@ def test_kill_in_the_middle_of_an_append_then_a_healthy_run(make_sim: Any, tmp_p
     # The append stops half way through its data (mid-line), and the process dies.
     patch = (
         "import types\n"
-        "import exporter._delivery as d\n"
+        "import exporter.events.delivery as d\n"
         "def half(fd, data):\n"
         "    os.write(fd, bytes(data[: len(data) // 2]))\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -346,7 +346,7 @@ def test_kill_right_after_the_commit_loses_no_event(make_sim: Any, tmp_path: Pat
     _changes(sim, random.Random(6))
     # Dies as the first commit with rows returns from its state transaction (before publish).
     patch = (
-        "import exporter._storage as s\n"
+        "import exporter.store.local.dataset as s\n"
         "def killed(self, files):\n"
         "    if list(files): os.kill(os.getpid(), signal.SIGKILL)\n"
         "s.Dataset.publish = killed\n"
@@ -509,7 +509,7 @@ def test_a_state_from_before_the_outbox_is_read_then_migrated(
 ) -> None:
     import sqlite3
 
-    from exporter._status import read_status
+    from exporter.ops.status import read_status
 
     sim = make_sim(seed=16, projects=1, days=1, ops_per_project_per_day=10)
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"

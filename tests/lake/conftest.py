@@ -324,7 +324,7 @@ class Root:
     bucket: Bucket | None
 
     def open(self, create: bool = True) -> Any:
-        from exporter.lake import LakeDataset, parse_location
+        from exporter.store.lake import LakeDataset, parse_location
 
         return LakeDataset.open(parse_location(self.url, self.options), create=create)
 
@@ -342,8 +342,8 @@ def run_sync(
 ) -> Any:
     """One sync of the simulator into `data_dir`, unpaced, with fast retries (personal key
     unless `key`)."""
-    from exporter._client import RetryPolicy
-    from exporter._sync import SyncConfig, sync
+    from exporter.api.client import RetryPolicy
+    from exporter.engine.sync import SyncConfig, sync
 
     kwargs.setdefault("max_rps", None)
     kwargs.setdefault("retry", RetryPolicy(max_attempts=12, backoff_initial=0.01, backoff_max=0.05))

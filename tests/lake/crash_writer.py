@@ -20,7 +20,7 @@ from pathlib import Path
 
 import lakedata  # beside this script
 
-from exporter.lake import LakeDataset, parse_location
+from exporter.store.lake import LakeDataset, parse_location
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ from datetime import date, datetime, timedelta, timezone
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exporter._storage import VERSIONS_SCHEMA
+from exporter.store.local.dataset import VERSIONS_SCHEMA
 
 
 def versions(batch: int, rows: int = 50, *, month: date | None = None) -> pa.Table:

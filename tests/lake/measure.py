@@ -26,7 +26,7 @@ from pathlib import Path
 import lakedata  # beside this script
 import pyarrow as pa
 
-from exporter.lake import LakeDataset, parse_location
+from exporter.store.lake import LakeDataset, parse_location
 
 
 @dataclass

@@ -17,7 +17,7 @@ import time
 import lakedata  # beside this script
 from measure import moto_s3
 
-from exporter._sync import SyncConfig, sync
+from exporter.engine.sync import SyncConfig, sync
 from exporter.simulator import SimConfig, Simulator
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from exporter import ExitCode, OpsauditError, StorageError
-from exporter.lake import LakeAccessError, LakeDataset, LakeUnreachableError, parse_location
+from exporter.store.lake import LakeAccessError, LakeDataset, LakeUnreachableError, parse_location
 
 
 def _open(url: str, options: dict[str, str], create: bool = True) -> LakeDataset:

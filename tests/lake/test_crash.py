@@ -22,7 +22,7 @@ from typing import Any
 
 import duckdb
 
-from exporter.lake import LakeDataset, parse_location
+from exporter.store.lake import LakeDataset, parse_location
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 REPO = Path(__file__).parents[2]
@@ -220,7 +220,7 @@ def test_kill_at_random_instants_local(tmp_path: Path) -> None:
 
 _COMPACT = """
 import json, sys
-from exporter.lake import LakeDataset, parse_location
+from exporter.store.lake import LakeDataset, parse_location
 ds = LakeDataset.open(parse_location(sys.argv[1], json.loads(sys.argv[2])))
 print(ds.compact(), flush=True)
 """

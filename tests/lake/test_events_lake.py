@@ -26,7 +26,7 @@ events = _events_helpers()
 
 
 def _rows(url: str, opts: list[str]) -> list[dict[str, Any]]:
-    from exporter.lake import open_dataset
+    from exporter.store.lake import open_dataset
 
     snap = open_dataset(url, opts).snapshot("operation_versions")
     return [] if snap is None else snap.to_table().to_pylist()
@@ -37,7 +37,7 @@ def test_a_fresh_machine_delivers_what_the_last_could_not(
 ) -> None:
     import base64
 
-    from exporter._outbox import EventsConfig
+    from exporter.events.outbox import EventsConfig
 
     url, opts = bucket.url("audit/events"), bucket.storage_options()
     sim = make_sim(seed=21, projects=2, days=1, ops_per_project_per_day=30)

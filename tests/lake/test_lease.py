@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from exporter import ExitCode, LockHeldError
-from exporter.lake import LeaseLostError
+from exporter.store.lake import LeaseLostError
 
 TTL = timedelta(seconds=0.5)
 
@@ -116,7 +116,7 @@ def test_wait_queues_behind_the_holder(root: Any) -> None:
 _HOLD = """
 import sys, time
 from datetime import timedelta
-from exporter.lake import parse_location, LakeDataset
+from exporter.store.lake import parse_location, LakeDataset
 ds = LakeDataset.open(parse_location(sys.argv[1], dict(a.split("=", 1) for a in sys.argv[2:])), create=True)
 lease = ds.lease(ttl=timedelta(seconds=0.5), holder="victim")
 lease.acquire()
@@ -158,7 +158,7 @@ def test_holder_killed_with_sigkill_loses_the_lease(root: Any, tmp_path: Path) -
 _HOLD_LONG = """
 import sys, time
 from datetime import timedelta
-from exporter.lake import parse_location, LakeDataset
+from exporter.store.lake import parse_location, LakeDataset
 ds = LakeDataset.open(parse_location(sys.argv[1], dict(a.split("=", 1) for a in sys.argv[2:])), create=True)
 lease = ds.lease(ttl=timedelta(seconds=120))
 lease.acquire()
@@ -171,7 +171,7 @@ def _forged(ds: Any, **fields: Any) -> None:
     """A lease object as another holder would have written it (ttl 120 s, just renewed)."""
     import json
 
-    from exporter.lake import Lease
+    from exporter.store.lake import Lease
 
     body = json.loads(Lease(ds.objects, ttl=timedelta(seconds=120))._body())
     body.update(token="someone-else", holder=fields.pop("holder", "elsewhere:1"), **fields)
@@ -218,7 +218,7 @@ def test_a_killed_holder_of_this_machine_is_taken_over_at_once(root: Any, tmp_pa
 def test_a_reused_pid_does_not_keep_a_dead_holders_lease(root: Any) -> None:
     """The holder's pid now runs another process (it started at another time): taken at once;
     the same pid with the holder's start time is the holder, alive: refused."""
-    from exporter.lake._lease import process_started
+    from exporter.store.lake.lease import process_started
 
     ds = root.open()
     me = ds.lease(ttl=timedelta(seconds=120))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from exporter import ConfigError, ExitCode
-from exporter.lake import parse_location, parse_storage_options
+from exporter.store.lake import parse_location, parse_storage_options
 
 
 @pytest.mark.parametrize(
@@ -139,7 +139,7 @@ def test_parsing_loads_no_heavy_module() -> None:
 
     code = (
         "import sys\n"
-        "from exporter.lake import parse_location, parse_storage_options\n"
+        "from exporter.store.lake import parse_location, parse_storage_options\n"
         "parse_location('s3://bucket/p', ['AWS_REGION=x'])\n"
         "print(sorted(m for m in ('pyarrow', 'deltalake', 'obstore', 'boto3') if m in sys.modules))\n"
     )

@@ -31,7 +31,7 @@ def _answers(data_dir: str | Path, opts: list[str]) -> list[list[tuple[Any, ...]
 def test_names_tables_on_s3_equal_a_local_run(
     make_sim: Any, bucket: Bucket, tmp_path: Path
 ) -> None:
-    from exporter.lake import open_dataset
+    from exporter.store.lake import open_dataset
 
     sim = make_sim(seed=51, projects=2, shared_projects=0, days=2, ops_per_project_per_day=200)
     url, opts = bucket.url("names"), bucket.storage_options()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from exporter import ConfigError
-from exporter.lake import PreconditionFailed, parse_location
+from exporter.store.lake import PreconditionFailed, parse_location
 
 
 def test_conditional_put_semantics(root: Any) -> None:
@@ -35,7 +35,7 @@ def test_conditional_put_semantics(root: Any) -> None:
 
 
 def test_conditional_commits_cannot_be_turned_off(bucket: Any) -> None:
-    from exporter.lake import LakeDataset
+    from exporter.store.lake import LakeDataset
 
     loc = parse_location(bucket.url(), {**bucket.options, "conditional_put": "disabled"})
     ds = LakeDataset.open(loc, create=True)
@@ -48,7 +48,7 @@ def test_credentials_from_an_aws_profile(
 ) -> None:
     """Keys in a profile (AWS_PROFILE + shared credentials file), none in the environment: the
     table commits (delta-rs) and the lease/state objects (obstore via boto3) both find them."""
-    from exporter.lake import LakeDataset
+    from exporter.store.lake import LakeDataset
 
     creds = tmp_path / "credentials"
     creds.write_text(
@@ -91,13 +91,13 @@ def test_object_store_clients_from_deltalake_option_names(
 ) -> None:
     """The same --storage-option names configure deltalake and the control-object client
     (built without any request: nothing listens at those endpoints)."""
-    from exporter.lake import RemoteObjects
+    from exporter.store.lake import RemoteObjects
 
     RemoteObjects(parse_location(url, options))
 
 
 def test_unknown_option_is_a_config_error() -> None:
-    from exporter.lake import RemoteObjects
+    from exporter.store.lake import RemoteObjects
 
     with pytest.raises(ConfigError, match="AWS_BOGUS_KEY: not an accepted option"):
         RemoteObjects(parse_location("s3://bucket/p", {"AWS_BOGUS_KEY": "1"}))

@@ -94,7 +94,7 @@ def test_sync_incremental_and_query_on_azure(make_sim: Any, container: Container
 
 
 def _holder(url: str, opts: list[str]) -> str | None:
-    from exporter.lake import LakeDataset, parse_location
+    from exporter.store.lake import LakeDataset, parse_location
 
     try:
         info = LakeDataset.open(parse_location(url, opts)).lease().read()
@@ -158,8 +158,8 @@ def test_gcs_if_match_names_the_generation(tmp_path: Any, monkeypatch: pytest.Mo
     loopback port: unreachable (exit 5), not refused."""
     import socket
 
-    from exporter.lake import parse_location
-    from exporter.lake._objects import LakeUnreachableError, RemoteObjects
+    from exporter.store.lake import parse_location
+    from exporter.store.lake.objects import LakeUnreachableError, RemoteObjects
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

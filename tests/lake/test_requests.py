@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from exporter.lake import LakeDataset, parse_location
+from exporter.store.lake import LakeDataset, parse_location
 
 from .conftest import lakedata, run_sync
 

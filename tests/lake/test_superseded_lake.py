@@ -1,4 +1,4 @@
-"""The superseded record on object storage (issue 24, exporter/lake/_superseded.py): the commit
+"""The superseded record on object storage (issue 24, exporter/store/lake/superseded.py): the commit
 of batch N that adds version n+1 of an operation records (id, n) in the `superseded` Delta table
 just before its `operation_versions` commit; readers keep the rows of the batches their versions
 snapshot holds. A kill between the two commits leaves every reader exact, and the next writer's
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from exporter._sql import connect, list_views
-from exporter.lake import LakeDataset, parse_location
+from exporter.analytics.views import connect, list_views
+from exporter.store.lake import LakeDataset, parse_location
 
 from .conftest import Bucket, lakedata, run_sync
 from .test_crash import ROWS, _run_writer
@@ -143,7 +143,7 @@ def _upload_asset(bucket: Bucket, prefix: str) -> None:
 def test_a_lake_dataset_written_before_the_record_reads_the_same_after_its_migration(
     bucket: Bucket,
 ) -> None:
-    from exporter.lake._store import LakeStore
+    from exporter.store.lake.store import LakeStore
 
     _upload_asset(bucket, "old")
     url, opts = bucket.url("old"), bucket.storage_options()

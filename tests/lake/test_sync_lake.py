@@ -31,7 +31,7 @@ def _opts(bucket: Bucket) -> list[str]:
 
 def table_rows(url: str, opts: list[str]) -> list[dict[str, Any]]:
     """operation_versions as the Delta log names it (what every reader sees)."""
-    from exporter.lake import open_dataset
+    from exporter.store.lake import open_dataset
 
     snap = open_dataset(url, opts).snapshot("operation_versions")
     return [] if snap is None else snap.to_table().to_pylist()
@@ -331,7 +331,7 @@ def test_readers_agree_with_a_local_run(make_sim: Any, bucket: Bucket, tmp_path:
     assert c_after.stdout == c_local.stdout
     import polars as pl
 
-    from exporter.lake import open_dataset
+    from exporter.store.lake import open_dataset
 
     ds = open_dataset(url, _opts(bucket))
     n = pl.scan_delta(ds.location.table_uri("operation_versions"), storage_options=ds.options)
@@ -368,9 +368,9 @@ def test_bad_scheme_and_missing_dataset(bucket: Bucket, tmp_path: Path) -> None:
 
 
 def test_open_store_picks_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from exporter._errors import ConfigError
-    from exporter._open_store import open_store
-    from exporter._storage import Dataset
+    from exporter.core.errors import ConfigError
+    from exporter.store.local.dataset import Dataset
+    from exporter.store.opener import open_store
 
     for value in (tmp_path / "a", str(tmp_path / "b"), f"file://{tmp_path}/c"):
         store = open_store(value, [], lock=True, wait=False)

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from exporter import ConfigError, StorageError
-from exporter.lake import LakeDataset, LeaseLostError, parse_location
+from exporter.store.lake import LakeDataset, LeaseLostError, parse_location
 
 
 def _state(path: Path, value: int) -> Path:
@@ -251,7 +251,7 @@ def test_landed_commit_whose_history_read_fails(
     later run exited 6. Now: a read that fails once or twice is retried (the commit is ours,
     already=True); one that keeps failing fails the commit and deletes nothing. Either way the
     dataset stays readable and the next run continues from batch 2."""
-    from exporter.lake._tables import CommitUnknownError
+    from exporter.store.lake.tables import CommitUnknownError
 
     ds = LakeDataset.open(parse_location(bucket.url(), bucket.options), create=True)
     ds.commit(make_versions(0, 5), _state(tmp_path / "s.sqlite", 1), 1)

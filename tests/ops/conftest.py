@@ -38,8 +38,8 @@ def make_sim(make_sim: Callable[..., Any]) -> Callable[..., Any]:
 
 def run_sync(sim: Any, data_dir: Path, **kwargs: Any) -> Any:
     """One unpaced sync of the simulator into `data_dir`, with fast retries."""
-    from exporter._client import RetryPolicy
-    from exporter._sync import SyncConfig, sync
+    from exporter.api.client import RetryPolicy
+    from exporter.engine.sync import SyncConfig, sync
 
     kwargs.setdefault("retry", RetryPolicy(max_attempts=2, backoff_initial=0.01, backoff_max=0.02))
     config = SyncConfig(

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from exporter._check import Threshold, parse_threshold, run_check
-from exporter._errors import ConfigError
+from exporter.core.errors import ConfigError
+from exporter.ops.check import Threshold, parse_threshold, run_check
 
 from .conftest import (
     analytics_dataset,

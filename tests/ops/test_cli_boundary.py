@@ -192,7 +192,7 @@ def test_quiet_sync_prints_nothing_but_what_went_wrong(make_sim: Any, tmp_path: 
 def test_no_rate_figure_for_a_run_under_a_second() -> None:
     import datetime as dt
 
-    from exporter._sync import Outcome, RunSummary
+    from exporter.engine.sync import Outcome, RunSummary
 
     start = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
     fast = RunSummary("r", start, start + dt.timedelta(seconds=0.4), Outcome.OK)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from exporter._state import FORMAT_VERSION
+from exporter.store.state import FORMAT_VERSION
 
 from .conftest import at_us, invoke, run_sync, state_rows
 
@@ -291,7 +291,7 @@ def test_json_output(sim: Any, tmp_path: Path) -> None:
 
 
 def test_views_file_is_checked_as_a_duckdb_shell_sees_it(tmp_path: Path) -> None:
-    from exporter._sql import write_views_database
+    from exporter.analytics.views import write_views_database
 
     from .conftest import analytics_dataset
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter._html import CHARTS
+from exporter.analytics.html import CHARTS
 
 from .conftest import analytics_dataset, invoke
 
@@ -252,8 +252,8 @@ def test_charts_read_right_in_chromium(page: Path, tmp_path: Path) -> None:
 
 
 def test_partial_days() -> None:
-    from exporter._html import partial_days
-    from exporter._report import Report
+    from exporter.analytics.html import partial_days
+    from exporter.analytics.report import Report
 
     utc = dt.timezone.utc
     days = [dt.date(2025, 1, 10), dt.date(2025, 1, 11), dt.date(2025, 1, 12)]

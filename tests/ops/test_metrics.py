@@ -9,7 +9,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter._metrics import Metric, render_metrics, write_metrics
+from exporter.ops.metrics import Metric, render_metrics, write_metrics
 
 from .conftest import at_us, invoke, iso, state_rows
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from exporter._timeutil import to_micros
+from exporter.core.timeutil import to_micros
 from exporter.simulator._timefmt import fmt_fraction_offset, parse_seconds_us
 
 from .conftest import api, walk

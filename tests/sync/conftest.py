@@ -10,13 +10,13 @@ from typing import Any
 import duckdb
 import orjson
 
-from exporter._sync import RunSummary, SyncConfig, sync
-from exporter._walk import WalkLimits
+from exporter.engine.sync import RunSummary, SyncConfig, sync
+from exporter.engine.walk import WalkLimits
 
 
 def run_sync(sim: Any, data_dir: Path, key: str | None = None, **kwargs: Any) -> RunSummary:
     """One sync against the simulator, unpaced, with fast retries."""
-    from exporter._client import RetryPolicy
+    from exporter.api.client import RetryPolicy
 
     kwargs.setdefault("max_rps", None)
     kwargs.setdefault("retry", RetryPolicy(max_attempts=12, backoff_initial=0.01, backoff_max=0.05))
@@ -42,7 +42,7 @@ def sim_clock(sim: Any) -> Callable[[], int]:
 
 def read_versions(data_dir: Path) -> list[dict[str, Any]]:
     """Every row of operation_versions, read straight from the Parquet files."""
-    from exporter._sql import committed_files
+    from exporter.analytics.views import committed_files
 
     # What readers read: the state's list of committed files (DESIGN.md, commit protocol).
     listed = committed_files(data_dir)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from exporter import _sync
+from exporter.engine import sync as _sync
 
 from .conftest import assert_matches_truth, assert_no_identical_versions, read_versions, run_sync
 

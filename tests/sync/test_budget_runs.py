@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from exporter._errors import ConfigError, ExitCode
+from exporter.core.errors import ConfigError, ExitCode
 
 from .conftest import assert_matches_truth, run_sync
 
@@ -101,8 +101,8 @@ def test_budgeted_runs_count_as_fresh_once_every_project_is_walked(
     and the last-success metric is the oldest project's last walk."""
     from datetime import datetime, timedelta, timezone
 
-    from exporter._check import run_check
-    from exporter._metrics import collect_metrics
+    from exporter.ops.check import run_check
+    from exporter.ops.metrics import collect_metrics
 
     sim = _sim(make_sim, 1905, projects=4)
     first = run_sync(sim, tmp_path, max_requests=5)  # the listing (3) and two walk pages

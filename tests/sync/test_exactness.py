@@ -16,8 +16,8 @@ import duckdb
 import orjson
 import pytest
 
-from exporter._client import RetryPolicy
-from exporter._walk import WalkLimits
+from exporter.api.client import RetryPolicy
+from exporter.engine.walk import WalkLimits
 
 from .conftest import assert_matches_truth, assert_no_identical_versions, latest_raw, run_sync
 

@@ -187,7 +187,7 @@ def test_rename_makes_two_versions_and_older_operations_keep_the_old_name(
         ("release/1.0",)
     ]
     # The state answers the same names (what events carry when they are committed).
-    from exporter._state import StateDB
+    from exporter.store.state import StateDB
 
     ops = _rows(tmp_path, "SELECT branch_id, epoch_us(created_at), branch_name FROM operations")
     state = StateDB(tmp_path / "state.sqlite", read_only=True)
@@ -304,7 +304,7 @@ def test_a_404_on_a_listing_is_no_deletion_and_leaves_the_names_due(
 def test_check_names_the_branch_a_failure_rate_comes_from(make_sim: Any, tmp_path: Path) -> None:
     import datetime as dt
 
-    from exporter._check import parse_threshold, run_check
+    from exporter.ops.check import parse_threshold, run_check
 
     sim = empty_sim(make_sim, seed=49, at_now=True)
     pid = sim.project_ids()[0]
@@ -331,7 +331,7 @@ def test_a_state_from_before_names_is_migrated_and_its_names_read(
 ) -> None:
     import sqlite3
 
-    from exporter._state import FORMAT_VERSION
+    from exporter.store.state import FORMAT_VERSION
 
     sim = make_sim(seed=50, projects=1, shared_projects=0, days=1)
     run_sync(sim, tmp_path)

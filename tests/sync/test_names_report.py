@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 
 import exporter
-from exporter._html import render_html
-from exporter._report import build_report, render_report
+from exporter.analytics.html import render_html
+from exporter.analytics.report import build_report, render_report
 
 from .conftest import empty_sim, run_sync
 

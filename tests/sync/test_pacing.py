@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from exporter._pacing import Pacer
+from exporter.api.pacing import Pacer
 
 
 class FakeTime:

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 import exporter
-from exporter._sync import SyncConfig, sync
+from exporter.engine.sync import SyncConfig, sync
 
 from .conftest import read_versions
 
@@ -218,7 +218,7 @@ def test_recorded_project_listing(recorded_server: tuple[str, list[str]], tmp_pa
 
 
 def test_rfc3339_forms_parse_to_the_exact_instant() -> None:
-    from exporter._timeutil import parse_rfc3339, timestamps_array
+    from exporter.core.timeutil import parse_rfc3339, timestamps_array
 
     forms = [
         "2025-01-16T21:02:04Z",

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from exporter._client import RetryPolicy
-from exporter._sync import SyncConfig
-from exporter._walk import WalkLimits
+from exporter.api.client import RetryPolicy
 from exporter.cli import cli
+from exporter.engine.sync import SyncConfig
+from exporter.engine.walk import WalkLimits
 
 from .conftest import assert_matches_truth, empty_sim, latest_raw, run_sync, sim_clock
 
@@ -140,7 +140,7 @@ def test_9_a_server_echoing_the_key_never_gets_it_printed_or_stored(
     for path in data_dir.rglob("*"):
         if path.is_file():
             assert key.encode() not in path.read_bytes(), path
-    from exporter._sql import connect
+    from exporter.analytics.views import connect
 
     con = connect(data_dir)
     [(stored,)] = con.execute("SELECT last_error FROM projects WHERE id = ?", [victim]).fetchall()
@@ -238,7 +238,7 @@ def test_15_an_unexpected_error_in_one_worker_cancels_the_others(
 
     sim.faults = Faults(p_slow=1.0, slow_seconds=0.3)
     first = sorted(sim.project_ids())[0]
-    from exporter import _walk
+    from exporter.engine import walk as _walk
 
     real_run = _walk.ProjectWalk.run
 

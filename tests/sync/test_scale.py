@@ -102,7 +102,7 @@ def test_budgeted_runs_cover_every_project_stalest_first(make_sim: Any, tmp_path
 
 
 def test_coverage_figures_are_exact_on_a_constructed_state(tmp_path: Path) -> None:
-    from exporter._state import StateDB
+    from exporter.store.state import StateDB
 
     hour, day = 3_600_000_000, 86_400_000_000
     now = 1_800_000_000_000_000

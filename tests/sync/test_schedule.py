@@ -13,8 +13,8 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from exporter._walk import WalkLimits
 from exporter.cli import cli
+from exporter.engine.walk import WalkLimits
 
 from .conftest import assert_matches_truth, empty_sim, latest_raw, run_sync, sim_clock
 
@@ -251,9 +251,9 @@ def test_status_check_and_metrics_show_open_operations_by_time_since_their_last_
     passes the bound the sync ran with (24 h) plus an hour."""
     import datetime as dt
 
-    from exporter._check import run_check
-    from exporter._metrics import collect_metrics, render_metrics
-    from exporter._status import read_status
+    from exporter.ops.check import run_check
+    from exporter.ops.metrics import collect_metrics, render_metrics
+    from exporter.ops.status import read_status
 
     sim, _, _ = _world(make_sim, 256)
     _sync(sim, tmp_path)

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from exporter._timeutil import to_micros
+from exporter.core.timeutil import to_micros
 
 from .conftest import assert_matches_truth, latest_raw, run_sync
 

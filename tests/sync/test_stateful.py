@@ -63,8 +63,8 @@ from hypothesis.stateful import (
     rule,
 )
 
-from exporter._sql import connect
-from exporter._walk import WalkLimits
+from exporter.analytics.views import connect
+from exporter.engine.walk import WalkLimits
 from exporter.simulator import Faults, RateLimits, SimConfig, Simulator
 
 from .conftest import run_sync, sim_clock

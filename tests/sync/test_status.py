@@ -43,7 +43,7 @@ def test_status_without_data_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_compact_command(make_sim: Any, tmp_path: Path, monkeypatch: Any) -> None:
-    from exporter import _storage
+    from exporter.store.local import dataset as _storage
 
     monkeypatch.setattr(_storage, "COMPACT_MIN_FILES", 8)
     sim = make_sim(seed=42, projects=1, days=1, ops_per_project_per_day=50)

@@ -11,12 +11,12 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-from exporter._errors import LockHeldError, StorageError
-from exporter._exports import compact, export_tables
-from exporter._records import created_micros, encode_raw, versions_table
-from exporter._sql import connect
-from exporter._storage import Dataset
+from exporter.analytics.views import connect
 from exporter.cli import cli
+from exporter.core.errors import LockHeldError, StorageError
+from exporter.engine.records import created_micros, encode_raw, versions_table
+from exporter.store.local.dataset import Dataset
+from exporter.store.local.exports import compact, export_tables
 
 from .conftest import read_versions
 
@@ -186,11 +186,11 @@ class _Kill(BaseException):
 
 
 _COMPACTION_STEPS = [
-    ("exporter._storage.Dataset.sync_staging", "after the merged file is written"),
-    ("exporter._storage.Dataset._move_into_place", "after the state registered it"),
-    ("exporter._state.StateDB.mark_live", "after it was renamed into place"),
-    ("exporter._exports.export_tables", "after the swap, before the views refresh"),
-    ("exporter._storage.Dataset.collect_garbage", "after the views refresh"),
+    ("exporter.store.local.dataset.Dataset.sync_staging", "after the merged file is written"),
+    ("exporter.store.local.dataset.Dataset._move_into_place", "after the state registered it"),
+    ("exporter.store.state.StateDB.mark_live", "after it was renamed into place"),
+    ("exporter.store.local.exports.export_tables", "after the swap, before the views refresh"),
+    ("exporter.store.local.dataset.Dataset.collect_garbage", "after the views refresh"),
 ]
 
 

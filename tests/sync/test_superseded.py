@@ -12,8 +12,8 @@ from typing import Any
 
 import duckdb
 
-from exporter._sql import connect, list_views
-from exporter._storage import Dataset
+from exporter.analytics.views import connect, list_views
+from exporter.store.local.dataset import Dataset
 
 from .conftest import assert_matches_truth, run_sync
 

@@ -8,8 +8,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from exporter._exports import _write_views_in_child, export_tables, refresh_views_database
-from exporter._storage import Dataset
+from exporter.store.local.dataset import Dataset
+from exporter.store.local.exports import (
+    _write_views_in_child,
+    export_tables,
+    refresh_views_database,
+)
 
 from .test_storage import _commit, _ids_through_views_db, _op
 
@@ -67,7 +71,7 @@ def test_a_failed_refresh_is_retried_by_the_next_run(
     try:
         _commit(ds, [_op(1)], "a")
         with monkeypatch.context() as m:
-            m.setattr("exporter._exports._write_views_in_child", lambda root: None)
+            m.setattr("exporter.store.local.exports._write_views_in_child", lambda root: None)
             m.delitem(__import__("sys").modules, "duckdb")
             export_tables(ds)
         assert not (tmp_path / "opsaudit.duckdb").exists()

@@ -1,0 +1,627 @@
+"""The report (failures, durations, action mix per action) as data, and its renderings."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import orjson
+
+from exporter.analytics.format import branch_failure_line, branch_label, jsonable, render
+from exporter.analytics.views import execute
+from exporter.core.errors import ConfigError
+from exporter.core.timeutil import parse_rfc3339
+from exporter.ops.check import format_duration
+
+__all__ = [
+    "BRANCH_COLUMNS",
+    "BRANCH_FAILURE_COLUMNS",
+    "DURATION_COLUMNS",
+    "ERROR_COLUMNS",
+    "FAILING_COLUMNS",
+    "FAILURE_COLUMNS",
+    "MIX_COLUMNS",
+    "PROJECT_COLUMNS",
+    "REPORT_SQL",
+    "SECTIONS",
+    "STUCK_AFTER",
+    "STUCK_COLUMNS",
+    "TOP_ROWS",
+    "Report",
+    "branch_failure_text",
+    "build_report",
+    "empty_message",
+    "freshness_text",
+    "parse_since",
+    "parse_until",
+    "render_report",
+    "window_parts",
+]
+
+# The columns of each section, as `report_failures`, `report_durations` and
+# `report_action_mix` in sql/90_report.sql name them.
+FAILURE_COLUMNS = ("action", "operations", "failed", "failure_rate", "retries", "failing_now")
+DURATION_COLUMNS = (
+    "action",
+    "operations",
+    "p50_ms",
+    "p90_ms",
+    "p99_ms",
+    "max_ms",
+    "wall_p50_ms",
+    "wall_p90_ms",
+    "wall_p99_ms",
+    "wall_max_ms",
+)
+MIX_COLUMNS = ("action", "operations", "share")
+# The operations on-call looks at first, oldest first (issue 23).
+FAILING_COLUMNS = ("id", "project_id", "action", "status", "error", "age")
+STUCK_COLUMNS = ("id", "project_id", "action", "status", "error", "age")
+ERROR_COLUMNS = ("error", "operations", "actions", "last_seen")
+PROJECT_COLUMNS = ("project_id", "operations", "failed", "failure_rate", "retries", "failing_now")
+# Failures per branch by name (issue 21): `report_branches` in sql/90_report.sql; deleted_at is
+# set once a listing of its project no longer had the branch.
+BRANCH_COLUMNS = (
+    "branch_name",
+    "branch_id",
+    "project_id",
+    "deleted_at",
+    "operations",
+    "failed",
+    "failure_rate",
+    "retries",
+    "failing_now",
+)
+# Where failures come from: one row per branch and action that failed, most first.
+BRANCH_FAILURE_COLUMNS = (
+    "action",
+    "failed",
+    "branch_name",
+    "branch_id",
+    "project_id",
+    "deleted_at",
+)
+# Lines of "start_compute failed 4 times on `preview/pr-42` (br-...)" in the headline.
+HEADLINE_BRANCHES = 3
+# A headline figure over fewer operations than this shows its n (`p90 43,303 ms (n=24)`).
+SMALL_N = 100
+# The .sql files the report needs: `connect(data_dir, only=REPORT_SQL)` skips binding the rest.
+REPORT_SQL = ("00_base.sql", "90_report.sql")
+# "Stuck": not terminal this long after creation, as the stuck_operations view (40_stuck.sql).
+STUCK_AFTER = dt.timedelta(hours=1)
+# Rows per table of the report in a terminal; json, csv and markdown keep every row (issue 15).
+TOP_ROWS = 10
+
+_RELATIVE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_DATE = re.compile(r"^\s*\d{4}-\d{2}-\d{2}\s*$")
+
+
+@dataclass
+class Report:
+    """The headline numbers over a window of created_at and a set of projects."""
+
+    since: dt.datetime | None  # inclusive bound on created_at; None = from the beginning
+    until: dt.datetime | None  # exclusive bound on created_at; None = no bound
+    project_ids: list[str] | None  # None = every project
+    operations: int  # operations (latest states) in the window
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    durations: list[dict[str, Any]] = field(default_factory=list)
+    action_mix: list[dict[str, Any]] = field(default_factory=list)
+    stuck: int = 0  # not terminal, not failing, created more than `stuck_after` before `as_of`
+    stuck_failing: int = 0  # failing now and created more than `stuck_after` before `as_of`
+    failing_operations: list[dict[str, Any]] = field(default_factory=list)  # oldest first
+    stuck_operations: list[dict[str, Any]] = field(default_factory=list)  # oldest first
+    errors: list[dict[str, Any]] = field(default_factory=list)  # top error texts
+    projects: list[dict[str, Any]] = field(default_factory=list)  # failures per project
+    branches: list[dict[str, Any]] = field(default_factory=list)  # failures per branch
+    branch_failures: list[dict[str, Any]] = field(default_factory=list)  # per branch and action
+    # How fresh the data is: the last successful sync (outcome ok), its lag at `as_of`, the
+    # share of projects it had walked within the day; the newest run of any outcome.
+    freshness: dict[str, Any] = field(default_factory=dict)
+    first_created_at: dt.datetime | None = None  # the oldest operation in scope
+    last_created_at: dt.datetime | None = None  # the newest operation in scope
+    as_of: dt.datetime | None = None  # "now" for `stuck`
+    stuck_after: dt.timedelta = STUCK_AFTER
+
+    def headline(self) -> dict[str, Any]:
+        """The figures above the tables: scope, failure rate, failing now, stuck, the three
+        actions with the most failures, the slowest action by p90 of total_duration_ms."""
+        failed = sum(r["failed"] for r in self.failures)
+        timed = sorted(
+            (r for r in self.durations if r["p90_ms"] is not None),
+            key=lambda r: (-r["p90_ms"], r["action"]),
+        )
+        return {
+            "operations": self.operations,
+            "first_created_at": self.first_created_at,
+            "last_created_at": self.last_created_at,
+            "failed": failed,
+            "failure_rate": failed / self.operations if self.operations else None,
+            "retries": sum(r["retries"] for r in self.failures),
+            "failing_now": sum(r["failing_now"] for r in self.failures),
+            "stuck": self.stuck,
+            "stuck_failing": self.stuck_failing,
+            "stuck_after": self.stuck_after,
+            "as_of": self.as_of,
+            # self.failures is sorted by failed, then operations, then action.
+            "most_failures": [
+                {"action": r["action"], "failed": r["failed"]} for r in self.failures if r["failed"]
+            ][:3],
+            # self.branch_failures is sorted by failed, then operations, project, branch, action.
+            "most_failures_by_branch": self.branch_failures[:HEADLINE_BRANCHES],
+            "slowest_p90": (
+                {
+                    "action": timed[0]["action"],
+                    "p90_ms": timed[0]["p90_ms"],
+                    "n": timed[0]["operations"],
+                }
+                if timed
+                else None
+            ),
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape: window, operations, the headline, then the three sections."""
+        return {
+            "since": jsonable(self.since),
+            "until": jsonable(self.until),
+            "projects": self.project_ids,
+            "operations": self.operations,
+            "freshness": jsonable(self.freshness),
+            "headline": jsonable(self.headline()),
+            "failing_operations": jsonable(self.failing_operations),
+            "stuck_operations": jsonable(self.stuck_operations),
+            "errors": jsonable(self.errors),
+            "projects_failures": jsonable(self.projects),
+            "branches_failures": jsonable(self.branches),
+            "branch_failures": jsonable(self.branch_failures),
+            "failures": jsonable(self.failures),
+            "durations": jsonable(self.durations),
+            "action_mix": jsonable(self.action_mix),
+        }
+
+
+def _parse_point(text: str, *, now: dt.datetime | None, end_of_day: bool) -> dt.datetime:
+    now = now or dt.datetime.now(dt.timezone.utc)
+    m = _RELATIVE.match(text)
+    if m:
+        return now - dt.timedelta(**{_UNITS[m[2]]: int(m[1])})
+    if _DATE.match(text):
+        try:
+            day = dt.date.fromisoformat(text.strip())
+        except ValueError as exc:
+            raise ConfigError(f"{text!r} is not a valid date") from exc
+        start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc)
+        return start + dt.timedelta(days=1) if end_of_day else start
+    try:
+        return parse_rfc3339(text)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{text!r} is not a time: use a duration back from now (7d, 24h, 30m, 2w), "
+            "a date (2025-01-31) or an RFC 3339 time (2025-01-31T12:00:00Z)"
+        ) from exc
+
+
+def parse_since(text: str, *, now: dt.datetime | None = None) -> dt.datetime:
+    """`7d`/`24h`/`30m`/`2w` back from now, a date (its midnight UTC), or an RFC 3339 time."""
+    return _parse_point(text, now=now, end_of_day=False)
+
+
+def parse_until(text: str, *, now: dt.datetime | None = None) -> dt.datetime:
+    """Like `parse_since`, but a date includes that whole day (the bound is exclusive)."""
+    return _parse_point(text, now=now, end_of_day=True)
+
+
+def _timestamp_literal(value: dt.datetime | None) -> str:
+    if value is None:
+        return "NULL"
+    if value.tzinfo is None:
+        raise ValueError("report bounds must be timezone-aware datetimes")
+    utc = value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return f"TIMESTAMPTZ '{utc}+00'"
+
+
+def _string_list_literal(values: Sequence[str] | None) -> str:
+    if values is None:
+        return "NULL"
+    quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+    return f"[{quoted}]::VARCHAR[]"
+
+
+def build_report(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    project_ids: Sequence[str] | None = None,
+    now: dt.datetime | None = None,
+    stuck_after: dt.timedelta = STUCK_AFTER,
+) -> Report:
+    """Compute the report on a connection from `exporter.connect()`, in one pass over the data.
+
+    `now` (default: the current time) is when an open operation's age is measured for `stuck`.
+    """
+    projects = list(project_ids) if project_ids else None
+    as_of = now or dt.datetime.now(dt.timezone.utc)
+    # Literals, not prepared parameters: the planner folds them, so the window prunes Hive
+    # partitions and row groups (a parameter is unknown when the plan is made).
+    sql = (
+        "SELECT * FROM report_by_action("
+        f"since := {_timestamp_literal(since)}, until := {_timestamp_literal(until)}, "
+        f"projects := {_string_list_literal(projects)}, as_of := {_timestamp_literal(as_of)}, "
+        f"stuck_after := INTERVAL '{int(stuck_after.total_seconds() * 1_000_000)} microseconds')"
+    )
+    columns, rows = execute(con, sql)
+    records = [dict(zip(columns, row)) for row in rows]
+    failures = sorted(records, key=lambda r: (-r["failed"], -r["operations"], r["action"]))
+    durations = [
+        {"action": r["action"], "operations": r["terminal"]}
+        | {c: r[c] for c in DURATION_COLUMNS[2:]}
+        for r in records
+        if r["terminal"]
+    ]
+    durations.sort(key=lambda r: (-r["operations"], r["action"]))
+    window = (
+        f"since := {_timestamp_literal(since)}, until := {_timestamp_literal(until)}, "
+        f"projects := {_string_list_literal(projects)}"
+    )
+    problems = _records(
+        con,
+        f"SELECT * FROM report_problems({window}, as_of := {_timestamp_literal(as_of)}, "
+        f"stuck_after := INTERVAL '{int(stuck_after.total_seconds() * 1_000_000)} microseconds')",
+    )
+    for r in problems:  # whole seconds: an age is read, not computed with
+        r["age"] = dt.timedelta(seconds=round(r["age"].total_seconds()))
+    return Report(
+        since=since,
+        until=until,
+        project_ids=projects,
+        operations=sum(r["operations"] for r in records),
+        failures=[{c: r[c] for c in FAILURE_COLUMNS} for r in failures],
+        durations=durations,
+        action_mix=[{c: r[c] for c in MIX_COLUMNS} for r in records],
+        stuck=sum(r["stuck"] for r in records),
+        stuck_failing=sum(1 for r in problems if r["kind"] == "failing" and r["old"]),
+        failing_operations=[
+            {c: r[c] for c in FAILING_COLUMNS} for r in problems if r["kind"] == "failing"
+        ],
+        stuck_operations=[
+            {c: r[c] for c in STUCK_COLUMNS} for r in problems if r["kind"] == "stuck"
+        ],
+        errors=_records(con, f"SELECT * FROM report_errors({window})"),
+        **_failure_groups(con, window),
+        freshness=_freshness(con, as_of),
+        first_created_at=min((r["first_created_at"] for r in records), default=None),
+        last_created_at=max((r["last_created_at"] for r in records), default=None),
+        as_of=as_of,
+        stuck_after=stuck_after,
+    )
+
+
+def _failure_groups(con: duckdb.DuckDBPyConnection, window: str) -> dict[str, Any]:
+    """Failures per project, per branch, and per branch and action that failed: one query (one
+    scan of the window; `report_failure_groups` rolls the rest up over its few groups)."""
+    groups = _records(con, f"SELECT * FROM report_failure_groups({window})")
+    return {
+        "projects": [{c: r[c] for c in PROJECT_COLUMNS} for r in groups if r["grain"] == "project"],
+        "branches": [
+            {c: r[c] for c in BRANCH_COLUMNS}
+            for r in groups
+            if r["grain"] == "branch" and r["branch_id"] is not None
+        ],
+        "branch_failures": [
+            {c: r[c] for c in BRANCH_FAILURE_COLUMNS}
+            for r in groups
+            if r["grain"] == "branch_action" and r["branch_id"] is not None and r["failed"]
+        ],
+    }
+
+
+def branch_failure_text(row: dict[str, Any]) -> str:
+    """One row of `Report.branch_failures` in words (PRODUCT.md, names not ids):
+    "start_compute failed 4 times on `preview/pr-42` (br-...)"."""
+    return branch_failure_line(
+        row["action"],
+        row["failed"],
+        row["branch_name"],
+        row["branch_id"],
+        deleted=row["deleted_at"] is not None,
+    )
+
+
+def _records(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
+    columns, rows = execute(con, sql)
+    return [dict(zip(columns, row)) for row in rows]
+
+
+def _freshness(con: duckdb.DuckDBPyConnection, as_of: dt.datetime) -> dict[str, Any]:
+    """The last successful sync (outcome ok: every project in scope complete) and its lag at
+    `as_of`; the newest run of any outcome and how many of its projects it completed."""
+    runs = _records(
+        con,
+        "SELECT finished_at, outcome, projects_ok, projects_total FROM sync_runs "
+        "WHERE finished_at IS NOT NULL ORDER BY finished_at DESC",
+    )
+    ok = next((r for r in runs if r["outcome"] == "ok"), None)
+    last = runs[0] if runs else {}
+    return {
+        "last_success_at": ok["finished_at"] if ok else None,
+        "lag": dt.timedelta(seconds=round((as_of - ok["finished_at"]).total_seconds()))
+        if ok
+        else None,
+        "last_run_at": last.get("finished_at"),
+        "last_run_outcome": last.get("outcome"),
+        "last_run_projects_ok": last.get("projects_ok"),
+        "last_run_projects": last.get("projects_total"),
+    }
+
+
+def window_parts(report: Report, *, since: str = "since", projects: str = "project") -> list[str]:
+    """The report's window in words, one part per bound given ([] for all time, all
+    projects); `since` and `projects` are the words before the start and the project ids."""
+    parts = []
+    if report.since is not None:
+        parts.append(f"{since} {jsonable(report.since)}")
+    if report.until is not None:
+        parts.append(f"until {jsonable(report.until)}")
+    if report.project_ids:
+        parts.append(f"{projects} {', '.join(report.project_ids)}")
+    return parts
+
+
+def _describe_window(report: Report) -> str:
+    parts = window_parts(report)
+    return "; ".join(parts) if parts else "all time, all projects"
+
+
+def empty_message(report: Report) -> str:
+    """What to say when the report has no operations."""
+    if report.since is None and report.until is None and not report.project_ids:
+        return "No operations in the dataset yet: run `opsaudit sync` first."
+    return f"No operations match ({_describe_window(report)})."
+
+
+def _percent(rows: list[dict[str, Any]], column: str) -> list[dict[str, Any]]:
+    # A terminal reads "4.1 %" more easily than 0.0412; json and csv keep the fraction.
+    return [
+        {
+            (f"{k}_%" if k == column else k): (
+                (None if v is None else round(100 * v, 1)) if k == column else v
+            )
+            for k, v in row.items()
+        }
+        for row in rows
+    ]
+
+
+def _section_rows(rows: list[dict[str, Any]], columns: Sequence[str]) -> list[tuple[Any, ...]]:
+    return [tuple(r.get(c) for c in columns) for r in rows]
+
+
+def _span(delta: dt.timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds and seconds % size == 0:
+            n = seconds // size
+            return f"{n} {unit}{'' if n == 1 else 's'}"
+    return f"{seconds} s"
+
+
+def _instant(value: dt.datetime | None) -> str:
+    return "-" if value is None else str(jsonable(value.replace(microsecond=0)))
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.0f} ms"
+
+
+def _n(n: int) -> str:
+    """` (n=24)` after a figure that rests on few operations; nothing when there are enough."""
+    return f" (n={n:,})" if n < SMALL_N else ""
+
+
+def freshness_text(report: Report) -> str:
+    """How fresh the data is, in words: the last successful sync and its lag, the last run."""
+    f = report.freshness
+    if f.get("last_success_at") is None:
+        text = "no successful sync yet"
+    else:
+        text = (
+            f"last successful sync {_instant(f['last_success_at'])}, "
+            f"{format_duration(f['lag'])} before this report"
+        )
+    if f.get("last_run_at") is not None and f["last_run_at"] != f.get("last_success_at"):
+        text += f"; last run {_instant(f['last_run_at'])}: {f['last_run_outcome']}"
+    if f.get("last_run_projects") is not None:
+        text += f" ({f['last_run_projects_ok'] or 0:,} of {f['last_run_projects']:,} projects)"
+    return text
+
+
+def _headline(report: Report, fmt: str) -> str:
+    """The block above the tables: how fresh, what is in scope, how bad, where to look first."""
+    h = report.headline()
+    most = ", ".join(f"{r['action']} {r['failed']:,}" for r in h["most_failures"]) or "none"
+    slowest = h["slowest_p90"]
+    stuck = (
+        f"{h['stuck']:,} still running or waiting, not terminal {_span(h['stuck_after'])} "
+        "after creation"
+    )
+    if h["stuck_failing"]:
+        stuck += f" (and {h['stuck_failing']:,} failing, counted above)"
+    lines = [
+        ("Data", freshness_text(report)),
+        (
+            "Operations",
+            f"{h['operations']:,}, created {_instant(h['first_created_at'])} to "
+            f"{_instant(h['last_created_at'])}",
+        ),
+        (
+            "Failure rate",
+            f"{100 * h['failure_rate']:.1f} % ({h['failed']:,} failed at least once; "
+            f"{h['retries']:,} retries){_n(h['operations'])}",
+        ),
+        ("Failing now", f"{h['failing_now']:,} (latest status failed or error)"),
+        ("Stuck", stuck),
+        ("Most failures", most),
+        (
+            "By branch",
+            "; ".join(branch_failure_text(r) for r in h["most_failures_by_branch"]) or "none",
+        ),
+        (
+            "Slowest (p90)",
+            f"{slowest['action']} {_ms(slowest['p90_ms'])}{_n(slowest['n'])}"
+            if slowest
+            else "none (no durations)",
+        ),
+    ]
+    if fmt == "markdown":
+        return "".join(f"- **{name}**: {value}\n" for name, value in lines)
+    width = max(len(name) for name, _ in lines)
+    return "".join(f"{name.ljust(width)}  {value}\n" for name, value in lines)
+
+
+def _table_top(columns: Sequence[str], rows: list[tuple[Any, ...]], top: int | None) -> str:
+    """A terminal table of the first `top` rows, saying how many more there are."""
+    if top is None or len(rows) <= top:
+        return render(columns, rows, "table", thousands=True)
+    shown = render(columns, rows[:top], "table", thousands=True).rstrip("\n").rsplit("\n", 1)[0]
+    more = len(rows) - top
+    return f"{shown}\n({top} of {len(rows)} rows; {more:,} more with --all or --top N)\n"
+
+
+def _human(report: Report, fmt: str, top: int | None = None) -> str:
+    heading = (lambda t: f"## {t}\n\n") if fmt == "markdown" else (lambda t: f"{t}\n")
+    title = f"{report.operations:,} operations ({_describe_window(report)})"
+    out = [
+        f"# opsaudit report: {title}\n\n" if fmt == "markdown" else f"opsaudit report: {title}\n"
+    ]
+    if report.operations == 0:
+        out.append("\n" + empty_message(report) + "\n")
+        return "".join(out)
+    out.append(("" if fmt == "markdown" else "\n") + _headline(report, fmt))
+    rate = [c if c != "failure_rate" else "failure_rate_%" for c in FAILURE_COLUMNS]
+    project_rate = [c if c != "failure_rate" else "failure_rate_%" for c in PROJECT_COLUMNS]
+    share = [c if c != "share" else "share_%" for c in MIX_COLUMNS]
+    branch_rate = ["branch", *project_rate]
+    sections = [
+        (
+            "Failing now (latest status failed or error), oldest first",
+            list(FAILING_COLUMNS),
+            report.failing_operations,
+        ),
+        (
+            f"Stuck: still running or waiting {_span(report.stuck_after)} after creation, "
+            "oldest first",
+            list(STUCK_COLUMNS),
+            report.stuck_operations,
+        ),
+        ("Top error texts (operations that reported each)", list(ERROR_COLUMNS), report.errors),
+        ("Failures per project", project_rate, _percent(report.projects, "failure_rate")),
+        (
+            "Failures per branch (latest name; deleted: no longer listed)",
+            branch_rate,
+            _percent(_branch_rows(report.branches), "failure_rate"),
+        ),
+        (
+            "Failures per action (failed = failed at least once; failing_now = status failed or "
+            "error)",
+            rate,
+            _percent(report.failures, "failure_rate"),
+        ),
+        (
+            "Durations of terminal operations in ms (total_duration_ms; wall = updated_at - "
+            "created_at)",
+            list(DURATION_COLUMNS),
+            _whole_ms(report.durations),
+        ),
+        ("Action mix", share, _percent(report.action_mix, "share")),
+    ]
+    for name, columns, rows in sections:
+        out.append("\n" + heading(name))
+        if fmt == "table":
+            out.append(_table_top(columns, _section_rows(rows, columns), top))
+        else:
+            out.append(render(columns, _section_rows(rows, columns), fmt, thousands=True))
+    return "".join(out)
+
+
+def _branch_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # On a terminal one column says which branch: its name, its id, deleted or not.
+    return [
+        {
+            "branch": branch_label(
+                r["branch_name"], r["branch_id"], deleted=r["deleted_at"] is not None
+            )
+        }
+        | r
+        for r in rows
+    ]
+
+
+def _whole_ms(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # Whole milliseconds on a terminal: the interpolated percentiles' fractions are noise.
+    return [
+        {k: round(v) if isinstance(v, float) and math.isfinite(v) else v for k, v in r.items()}
+        for r in rows
+    ]
+
+
+def _sections(report: Report) -> list[tuple[str, list[dict[str, Any]], Sequence[str]]]:
+    return [
+        ("failing", report.failing_operations, FAILING_COLUMNS),
+        ("stuck", report.stuck_operations, STUCK_COLUMNS),
+        ("errors", report.errors, ERROR_COLUMNS),
+        ("projects", report.projects, PROJECT_COLUMNS),
+        ("branches", report.branches, BRANCH_COLUMNS),
+        ("failures", report.failures, FAILURE_COLUMNS),
+        ("durations", report.durations, DURATION_COLUMNS),
+        ("action_mix", report.action_mix, MIX_COLUMNS),
+    ]
+
+
+# The tables of the report, as `--section` names them.
+SECTIONS = (
+    "failing",
+    "stuck",
+    "errors",
+    "projects",
+    "branches",
+    "failures",
+    "durations",
+    "action_mix",
+)
+
+
+def _csv(report: Report, section: str | None = None) -> str:
+    sections = _sections(report)
+    if section is not None:
+        # One table with its own columns, for a spreadsheet or a script.
+        records, columns = next((r, c) for name, r, c in sections if name == section)
+        return render(columns, [tuple(r.get(c) for c in columns) for r in records], "csv")
+    # One table for spreadsheets: a section column, then every section's columns.
+    all_columns = ["section", *dict.fromkeys(c for _, _, cols in sections for c in cols)]
+    rows: list[tuple[Any, ...]] = []
+    for name, records, _ in sections:
+        rows += [(name, *(r.get(c) for c in all_columns[1:])) for r in records]
+    return render(all_columns, rows, "csv")
+
+
+def render_report(
+    report: Report, fmt: str, *, top: int | None = None, section: str | None = None
+) -> str:
+    """The report as table, markdown, csv or json (one object: headline, failures, durations,
+    action_mix). A headline block comes first; `top` cuts each table of the `table` format to
+    that many rows (None: every row); the other formats always keep every row."""
+    if fmt == "json":
+        return orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
+    if fmt == "csv":
+        return _csv(report, section)
+    if fmt in ("table", "markdown"):
+        return _human(report, fmt, top)
+    raise ValueError(f"unknown report format {fmt!r}")

@@ -1,0 +1,731 @@
+"""The SQL layer: loads `sql/*.sql` in order into DuckDB; `connect()`; the `opsaudit.duckdb` file.
+
+The .sql files are written for a person in the DuckDB CLI, with paths relative to the data
+directory. This module replaces each path by the committed files (absolute for a connection,
+relative in `opsaudit.duckdb`) and, for a source that has no file yet,
+substitutes an empty relation with the same columns and types, so every view answers on an
+empty data directory. Nothing here takes a lock on a file the sync writes: Parquet files are
+only read, and `opsaudit.duckdb` is replaced by rename, never opened for writing in place.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from exporter.core.errors import ConfigError, QueryError, ReadOnlyError, StorageError
+from exporter.core.layout import (
+    PROJECTS_FILE,
+    STATE_FILE,
+    SUPERSEDED_DIR,
+    SUPERSEDED_GLOB,
+    SUPERSEDED_META,
+    SYNC_RUNS_FILE,
+    VERSIONS_DIR,
+    VERSIONS_GLOB,
+    VIEWS_DB,
+    find_sql_dir,
+)
+from exporter.core.names import TABLES as NAMES_TABLES
+from exporter.store.readers import lake_for, lake_relations, open_readers
+from exporter.store.state import StateDB
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "VIEWS_DB",
+    "check_read_only",
+    "connect",
+    "execute",
+    "list_macros",
+    "list_views",
+    "sql_dir",
+    "sql_files",
+    "sql_files_for",
+    "write_views_database",
+]
+
+# The superseded record of a dataset that has none (written before it, not yet migrated; files
+# without a state; object storage; several datasets read together, whose `operation_versions`
+# keeps one dataset's history per operation): derived from the versions, exactly what the
+# record holds, at the cost of a second scan of the ids (of the stored rows: no names joined).
+_DERIVED_SUPERSEDED = (
+    "(SELECT id, version - 1 AS version FROM stored_operation_versions WHERE version > 1)"
+)
+# The base view over each relative path the .sql files read (the superseded record has none).
+_BASE_VIEWS = {
+    VERSIONS_GLOB: "stored_operation_versions",
+    PROJECTS_FILE: "projects",
+    SYNC_RUNS_FILE: "sync_runs",
+    **{t.file: t.name for t in NAMES_TABLES},
+}
+# The relative paths the .sql files read.
+_SOURCES = (*_BASE_VIEWS, SUPERSEDED_GLOB)
+
+
+def _source_schema(relative: str) -> pa.Schema:
+    """The columns of a source, for the empty relation that stands in when it has no file yet.
+
+    Imported here, not at the top: a dataset with files never needs pyarrow to be queried
+    (`opsaudit query` start-up). created_month is not stored in the files: it comes from the
+    Hive path (DESIGN.md).
+    """
+    import pyarrow as pa
+
+    from exporter.core.names import schema
+    from exporter.core.tables import (
+        PROJECTS_SCHEMA,
+        SUPERSEDED_SCHEMA,
+        SYNC_RUNS_SCHEMA,
+        VERSIONS_SCHEMA,
+    )
+
+    return {
+        VERSIONS_GLOB: VERSIONS_SCHEMA.append(pa.field("created_month", pa.string())),
+        SUPERSEDED_GLOB: SUPERSEDED_SCHEMA,
+        PROJECTS_FILE: PROJECTS_SCHEMA,
+        SYNC_RUNS_FILE: SYNC_RUNS_SCHEMA,
+        **{t.file: schema(t) for t in NAMES_TABLES},
+    }[relative]
+
+
+# A read_parquet call whose first argument is a quoted path. Its other arguments contain no
+# parentheses (only `name = value` and `{...}`), so `[^()]*` spans them, newlines included.
+_READ_PARQUET = re.compile(r"read_parquet\(\s*'(?P<path>[^']*)'[^()]*\)")
+_CREATE = re.compile(
+    r"^CREATE\s+OR\s+REPLACE\s+(?P<kind>VIEW|MACRO)\s+(?P<name>\w+)", re.IGNORECASE | re.MULTILINE
+)
+
+
+def sql_dir() -> Path:
+    """Where the .sql files are: `exporter/sql` in a wheel, `<repo>/sql` in an editable install."""
+    found = find_sql_dir()
+    if found is None:
+        package = Path(__file__).resolve().parents[1]  # exporter/
+        raise QueryError(f"the SQL view definitions are missing (looked in {package / 'sql'})")
+    return found
+
+
+def sql_files() -> list[Path]:
+    """The .sql files in load order: their number prefixes make the order explicit."""
+    return sorted(sql_dir().glob("[0-9][0-9]_*.sql"))
+
+
+def _defined(kind: str) -> list[str]:
+    names: list[str] = []
+    for path in sql_files():
+        names += [m["name"] for m in _CREATE.finditer(path.read_text()) if m["kind"] == kind]
+    return names
+
+
+def list_views() -> list[str]:
+    """Names of the views the .sql files define, in load order."""
+    return _defined("VIEW")
+
+
+def list_macros() -> list[str]:
+    """Names of the macros (parameterised views such as stuck_operations_older_than)."""
+    return _defined("MACRO")
+
+
+# Words that make a query look at the catalog (SHOW TABLES, duckdb_views(), ...): every view
+# must be defined for those.
+_CATALOG_WORDS = frozenset(
+    {"show", "describe", "summarize", "information_schema", "pg_catalog", "sqlite_master"}
+)
+_WORD = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def sql_files_for(sql: str) -> list[str] | None:
+    """The .sql files a query needs: 00_base.sql, each file defining a name the query mentions,
+    and what those mention in turn; None (all of them) when it looks at the catalog.
+
+    Each view costs a bind, which reads Parquet metadata: `opsaudit query "select 1"` need not
+    define thirty (start-up, PRODUCT.md performance targets). A name mentioned only in a string
+    or a comment loads one file too many, never one too few.
+    """
+    words = set(_WORD.findall(sql.lower()))
+    if words & _CATALOG_WORDS or any(w.startswith(("duckdb_", "pragma")) for w in words):
+        return None
+    files = sql_files()
+    defines = {
+        path.name: {m["name"].lower() for m in _CREATE.finditer(path.read_text())} for path in files
+    }
+    texts = {path.name: path.read_text().lower() for path in files}
+    needed = {files[0].name} if files else set()
+    pending = [words]
+    while pending:
+        mentioned = pending.pop()
+        for name, names in defines.items():
+            if name not in needed and names & mentioned:
+                needed.add(name)
+                pending.append(set(_WORD.findall(texts[name])))
+    return [path.name for path in files if path.name in needed]
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _empty_relation(schema: pa.Schema) -> str:
+    """A SELECT of zero rows with the schema's column names and DuckDB types."""
+    types = duckdb.connect().from_arrow(schema.empty_table()).types
+    columns = ", ".join(
+        f"CAST(NULL AS {t}) AS {_ident(f.name)}" for f, t in zip(schema, types, strict=True)
+    )
+    return f"(SELECT {columns} WHERE false)"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def committed_files(data_dir: Path) -> list[str] | None:
+    """The `operation_versions` files a reader may read (relative paths): the state's list of
+    committed files.
+
+    Readers never glob the directory: a killed run's leftovers, a stray copy and a compaction's
+    replaced inputs are not in the list (DESIGN.md, commit protocol). None when the directory has
+    no state file (Parquet copied elsewhere): then the files found are read as they are.
+    """
+    committed = _committed(data_dir)
+    return None if committed is None else committed[0]
+
+
+def _committed(data_dir: Path) -> tuple[list[str], list[str] | None] | None:
+    """The committed versions files and superseded files (None: the record is not complete
+    yet, readers derive it), from the state; None without a state file."""
+    state_path = data_dir / STATE_FILE
+    if not state_path.is_file():
+        return None
+    try:
+        state = StateDB(state_path, read_only=True)
+    except StorageError as exc:
+        raise QueryError(str(exc)) from exc
+    try:
+        files, recorded = state.live_files(), state.get_meta(SUPERSEDED_META) == "1"
+    finally:
+        state.close()
+    by_dir: dict[str, list[str]] = {VERSIONS_DIR: [], SUPERSEDED_DIR: []}
+    for f in files:
+        by_dir[f.split("/", 1)[0]].append(f)
+    return by_dir[VERSIONS_DIR], by_dir[SUPERSEDED_DIR] if recorded else None
+
+
+def _sources(data_dir: Path, relative: bool = False) -> dict[str, Any]:
+    """Each source's file paths ([] when it has none yet): absolute, or relative to `data_dir`
+    (the views database, which must keep working after the directory is copied or moved)."""
+    base = Path() if relative else data_dir
+    out: dict[str, Any] = {}
+    committed = _committed(data_dir)
+    if committed is None:
+        versions = sorted(p.relative_to(data_dir).as_posix() for p in data_dir.glob(VERSIONS_GLOB))
+        superseded = None
+    else:
+        versions, superseded = committed
+    out[VERSIONS_GLOB] = [(base / f).as_posix() for f in versions]
+    out[SUPERSEDED_GLOB] = (
+        _DERIVED_SUPERSEDED if superseded is None else [(base / f).as_posix() for f in superseded]
+    )
+    for source in _SOURCES:  # the single-file tables: projects, sync_runs, the names tables
+        if source not in out:
+            out[source] = [(base / source).as_posix()] if (data_dir / source).is_file() else []
+    return out
+
+
+def _resolve(text: str, sources: dict[str, Any]) -> str:
+    """The SQL text with each source path replaced by its files, or by an empty relation
+    (a source given as a string: the relation that replaces the whole call, object storage)."""
+
+    def replace(match: re.Match[str]) -> str:
+        relative = match["path"]
+        if relative not in _SOURCES:
+            return match[0]
+        files = sources[relative]
+        if isinstance(files, str) and files:
+            return files
+        if not files:
+            return _empty_relation(_source_schema(relative))
+        listed = _quote(files[0]) if len(files) == 1 else f"[{', '.join(map(_quote, files))}]"
+        start, end = match.span("path")
+        whole = match[0]
+        offset = match.start()
+        return whole[: start - offset - 1] + listed + whole[end - offset + 1 :]
+
+    return _READ_PARQUET.sub(replace, text)
+
+
+def _load(
+    con: duckdb.DuckDBPyConnection, sources: dict[str, Any], only: Sequence[str] | None
+) -> None:
+    for path in sql_files():
+        if only is not None and path.name not in only:
+            continue
+        try:
+            con.execute(_resolve(path.read_text(), sources))
+        except duckdb.Error as exc:
+            raise QueryError(f"loading {path.name}: {_first_line(exc)}") from exc
+
+
+def _dataset_sources(con: duckdb.DuckDBPyConnection, dataset: Any, tag: str) -> dict[str, Any]:
+    """What each .sql source path reads for one dataset: committed files of a local directory,
+    or the relations of an object-storage dataset's snapshots (registered in `con`)."""
+    if isinstance(dataset, Path):
+        lake = lake_for(dataset)  # a `reading()` directory standing for object storage
+        if lake is None:
+            return _sources(dataset.resolve())
+        dataset = lake
+    return {SUPERSEDED_GLOB: _DERIVED_SUPERSEDED, **lake_relations(con, dataset, tag)}
+
+
+# With several datasets each one's base views live in their own schema (d1, d2, ...) and these
+# views in `main` join them, with a `dataset` column. An operation that several datasets hold
+# (a shared project exported per account) keeps the history of the one that saw its newest
+# state (updated_at, then observed_at, then the order given): versions are numbered within a
+# dataset, so every view and macro over `operation_versions` stays exact as it is.
+_UNION_VIEWS = """
+CREATE OR REPLACE VIEW stored_operation_versions AS
+{owner}
+SELECT v.* EXCLUDE (_rank)
+FROM ({stored}) AS v
+SEMI JOIN owner ON v.id = owner.id AND v._rank = owner._rank;
+CREATE OR REPLACE VIEW operation_versions AS
+{owner}
+SELECT v.* EXCLUDE (_rank)
+FROM ({versions}) AS v
+SEMI JOIN owner ON v.id = owner.id AND v._rank = owner._rank;
+CREATE OR REPLACE VIEW projects AS
+SELECT * EXCLUDE (_rank) FROM ({projects})
+QUALIFY row_number() OVER (PARTITION BY id ORDER BY last_seen_at DESC NULLS LAST, _rank) = 1;
+CREATE OR REPLACE VIEW sync_runs AS SELECT * EXCLUDE (_rank) FROM ({sync_runs});
+"""
+_OWNER = """WITH owner AS (
+    SELECT id, _rank FROM ({latest})
+    QUALIFY row_number() OVER (
+        PARTITION BY id ORDER BY updated_at DESC, observed_at DESC, _rank
+    ) = 1
+)"""
+# The names tables: one row per id, as `projects` (the dataset that listed it last); a versions
+# table keeps the history of that same dataset (numbered within it, like operation_versions).
+_NAMES_OWNER = """(SELECT id, _rank FROM ({union})
+QUALIFY row_number() OVER (PARTITION BY id ORDER BY last_seen_at DESC NULLS LAST, _rank) = 1)"""
+_UNION_VIEW = """CREATE OR REPLACE VIEW {name} AS
+SELECT v.* EXCLUDE (_rank) FROM ({union}) AS v
+SEMI JOIN {owner} AS o ON v.id = o.id AND v._rank = o._rank;
+"""
+
+
+def _names_union_view(table: Any, labels: Sequence[str]) -> str:
+    """The view of one names table over several datasets, one owner per id (`_NAMES_OWNER`)."""
+    if not table.versions:
+        owner = table.name
+    elif table.kind.key == "project":
+        owner = "projects"
+    else:
+        owner = next(t.name for t in NAMES_TABLES if t.kind == table.kind and not t.versions)
+    return _UNION_VIEW.format(
+        name=table.name,
+        union=_union(table.name, labels),
+        owner=_NAMES_OWNER.format(union=_union(owner, labels, "id, last_seen_at")),
+    )
+
+
+def _union(view: str, labels: Sequence[str], columns: str = "*") -> str:
+    return "\nUNION ALL\n".join(
+        f"SELECT {columns}, {_quote(label)} AS dataset, {i} AS _rank FROM d{i}.{view}"
+        for i, label in enumerate(labels, 1)
+    )
+
+
+def _load_datasets(
+    con: duckdb.DuckDBPyConnection,
+    datasets: Sequence[Any],
+    labels: Sequence[str],
+    only: Sequence[str] | None,
+) -> None:
+    if len(datasets) == 1:
+        _load(con, _dataset_sources(con, datasets[0], "1"), only)
+        return
+    base = sql_files()[0].name
+    for i, dataset in enumerate(datasets, 1):
+        con.execute(f"CREATE SCHEMA d{i}")
+        con.execute(f"SET schema = 'd{i}'")
+        _load(con, _dataset_sources(con, dataset, str(i)), [base])
+    con.execute("SET schema = 'main'")
+    # The files load over placeholders of the right shape; the base views are then replaced.
+    placeholder = {source: f"(SELECT * FROM d1.{view})" for source, view in _BASE_VIEWS.items()}
+    placeholder[SUPERSEDED_GLOB] = _DERIVED_SUPERSEDED
+    _load(con, placeholder, only)
+    con.execute(
+        _UNION_VIEWS.format(
+            owner=_OWNER.format(latest=_union("operations", labels, "id, updated_at, observed_at")),
+            stored=_union("stored_operation_versions", labels),
+            versions=_union("operation_versions", labels),
+            projects=_union("projects", labels),
+            sync_runs=_union("sync_runs", labels),
+        )
+        + "".join(_names_union_view(t, labels) for t in NAMES_TABLES)
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def _whole(exc: BaseException) -> str:
+    """DuckDB's whole message: its `Did you mean "operations"?`, the LINE and caret lines
+    and the candidate bindings say what to fix (only trailing blanks are dropped)."""
+    lines = [line.rstrip() for line in str(exc).strip("\n").splitlines()]
+    return "\n".join(lines) if any(lines) else type(exc).__name__
+
+
+def connect(
+    data_dir: Path | str | Sequence[Path | str],
+    *,
+    storage_options: Iterable[str] = (),
+    only: Sequence[str] | None = None,
+    safe: bool = False,
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with every view over `data_dir` defined.
+
+    `data_dir` is a local directory, an object-storage URL (s3://bucket/prefix, gs://, az://:
+    the Delta tables' current snapshots, read through Arrow; `storage_options` as for
+    `--storage-option`), or a list of those read together: then `operation_versions`,
+    `projects` and `sync_runs` gain a `dataset` column (the data dir as given) and
+    `operations` holds each operation once, as most recently observed by any of them.
+
+    The views read what was committed when connecting (a snapshot: connect again to see later
+    syncs); a source that had no file at all stays empty for this connection.
+    `only` names the .sql files to load (e.g. the report's): each view costs a bind, which
+    reads Parquet metadata, so a command that needs three views need not define thirty.
+    `safe` (what `opsaudit query` and `report` use) limits file access to the datasets' local
+    directories, turns off extension installs and loads, and locks the configuration so no
+    statement undoes it.
+    """
+    given = [data_dir] if isinstance(data_dir, (str, Path)) else list(data_dir)
+    datasets, labels = open_readers(given, storage_options)
+    con = duckdb.connect(":memory:")
+    try:
+        # UTC everywhere: created_at::DATE must be the same day as the created_date partition.
+        con.execute("SET TimeZone = 'UTC'")
+        # Binding each view reads the first file's footer; cache footers across binds/queries.
+        con.execute("SET parquet_metadata_cache = true")
+        _load_datasets(con, datasets, labels, only)
+        if safe:
+            _lock_down(con, [d for d in datasets if isinstance(d, Path)])
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _lock_down(con: duckdb.DuckDBPyConnection, local_dirs: Sequence[Path]) -> None:
+    """Only the datasets' files can be read from now on, and no setting can be changed (issue 15).
+
+    The views read Parquet under each local data directory when queried, so those stay allowed
+    (object-storage snapshots are read through Arrow, not DuckDB's file system);
+    `read_csv('/etc/passwd')`, a URL or `ATTACH` elsewhere fail with a permission error.
+    Writes into a data directory are kept out by `check_read_only`, not by DuckDB.
+    """
+    directories: list[Path] = []
+    files: list[Path] = []
+    for data_dir in local_dirs:
+        more_dirs, more_files = _resolved_parts(data_dir)
+        directories += more_dirs
+        files += more_files
+    allowed = ", ".join(_quote(d.as_posix().rstrip("/") + "/") for d in directories)
+    allowed_files = ", ".join(_quote(f.as_posix()) for f in files)
+    for statement in (
+        # DuckDB allows its temporary directory ($PWD/.tmp by default) besides the listed ones
+        # (issue 19): without a temporary directory nothing outside the datasets is readable;
+        # a query then holds its working set in memory (no spilling to disk).
+        "SET temp_directory = ''",
+        f"SET allowed_directories = [{allowed}]",
+        f"SET allowed_paths = [{allowed_files}]",
+        "SET enable_external_access = false",
+        "SET autoinstall_known_extensions = false",
+        "SET autoload_known_extensions = false",
+        "SET lock_configuration = true",
+    ):
+        con.execute(statement)
+
+
+def _resolved_parts(data_dir: Path) -> tuple[list[Path], list[Path]]:
+    """The directories and files DuckDB must be allowed to read for dataset `data_dir`, resolved:
+    DuckDB checks a file's real path, so a table's folder (or a partition, or a file) moved to
+    another disk and linked back is allowed where it really is (issue 19). Only what the views
+    read is followed (the tables' folders, their partitions and files); a link elsewhere in the
+    data directory allows nothing."""
+    directories = [data_dir.resolve()]
+    files: list[Path] = []
+
+    def allow(path: str, is_dir: bool) -> bool:
+        """Allow `path`'s real location unless it is already; False if it cannot be read."""
+        try:
+            real = Path(path).resolve(strict=True)
+        except (OSError, RuntimeError):  # gone, or a link loop: nothing to read there
+            return False
+        if not any(real.is_relative_to(d) for d in directories):
+            (directories if is_dir else files).append(real)
+        return True
+
+    def walk(folder: str, depth: int) -> None:
+        # Only links can lead outside: an entry that is not one lies where its folder really is.
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            return
+        for entry in entries:
+            is_dir = entry.is_dir()
+            if entry.is_symlink() and not allow(entry.path, is_dir):
+                continue
+            if is_dir and depth < 1:  # operation_versions/created_month=.../part-*.parquet
+                walk(entry.path, depth + 1)
+
+    for source in _SOURCES:
+        table = data_dir / Path(source).parts[0]
+        if table.is_symlink() and not allow(str(table), True):
+            continue
+        walk(str(table), 0)
+    return directories, files
+
+
+def execute(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    params: Sequence[Any] | dict[str, Any] | None = None,
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run one query (`params`: values of its `?` or `$name` placeholders); its column names and
+    rows. DuckDB errors become `QueryError` with DuckDB's whole message."""
+    try:
+        cursor = con.execute(sql, params) if params is not None else con.execute(sql)
+        if cursor.description is None:  # a statement with no result (SET, CREATE, ...)
+            return [], []
+        columns = [d[0] for d in cursor.description]
+        return columns, cursor.fetchall()
+    except duckdb.Error as exc:
+        raise QueryError(_whole(exc)) from exc
+
+
+# Which statements `opsaudit query` runs (issue 15): reading ones only, decided by DuckDB's own
+# parser. SELECT covers WITH, VALUES, FROM-first, DESCRIBE, SHOW, SUMMARIZE and PIVOT ... IN (...).
+# A PRAGMA or CALL may write (`IMPORT DATABASE` and `COPY FROM DATABASE` parse as PRAGMA, `CHECKPOINT`
+# as CALL), so only these introspection pragmas pass, as `PRAGMA name` or `CALL pragma_name(...)`.
+READ_ONLY_PRAGMAS = frozenset(
+    {
+        "collations",
+        "database_list",
+        "database_size",
+        "functions",
+        "platform",
+        "show",
+        "show_databases",
+        "show_tables",
+        "show_tables_expanded",
+        "storage_info",
+        "table_info",
+        "user_agent",
+        "version",
+    }
+)
+# A PIVOT without an IN list parses as a MULTI statement (an enum, then the query); a MULTI of
+# another kind can be `CREATE TABLE ... AS PIVOT`, so only one that starts with PIVOT passes.
+_PIVOTS = frozenset({"pivot", "pivot_wider"})
+_HOW_TO_WRITE = (
+    'to save rows use `opsaudit query --format csv -o FILE "SELECT ..."`; for anything else '
+    "open <data-dir>/opsaudit.duckdb with the DuckDB CLI"
+)
+
+
+def _words(text: str) -> list[tuple[int, str]]:
+    """(position, lower-case text) of each token but comments, by DuckDB's own tokenizer."""
+    tokens = duckdb.tokenize(text)
+    ends = [pos for pos, _ in tokens[1:]] + [len(text)]
+    return [
+        (pos, text[pos:end].strip().lower())
+        for (pos, kind), end in zip(tokens, ends)
+        if kind != duckdb.token_type.comment
+    ]
+
+
+def _refused(kind: str) -> ReadOnlyError:
+    return ReadOnlyError(
+        f"opsaudit query only reads: {kind} statements are refused; {_HOW_TO_WRITE}"
+    )
+
+
+def _parse(sql: str) -> list[duckdb.Statement]:
+    try:
+        return duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(_whole(exc)) from exc
+
+
+def _check_explained(text: str) -> None:
+    """EXPLAIN ANALYZE runs its statement, so the statement explained must be a reading one."""
+    words = _words(text)
+    rest = 1 + (len(words) > 1 and words[1][1] in ("analyze", "analyse"))
+    if rest >= len(words):
+        raise _refused("EXPLAIN")
+    inner = text[words[rest][0] :]
+    try:
+        statements = duckdb.extract_statements(inner)
+    except duckdb.Error:
+        statements = []
+    if not statements and words[rest][1] == "(":
+        # EXPLAIN (FORMAT json) SELECT ...: skip the options in parentheses.
+        depth = 0
+        for pos, word in words[rest:]:
+            depth += (word == "(") - (word == ")")
+            if depth == 0:
+                inner = text[pos + 1 :]
+                break
+        statements = _parse(inner)
+    if len(statements) != 1:
+        raise _refused("EXPLAIN")
+    _check_statement(statements[0])
+
+
+def _check_statement(statement: duckdb.Statement) -> None:
+    words = _words(statement.query)
+    first = words[0][1] if words else ""
+    name = words[1][1] if len(words) > 1 else ""
+    try:
+        kind = statement.type
+    except ValueError as exc:
+        # A statement type newer than the Python binding's enum (e.g. UPDATE EXTENSIONS).
+        raise _refused(" ".join(w for _, w in words[:2]).upper() or "unknown") from exc
+    if kind == duckdb.StatementType.SELECT:
+        return None
+    if kind == duckdb.StatementType.EXPLAIN:
+        return _check_explained(statement.query)
+    if kind == duckdb.StatementType.PRAGMA and first == "pragma" and name in READ_ONLY_PRAGMAS:
+        return None
+    if (
+        kind == duckdb.StatementType.CALL
+        and first == "call"
+        and name.startswith("pragma_")
+        and name.removeprefix("pragma_") in READ_ONLY_PRAGMAS
+    ):
+        return None
+    if kind == duckdb.StatementType.MULTI and first in _PIVOTS:
+        return None
+    label = kind.name
+    if first and first.upper() != label:
+        label = f"{label} ({first.upper()})"  # e.g. LOAD (INSTALL), PRAGMA (IMPORT), SET (USE)
+    raise _refused(label)
+
+
+def check_read_only(sql: str, *, single: bool = False) -> None:
+    """Raise `ReadOnlyError` unless every statement of `sql` only reads; nothing is run.
+
+    No statement at all (empty text, only comments or semicolons) is a usage error
+    (`ConfigError`, exit 2). `single`: more than one statement is one too (`opsaudit query`
+    prints one result: running them all and showing the last would hide the others).
+
+    Reading: SELECT (with WITH, VALUES, DESCRIBE, SHOW, SUMMARIZE, PIVOT), EXPLAIN of a reading
+    statement, and the introspection pragmas of `READ_ONLY_PRAGMAS`. Everything else (COPY,
+    CREATE, INSERT, UPDATE, DELETE, DROP, ALTER, ATTACH, DETACH, INSTALL, LOAD, SET, EXPORT,
+    IMPORT, CALL of other functions, transactions, ...) is refused. Malformed SQL raises
+    `QueryError` with DuckDB's message.
+    """
+    statements = _parse(sql)
+    if not statements:
+        raise ConfigError("no SQL statement given (the text is empty or only comments)")
+    for statement in statements:
+        _check_statement(statement)
+    if single and len(statements) > 1:
+        raise ConfigError(
+            f"{len(statements)} SQL statements given; opsaudit query runs one per call "
+            "(run each on its own, or combine them with UNION ALL or WITH)"
+        )
+
+
+def _held_by_another_connection(path: Path) -> bool:
+    """True if a writer (another process, or this one) has `path` open in DuckDB."""
+    try:
+        # A read-only open takes a shared lock and fails at once (never waits) when a writer
+        # holds the exclusive one; in this process DuckDB refuses a second open of the same
+        # file with a different mode. Readers-only are fine: a rename leaves them their copy.
+        probe = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        message = str(exc).lower()
+        return "lock" in message or "different configuration" in message
+    probe.close()
+    return False
+
+
+# The DuckDB storage format of `opsaudit.duckdb`: the oldest DuckDB CLI release on PyPI
+# (duckdb-cli 1.4.4) must open it, whatever newer duckdb pip resolved for the Python package
+# (duckdb 2.0 writes a format the 1.5 CLIs cannot read; issue 23).
+VIEWS_DB_STORAGE_VERSION = "v1.4.0"
+
+
+def write_views_database(data_dir: Path) -> Path | None:
+    """Create or refresh `<data_dir>/opsaudit.duckdb` (views only), atomically.
+
+    Its views name the files relative to the data directory, as the .sql files do: the file
+    keeps working after the directory is copied, moved or restored, opened from it
+    (`cd <data-dir> && duckdb opsaudit.duckdb`). Written in the storage format of
+    `VIEWS_DB_STORAGE_VERSION` so the DuckDB CLI releases users have can open it.
+
+    Returns the path, or None when a program holds the file open for writing (a DuckDB shell,
+    a notebook): the sync must never wait for a reader, and the next sync refreshes the file.
+    """
+    data_dir = Path(data_dir).resolve()
+    target = data_dir / VIEWS_DB
+    if target.exists() and _held_by_another_connection(target):
+        return None
+    tmp = data_dir / f".{VIEWS_DB}.{uuid.uuid4().hex[:12]}.tmp"
+    try:
+        con = duckdb.connect(":memory:")
+        try:
+            con.execute(
+                f"ATTACH {_quote(str(tmp))} AS views_db "
+                f"(STORAGE_VERSION {_quote(VIEWS_DB_STORAGE_VERSION)})"
+            )
+            con.execute("USE views_db")
+            # Creating a view binds it: its relative paths must resolve here as they will
+            # for a user in the data directory.
+            con.execute(f"SET file_search_path = {_quote(data_dir.as_posix())}")
+            _load(con, _sources(data_dir, relative=True), None)
+            con.execute("USE memory")
+            con.execute("CHECKPOINT views_db")
+            con.execute("DETACH views_db")
+        finally:
+            con.close()
+        # A WAL left by a crashed writer of the old file would be replayed against the new one.
+        Path(f"{target}.wal").unlink(missing_ok=True)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+        Path(f"{tmp}.wal").unlink(missing_ok=True)
+    return target
+
+
+def _views_database_main(argv: Sequence[str]) -> int:
+    """`python -m exporter.analytics.views DATA_DIR`: what the sync runs in a short child process, so that
+    DuckDB is never loaded into the sync (its peak memory, PRODUCT.md performance targets).
+    Exit 0: written; 3: held open by another program; 1: failed (the reason on stderr)."""
+    import sys
+
+    try:
+        written = write_views_database(Path(argv[0]))
+    except Exception as exc:
+        print(_first_line(exc), file=sys.stderr)
+        return 1
+    return 0 if written is not None else 3
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_views_database_main(sys.argv[1:]))

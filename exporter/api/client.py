@@ -1,0 +1,489 @@
+"""The management API client: one pooled httpx client, pacing, bounded retries, typed errors.
+
+Every request goes through `ApiClient.get_json`, which paces (see `api.pacing`), retries what is
+safe to retry (429, 423, 5xx, dropped connections, timeouts, truncated or malformed bodies),
+and maps the rest to the `core.errors` tree. The key lives only in the Authorization header: it is
+never put in a message, a log line or an exception.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import httpx
+import msgspec
+import orjson
+import tenacity
+
+from exporter.api.pacing import Pacer
+from exporter.core.errors import (
+    ApiError,
+    ApiUnavailableError,
+    AuthError,
+    ConfigError,
+    NotFoundError,
+    ScopeError,
+    TransientError,
+    redact,
+    register_secret,
+)
+from exporter.core.model import DEFAULT_BASE_URL
+
+log = logging.getLogger("opsaudit.client")
+
+_RETRY_STATUSES = frozenset({423, 429, 500, 502, 503, 504})
+DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=60.0, write=10.0, pool=120.0)
+
+
+@dataclass
+class RequestStats:
+    """Counters of one run, read by the sync summary and the benchmarks."""
+
+    requests: int = 0
+    responses_429: int = 0
+    retries: int = 0
+    by_route: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count(self, route: str, status: int | None) -> None:
+        with self._lock:
+            self.requests += 1
+            self.by_route[route] = self.by_route.get(route, 0) + 1
+            if status == 429:
+                self.responses_429 += 1
+
+    def count_retry(self) -> None:
+        with self._lock:
+            self.retries += 1
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try before a request becomes a per-project error."""
+
+    max_attempts: int = 8
+    max_elapsed: float = 300.0  # seconds across all attempts of one request
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+    # The API is down for everything: after this many failed attempts in a row (5xx, refused,
+    # dropped; not 429) with no success for `down_after_seconds`, every request fails at once.
+    down_after_failures: int = 24
+    down_after_seconds: float = 120.0
+    # Before the API has answered anything in this run, a connection that cannot be made
+    # (refused, no such host) is tried this many times, then the run stops: the network or
+    # --base-url is wrong, and 8 backed-off attempts per request only hid that for 87 s.
+    first_connect_attempts: int = 3
+
+
+def _page_params(limit: int, cursor: str | None, **extra: str | None) -> dict[str, Any]:
+    """Query parameters of a paged listing; `limit` is always sent (PRODUCT.md: without it the
+    server may return everything)."""
+    params: dict[str, Any] = {"limit": limit}
+    for name, value in (("cursor", cursor), *extra.items()):
+        if value is not None:
+            params[name] = value
+    return params
+
+
+class _RawOperations(msgspec.Struct):
+    """Only the byte slices of a page's operations: `raw` keeps exactly what the server sent."""
+
+    operations: list[msgspec.Raw]
+
+
+_RAW_DECODER = msgspec.json.Decoder(_RawOperations)
+
+
+@dataclass(frozen=True)
+class OperationsPage:
+    """One page of `GET /projects/{id}/operations`."""
+
+    operations: list[dict[str, Any]]
+    raw: list[msgspec.Raw]  # each operation's JSON text, as sent
+    cursor: str | None  # pagination.cursor, passed back verbatim
+
+
+class _Retryable(Exception):
+    """One failed attempt that may succeed if repeated."""
+
+    def __init__(self, reason: str, retry_after: float | None = None, status: int | None = None):
+        super().__init__(reason)
+        self.retry_after = retry_after
+        self.status = status
+
+
+def _reason(exc: BaseException) -> str:
+    """A connection error's own words ("[Errno 111] Connection refused"), redacted, short."""
+    text = str(exc).strip() or type(exc).__name__
+    return redact(text.splitlines()[0])[:200]
+
+
+def _retry_after_seconds(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None  # an HTTP date: rare; fall back to backoff
+
+
+def _error_message(response: httpx.Response) -> tuple[str, str | None]:
+    """The server's message and request id, from the JSON error body or the header."""
+    request_id = response.headers.get("X-Neon-Ret-Request-Id")
+    message = ""
+    try:
+        body = orjson.loads(response.content)
+        if isinstance(body, dict):
+            message = redact(str(body.get("message") or ""))
+            request_id = request_id or body.get("request_id")
+    except orjson.JSONDecodeError:
+        pass
+    if request_id is not None:
+        request_id = redact(str(request_id))[:100]
+    return message or response.reason_phrase or f"HTTP {response.status_code}", request_id
+
+
+def validate_base_url(base_url: str) -> str:
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(
+            f"--base-url {base_url!r} is not an http(s) URL; "
+            f"expected something like {DEFAULT_BASE_URL}"
+        )
+    return base_url.rstrip("/") + "/"
+
+
+_KEY_CHARS = re.compile(r"[\x21-\x7e]+")
+
+
+def check_api_key(api_key: str | None) -> str:
+    """The key, stripped; a missing or malformed key is a clear key error at once (never a
+    connection failure retried for a minute, and never a traceback holding it)."""
+    key = (api_key or "").strip()
+    if not key:
+        raise AuthError(
+            "no API key: set NEON_API_KEY or pass --api-key-file "
+            "(create one in the console under account or organization settings)"
+        )
+    if not _KEY_CHARS.fullmatch(key):
+        raise AuthError(
+            "the API key is malformed: it contains a space, a line break, a control or a "
+            "non-ASCII character (check the key file for a stray newline or a copy-paste "
+            "accident); create or copy the key again"
+        )
+    return key
+
+
+class ApiClient:
+    """A thread-safe client of the management API (spec sections 4 and 5)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        pacer: Pacer | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        max_connections: int = 16,
+        transport: httpx.BaseTransport | None = None,
+    ):
+        api_key = check_api_key(api_key)
+        register_secret(api_key)
+        self.base_url = validate_base_url(base_url)
+        self.pacer = pacer or Pacer()
+        self.retry = retry or RetryPolicy()
+        self.stats = RequestStats()
+        self._any_success = False
+        self._any_answer = False  # any HTTP response at all, in this client's life
+        self._connect_failures = 0  # failed connections before the first answer
+        self._warned_connect = False
+        self._health_lock = threading.Lock()
+        self._failures_in_a_row = 0
+        self._last_success = time.monotonic()
+        self._down: str | None = None
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers={
+                "Authorization": f"Bearer {api_key}",
+                "Accept": "application/json",
+                "User-Agent": "opsaudit/0.1",
+            },
+            timeout=timeout,
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            transport=transport,
+            trust_env=False,
+        )
+
+    def __repr__(self) -> str:  # never show the key
+        return f"ApiClient({self.base_url!r})"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the endpoints opsaudit uses ------------------------------------------------------
+
+    def list_operations(
+        self, project_id: str, *, limit: int, cursor: str | None = None
+    ) -> OperationsPage:
+        body, raw = self.get_json(
+            f"projects/{quote(project_id, safe='')}/operations",
+            _page_params(limit, cursor),
+            route="GET /projects/{project_id}/operations",
+            expect="operations",
+            raw_operations=True,
+        )
+        ops = body["operations"]
+        pagination = body.get("pagination")
+        next_cursor = pagination.get("cursor") if isinstance(pagination, dict) else None
+        return OperationsPage(ops, raw, next_cursor if isinstance(next_cursor, str) else None)
+
+    def get_operation(self, project_id: str, operation_id: str) -> dict[str, Any]:
+        body = self.get_json(
+            f"projects/{quote(project_id, safe='')}/operations/{quote(operation_id, safe='')}",
+            None,
+            route="GET /projects/{project_id}/operations/{operation_id}",
+            expect="operation",
+        )
+        return body["operation"]
+
+    def list_branches(
+        self, project_id: str, *, limit: int, cursor: str | None = None
+    ) -> tuple[list[Any], str | None]:
+        """One page of a project's branches and `pagination.next` (None: the last page)."""
+        body = self.get_json(
+            f"projects/{quote(project_id, safe='')}/branches",
+            _page_params(limit, cursor),
+            route="GET /projects/{project_id}/branches",
+            expect="branches",
+        )
+        pagination = body.get("pagination")
+        following = pagination.get("next") if isinstance(pagination, dict) else None
+        branches = body["branches"]
+        if not isinstance(branches, list):
+            raise ApiError(f"project {project_id}: 'branches' is not a list")
+        return branches, following if isinstance(following, str) and following else None
+
+    def list_endpoints(self, project_id: str) -> list[Any]:
+        """A project's compute endpoints (one page: the listing has no paging)."""
+        body = self.get_json(
+            f"projects/{quote(project_id, safe='')}/endpoints",
+            None,
+            route="GET /projects/{project_id}/endpoints",
+            expect="endpoints",
+        )
+        endpoints = body["endpoints"]
+        if not isinstance(endpoints, list):
+            raise ApiError(f"project {project_id}: 'endpoints' is not a list")
+        return endpoints
+
+    def list_projects(
+        self, *, limit: int, cursor: str | None = None, org_id: str | None = None
+    ) -> dict[str, Any]:
+        return self.get_json(
+            "projects",
+            _page_params(limit, cursor, org_id=org_id),
+            route="GET /projects",
+            expect="projects",
+        )
+
+    def list_shared_projects(self, *, limit: int, cursor: str | None = None) -> dict[str, Any]:
+        return self.get_json(
+            "projects/shared",
+            _page_params(limit, cursor),
+            route="GET /projects/shared",
+            expect="projects",
+        )
+
+    def list_organizations(self) -> list[dict[str, Any]]:
+        body = self.get_json(
+            "users/me/organizations",
+            None,
+            route="GET /users/me/organizations",
+            expect="organizations",
+        )
+        return body["organizations"]
+
+    # -- the request loop -----------------------------------------------------------------
+
+    def get_json(
+        self,
+        path: str,
+        params: dict[str, Any] | None,
+        *,
+        route: str,
+        expect: str,
+        raw_operations: bool = False,
+    ) -> Any:
+        """GET `path`, retrying what is retryable; return the decoded body.
+
+        `expect` is the key the body must carry: a 200 without it is retried (PRODUCT.md: "Rarely
+        a 200 carries no expected key").
+        """
+        policy = self.retry
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(_Retryable),
+            stop=tenacity.stop_after_attempt(policy.max_attempts)
+            | tenacity.stop_after_delay(policy.max_elapsed),
+            wait=self._wait,
+            before_sleep=self._before_sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(self._attempt, path, params, route, expect, raw_operations)
+        except _Retryable as exc:
+            raise TransientError(
+                f"{route} kept failing after {policy.max_attempts} attempts: {exc}",
+                status=exc.status,
+            ) from None
+
+    def _succeeded(self) -> None:
+        with self._health_lock:
+            self._failures_in_a_row = 0
+            self._last_success = time.monotonic()
+
+    def _failed(self, route: str) -> None:
+        """Count a failed attempt; once the API looks down for everything, stop the run."""
+        policy = self.retry
+        with self._health_lock:
+            self._failures_in_a_row += 1
+            silent = time.monotonic() - self._last_success
+            if (
+                self._down is None
+                and self._failures_in_a_row >= policy.down_after_failures
+                and silent >= policy.down_after_seconds
+            ):
+                self._down = (
+                    f"the API at {self.base_url} is failing every request "
+                    f"({self._failures_in_a_row} failures in a row, none succeeded for "
+                    f"{silent:.0f}s; last: {route}); stopping the run early. Check the "
+                    "platform's status page or --base-url, then run again"
+                )
+            down = self._down
+        if down is not None:
+            raise ApiUnavailableError(down)
+
+    def _never_connected(self, route: str, exc: httpx.ConnectError) -> None:
+        """A connection could not be made and the API never answered this run: after
+        `first_connect_attempts`, stop the run (ApiUnavailableError, exit 5) instead of
+        retrying every request; once it has answered, a failed connection is retried as usual."""
+        with self._health_lock:
+            if self._any_answer:
+                return
+            self._connect_failures += 1
+            if self._connect_failures < self.retry.first_connect_attempts:
+                warn, self._warned_connect = not self._warned_connect, True
+                if warn:  # said without -v: the retries below take a few seconds
+                    log.warning("cannot connect to %s (%s); retrying", self.base_url, _reason(exc))
+                return
+            self._down = (
+                f"cannot connect to {self.base_url} ({_reason(exc)}; {self._connect_failures} "
+                f"attempts, first request {route}): check --base-url, DNS and the network "
+                "(firewall, proxy)"
+            )
+            down = self._down
+        raise ApiUnavailableError(down)
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, _Retryable) and exc.retry_after is not None:
+            return exc.retry_after
+        # Exponential backoff with full jitter: spreads retries of parallel workers.
+        ceiling = min(
+            self.retry.backoff_max, self.retry.backoff_initial * 2 ** (state.attempt_number - 1)
+        )
+        return random.uniform(ceiling / 2, ceiling)
+
+    def _before_sleep(self, state: tenacity.RetryCallState) -> None:
+        self.stats.count_retry()
+        exc = state.outcome.exception() if state.outcome else None
+        log.info("retrying after %s (attempt %d)", exc, state.attempt_number)
+
+    def _attempt(
+        self,
+        path: str,
+        params: dict[str, Any] | None,
+        route: str,
+        expect: str,
+        raw_operations: bool,
+    ) -> Any:
+        if self._down is not None:
+            raise ApiUnavailableError(self._down)
+        self.pacer.acquire(route)
+        try:
+            response = self._http.get(path, params=params)
+        except httpx.TimeoutException as exc:
+            self.stats.count(route, None)
+            self._failed(route)
+            raise _Retryable(f"timed out ({type(exc).__name__})") from None
+        except httpx.ConnectError as exc:
+            self.stats.count(route, None)
+            self._never_connected(route, exc)
+            self._failed(route)
+            raise _Retryable(f"connection failed ({type(exc).__name__})") from None
+        except httpx.TransportError as exc:
+            self.stats.count(route, None)
+            self._failed(route)
+            raise _Retryable(f"connection failed ({type(exc).__name__})") from None
+        self._any_answer = True
+        status = response.status_code
+        self.stats.count(route, status)
+        if status >= 500:
+            self._failed(route)
+        elif status != 429:
+            self._succeeded()
+        if status == 200:
+            try:
+                body = orjson.loads(response.content)
+            except orjson.JSONDecodeError:
+                raise _Retryable("malformed or truncated JSON body", status=status) from None
+            if not isinstance(body, dict) or expect not in body:
+                raise _Retryable(f"200 without {expect!r} in the body", status=status)
+            self._any_success = True
+            self.pacer.on_success()
+            if raw_operations:
+                try:
+                    raw = _RAW_DECODER.decode(response.content).operations
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    raise _Retryable("'operations' is not a list", status=status) from None
+                return body, raw
+            return body
+        message, request_id = _error_message(response)
+        if status in _RETRY_STATUSES:
+            retry_after = _retry_after_seconds(response)
+            if status == 429:
+                self.pacer.on_throttled(retry_after)
+            rid = f" (request id {request_id})" if request_id else ""
+            raise _Retryable(f"HTTP {status} {message[:200]}{rid}", retry_after, status)
+        if status == 401:
+            if self._any_success:
+                problem = "the API key stopped working during the run (revoked?)"
+            else:
+                problem = "the API key was rejected (invalid or revoked)"
+            raise AuthError(
+                f"{problem}: 401 from {route}; create a new key in the console and update "
+                "NEON_API_KEY or --api-key-file",
+                status=status,
+                request_id=request_id,
+            )
+        if status == 404:
+            raise NotFoundError(f"{route}: not found", status=status, request_id=request_id)
+        if status == 400 and "org_id" in message:
+            raise ScopeError(message, status=status, request_id=request_id)
+        raise ApiError(f"{route}: HTTP {status}: {message}", status=status, request_id=request_id)

@@ -1,0 +1,93 @@
+"""Where things live in a data directory (DESIGN.md, data directory layout), and how a file in
+it is replaced durably (`write_aside`, `fsync_dir`, `replace_durably`).
+
+Kept apart from `store.local.dataset` so that the commands which only read (`query`, `report`, `status`,
+`check`) find the state and the files without importing pyarrow (start-up, PRODUCT.md
+performance targets).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+VERSIONS_DIR = "operation_versions"
+VERSIONS_GLOB = "operation_versions/*/*.parquet"
+# The superseded record (issue 24): one (id, version) row for every version a later one of the
+# same operation replaced, written in the commit that adds the later version. `operations` is
+# the versions minus these rows (sql/00_base.sql).
+SUPERSEDED_DIR = "superseded"
+SUPERSEDED_GLOB = "superseded/*.parquet"
+SUPERSEDED_PARTITION = "superseded"  # the `files.partition` of its files (compacted apart)
+# The state's meta key saying the record is complete for every committed version: set by the
+# one-time migration of a dataset written before it (`Dataset.record_superseded`); without it
+# readers derive the set from the versions themselves.
+SUPERSEDED_META = "superseded_recorded"
+PROJECTS_FILE = "projects/projects.parquet"
+SYNC_RUNS_FILE = "sync_runs/sync_runs.parquet"
+STAGING_DIR = "_staging"
+STATE_FILE = "state.sqlite"
+LOCK_FILE = ".lock"
+VIEWS_DB = "opsaudit.duckdb"
+
+
+def any_file(directory: Path, pattern: str) -> bool:
+    """Whether `pattern` matches anything under `directory` (the directory scan is closed at
+    once: an abandoned glob leaves an open scandir iterator, a ResourceWarning)."""
+    matches = directory.glob(pattern)
+    try:
+        return next(matches, None) is not None
+    finally:
+        matches.close()
+
+
+def find_sql_dir() -> Path | None:
+    """Where the .sql files are: `exporter/sql` in a wheel, `<repo>/sql` in an editable install."""
+    package = Path(__file__).resolve().parents[1]  # exporter/
+    for candidate in (package / "sql", package.parent / "sql"):
+        if candidate.is_dir() and any_file(candidate, "*.sql"):
+            return candidate
+    return None
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new file in directory `path` durable (power loss, PRODUCT.md
+    crash-safe)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_aside(target: Path, write: Callable[[BinaryIO], object]) -> Path:
+    """Write a hidden temporary sibling of `target` with `write(file)` and fsync it; returns
+    its path (the caller renames it into place, then unlinks it if it is still there)."""
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def replace_durably(
+    target: Path, write: Callable[[BinaryIO], object], *, mode: int | None = None
+) -> None:
+    """Replace `target` atomically and durably: write aside, fsync, rename over it, fsync the
+    directory. Readers see the old file or the new one, never a part of either."""
+    tmp = write_aside(target, write)
+    try:
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(target.parent)

@@ -1,0 +1,114 @@
+"""The sync's model: what a walk hands to storage (`Chunk`), what the state tracks of an
+operation that may still change (`OpenOp`), how a run ended (`Outcome`), and the API it reads
+by default (`DEFAULT_BASE_URL`).
+
+A leaf module (of the exporter's own it names only `core.names.Listings`, for type checkers): the
+walk builds these, the state and the stores take them, and status, check and metrics read the
+outcomes. Defined here, none of those has to import another to name them (issue 20: `store.state`
+imported `engine.walk` for `Chunk`, closing a cycle).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from exporter.core.names import Listings
+
+# The management API's root unless --base-url / $OPSAUDIT_BASE_URL / SyncConfig.base_url say.
+DEFAULT_BASE_URL = "https://console.neon.tech/api/v2/"
+
+# An operation in one of these statuses never changes again (PRODUCT.md).
+TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})
+
+
+class Outcome(str, enum.Enum):
+    """How a run ended (`sync_runs.outcome`; README, exit codes). In the order the metrics
+    list them (`opsaudit_last_run_outcome`): finished ones first, by how well they went."""
+
+    OK = "ok"  # every project in scope is complete (exit 0)
+    PARTIAL = "partial"  # some projects (or a listing) failed; the rest committed (exit 1)
+    BUDGET = "budget"  # --time-budget / --max-requests reached: what was read is committed,
+    # the rest waits for the next run, stalest first (exit 0: not a failure)
+    INTERRUPTED = "interrupted"  # Ctrl-C / SIGTERM: stopped like a budget, what was read is
+    # committed (the CLI exits 130 for SIGINT, 143 for SIGTERM)
+    FAILED = "failed"  # nothing could be synced, or the run stopped early (exit 5)
+    AUTH_FAILED = "auth_failed"  # the key was rejected or revoked (exit 3)
+    KILLED = "killed"  # the process died mid-run; set by the next run's recovery
+    RUNNING = "running"  # in progress (or the process is still running)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class OpenOp:
+    """An operation last seen in a non-terminal status: re-read until terminal."""
+
+    id: str
+    project_id: str
+    created_us: int
+    status: str | None
+    fingerprint: bytes
+    version: int
+    checked_us: int
+    misses: int = 0  # consecutive 404s on its GET: a transient 404 must not drop it
+    changed_us: int | None = None  # when it last changed (the refresh schedule); None: unknown
+    retry_us: int | None = None  # its retry_at: due once that passes
+
+    @property
+    def is_open(self) -> bool:
+        """False for a finished operation kept while it settles (it may change in place)."""
+        return self.status not in TERMINAL_STATUSES
+
+
+@dataclass
+class Chunk:
+    """Rows and state changes of one project, committed together by storage, in order."""
+
+    project_id: str
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    raws: list[Any] = field(default_factory=list)  # each op's JSON text
+    created_us: list[int] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    observed_us: list[int] = field(default_factory=list)
+    open_upserts: dict[str, OpenOp] = field(default_factory=dict)
+    open_deletes: set[str] = field(default_factory=set)
+    # Walk in progress (None: leave as is): (top_us, top_ids, resume cursor, tail ids).
+    progress: tuple[int | None, frozenset[str], str | None, frozenset[str]] | None = None
+    # Walk completed: the new (checkpoint_us, boundary_ids), and progress is cleared.
+    completed: tuple[int | None, frozenset[str]] | None = None
+    completed_us: int = 0
+    walked_from_us: int = 0  # when the completed walk read its first page
+    error: str | None = None  # the project failed: its last_error
+    deleted_us: int | None = None  # the API answered 404 for the project
+    names_due: bool = False  # these rows name a branch/endpoint id not known yet
+    names: Listings | None = None  # the project's branches and endpoints, just read
+    new: int = 0
+    changed: int = 0
+    table: pa.Table | None = None  # `ops` as Arrow, built by the worker before queueing
+
+    @property
+    def rows(self) -> int:
+        return self.table.num_rows if self.table is not None else len(self.ops)
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.rows
+            or self.open_upserts
+            or self.open_deletes
+            or self.progress is not None
+            or self.completed is not None
+            or self.error is not None
+            or self.deleted_us is not None
+            or self.names_due
+            or self.names is not None
+        )
+
+
+__all__ = ["DEFAULT_BASE_URL", "TERMINAL_STATUSES", "Chunk", "OpenOp", "Outcome"]

@@ -1,0 +1,138 @@
+"""Operation objects from the API to typed Arrow columns, and their content fingerprints.
+
+Columns are built one at a time from the page's dicts (not row by row into a table), and
+timestamps are parsed by Arrow's C parser: together these keep client CPU per operation low
+(PRODUCT.md, performance targets). Each operation's full JSON goes to `raw`, so fields we do not
+know yet are never lost.
+"""
+
+from __future__ import annotations
+
+import array
+import hashlib
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from exporter.core.tables import VERSIONS_SCHEMA
+from exporter.core.timeutil import UTC_US, timestamps_array
+from exporter.store.state import TERMINAL_STATUSES
+
+_US_PER_DAY = 86_400_000_000
+
+_STRING_FIELDS = ("id", "project_id", "branch_id", "endpoint_id", "action", "status", "error")
+_INT_FIELDS = ("failures_count", "total_duration_ms")
+
+
+def is_terminal(op: dict[str, Any]) -> bool:
+    """`failed` and unknown statuses are not terminal: the platform may still move them."""
+    return op.get("status") in TERMINAL_STATUSES
+
+
+def fingerprint(op: dict[str, Any]) -> bytes:
+    """A digest of the whole object: a changed state is detected by content (PRODUCT.md)."""
+    return hashlib.blake2b(orjson.dumps(op, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
+
+
+def _strings(values: list[Any]) -> pa.Array:
+    try:
+        return pa.array(values, type=pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        # A field changed type upstream (e.g. a number where a string was): keep its text.
+        return pa.array(
+            [
+                None if v is None else v if isinstance(v, str) else orjson.dumps(v).decode()
+                for v in values
+            ],
+            type=pa.string(),
+        )
+
+
+def _ints(values: list[Any]) -> pa.Array:
+    try:
+        return pa.array(values, type=pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        # Not an integer after all: NULL in the typed column, the value stays in `raw`.
+        return pa.array(
+            [
+                v
+                if isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63
+                else None
+                for v in values
+            ],
+            type=pa.int64(),
+        )
+
+
+def _timestamps(values: list[Any]) -> pa.Array:
+    try:
+        return timestamps_array(values)
+    except (ValueError, TypeError, pa.ArrowInvalid, pa.ArrowTypeError):
+        cleaned = [v if isinstance(v, str) else None for v in values]
+        out = []
+        for v in cleaned:
+            try:
+                out.append(timestamps_array([v])[0].as_py())
+            except (ValueError, pa.ArrowInvalid):
+                out.append(None)
+        return pa.array(out, type=UTC_US)
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def encode_raw(op: dict[str, Any]) -> bytes:
+    """JSON text of an operation we only have decoded (a single-operation GET)."""
+    return _ENCODER.encode(op)
+
+
+def _raw_column(raws: Sequence[Any]) -> pa.Array:
+    """A string column straight from JSON byte slices: one join, no per-value Arrow calls."""
+    data = b"".join(raws)
+    offsets = array.array("q", [0])
+    offsets.extend(itertools.accumulate(len(r) for r in raws))
+    return pa.LargeStringArray.from_buffers(
+        len(raws), pa.py_buffer(offsets), pa.py_buffer(data)
+    ).cast(pa.string())
+
+
+def versions_table(
+    ops: Sequence[dict[str, Any]],
+    raws: Sequence[Any],
+    created_us: Sequence[int],
+    versions: Sequence[int],
+    observed_us: Sequence[int],
+    run_id: str,
+) -> pa.Table:
+    """The `operation_versions` rows for these operation objects (DESIGN.md columns).
+
+    `raws` holds each object's JSON text (bytes or buffers), `created_us` its parsed created_at.
+    """
+    columns: dict[str, pa.Array] = {}
+    for name in _STRING_FIELDS:
+        columns[name] = _strings([op.get(name) for op in ops])
+    for name in _INT_FIELDS:
+        columns[name] = _ints([op.get(name) for op in ops])
+    for name in ("retry_at", "updated_at"):
+        columns[name] = _timestamps([op.get(name) for op in ops])
+    created = pa.array(created_us, type=pa.int64())
+    columns["created_at"] = created.cast(UTC_US)
+    columns["created_date"] = pc.divide(created, _US_PER_DAY).cast(pa.int32()).cast(pa.date32())
+    columns["raw"] = _raw_column(raws)
+    columns["version"] = pa.array(versions, type=pa.int32())
+    columns["observed_at"] = pa.array(observed_us, type=pa.int64()).cast(UTC_US)
+    columns["run_id"] = pa.array([run_id] * len(ops), type=pa.string())
+    return pa.Table.from_arrays([columns[f.name] for f in VERSIONS_SCHEMA], schema=VERSIONS_SCHEMA)
+
+
+def created_micros(ops: Sequence[dict[str, Any]]) -> list[int]:
+    """Each operation's `created_at` as epoch microseconds; raises ValueError if one is bad."""
+    values = [op.get("created_at") for op in ops]
+    if not all(isinstance(v, str) for v in values):
+        raise ValueError("an operation has no created_at")
+    return timestamps_array(values).cast(pa.int64()).to_pylist()

@@ -1,0 +1,655 @@
+"""`sync()`: discovery, concurrent project walks, the single committer, and the run summary.
+
+Workers walk projects in parallel and hand `Chunk`s to one committer thread, which writes them
+as Parquet and commits files and checkpoints in one state transaction (see `store.local.dataset`). Batching
+chunks of many projects into one commit keeps files few when ten thousand projects each bring a
+handful of operations; each project still commits on its own schedule, and a failing project
+never holds back the others. Everything a project's walk decides (rows, checkpoints, its error,
+its deletion) goes through the committer, so state changes apply in the order they happened.
+Progress reaches the caller through a `SyncObserver`, never stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from exporter.api.client import ApiClient, RequestStats, RetryPolicy
+from exporter.api.discovery import PROJECTS_PAGE, discover
+from exporter.api.pacing import DEFAULT_MAX_RPS, ROUTE_MAX_RPS, Pacer
+from exporter.core.errors import (
+    ApiError,
+    ApiUnavailableError,
+    AuthError,
+    ConfigError,
+    ExitCode,
+    OpsauditError,
+    StorageError,
+    UnknownProjectError,
+    redact,
+)
+from exporter.core.model import DEFAULT_BASE_URL, Outcome
+from exporter.engine.budget import Budget
+from exporter.engine.records import versions_table
+from exporter.engine.schedule import DEFAULT_EVERY_US, RefreshSchedule
+from exporter.engine.walk import Chunk, ProjectWalk, WalkLimits, WalkResult, now_us
+from exporter.events.outbox import EventsConfig, Outbox
+from exporter.store.base import Store
+from exporter.store.state import Coverage
+
+log = logging.getLogger("opsaudit.sync")
+
+
+_EXIT_CODES = {
+    Outcome.OK: ExitCode.OK,
+    Outcome.BUDGET: ExitCode.OK,
+    Outcome.PARTIAL: ExitCode.PARTIAL,
+    Outcome.AUTH_FAILED: ExitCode.AUTH,
+}
+
+
+@dataclass
+class SyncConfig:
+    """Everything one run needs; the CLI builds it from flags and environment variables."""
+
+    data_dir: Path | str  # a local directory, or s3:// gs:// az:// (exporter.store.readers)
+    api_key: str = field(repr=False)  # never in a repr, a log line or a traceback
+    base_url: str = DEFAULT_BASE_URL
+    project_ids: list[str] | None = None  # --project: no listing
+    org_ids: list[str] | None = None  # --org-id: list only these organizations
+    max_rps: float | None = DEFAULT_MAX_RPS  # None or 0: no pacing
+    route_max_rps: float = ROUTE_MAX_RPS  # the API's 40/s per route (benchmarks scale it)
+    concurrency: int = 4  # projects walked at once
+    wait_for_lock: bool = False
+    storage_options: list[str] = field(default_factory=list)  # --storage-option KEY=VALUE
+    limits: WalkLimits = field(default_factory=WalkLimits)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    commit_rows: int = 10_000  # commit once this many versions are waiting ...
+    commit_seconds: float = 5.0  # ... or this long after the oldest waiting chunk
+    compact: bool = True
+    time_budget: float | None = None  # seconds: stop starting new work after this long
+    max_requests: int | None = None  # stop starting new work after this many requests
+    # Single-operation GETs per run across the account, oldest-checked first (issue 12); None:
+    # every open operation the walk does not pass is read (an exit-0 sync is then current).
+    max_gets_per_run: int | None = None
+    # --skip-idle: leave projects whose listing shows no activity since their last walk, but
+    # walk every project at least every `full_sweep_every` seconds (README: what it can delay).
+    skip_idle: bool = False
+    full_sweep_every: float = 86_400.0
+    # Events of new versions (issue 22): recorded with the commit, delivered after the run.
+    events: EventsConfig | None = None
+    # --refresh-open-every, seconds: the longest an open operation goes without a re-read
+    # (hot ones: every run; exporter/engine/schedule.py). 0: every open operation in every run, so
+    # after an ok run `operations` equals the API.
+    refresh_open_every: float = DEFAULT_EVERY_US / 1e6
+    # Microseconds since the epoch: when things are read and what is due. The wall clock;
+    # tests and benchmarks pass the simulator's to run days of cron in seconds.
+    clock: Callable[[], int] = field(default=now_us, repr=False)
+    # --names-max-age (seconds): a project's branches and endpoints listings are read again once
+    # older than this (0: every run); also in its first walk and when an unknown id shows up.
+    names_max_age: float = 86_400.0
+
+
+@dataclass
+class ProjectResult:
+    """What one project's part of a run did (folded into `RunSummary`)."""
+
+    walk: WalkResult
+    error: str | None = None
+    left: bool = False  # stopped by the budget (or the run's stop): the next run resumes it
+    unknown: bool = False  # 404 for a project never seen (a mistyped --project)
+
+
+@dataclass
+class RunSummary:
+    """What a sync did; `exit_code` is what the CLI exits with."""
+
+    run_id: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    outcome: Outcome = Outcome.RUNNING
+    projects_total: int = 0
+    projects_ok: int = 0
+    projects_failed: int = 0
+    projects_deleted: int = 0
+    projects_unknown: int = 0  # failed with a 404 and never seen: a mistyped --project
+    requests: int = 0
+    responses_429: int = 0
+    retries: int = 0
+    new_operations: int = 0
+    changed_operations: int = 0
+    versions_written: int = 0
+    pages: int = 0
+    gets: int = 0
+    names_requests: int = 0  # branches + endpoints listings read
+    open_operations: int = 0
+    projects_left: int = 0  # not reached or cut short (budget, stop): the next run continues
+    projects_idle: int = 0  # left for a later run by --skip-idle (no activity since last walk)
+    coverage: Coverage | None = None  # account-wide currency after the run
+    achieved_rps: float = 0.0  # requests / wall seconds
+    configured_rps: float | None = None  # the pacing asked for (None: unpaced)
+    errors: dict[str, str] = field(default_factory=dict)  # project id (or "") -> message
+    error: str | None = None
+    events_delivered: int = 0  # events the sinks took in this run (a file and a webhook: 2)
+    events_pending: int | None = None  # events left in the outbox (None: no sink configured)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return _EXIT_CODES.get(self.outcome, ExitCode.FATAL)
+
+    def add(self, r: ProjectResult) -> None:
+        w = r.walk
+        self.pages += w.pages
+        self.gets += w.gets
+        self.names_requests += w.names_requests
+        self.new_operations += w.new
+        self.changed_operations += w.changed
+        if w.deleted:
+            self.projects_deleted += 1
+        if r.left:
+            self.projects_left += 1
+        elif r.error is None:
+            self.projects_ok += 1
+        else:
+            self.projects_failed += 1
+            self.projects_unknown += r.unknown
+            self.errors[w.project_id] = r.error
+
+    def count_left(self) -> None:
+        """Projects not reached or cut short: every one neither done, failed nor left idle."""
+        self.projects_left = max(
+            0, self.projects_total - self.projects_ok - self.projects_failed - self.projects_idle
+        )
+
+    def settle(self, budget_reached: bool = False) -> None:
+        """The outcome of a run whose walks all ended (unless an earlier stop set one)."""
+        self.count_left()
+        if self.outcome is not Outcome.RUNNING:
+            return
+        if not self.projects_failed and not self.errors:
+            self.outcome = Outcome.BUDGET if budget_reached else Outcome.OK
+        elif self.projects_ok == 0 and self.projects_total > self.projects_unknown:
+            # Nothing could be synced (exit 5); a mistyped --project alone is a project error.
+            self.outcome = Outcome.FAILED
+        else:
+            self.outcome = Outcome.PARTIAL
+
+    def line(self) -> str:
+        """The one-line summary printed at the end of a run."""
+        secs = (self.finished_at - self.started_at).total_seconds() if self.finished_at else 0.0
+        text = (
+            f"sync {self.outcome}: {self.projects_ok}/{self.projects_total} projects, "
+            f"{self.new_operations} new and {self.changed_operations} changed operations, "
+            f"{self.requests} requests ({self.responses_429} throttled, {self.retries} retried) "
+            f"in {secs:.1f}s"
+        )
+        if self.projects_failed:
+            text += f"; {self.projects_failed} project(s) failed"
+        if self.projects_idle:
+            text += f"; {self.projects_idle} idle project(s) not walked (--skip-idle)"
+        if self.projects_left:
+            text += f"; {self.projects_left} project(s) left for the next run"
+        if self.configured_rps and secs >= 1:  # a rate over less than a second means nothing
+            text += f"; {self.achieved_rps:.1f} req/s of {self.configured_rps:g} configured"
+        if self.events_pending is not None:
+            text += f"; {self.events_delivered} event(s) delivered"
+            if self.events_pending:
+                text += f", {self.events_pending} waiting for the next run"
+        return text
+
+
+class SyncObserver(Protocol):
+    """Progress of a run, for a status line or a log (pip-audit's `AuditState`).
+
+    Library callers pass nothing (a `NullObserver`); the CLI passes a progress display. Methods
+    are called from the run's threads, so an implementation must be thread-safe.
+    """
+
+    def discovered(self, projects: int, stats: RequestStats) -> None:
+        """The projects in scope are known."""
+
+    def project_done(self, result: ProjectResult, stats: RequestStats, rate: float) -> None:
+        """One project's walk ended (successfully or not)."""
+
+    def committed(self, versions: int, files: int) -> None:
+        """A batch of versions became durable."""
+
+
+class NullObserver:
+    """The observer of a caller that wants no progress."""
+
+    def discovered(self, projects: int, stats: RequestStats) -> None:
+        pass
+
+    def project_done(self, result: ProjectResult, stats: RequestStats, rate: float) -> None:
+        pass
+
+    def committed(self, versions: int, files: int) -> None:
+        pass
+
+
+class _Committer(threading.Thread):
+    """The only writer: turns queued chunks into committed Parquet files and state changes."""
+
+    def __init__(self, dataset: Store, run_id: str, config: SyncConfig, observer: SyncObserver):
+        super().__init__(name="opsaudit-committer", daemon=True)
+        self.dataset = dataset
+        self.run_id = run_id
+        self.config = config
+        self.observer = observer
+        # Bounded: a fast API cannot pile up unwritten rows (flat memory).
+        self.queue: queue.Queue[Chunk | None] = queue.Queue(maxsize=2)
+        self.partitions: set[str] = set()
+        self.versions_written = 0
+        self.error: BaseException | None = None
+        self._seq = 0
+        self.outbox = Outbox(dataset.state, config.events) if config.events else None
+
+    def submit(self, chunk: Chunk) -> None:
+        if self.error is not None:
+            raise _CommitterFailed(f"cannot commit: {self.error}") from self.error
+        if chunk.ops:
+            chunk.table = versions_table(
+                chunk.ops,
+                chunk.raws,
+                chunk.created_us,
+                chunk.versions,
+                chunk.observed_us,
+                self.run_id,
+            )
+            chunk.ops, chunk.raws = [], []
+        self.queue.put(chunk)
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.join()
+
+    def run(self) -> None:
+        waiting: list[Chunk] = []
+        rows = 0
+        oldest = 0.0
+        done = False
+        while not done:
+            timeout = (
+                None
+                if not waiting
+                else max(0.0, oldest + self.config.commit_seconds - time.monotonic())
+            )
+            try:
+                item = self.queue.get(timeout=timeout)
+            except queue.Empty:
+                item = _TICK
+            if item is None:
+                done = True
+            elif item is not _TICK:
+                if not waiting:
+                    oldest = time.monotonic()
+                waiting.append(item)
+                rows += item.rows
+            due = (
+                done
+                or rows >= self.config.commit_rows
+                or (waiting and time.monotonic() - oldest >= self.config.commit_seconds)
+            )
+            if waiting and due and self.error is None:
+                try:
+                    self._commit(waiting)
+                except BaseException as exc:
+                    log.debug("commit failed: %s", exc)  # the run's error reports it once
+                    self.error = exc
+                waiting, rows = [], 0
+
+    def _commit(self, chunks: list[Chunk]) -> None:
+        tables = [c.table for c in chunks if c.table is not None]
+        table = None
+        if tables:
+            table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        self._seq += 1
+        state = self.dataset.state
+
+        outbox, now = self.outbox, now_us()
+
+        def apply(con: Any) -> None:
+            for c in chunks:
+                if outbox is not None and c.table is not None:
+                    # In the transaction that commits the rows: the outbox (issue 22).
+                    outbox.record(con, c.project_id, c.table, now)
+                state.apply_chunk(con, c)
+
+        done = self.dataset.commit(table, f"{self.run_id}-{self._seq:05d}", self.run_id, apply)
+        self.versions_written += done.rows
+        self.partitions.update(done.partitions)
+        self.observer.committed(done.rows, done.files)
+
+
+_TICK = Chunk("")  # wakes the committer to check its timer
+
+
+class _CommitterFailed(StorageError):
+    """A walk's chunk refused because the committer already failed: a follow-on, never the
+    cause (the committer's own error decides the exit code, issue 19 finding 6)."""
+
+
+def sync(
+    config: SyncConfig,
+    observer: SyncObserver | None = None,
+    stop: threading.Event | None = None,
+) -> RunSummary:
+    """Run one sync of `config.data_dir`; never raises for a per-project failure.
+
+    Setting `stop` (the CLI does on SIGINT / SIGTERM) stops new requests at once, as a spent
+    budget does: what was read is committed and the outcome is `interrupted`.
+
+    Raises `AuthError` for a missing or malformed key, `LockHeldError`, `StorageError` or
+    `ConfigError` before anything is written, and `StorageError` when the dataset cannot be
+    written; a key the API rejects, a failed discovery or an API down for everything is
+    reported in the summary's outcome.
+    """
+    from exporter.api.client import check_api_key
+    from exporter.store.opener import open_store
+
+    # Before the data directory is touched: no key, nothing created (issue 23).
+    check_api_key(config.api_key)
+
+    dataset = open_store(
+        config.data_dir, config.storage_options, lock=True, wait=config.wait_for_lock
+    )
+    try:
+        dataset.recover()
+        return _Run(dataset, config, observer or NullObserver(), stop).run()
+    finally:
+        dataset.close()
+
+
+class _Run:
+    """One run: discovery, the walks, the commits and the summary, in that order."""
+
+    def __init__(
+        self,
+        dataset: Store,
+        config: SyncConfig,
+        observer: SyncObserver,
+        stop: threading.Event | None = None,
+    ):
+        self.dataset = dataset
+        self.stop = stop or threading.Event()
+        self.config = config
+        self.observer = observer
+        self.clock = config.clock
+        self.started = self.clock()
+        self.schedule = RefreshSchedule(int(config.refresh_open_every * 1e6))
+        run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
+        self.summary = RunSummary(run_id, datetime.now(timezone.utc))
+        self.cancel = threading.Event()
+        self.lock = threading.Lock()
+        self.budget = Budget(config.time_budget, config.max_requests, stop=self.stop)
+        self.clock_started = time.monotonic()
+        self.allowed_gets: set[str] | None = None
+
+    def run(self) -> RunSummary:
+        summary, dataset, config = self.summary, self.dataset, self.config
+        dataset.state.start_run(summary.run_id, self.started)
+        dataset.state.set_refresh_every(self.schedule.every_us)
+        client = ApiClient(
+            config.base_url,
+            config.api_key,
+            pacer=Pacer(config.max_rps, config.route_max_rps),
+            retry=config.retry,
+            max_connections=max(4, config.concurrency * 2),
+        )
+        committer = _Committer(dataset, summary.run_id, config, self.observer)
+        failure: BaseException | None = None
+        try:
+            self._sync(client, committer)
+            self._deliver()
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            self.cancel.set()
+            if committer.is_alive():
+                committer.close()
+            summary.versions_written = committer.versions_written
+            summary.requests = client.stats.requests
+            summary.responses_429 = client.stats.responses_429
+            summary.retries = client.stats.retries
+            client.close()
+            if summary.outcome is Outcome.RUNNING:
+                summary.outcome = Outcome.FAILED
+                if failure is not None and summary.error is None:
+                    summary.error = redact(str(failure) or type(failure).__name__)
+            summary.finished_at = datetime.now(timezone.utc)
+            try:
+                # After a storage failure only the run's record is attempted: the exports
+                # would fail the same way and bury the message under more of their own.
+                self._finish(summary, exports=not isinstance(failure, StorageError))
+            except Exception as exc:
+                # Never mask the error that ended the run with one from the clean-up.
+                if failure is None:
+                    raise
+                log.error("could not record the end of run %s: %s", summary.run_id, exc)
+        return summary
+
+    def _sync(self, client: ApiClient, committer: _Committer) -> None:
+        summary, config = self.summary, self.config
+        state = self.dataset.state
+        remembered = state.get_meta("projects_page_limit")
+        try:
+            found = discover(
+                client,
+                project_ids=config.project_ids,
+                org_ids=config.org_ids,
+                on_page=self._listed,
+                page_limit=int(remembered) if remembered else PROJECTS_PAGE,
+            )
+        except AuthError as exc:
+            summary.outcome, summary.error = Outcome.AUTH_FAILED, str(exc)
+            return
+        except ApiError as exc:
+            summary.outcome, summary.error = Outcome.FAILED, f"discovery failed: {exc}"
+            return
+        except InterruptedError:
+            summary.outcome, summary.error = Outcome.INTERRUPTED, "interrupted while listing"
+            return
+        if str(found.page_limit) != remembered and not found.explicit:
+            state.set_meta("projects_page_limit", str(found.page_limit))
+        state.add_known(found.ids, self.started)
+        state.mark_vanished(found.ids, found.complete_scopes, self.started)
+        for message in found.errors:
+            summary.errors[""] = message
+        self.budget.spend(client.stats.requests)
+        if self.budget.requests_left is not None and self.budget.requests_left <= 0 and found.ids:
+            # Every run would list, walk nothing and exit 0 `budget`, for ever (finding 10).
+            raise ConfigError(
+                f"--max-requests {config.max_requests} does not cover listing the projects "
+                f"({client.stats.requests} requests): nothing would ever be synced; use "
+                f"--max-requests {client.stats.requests + 1} or more (more: faster coverage)"
+            )
+        # Stalest first: consecutive budgeted runs cover every project (issue 12).
+        pids = state.stalest_first(found.ids)
+        if config.skip_idle:
+            idle = state.idle_projects(self.started, int(config.full_sweep_every * 1e6))
+            pids = [p for p in pids if p not in idle]
+        if config.max_gets_per_run is not None:
+            self.allowed_gets = state.refresh_allowance(
+                config.max_gets_per_run, lambda o: self.schedule.due(o, self.started)
+            )
+        self.load_checkpoint = state.checkpoints()
+        summary.projects_total = len(found.ids)
+        summary.projects_idle = len(found.ids) - len(pids)
+        self.observer.discovered(len(pids), client.stats)
+        committer.start()
+        with ThreadPoolExecutor(
+            max(1, config.concurrency), thread_name_prefix="opsaudit-walk"
+        ) as pool:
+            futures = [pool.submit(self._walk_one, client, committer, pid) for pid in pids]
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            if any(f.exception() is not None for f in done):
+                # An unexpected error in one worker stops the others (issue 9, finding 15).
+                self.cancel.set()
+                for f in futures:
+                    f.cancel()
+            failures = [f.exception() for f in futures if not f.cancelled()]
+        committer.close()
+        # The first cause decides the exit code: a worker's refused chunk is a follow-on of the
+        # committer's error (a lost lease is 4, not the follow-on's 6).
+        worker_error = next(
+            (e for e in failures if e is not None and not isinstance(e, _CommitterFailed)), None
+        )
+        if worker_error is not None:
+            raise worker_error
+        if isinstance(committer.error, OpsauditError):
+            raise committer.error  # its own exit code (a lost lease is 4, a full disk 6)
+        if committer.error is not None:
+            raise StorageError(
+                f"writing the dataset failed: {committer.error}"
+            ) from committer.error
+        if self.stop.is_set() and summary.outcome is Outcome.RUNNING:
+            summary.outcome = Outcome.INTERRUPTED  # what was read is committed; no compaction
+        if summary.outcome is not Outcome.RUNNING:
+            return  # stopped early (revoked key, API down, a signal): no compaction
+        _release_free_memory()
+        if config.compact and committer.partitions:
+            self.dataset.compact(committer.partitions)
+            _release_free_memory()
+        summary.settle(self.budget.reached)
+
+    def _deliver(self) -> None:
+        """After the commits: hand the outbox to the sinks (whatever the run's outcome)."""
+        events = self.config.events
+        if events is None or not events.sinks:
+            return
+        from exporter.events.delivery import deliver
+
+        done = deliver(self.dataset.state, events)
+        self.summary.events_delivered = sum(done.delivered.values())
+        self.summary.events_pending = done.pending  # why a sink stopped: logged by deliver
+
+    def _listed(self, projects: list[dict[str, Any]], scope: str) -> None:
+        """One page of the listing: recorded, unless the run was told to stop."""
+        if self.stop.is_set():
+            raise InterruptedError("interrupted")
+        self.dataset.state.upsert_projects(projects, scope, self.started)
+
+    def _walk_one(self, client: ApiClient, committer: _Committer, pid: str) -> None:
+        if self.cancel.is_set():
+            return
+        walk = ProjectWalk(
+            client,
+            self.load_checkpoint(pid),
+            committer.submit,
+            self.config.limits,
+            self.cancel,
+            self.budget,
+            self.allowed_gets,
+            self.schedule,
+            self.clock,
+            names_max_age_us=int(self.config.names_max_age * 1_000_000),
+        )
+        error: str | None = None
+        unknown = False
+        try:
+            walk.run()
+        except AuthError as exc:
+            self._stop(Outcome.AUTH_FAILED, str(exc))
+            return
+        except ApiUnavailableError as exc:
+            self._stop(Outcome.FAILED, str(exc))
+            return
+        except InterruptedError:
+            # Stopped (budget or cancel): neither ok nor failed; what it read is committed.
+            with self.lock:
+                self.summary.add(ProjectResult(walk.result, left=True))
+            return
+        except OpsauditError as exc:
+            error = redact(str(exc))
+            unknown = isinstance(exc, UnknownProjectError)
+            log.warning("project %s failed: %s", pid, error)
+            # Through the committer, after the chunks already queued (finding 8).
+            committer.submit(Chunk(pid, error=error))
+        result = ProjectResult(walk.result, error, unknown=unknown)
+        with self.lock:
+            self.summary.add(result)
+        self.observer.project_done(result, client.stats, client.pacer.current_rps)
+
+    def _stop(self, outcome: Outcome, message: str) -> None:
+        """End the whole run early: the other workers stop at their next request."""
+        self.cancel.set()
+        with self.lock:
+            if self.summary.outcome is Outcome.RUNNING:
+                self.summary.outcome, self.summary.error = outcome, message
+
+    def _finish(self, s: RunSummary, exports: bool = True) -> None:
+        state = self.dataset.state
+        s.open_operations = state.open_count()
+        s.count_left()
+        now = self.clock()
+        s.coverage = coverage = state.coverage(now)
+        s.achieved_rps = s.requests / max(time.monotonic() - self.clock_started, 1e-6)
+        s.configured_rps = self.config.max_rps or None
+        errors = "; ".join(f"{k or 'discovery'}: {v}" for k, v in sorted(s.errors.items())[:20])
+        state.finish_run(
+            s.run_id,
+            self.clock(),
+            outcome=s.outcome.value,
+            projects_total=s.projects_total,
+            projects_ok=s.projects_ok,
+            projects_failed=s.projects_failed,
+            requests=s.requests,
+            responses_429=s.responses_429,
+            retries=s.retries,
+            new_operations=s.new_operations,
+            changed_operations=s.changed_operations,
+            versions_written=s.versions_written,
+            error=redact(s.error or errors) or None,
+            projects_left=s.projects_left,
+            coverage_hour=coverage.share_hour,
+            coverage_day=coverage.share_day,
+            oldest_lag_us=coverage.oldest_lag_us,
+            open_unchecked_day=coverage.open_unchecked_day,
+            achieved_rps=round(s.achieved_rps, 3),
+            configured_rps=s.configured_rps,
+        )
+        if not exports:
+            return
+        from exporter.store.local.exports import export_tables
+
+        if export_tables(self.dataset):
+            # Only now that the readers name the compacted files instead of their inputs.
+            self.dataset.collect_garbage()
+
+
+def _release_free_memory() -> None:
+    """Hand memory freed by the walk back to the OS before the next phase (glibc only).
+
+    The walk churns through millions of short-lived objects; glibc keeps the freed heap, so
+    compaction and the views refresh would stack their peak on top of it.
+    """
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+__all__ = [
+    "NullObserver",
+    "Outcome",
+    "ProjectResult",
+    "RunSummary",
+    "SyncConfig",
+    "SyncObserver",
+    "sync",
+]

@@ -1,0 +1,345 @@
+"""Delivery of the outbox's events after the commit (issue 22): the events file and the webhook.
+
+The events file holds each event exactly once, across kill -9 at any instant. Events are
+appended in commit order, fsynced, then marked delivered. A kill can leave two traces, both
+mended by the next run before it appends anything: a torn last line (cut at the last newline;
+its event is still pending and is appended again whole), and appended lines whose marks were
+never committed (the file's last line names a pending event: it and every pending event before
+it are in the file, because appends are in commit order, so they are marked, not repeated).
+
+The webhook gets each event at least once (Standard Webhooks: `webhook-id` = the event id on
+every attempt, a fresh `webhook-timestamp` and signature per attempt). Events go out in commit
+order on a few lanes, all of an operation's events on one lane, so one operation's versions
+arrive in order. A non-2xx answer, a timeout or a refused connection is retried with doubling
+waits; an event that still fails stops the webhook for this run (the receiver is down or
+refusing: the rest would fail the same way), and it and everything after it wait in the outbox
+for the next run. The URL's query string and userinfo (where a token may live) and the secret
+never reach a log line or a message.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import http.client
+import logging
+import os
+import ssl
+import threading
+import time
+import urllib.parse
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from exporter.core.errors import ConfigError
+from exporter.events.outbox import EventsConfig, Outbox
+
+__all__ = [
+    "Delivery",
+    "deliver",
+    "read_webhook_secret",
+    "safe_url",
+    "sign",
+    "validate_webhook_url",
+]
+
+log = logging.getLogger("opsaudit.events")
+
+_FILE_BATCH = 5000
+_WEBHOOK_BATCH = 2000
+_TAIL_BLOCK = 65536
+_MAX_BACKOFF = 30.0
+
+
+@dataclass
+class Delivery:
+    """What one run's delivery did."""
+
+    delivered: dict[str, int] = field(default_factory=dict)  # sink -> events delivered now
+    pending: int = 0  # events still waiting for a sink after the run
+    errors: list[str] = field(default_factory=list)  # why a sink stopped (safe to print)
+
+
+def safe_url(url: str) -> str:
+    """The webhook URL as it may be printed: no userinfo, no query, no fragment."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def validate_webhook_url(url: str) -> str:
+    """An http(s) URL with a host; `ConfigError` (exit 2) otherwise, naming only its safe
+    part."""
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(
+            f"--webhook {safe_url(url) if '://' in url else '(hidden)'} is not an http(s) URL "
+            "with a host"
+        )
+    return url.strip()
+
+
+def read_webhook_secret(path: Path) -> bytes:
+    """The signing key of a Standard Webhooks secret file (`whsec_<base64>`); `ConfigError`
+    (exit 2) when missing or malformed. The secret itself is never part of a message."""
+    try:
+        text = Path(path).read_text().strip()
+    except OSError as exc:
+        raise ConfigError(
+            f"--webhook-secret-file {path}: cannot read it ({exc.strerror})"
+        ) from None
+    encoded = text.removeprefix("whsec_")
+    try:
+        key = base64.b64decode(encoded, validate=True)
+    except ValueError:
+        key = b""
+    if not key:
+        raise ConfigError(
+            f"--webhook-secret-file {path} does not hold a Standard Webhooks secret "
+            "(whsec_ followed by base64)"
+        )
+    return key
+
+
+def sign(key: bytes, event_id: str, timestamp: int, body: bytes) -> str:
+    """The `webhook-signature` header value (Standard Webhooks, v1 = HMAC-SHA256)."""
+    message = f"{event_id}.{timestamp}.".encode() + body
+    digest = hmac.new(key, message, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()
+
+
+def deliver(state: object, config: EventsConfig) -> Delivery:
+    """Deliver what waits in the outbox to the run's sinks; never raises for a sink that
+    fails (the events wait), only when the state cannot be written (`StorageError`)."""
+    outbox = Outbox(state, config)
+    out = Delivery()
+    if config.file is not None:
+        try:
+            out.delivered["file"] = _deliver_file(outbox, config.file)
+        except OSError as exc:
+            message = f"events file {config.file}: {exc.strerror or exc}; the events wait"
+            log.warning("%s", message)
+            out.errors.append(message)
+    if config.webhook_url and config.webhook_key:
+        sender = _Webhook(config)
+        try:
+            out.delivered["webhook"], error = sender.deliver(outbox)
+        finally:
+            sender.close()
+        if error:
+            out.errors.append(error)
+    out.pending = outbox.backlog().total
+    return out
+
+
+# -- the events file ----------------------------------------------------------------------------
+
+
+def _repair_tail(fd: int) -> bytes | None:
+    """Cut a torn last line (a kill mid-append); return the last complete line, or None."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return None
+    end = size
+    tail = b""
+    # Read backwards until the tail holds the last newline and the one before it (or the start).
+    while True:
+        start = max(0, end - _TAIL_BLOCK)
+        tail = os.pread(fd, end - start, start) + tail
+        end = start
+        complete = tail.rfind(b"\n")
+        if complete >= 0 and (tail.rfind(b"\n", 0, complete) >= 0 or start == 0):
+            break
+        if start == 0:
+            break
+    last_newline = tail.rfind(b"\n")
+    keep = end + last_newline + 1  # 0 when no newline at all: the whole file is one torn line
+    if keep != size:
+        log.warning(
+            "events file: cut a torn last line of %d bytes (a run was killed while appending)",
+            size - keep,
+        )
+        os.ftruncate(fd, keep)
+        os.fsync(fd)
+    if last_newline < 0:
+        return None
+    previous = tail.rfind(b"\n", 0, last_newline)
+    return tail[previous + 1 : last_newline]
+
+
+def _last_event_id(line: bytes | None) -> str | None:
+    if not line:
+        return None
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    event_id = value.get("id") if isinstance(value, dict) else None
+    return event_id if isinstance(event_id, str) else None
+
+
+def _deliver_file(outbox: Outbox, path: Path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        last_id = _last_event_id(_repair_tail(fd))
+        if last_id is not None:
+            seq, index = outbox.find_pending_file(last_id)
+            if seq is not None:
+                # Appended by a run killed before it recorded that: in the file already.
+                n = outbox.delivered_through("file", seq, 0, index + 1)
+                log.info("events file: %d event(s) found appended by an interrupted run", n)
+        delivered = 0
+        after = 0
+        while batches := outbox.pending("file", after, _FILE_BATCH):
+            data = b"".join(b.file_data() for b in batches)
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+            delivered += outbox.delivered_through("file", batches[-1].seq, after)
+            after = batches[-1].seq
+        return delivered
+    finally:
+        os.close(fd)
+
+
+# -- the webhook --------------------------------------------------------------------------------
+
+
+class _Webhook:
+    """POSTs events to the webhook with retries; the first event that exhausts them stops it."""
+
+    def __init__(self, config: EventsConfig):
+        assert config.webhook_url and config.webhook_key
+        self.url = config.webhook_url
+        self.shown = safe_url(config.webhook_url)
+        self.key = config.webhook_key
+        self.config = config
+        self.lanes = max(1, config.webhook_lanes)
+        # http.client, one keep-alive connection per lane: a POST costs a fifth of httpx's CPU
+        # (bench/README.md), and a webhook needs nothing more (no redirects, no pool, no proxy).
+        parts = urllib.parse.urlsplit(config.webhook_url)
+        self._https = parts.scheme == "https"
+        self._host, self._port = parts.hostname or "", parts.port
+        self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self._headers = {"content-type": "application/json", "user-agent": "opsaudit"}
+        if parts.username is not None:
+            user = urllib.parse.unquote(parts.username)
+            password = urllib.parse.unquote(parts.password or "")
+            token = base64.b64encode(f"{user}:{password}".encode()).decode()
+            self._headers["authorization"] = f"Basic {token}"
+        self._local = threading.local()
+        self._connections: list[http.client.HTTPConnection] = []
+        self.stop = threading.Event()
+        self.error: str | None = None
+        self._error_lock = threading.Lock()
+
+    def close(self) -> None:
+        for connection in self._connections:
+            connection.close()
+
+    def _connection(self) -> http.client.HTTPConnection:
+        connection: http.client.HTTPConnection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            timeout = self.config.webhook_timeout
+            if self._https:
+                connection = http.client.HTTPSConnection(
+                    self._host, self._port, timeout=timeout, context=ssl.create_default_context()
+                )
+            else:
+                connection = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+            self._local.connection = connection
+            with self._error_lock:
+                self._connections.append(connection)
+        return connection
+
+    def deliver(self, outbox: Outbox) -> tuple[int, str | None]:
+        delivered = 0
+        after = 0
+        with ThreadPoolExecutor(self.lanes, thread_name_prefix="opsaudit-webhook") as pool:
+            while not self.stop.is_set():
+                batches = outbox.pending("webhook", after, _WEBHOOK_BATCH)
+                if not batches:
+                    break
+                lanes: list[list[tuple[bytearray, int, str, bytes]]] = [
+                    [] for _ in range(self.lanes)
+                ]
+                for b in batches:
+                    assert b.acked is not None
+                    for i, (event_id, body) in enumerate(zip(b.ids, b.lines)):
+                        if not b.acked[i]:
+                            lane = zlib.crc32(event_id.rpartition(":")[0].encode()) % self.lanes
+                            lanes[lane].append((b.acked, i, event_id, body))
+                for f in [pool.submit(self._lane, lane) for lane in lanes]:
+                    f.result()
+                delivered += outbox.delivered("webhook", batches)
+                after = batches[-1].seq
+        return delivered, self.error
+
+    def _lane(self, events: list[tuple[bytearray, int, str, bytes]]) -> None:
+        for acked, i, event_id, body in events:
+            if self.stop.is_set() or not self._send(event_id, body):
+                break  # later events of this lane's operations must not overtake this one
+            acked[i] = 1
+
+    def _send(self, event_id: str, body: bytes) -> bool:
+        attempts = max(1, self.config.webhook_attempts)
+        for attempt in range(attempts):
+            timestamp = int(time.time())
+            problem: str
+            connection = self._connection()
+            try:
+                connection.request(
+                    "POST",
+                    self._target,
+                    body=body,
+                    headers={
+                        **self._headers,
+                        "webhook-id": event_id,
+                        "webhook-timestamp": str(timestamp),
+                        "webhook-signature": sign(self.key, event_id, timestamp, body),
+                    },
+                )
+                response = connection.getresponse()
+                response.read()
+                if response.will_close:
+                    connection.close()  # the next request opens a new one
+                if 200 <= response.status < 300:
+                    return True
+                problem = f"HTTP {response.status}"
+            except TimeoutError:
+                connection.close()
+                problem = f"no answer within {self.config.webhook_timeout:g}s"
+            except (OSError, http.client.HTTPException) as exc:
+                # Named by type only: the text of some could carry the URL (refused, reset...).
+                connection.close()
+                problem = type(exc).__name__
+            if attempt + 1 < attempts:
+                wait = min(_MAX_BACKOFF, self.config.webhook_backoff * 2**attempt)
+                log.debug(
+                    "webhook %s: %s for %s, retry in %.1fs", self.shown, problem, event_id, wait
+                )
+                if self.stop.wait(wait):
+                    return False
+        with self._error_lock:
+            if self.error is None:
+                self.error = (
+                    f"webhook {self.shown}: {problem} after {attempts} attempt(s); the events "
+                    "wait in the outbox for the next run"
+                )
+                log.warning("%s", self.error)
+        self.stop.set()
+        return False

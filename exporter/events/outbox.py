@@ -1,0 +1,450 @@
+"""The events outbox (issue 22): one event per new `operation_versions` row, recorded in the
+state transaction that commits the row, delivered after the commit (`exporter.events.delivery`).
+
+A transactional outbox: the committer calls `Outbox.record` inside the very transaction that
+registers the rows' files and numbers their versions (on object storage: the state that is
+uploaded with the rows in one Delta commit), so a kill at any instant neither loses an event nor
+invents one. Each event is fixed at commit (its JSON is stored), so every delivery attempt sends
+the same bytes under the same id. A row stays until every sink it was recorded for took it; the
+rows are the backlog that `status`, `check` and the metrics report. Owned here: the `events`
+table and the state's `events_delivered_*` counters.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from exporter.core.errors import ConfigError
+
+__all__ = [
+    "SINKS",
+    "Backlog",
+    "Batch",
+    "EventFilter",
+    "EventsConfig",
+    "Outbox",
+    "event_lines",
+    "parse_event_filter",
+    "read_backlog",
+]
+
+SINKS = ("file", "webhook")
+_COLUMN = {"file": "to_file", "webhook": "to_webhook"}
+_TIMESTAMPS = ("retry_at", "created_at", "updated_at", "observed_at")
+# An event's `data`: the operation_versions columns that carry the API's fields, and `version`.
+_DATA_FIELDS = (
+    "id",
+    "project_id",
+    "branch_id",
+    "endpoint_id",
+    "action",
+    "status",
+    "failures_count",
+    "error",
+    "retry_at",
+    "created_at",
+    "updated_at",
+    "total_duration_ms",
+    "version",
+)
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """One `--events-filter`: `field=v1,v2` keeps events whose field is one of the values,
+    `field!=v1,v2` drops them. Fields: `action`, `status`."""
+
+    text: str
+    field: str
+    negate: bool
+    values: frozenset[str]
+
+    def mask(self, table: pa.Table) -> pa.ChunkedArray:
+        hit = pc.fill_null(
+            pc.is_in(table[self.field], value_set=pa.array(sorted(self.values), pa.string())),
+            False,
+        )
+        return pc.invert(hit) if self.negate else hit
+
+
+_FILTER = re.compile(r"^\s*(action|status)\s*(!=|=)\s*([^=!]+)$")
+
+
+def parse_event_filter(text: str) -> EventFilter:
+    """Parse `action=start_compute,suspend_compute` or `status!=finished`; `ConfigError` else."""
+    m = _FILTER.match(text)
+    values = frozenset(v.strip() for v in m[3].split(",") if v.strip()) if m else frozenset()
+    if not m or not values:
+        raise ConfigError(
+            f"--events-filter {text!r} is not a filter: write FIELD=V1,V2 or FIELD!=V1,V2 with "
+            "FIELD action or status (e.g. status=failed,error)"
+        )
+    return EventFilter(text.strip(), m[1], m[2] == "!=", values)
+
+
+@dataclass
+class EventsConfig:
+    """Where a run's events go (the CLI builds it from `--events-file`, `--webhook`, ...)."""
+
+    file: Path | None = None  # JSON Lines, appended
+    webhook_url: str | None = field(default=None, repr=False)  # its query may hold a token
+    webhook_key: bytes | None = field(default=None, repr=False)  # the decoded whsec_ secret
+    backfill: bool = False  # also the rows of a project's first walk
+    filters: Sequence[EventFilter] = ()  # all must hold
+    webhook_timeout: float = 10.0  # seconds per attempt
+    webhook_attempts: int = 6  # per event and run: 0.5 + 1 + 2 + 4 + 8 s of backoff between them
+    webhook_backoff: float = 0.5  # the first wait; doubles, at most 30 s
+    webhook_lanes: int = 4  # events in flight at once (one operation's always in one lane)
+
+    @property
+    def sinks(self) -> tuple[str, ...]:
+        return tuple(
+            s for s, on in (("file", self.file is not None), ("webhook", self.webhook_url)) if on
+        )
+
+
+def _rfc3339(column: pa.ChunkedArray) -> pa.Array:
+    """UTC timestamps as RFC 3339 text: whole seconds as `...:04Z`, else `...:04.214837Z`.
+    Cast as naive timestamps (the values are UTC): Arrow formats a zoned one ~100 times
+    slower, which was most of the cost of recording an event."""
+    naive = column.cast(pa.int64()).cast(pa.timestamp("us"))
+    text = pc.replace_substring(pc.cast(naive, pa.string()), " ", "T", max_replacements=1)
+    text = pc.binary_join_element_wise(text, pa.scalar("Z"), "")
+    return pc.replace_substring(text, ".000000Z", "Z")
+
+
+_STRINGS = frozenset({"id", "project_id", "branch_id", "endpoint_id", "action", "status", "error"})
+
+
+def _json_strings(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Each value as a JSON string literal (`"..."`), NULL as `null`, computed by Arrow."""
+    text = pc.replace_substring(column, "\\", "\\\\")
+    text = pc.replace_substring(text, '"', '\\"')
+    controls = pc.fill_null(pc.match_substring_regex(column, "[\\x00-\\x1f]"), False)
+    if pc.any(controls).as_py():
+        # Rare (an error text with a newline): those values through the JSON encoder.
+        exact = [
+            _ENCODER.encode(v).decode()[1:-1] if flag and v is not None else None
+            for v, flag in zip(column.to_pylist(), controls.to_pylist())
+        ]
+        text = pc.if_else(controls, pa.array(exact, pa.string()), text)
+    quoted = pc.binary_join_element_wise(pa.scalar('"'), text, pa.scalar('"'), "")
+    return pc.fill_null(quoted, "null")
+
+
+def _json_values(table: pa.Table, name: str) -> pa.Array:
+    if name in _STRINGS:
+        return _json_strings(table[name])
+    if name in _TIMESTAMPS:
+        return _json_strings(_rfc3339(table[name]))
+    return pc.fill_null(pc.cast(table[name], pa.string()), "null")  # integers
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def event_lines(
+    table: pa.Table,
+    project_name: str | None,
+    branch_names: list[str | None] | None = None,
+    endpoint_names: list[str | None] | None = None,
+) -> tuple[bytes, bytes]:
+    """The event ids (newline-separated) and the events' JSON Lines of a versions table (PRODUCT.md,
+    "Events": the row's columns under the API's names, its version, and the names where
+    known). Not `raw` and the bookkeeping columns: they tripled an event's size, and with it
+    the cost of a backfill with `--events-backfill`. The JSON text is assembled column by column
+    by Arrow, not object by object in Python: a fraction of the CPU per event (bench/README.md).
+    """
+    version = pc.cast(table["version"], pa.string())
+    event_ids = pc.binary_join_element_wise(table["id"], pa.scalar(":"), version, "")
+    kinds = pc.if_else(
+        pc.equal(table["version"], 1), pa.scalar("operation.created"), "operation.changed"
+    )
+    no_names = pa.nulls(table.num_rows, pa.string())
+    branches = no_names if branch_names is None else pa.array(branch_names, pa.string())
+    endpoints = no_names if endpoint_names is None else pa.array(endpoint_names, pa.string())
+    parts: list[Any] = [
+        '{"id":',
+        _json_strings(event_ids),
+        ',"type":"',
+        kinds,
+        '","timestamp":',
+        _json_strings(_rfc3339(table["observed_at"])),
+        ',"data":{',
+    ]
+    for n, name in enumerate(_DATA_FIELDS):
+        parts += [f'{"," if n else ""}"{name}":', _json_values(table, name)]
+    parts += [
+        f',"project_name":{_ENCODER.encode(project_name).decode()},"branch_name":',
+        _json_strings(branches),
+        ',"endpoint_name":',
+        _json_strings(endpoints),
+        "}}",
+    ]
+    lines = pc.binary_join_element_wise(
+        *[pa.scalar(p) if isinstance(p, str) else p for p in parts], ""
+    )
+    # One buffer each, straight from Arrow: no Python object per event.
+    return _joined(event_ids)[:-1], _joined(lines)
+
+
+def _joined(values: pa.Array | pa.ChunkedArray) -> bytes:
+    """Every value followed by a newline, as one byte string (the values have no NULL)."""
+    lines = pc.binary_join_element_wise(values, pa.scalar("\n"), "")
+    if isinstance(lines, pa.ChunkedArray):
+        lines = lines.combine_chunks()
+    offsets = pa.Array.from_buffers(
+        pa.int32(), len(lines) + 1, [None, lines.buffers()[1]], offset=lines.offset
+    )
+    start, end = offsets[0].as_py(), offsets[-1].as_py()
+    return lines.buffers()[2].to_pybytes()[start:end]
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """Events waiting, per sink, and the age mark of the oldest one."""
+
+    pending: dict[str, int]  # sink -> events not yet delivered there
+    oldest_us: int | None  # recorded_us of the oldest waiting event
+    delivered: dict[str, int]  # sink -> events delivered over the dataset's life
+
+    @property
+    def total(self) -> int:
+        """Events waiting for at least one sink."""
+        return max(self.pending.values(), default=0)
+
+
+def read_backlog(state: Any) -> Backlog:
+    """The backlog of a `StateDB` (read-only too; a state from before the outbox has none)."""
+    delivered = {
+        s: int(v[0][0])
+        if (v := state.query("SELECT value FROM meta WHERE key = ?", (f"events_delivered_{s}",)))
+        else 0
+        for s in SINKS
+    }
+    if not state.query(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_batches'"
+    ):
+        return Backlog({s: 0 for s in SINKS}, None, delivered)
+    to_file, to_webhook, oldest = state.query(
+        "SELECT coalesce(sum(events - file_done), 0), coalesce(sum(webhook_left), 0), "
+        "min(recorded_us) FROM event_batches"
+    )[0]
+    return Backlog({"file": int(to_file), "webhook": int(to_webhook)}, oldest, delivered)
+
+
+@dataclass
+class Batch:
+    """One row of the outbox: the events of one project's chunk of a commit, in order."""
+
+    seq: int
+    ids_blob: bytes  # newline-separated
+    blob: bytes  # the JSON Lines, each line ending in a newline
+    file_done: int | None  # None: not for the file
+    acked: bytearray | None  # None: not for the webhook; else 1 per acknowledged event
+
+    @functools.cached_property
+    def ids(self) -> list[str]:
+        return self.ids_blob.decode().split("\n")
+
+    @functools.cached_property
+    def lines(self) -> list[bytes]:
+        """Each event's JSON, without the newline."""
+        return self.blob.split(b"\n")[:-1]
+
+    def file_data(self) -> bytes:
+        """What the file still lacks of this batch (all of it, unless a kill cut an append)."""
+        if not self.file_done:
+            return self.blob
+        return b"".join(line + b"\n" for line in self.lines[self.file_done :])
+
+
+def _bytes(value: bytes | str) -> bytes:
+    """A BLOB column's value (the migration from format 5 made some TEXT: `||` yields text)."""
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+_DONE = "(file_done IS NULL OR file_done = events) AND (webhook_left IS NULL OR webhook_left = 0)"
+
+
+class Outbox:
+    """The outbox of one run: records events in the committer's transaction, hands pending
+    ones to the sinks in commit order and marks them delivered."""
+
+    def __init__(self, state: Any, config: EventsConfig):
+        self.state = state
+        self.config = config
+        self.sinks = config.sinks
+
+    # -- inside the committer's transaction --------------------------------------------------
+
+    def record(self, con: sqlite3.Connection, project_id: str, table: pa.Table, now: int) -> int:
+        """Record the events of `table` (one project's new versions) in the caller's open
+        transaction; call it before the chunk's own state changes (a completed first walk
+        would otherwise no longer look like a backfill). Returns how many were recorded."""
+        if not self.sinks or table is None or not table.num_rows:
+            return 0
+        row = con.execute(
+            "SELECT name, last_synced_us FROM projects WHERE id = ?", (project_id,)
+        ).fetchone()
+        name, synced = row if row is not None else (None, None)
+        if synced is None and not self.config.backfill:
+            return 0  # the project's first walk (PRODUCT.md: no events unless --events-backfill)
+        for f in self.config.filters:
+            table = table.filter(f.mask(table))
+        n = table.num_rows
+        if not n:
+            return 0
+        # The names in effect when each operation was created, as the state knows them in
+        # this transaction (PRODUCT.md: "where known"; the views join the same versions).
+        created = pc.cast(table["created_at"], pa.int64()).to_pylist()
+        names = [
+            self.state.names_in_effect(con, kind, list(zip(table[column].to_pylist(), created)))
+            for kind, column in (("branch", "branch_id"), ("endpoint", "endpoint_id"))
+        ]
+        ids, lines = event_lines(table, name, *names)
+        webhook = "webhook" in self.sinks
+        con.execute(
+            "INSERT INTO event_batches (recorded_us, events, ids, lines, file_done, "
+            "webhook_left, webhook_acked) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                now,
+                n,
+                ids,
+                lines,
+                0 if "file" in self.sinks else None,
+                n if webhook else None,
+                bytes(n) if webhook else None,
+            ),
+        )
+        return n
+
+    # -- delivery ----------------------------------------------------------------------------
+
+    def pending(self, sink: str, after: int = 0, limit: int = 1000) -> list[Batch]:
+        """Batches with events waiting for `sink`, in commit order, from after seq `after`,
+        until they hold at least `limit` events."""
+        waiting = "file_done < events" if sink == "file" else "webhook_left > 0"
+        out: list[Batch] = []
+        count = 0
+        while count < limit:
+            rows = self.state.query(
+                "SELECT seq, ids, lines, file_done, webhook_acked FROM event_batches "
+                f"WHERE {waiting} AND seq > ? ORDER BY seq LIMIT 16",
+                (after,),
+            )
+            for seq, ids, lines, file_done, acked in rows:
+                batch = Batch(
+                    seq,
+                    _bytes(ids),
+                    _bytes(lines),
+                    file_done,
+                    None if acked is None else bytearray(acked),
+                )
+                out.append(batch)
+                count += batch.ids_blob.count(b"\n") + 1
+                after = seq
+                if count >= limit:
+                    break
+            if len(rows) < 16:
+                break
+        return out
+
+    def find_pending_file(self, event_id: str) -> tuple[int | None, int]:
+        """(seq, index) of an event not yet marked appended to the file, or (None, 0)."""
+        needle = event_id.encode()
+        after = 0
+        while rows := self.state.query(
+            "SELECT seq, ids, file_done FROM event_batches WHERE file_done < events AND seq > ? "
+            "ORDER BY seq LIMIT 64",
+            (after,),
+        ):
+            for seq, ids, file_done in rows:
+                ids = _bytes(ids)
+                if needle in ids:
+                    ids_list = ids.split(b"\n")
+                    if needle in ids_list and ids_list.index(needle) >= file_done:
+                        return seq, ids_list.index(needle)
+                after = seq
+        return None, 0
+
+    def delivered_through(
+        self, sink: str, seq: int, after: int = 0, done: int | None = None
+    ) -> int:
+        """The file has every event of the batches after `after` up to `seq` (appended in
+        order); with `done`, only the first `done` events of batch `seq`. Returns how many
+        events that marks."""
+        assert sink == "file"
+        with self.state.transaction() as con:
+            [(n,)] = con.execute(
+                "SELECT coalesce(sum(events - file_done), 0) FROM event_batches "
+                "WHERE seq > ? AND seq <= ? AND file_done < events",
+                (after, seq),
+            ).fetchall()
+            # Rows no other sink waits for are deleted outright (an update would rewrite them).
+            con.execute(
+                "DELETE FROM event_batches WHERE seq > ? AND seq <= ? AND file_done < events "
+                "AND (webhook_left IS NULL OR webhook_left = 0)"
+                + ("" if done is None else " AND seq < ?"),
+                (after, seq) if done is None else (after, seq, seq),
+            )
+            con.execute(
+                "UPDATE event_batches SET file_done = events "
+                "WHERE seq > ? AND seq <= ? AND file_done < events",
+                (after, seq),
+            )
+            if done is not None:
+                [(events,)] = con.execute(
+                    "SELECT events FROM event_batches WHERE seq = ?", (seq,)
+                ).fetchall()
+                n -= events - done
+                con.execute("UPDATE event_batches SET file_done = ? WHERE seq = ?", (done, seq))
+            con.execute(
+                f"DELETE FROM event_batches WHERE seq > ? AND seq <= ? AND {_DONE}", (after, seq)
+            )
+            self._count(con, sink, n)
+        return int(n)
+
+    def delivered(self, sink: str, acked: Sequence[Batch]) -> int:
+        """The webhook acknowledged the events flagged in these batches' `acked`. Returns how
+        many newly."""
+        assert sink == "webhook"
+        n = 0
+        with self.state.transaction() as con:
+            for batch in acked:
+                assert batch.acked is not None
+                left = batch.acked.count(0)
+                row = con.execute(
+                    "SELECT webhook_left FROM event_batches WHERE seq = ?", (batch.seq,)
+                ).fetchone()
+                if row is None or row[0] is None:
+                    continue
+                n += row[0] - left
+                con.execute(
+                    "UPDATE event_batches SET webhook_left = ?, webhook_acked = ? WHERE seq = ?",
+                    (left, bytes(batch.acked), batch.seq),
+                )
+                con.execute(f"DELETE FROM event_batches WHERE seq = ? AND {_DONE}", (batch.seq,))
+            self._count(con, sink, n)
+        return n
+
+    @staticmethod
+    def _count(con: sqlite3.Connection, sink: str, n: int) -> None:
+        con.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
+            "value = CAST(value AS INTEGER) + excluded.value",
+            (f"events_delivered_{sink}", n),
+        )
+
+    def backlog(self) -> Backlog:
+        return read_backlog(self.state)

@@ -1,0 +1,1 @@
+"""Operating a dataset: `status`, `check`, the metrics file (`metrics`) and `doctor`."""

@@ -1,0 +1,575 @@
+"""`check`: does the audit trail need attention? Findings from the state and the data.
+
+The platform deletes operations after about six months (PRODUCT.md, "Retention"): a sync that
+silently stops working becomes history lost for good. `run_check` reads the state database (the
+source of truth for runs, checkpoints and open operations) and the Parquet data (through the
+views) and returns one `Finding` per problem; the CLI prints one line each and exits with
+`ExitCode.ATTENTION` when there is any. Nothing here writes to the data directory.
+
+Thresholds on the data (`--fail-on`) are written in a small language, parsed strictly:
+
+    failure_rate[(ACTION)] > 5% over 24h     share of operations created in the window that
+                                             failed at least once (failures_count > 0)
+    stuck[(ACTION)] > 0 [over 24h]           operations not terminal `stuck_after` after
+                                             their creation (the `stuck_operations` view);
+                                             with `over`, only those created in the window (an
+                                             old stuck operation ages out, so the alert clears)
+
+An ACTION must be one the API documents or one in the data: a misspelt action is a usage error,
+not a threshold that never fires.
+
+`>` and `>=` compare; durations are a number and one of s, m, h, d, w.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from exporter.analytics.format import branch_failure_line, jsonable
+from exporter.core.errors import ConfigError, missing_data_dir
+from exporter.core.model import Outcome
+
+__all__ = [
+    "DEFAULT_MAX_AGE",
+    "DEFAULT_REREAD_MAX_AGE",
+    "DEFAULT_STUCK_AFTER",
+    "RETENTION",
+    "CheckReport",
+    "Finding",
+    "Threshold",
+    "format_duration",
+    "last_success_us",
+    "parse_duration",
+    "parse_threshold",
+    "run_check",
+]
+
+UTC = dt.timezone.utc
+
+# "Operations older than 6 months may be deleted from our systems" (PRODUCT.md): 182 days is
+# the shortest six calendar months can be, so the check warns before the platform deletes.
+RETENTION = dt.timedelta(days=182)
+DEFAULT_MAX_AGE = dt.timedelta(hours=2)
+# Open operations are re-read on a schedule, at least every `--refresh-open-every` (the bound
+# the last sync recorded, exporter/engine/schedule.py); with cron every few minutes a re-read comes
+# at most one run after it, so the bound plus this grace means the schedule is not keeping up.
+REREAD_GRACE = dt.timedelta(hours=1)
+# When no bound is recorded, or it is 0 (every run re-reads everything): a day.
+DEFAULT_REREAD_MAX_AGE = dt.timedelta(hours=24)
+# The same bound as the `stuck_operations` view (sql/40_stuck.sql).
+DEFAULT_STUCK_AFTER = dt.timedelta(hours=1)
+# A first backfill that has not completed while the history it has reached is this close to
+# the retention horizon: what it has not read yet is about to be deleted (or already is).
+COVERAGE_MARGIN = dt.timedelta(days=14)
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+# The threshold language (module docstring). One regular expression per form, matched in
+# full: anything else is refused with the forms spelled out.
+_ACTION = r"(?:\(\s*(?P<action>[A-Za-z0-9_.:-]+)\s*\))?"
+_FAILURE_RATE = re.compile(
+    r"^\s*failure_rate\s*" + _ACTION + r"\s*(?P<op>>=|>)\s*(?P<value>\d+(?:\.\d+)?)\s*%"
+    r"\s+over\s+(?P<window>\d+\s*[smhdw])\s*$"
+)
+_STUCK = re.compile(
+    r"^\s*stuck\s*" + _ACTION + r"\s*(?P<op>>=|>)\s*(?P<value>\d+)"
+    r"(?:\s+over\s+(?P<window>\d+\s*[smhdw]))?\s*$"
+)
+THRESHOLD_FORMS = (
+    "'failure_rate(ACTION) > 5% over 24h', 'stuck > 0' or 'stuck(ACTION) > 0 over 24h'"
+)
+# The actions platform-api.md documents: a --fail-on action must be one of these or one in the
+# data (enums grow: an undocumented action the data holds is fine).
+DOCUMENTED_ACTIONS = (
+    "apply_config",
+    "apply_storage_config",
+    "check_availability",
+    "create_branch",
+    "create_timeline",
+    "delete_tenant",
+    "start_compute",
+    "suspend_compute",
+    "tenant_attach",
+    "tenant_detach",
+    "tenant_reattach",
+    "timeline_archive",
+    "timeline_unarchive",
+)
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """`90s`, `30m`, `2h`, `7d`, `2w` as a timedelta; `ConfigError` otherwise."""
+    m = _DURATION.match(text)
+    if not m:
+        raise ConfigError(f"{text!r} is not a duration: use a number and s, m, h, d or w (2h)")
+    return dt.timedelta(**{_UNITS[m[2]]: int(m[1])})
+
+
+def format_duration(delta: dt.timedelta) -> str:
+    """A short human duration: `3d 4h`, `2h 5m`, `40m`, `12s`."""
+    seconds = max(0, int(delta.total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m"
+    return f"{secs}s"
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """One `--fail-on` expression, parsed."""
+
+    text: str  # as written, for messages
+    metric: str  # "failure_rate" | "stuck"
+    action: str | None  # None: every action
+    op: str  # ">" | ">="
+    value: float  # a fraction (0.05) for failure_rate, a count for stuck
+    # Operations created in the last window (failure_rate: always; stuck: when `over` is given).
+    window: dt.timedelta | None = None
+
+    def crossed(self, measured: float) -> bool:
+        return measured > self.value if self.op == ">" else measured >= self.value
+
+
+def parse_threshold(text: str) -> Threshold:
+    """Parse a `--fail-on` expression (module docstring); `ConfigError` if it is not one."""
+    m = _FAILURE_RATE.match(text)
+    if m:
+        return Threshold(
+            text=text.strip(),
+            metric="failure_rate",
+            action=m["action"],
+            op=m["op"],
+            value=float(m["value"]) / 100,
+            window=parse_duration(m["window"]),
+        )
+    m = _STUCK.match(text)
+    if m:
+        return Threshold(
+            text=text.strip(),
+            metric="stuck",
+            action=m["action"],
+            op=m["op"],
+            value=int(m["value"]),
+            window=parse_duration(m["window"]) if m["window"] else None,
+        )
+    raise ConfigError(f"--fail-on {text!r} is not a threshold: write {THRESHOLD_FORMS}")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing that needs attention; `line()` is what `opsaudit check` prints."""
+
+    check: str  # stale_sync, project_not_synced, project_error, open_not_reread,
+    # retention_gap, retention_coverage, threshold, events_backlog
+    subject: str | None  # the project id, or the threshold as written; None for the whole trail
+    message: str
+
+    def line(self) -> str:
+        return f"{self.check}: {self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "subject": self.subject, "message": self.message}
+
+
+@dataclass
+class CheckReport:
+    """What `run_check` found, and the facts it measured."""
+
+    as_of: dt.datetime
+    findings: list[Finding] = field(default_factory=list)
+    last_success_at: dt.datetime | None = None  # when the trail was last current (see
+    # `last_success_us`)
+    projects: int = 0  # projects in the state, deleted ones excluded
+    open_operations: int = 0
+    # Open operations by time since their last re-read ("1h", "6h", "24h", "7d", "older").
+    open_by_last_read: dict[str, int] = field(default_factory=dict)
+    measured: dict[str, float | None] = field(default_factory=dict)  # threshold text -> value
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": "ok" if self.ok else "attention",
+            "as_of": jsonable(self.as_of),
+            "last_success_at": jsonable(self.last_success_at),
+            "projects": self.projects,
+            "open_operations": self.open_operations,
+            "open_by_last_read": self.open_by_last_read,
+            "thresholds": [{"expression": k, "value": v} for k, v in self.measured.items()],
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+    def lines(self) -> list[str]:
+        if self.findings:
+            return [f.line() for f in self.findings]
+        since = (
+            "never"
+            if self.last_success_at is None
+            else f"{format_duration(self.as_of - self.last_success_at)} ago"
+        )
+        return [f"ok: last successful sync {since}, {self.projects} projects, no findings"]
+
+
+def _at(us: int | None) -> dt.datetime | None:
+    return None if us is None else _when(us)
+
+
+def _when(us: int) -> dt.datetime:
+    return dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(microseconds=us)
+
+
+def _us(when: dt.datetime) -> int:
+    return int(when.timestamp() * 1_000_000)
+
+
+def _stamp(when: dt.datetime | None) -> str:
+    return "never" if when is None else when.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def run_check(
+    data_dir: Path,
+    *,
+    max_age: dt.timedelta = DEFAULT_MAX_AGE,
+    reread_max_age: dt.timedelta | None = None,
+    stuck_after: dt.timedelta = DEFAULT_STUCK_AFTER,
+    thresholds: Sequence[Threshold] = (),
+    as_of: dt.datetime | None = None,
+) -> CheckReport:
+    """Check the trail in `data_dir` as of `as_of` (default: now).
+
+    Raises `ConfigError` if `data_dir` does not exist, `StorageError` if its state is unusable.
+    """
+    from exporter.core.layout import STATE_FILE
+
+    if not Path(data_dir).is_dir():
+        raise missing_data_dir(data_dir)
+    now = as_of or dt.datetime.now(UTC)
+    report = CheckReport(as_of=now)
+    state_path = Path(data_dir) / STATE_FILE
+    backfilling: set[str] = set()
+    if not state_path.is_file() or state_path.stat().st_size == 0:
+        report.findings.append(
+            Finding("stale_sync", None, f"no sync has run in {data_dir} yet: run `opsaudit sync`")
+        )
+    else:
+        backfilling = _check_state(state_path, report, max_age, reread_max_age)
+    _check_data(Path(data_dir), report, backfilling, stuck_after, thresholds)
+    return report
+
+
+# Runs that commit what they read: each moves every checkpoint it reached.
+SYNCED_OUTCOMES = (Outcome.OK, Outcome.PARTIAL, Outcome.BUDGET, Outcome.INTERRUPTED)
+# Runs that stop early on purpose (`--time-budget`/`--max-requests`, a signal): whether the
+# trail is current is read from the projects' walks, not from the outcome's name.
+_STOPPED_OUTCOMES = (Outcome.BUDGET, Outcome.INTERRUPTED)
+
+
+def last_success_us(runs: Sequence[Any], last_walks: Sequence[int | None]) -> int | None:
+    """When the trail was last known current (microseconds), from `runs` (SYNC_RUNS_SCHEMA
+    order) and each project's last completed walk (deleted projects left out).
+
+    A run with outcome ok finished with every project in scope complete. After budgeted or
+    interrupted runs (consecutive runs cover the projects in turn, stalest first), the trail is
+    current as of the oldest project's last completed walk, once every project has one (issue
+    19, finding 5: budgeted runs were never a success, `stale_sync` for ever). A partial or
+    failed last run adds nothing: a failing listing may hide projects the state never saw."""
+    finished = [r for r in runs if r[2] is not None]
+    successes = [r[2] for r in finished if r[3] == Outcome.OK]
+    if (
+        finished
+        and finished[-1][3] in _STOPPED_OUTCOMES
+        and last_walks
+        and all(w is not None for w in last_walks)
+    ):
+        successes.append(min(w for w in last_walks if w is not None))
+    return max(successes, default=None)
+
+
+def _check_state(
+    path: Path, report: CheckReport, max_age: dt.timedelta, reread_max_age: dt.timedelta | None
+) -> set[str]:
+    """The findings the state database answers; returns the projects whose first backfill has
+    not completed yet (for the coverage check)."""
+    from exporter.events.outbox import read_backlog
+    from exporter.store.state import TERMINAL_STATUSES, StateDB
+
+    now = report.as_of
+    find = report.findings.append
+    state = StateDB(path, read_only=True)
+    try:
+        # The owner's row methods (PROJECTS_SCHEMA / SYNC_RUNS_SCHEMA order, microseconds).
+        runs = [r for r in state.runs_rows() if r[1] <= _us(now)]  # not after as_of
+        projects = [(p[0], p[14], p[16]) for p in state.projects_rows() if p[13] is None]
+        terminal = ",".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES))
+        if reread_max_age is None:
+            reread_max_age = default_reread_max_age(state.refresh_every())
+        report.open_by_last_read = state.open_by_last_read(_us(now))
+        open_rows = state.query(
+            "SELECT o.project_id, count(*), sum(o.checked_us < ?), min(o.checked_us) "
+            "FROM open_ops o JOIN projects p ON p.id = o.project_id "
+            f"WHERE p.deleted_us IS NULL AND coalesce(o.status NOT IN ({terminal}), true) "
+            "GROUP BY o.project_id ORDER BY o.project_id",
+            (_us(now - reread_max_age),),
+        )
+        backlog = read_backlog(state)
+    finally:
+        state.close()
+
+    # The whole trail: the last successful run, and gaps the platform's retention could fill.
+    report.last_success_at = _at(last_success_us(runs, [p[1] for p in projects]))
+    if report.last_success_at is None:
+        find(Finding("stale_sync", None, "no sync has succeeded yet (see `opsaudit status`)"))
+    elif now - report.last_success_at > max_age:
+        find(
+            Finding(
+                "stale_sync",
+                None,
+                f"last successful sync finished {_stamp(report.last_success_at)} "
+                f"({format_duration(now - report.last_success_at)} ago), longer ago than "
+                f"--max-age {format_duration(max_age)}",
+            )
+        )
+    # A run that synced anything (ok, partial, budget, interrupted) moves every checkpoint it could; between two
+    # such runs more than RETENTION apart, operations may have come and gone unseen.
+    synced = [(r[1], r[2]) for r in runs if r[3] in SYNCED_OUTCOMES and r[2] is not None]
+    for (_, previous_end), (next_start, _) in itertools.pairwise(synced):
+        gap = _when(next_start) - _when(previous_end)
+        if gap > RETENTION:
+            find(
+                Finding(
+                    "retention_gap",
+                    None,
+                    f"{format_duration(gap)} between the runs that finished "
+                    f"{_stamp(_when(previous_end))} and started {_stamp(_when(next_start))}: "
+                    "longer than the platform keeps operations (about 6 months); some may "
+                    "have been deleted unseen",
+                )
+            )
+    if synced and now - _when(synced[-1][1]) > RETENTION:
+        find(
+            Finding(
+                "retention_gap",
+                None,
+                f"the last run that synced finished {_stamp(_when(synced[-1][1]))}, longer ago "
+                "than the platform keeps operations (about 6 months): run `opsaudit sync` now",
+            )
+        )
+
+    # Per project: synced recently, and without an error.
+    report.projects = len(projects)
+    backfilling: set[str] = set()
+    for pid, synced_us, error in projects:
+        last = _at(synced_us)
+        if last is None:
+            find(Finding("project_not_synced", pid, f"project {pid} has never completed a sync"))
+        elif now - last > max_age:
+            find(
+                Finding(
+                    "project_not_synced",
+                    pid,
+                    f"project {pid} last synced {_stamp(last)} "
+                    f"({format_duration(now - last)} ago), longer ago than --max-age "
+                    f"{format_duration(max_age)}",
+                )
+            )
+        if error:
+            find(Finding("project_error", pid, f"project {pid} failed its last sync: {error}"))
+        if last is None:
+            backfilling.add(pid)
+
+    # Open operations the bounded refresh has not reached for too long.
+    for pid, count, stale, oldest_checked_us in open_rows:
+        report.open_operations += count
+        oldest = _at(oldest_checked_us)
+        if stale:
+            find(
+                Finding(
+                    "open_not_reread",
+                    pid,
+                    f"project {pid}: {stale} open operation(s) not re-read for more than "
+                    f"{format_duration(reread_max_age)} (oldest check {_stamp(oldest)})",
+                )
+            )
+    # Events a sink has not taken (a receiver down, a file not writable): never dropped, so
+    # they pile up; once older than --max-age someone should look (issue 22).
+    if backlog.oldest_us is not None and now - _when(backlog.oldest_us) > max_age:
+        waiting = ", ".join(f"{n} for the {sink}" for sink, n in backlog.pending.items() if n)
+        find(
+            Finding(
+                "events_backlog",
+                None,
+                f"{backlog.total} event(s) waiting for delivery ({waiting}), the oldest since "
+                f"{_stamp(_when(backlog.oldest_us))}, longer than --max-age "
+                f"{format_duration(max_age)}: is the receiver down? the next sync retries them",
+            )
+        )
+    return backfilling
+
+
+def default_reread_max_age(refresh_every_us: int | None) -> dt.timedelta:
+    """How long an open operation may go without a re-read before `check` says so: the bound
+    the last sync ran with (--refresh-open-every) plus a grace for the next run."""
+    if not refresh_every_us:
+        return DEFAULT_REREAD_MAX_AGE
+    return dt.timedelta(microseconds=refresh_every_us) + REREAD_GRACE
+
+
+def _timestamp_literal(when: dt.datetime) -> str:
+    return f"TIMESTAMPTZ '{when.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S.%f')}+00'"
+
+
+def _interval_literal(delta: dt.timedelta) -> str:
+    return f"INTERVAL '{int(delta.total_seconds() * 1_000_000)} microseconds'"
+
+
+def _check_data(
+    data_dir: Path,
+    report: CheckReport,
+    backfilling: set[str],
+    stuck_after: dt.timedelta,
+    thresholds: Sequence[Threshold],
+) -> None:
+    """Coverage against retention, and the `--fail-on` thresholds, from the Parquet data.
+
+    Coverage: a completed backfill reads a project's history down to the API's oldest
+    operation, so the stored history can only fall short of the API's while the first backfill
+    of a project is still under way (it walks newest first). Once it has reached operations
+    close to the retention horizon, what it has not read yet is being deleted by the platform.
+    (Comparing with the API's oldest operation directly would cost a walk of the whole history.)
+    """
+    if not backfilling and not thresholds:
+        return
+    from exporter.analytics.views import connect, execute
+
+    con = connect(data_dir, only=("00_base.sql", "40_stuck.sql"))
+    try:
+        if backfilling:
+            _, rows = execute(
+                con,
+                "SELECT project_id, min(created_at) FROM operation_versions "
+                "GROUP BY project_id ORDER BY project_id",
+            )
+            horizon = report.as_of - RETENTION
+            for pid, oldest_stored in rows:
+                if pid in backfilling and oldest_stored - horizon < COVERAGE_MARGIN:
+                    report.findings.append(
+                        Finding(
+                            "retention_coverage",
+                            pid,
+                            f"project {pid}: its first backfill has not completed and has read "
+                            f"back to {_stamp(oldest_stored)}; the platform deletes operations "
+                            f"after about 6 months ({_stamp(horizon)}), so the rest of its "
+                            "history is being lost: let `opsaudit sync` finish (see its errors)",
+                        )
+                    )
+        _check_actions(con, thresholds)
+        for t in thresholds:
+            value = _measure(con, t, report.as_of, stuck_after)
+            report.measured[t.text] = value
+            if value is not None and t.crossed(value):
+                message = _threshold_message(t, value, stuck_after)
+                if t.metric == "failure_rate":
+                    message += _worst_branch(con, t, report.as_of)
+                report.findings.append(Finding("threshold", t.text, message))
+    finally:
+        con.close()
+
+
+def _check_actions(con: Any, thresholds: Sequence[Threshold]) -> None:
+    """`ConfigError` (exit 2) for a threshold on an action neither documented nor in the data."""
+    from exporter.analytics.views import execute
+
+    named = {t.action for t in thresholds if t.action is not None}
+    if not named:
+        return
+    _, rows = execute(con, "SELECT DISTINCT action FROM operations WHERE action IS NOT NULL")
+    known = sorted(set(DOCUMENTED_ACTIONS) | {r[0] for r in rows})
+    for t in thresholds:
+        if t.action is not None and t.action not in known:
+            raise ConfigError(
+                f"--fail-on {t.text!r}: unknown action {t.action!r}; known actions: "
+                f"{', '.join(known)}"
+            )
+
+
+def _measure(con: Any, t: Threshold, as_of: dt.datetime, stuck_after: dt.timedelta) -> float | None:
+    from exporter.analytics.views import execute
+
+    action = "" if t.action is None else " AND action = ?"
+    params = [] if t.action is None else [t.action]
+    if t.metric == "failure_rate":
+        assert t.window is not None
+        _, rows = execute(
+            con,
+            "SELECT count(*), count(*) FILTER (WHERE is_failed(failures_count)) FROM operations "
+            f"WHERE created_at >= {_timestamp_literal(as_of - t.window)} "
+            f"AND created_at < {_timestamp_literal(as_of)}" + action,
+            params,
+        )
+        operations, failed = rows[0]
+        return None if operations == 0 else failed / operations
+    where = [] if t.action is None else ["action = ?"]
+    if t.window is not None:
+        where.append(f"created_at >= {_timestamp_literal(as_of - t.window)}")
+    _, rows = execute(
+        con,
+        "SELECT count(*) FROM stuck_operations_older_than("
+        f"{_interval_literal(stuck_after)}, as_of := {_timestamp_literal(as_of)})"
+        + (f" WHERE {' AND '.join(where)}" if where else ""),
+        params,
+    )
+    return float(rows[0][0])
+
+
+def _worst_branch(con: Any, t: Threshold, as_of: dt.datetime) -> str:
+    """Where most of a crossed failure rate comes from, by name: "; most: start_compute failed 4
+    times on `preview/pr-42` (br-...)" ("" when no failed operation names a branch)."""
+    from exporter.analytics.views import execute
+
+    assert t.window is not None
+    action = "" if t.action is None else " AND o.action = ?"
+    _, rows = execute(
+        con,
+        "SELECT o.branch_id, any_value(b.name), any_value(b.deleted_at) IS NOT NULL, o.action, "
+        "count(*) AS failed FROM operations AS o LEFT JOIN branches AS b ON b.id = o.branch_id "
+        f"WHERE is_failed(o.failures_count) AND o.branch_id IS NOT NULL "
+        f"AND o.created_at >= {_timestamp_literal(as_of - t.window)} "
+        f"AND o.created_at < {_timestamp_literal(as_of)}{action} "
+        "GROUP BY o.branch_id, o.action ORDER BY failed DESC, o.branch_id, o.action LIMIT 1",
+        [] if t.action is None else [t.action],
+    )
+    if not rows:
+        return ""
+    branch_id, name, deleted, action_name, failed = rows[0]
+    return f"; most: {branch_failure_line(action_name, failed, name, branch_id, deleted=deleted)}"
+
+
+def _threshold_message(t: Threshold, value: float, stuck_after: dt.timedelta) -> str:
+    scope = "all actions" if t.action is None else t.action
+    if t.metric == "failure_rate":
+        assert t.window is not None
+        return (
+            f"failure rate of {scope} over the last {format_duration(t.window)} is "
+            f"{100 * value:.1f}% ({t.text})"
+        )
+    created = "" if t.window is None else f" created in the last {format_duration(t.window)}"
+    return (
+        f"{int(value)} operation(s) of {scope}{created} not terminal "
+        f"{format_duration(stuck_after)} after creation ({t.text})"
+    )

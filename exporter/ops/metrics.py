@@ -1,0 +1,264 @@
+"""Prometheus metrics of the audit trail, in the textfile-collector format, written atomically.
+
+node_exporter's textfile collector reads every `*.prom` file of a directory on each scrape; a
+file caught half-written would be dropped or, worse, read with missing series. So the file is
+written next to its target under a name the collector ignores, fsynced, and renamed over it.
+The format is simple enough to write by hand (exposition format 0.0.4); the tests read it back
+with the official `prometheus_client` parser.
+
+Every value comes from the state database (runs, open operations) and the data (failures over
+the last 24 h), so `sync --metrics-file` and `check --metrics-file` write the same series.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from exporter.core.layout import replace_durably
+from exporter.core.model import Outcome
+
+if TYPE_CHECKING:
+    from exporter.ops.check import CheckReport
+
+__all__ = [
+    "FAILURE_WINDOW",
+    "Metric",
+    "check_metrics",
+    "collect_metrics",
+    "render_metrics",
+    "write_metrics",
+]
+
+UTC = dt.timezone.utc
+FAILURE_WINDOW = dt.timedelta(hours=24)
+OUTCOMES = tuple(str(outcome) for outcome in Outcome)
+
+
+@dataclass
+class Metric:
+    """One metric family: a name, its help and type, and its samples (labels, value)."""
+
+    name: str
+    help: str
+    type: str = "gauge"
+    samples: list[tuple[dict[str, str], float]] = field(default_factory=list)
+
+    def add(self, value: float | None, **labels: str) -> Metric:
+        if value is not None:
+            self.samples.append((labels, float(value)))
+        return self
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+
+
+def render_metrics(metrics: Iterable[Metric]) -> str:
+    """The exposition text: HELP and TYPE, then one line per sample."""
+    out: list[str] = []
+    for m in metrics:
+        out.append(f"# HELP {m.name} {m.help.replace(chr(92), chr(92) * 2)}")
+        out.append(f"# TYPE {m.name} {m.type}")
+        for labels, value in m.samples:
+            text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+            out.append(
+                f"{m.name}{{{text}}} {_number(value)}" if text else f"{m.name} {_number(value)}"
+            )
+    return "\n".join(out) + "\n"
+
+
+def write_metrics(path: Path, metrics: Sequence[Metric]) -> None:
+    """Write the file atomically: a temporary sibling (not `*.prom`), fsync, rename."""
+    text = render_metrics(metrics).encode("utf-8")
+    # 0o644: node_exporter usually runs as another user.
+    replace_durably(Path(path), lambda fh: fh.write(text), mode=0o644)
+
+
+def _seconds(us: int | None) -> float | None:
+    return None if us is None else us / 1e6
+
+
+def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list[Metric]:
+    """The trail's metrics from `data_dir`'s state and data (nothing when there is no state)."""
+    from exporter.core.layout import STATE_FILE
+    from exporter.events.outbox import SINKS, read_backlog
+    from exporter.store.state import StateDB
+
+    now = as_of or dt.datetime.now(UTC)
+    state_path = Path(data_dir) / STATE_FILE
+    if not state_path.is_file() or state_path.stat().st_size == 0:
+        return []
+    state = StateDB(state_path, read_only=True)
+    try:
+        # Runs after `as_of` have not happened yet for a check replayed in the past.
+        until = int((now - dt.datetime(1970, 1, 1, tzinfo=UTC)) / dt.timedelta(microseconds=1))
+        runs = [r for r in state.runs_rows() if r[1] <= until]  # SYNC_RUNS_SCHEMA order
+        open_ops = state.open_count()
+        by_last_read = state.open_by_last_read(until)
+        last_walks = [p[14] for p in state.projects_rows() if p[13] is None]  # not deleted
+        projects = len(last_walks)
+        backlog = read_backlog(state)
+    finally:
+        state.close()
+    finished = [r for r in runs if r[2] is not None]
+    from exporter.ops.check import last_success_us
+
+    success = last_success_us(runs, last_walks)
+    last = finished[-1:]
+
+    metrics = [
+        Metric(
+            "opsaudit_last_success_timestamp_seconds",
+            "Unix time the trail was last current: the last sync with outcome ok finished, or "
+            "after budgeted runs the oldest project's last completed walk (absent before).",
+        ).add(_seconds(success)),
+        Metric("opsaudit_open_operations", "Operations still open, re-read by each sync.").add(
+            open_ops
+        ),
+        Metric("opsaudit_projects", "Projects in scope (deleted ones excluded).").add(projects),
+        _per_sink(
+            "opsaudit_events_pending",
+            "Events in the outbox not yet delivered, per sink (file, webhook).",
+            backlog.pending,
+            SINKS,
+        ),
+        _per_sink(
+            "opsaudit_events_delivered_total",
+            "Events delivered over the dataset's life, per sink (file, webhook).",
+            backlog.delivered,
+            SINKS,
+            kind="counter",
+        ),
+        _by_last_read(by_last_read),
+    ]
+    if last:
+        started, ended, outcome, _, ok, failed, requests, r429, retries, new, changed = last[0][
+            1:12
+        ]
+        metrics += [
+            Metric("opsaudit_last_run_timestamp_seconds", "Unix time the last sync finished.").add(
+                _seconds(ended)
+            ),
+            Metric(
+                "opsaudit_last_run_duration_seconds", "Wall time of the last sync in seconds."
+            ).add((ended - started) / 1e6),
+            _one_hot(outcome),
+            Metric("opsaudit_last_run_requests", "API requests made by the last sync.").add(
+                requests
+            ),
+            Metric("opsaudit_last_run_responses_429", "429 responses the last sync received.").add(
+                r429
+            ),
+            Metric("opsaudit_last_run_retries", "Requests the last sync retried.").add(retries),
+            Metric(
+                "opsaudit_last_run_operations",
+                "Operations the last sync found new or changed (kind label).",
+            )
+            .add(new, kind="new")
+            .add(changed, kind="changed"),
+            Metric(
+                "opsaudit_last_run_projects",
+                "Projects the last sync finished ok or failed (result label).",
+            )
+            .add(ok, result="ok")
+            .add(failed, result="failed"),
+        ]
+    metrics += _failures(Path(data_dir), now)
+    return metrics
+
+
+def _per_sink(
+    name: str, text: str, values: dict[str, int], sinks: Sequence[str], kind: str = "gauge"
+) -> Metric:
+    metric = Metric(name, text, kind)
+    for sink in sinks:
+        metric.add(values.get(sink, 0), sink=sink)
+    return metric
+
+
+def _by_last_read(counts: dict[str, int]) -> Metric:
+    m = Metric(
+        "opsaudit_open_operations_by_last_read",
+        "Open operations by time since their last re-read (within label: 1h, 6h, 24h, 7d, older).",
+    )
+    for label, n in counts.items():
+        m.add(n, within=label)
+    return m
+
+
+def _one_hot(outcome: str) -> Metric:
+    m = Metric("opsaudit_last_run_outcome", "1 for the outcome of the last sync, 0 for the others.")
+    for name in (*OUTCOMES, *([outcome] if outcome not in OUTCOMES else [])):
+        m.add(1 if name == outcome else 0, outcome=name)
+    return m
+
+
+def _failures(data_dir: Path, now: dt.datetime) -> list[Metric]:
+    """Per action, operations created in the last 24 h and how many of them failed."""
+    from exporter.analytics.views import connect, execute
+
+    since = (now - FAILURE_WINDOW).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    until = now.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    con = connect(data_dir, only=("00_base.sql",))
+    try:
+        _, rows = execute(
+            con,
+            "SELECT action, count(*), count(*) FILTER (WHERE is_failed(failures_count)) "
+            f"FROM operations WHERE created_at >= TIMESTAMPTZ '{since}+00' "
+            f"AND created_at < TIMESTAMPTZ '{until}+00' GROUP BY action ORDER BY action",
+        )
+    finally:
+        con.close()
+    operations = Metric(
+        "opsaudit_operations_24h", "Operations created in the last 24 hours, per action."
+    )
+    failed = Metric(
+        "opsaudit_failed_operations_24h",
+        "Operations created in the last 24 hours that failed at least once, per action.",
+    )
+    for action, count, failures in rows:
+        operations.add(count, action=str(action))
+        failed.add(failures, action=str(action))
+    return [operations, failed]
+
+
+CHECKS = (
+    "stale_sync",
+    "project_not_synced",
+    "project_error",
+    "open_not_reread",
+    "retention_gap",
+    "retention_coverage",
+    "threshold",
+)
+
+
+def check_metrics(report: CheckReport) -> list[Metric]:
+    """The families `check --metrics-file` adds: findings per check, and one ok flag."""
+    findings = Metric(
+        "opsaudit_check_findings", "Findings of the last `opsaudit check`, per check."
+    )
+    for name in (*CHECKS, *sorted({f.check for f in report.findings} - set(CHECKS))):
+        findings.add(sum(f.check == name for f in report.findings), check=name)
+    return [
+        Metric("opsaudit_check_ok", "1 when the last `opsaudit check` found nothing.").add(
+            1 if report.ok else 0
+        ),
+        Metric("opsaudit_check_timestamp_seconds", "Unix time of the last `opsaudit check`.").add(
+            report.as_of.timestamp()
+        ),
+        findings,
+    ]

@@ -1,0 +1,195 @@
+"""`status` as data: per project checkpoint, last sync, open operations and lag; the last runs.
+
+Read from the state database, the source of truth (the Parquet copies of `projects` and
+`sync_runs` are rewritten only at the end of a run), so a notebook or a monitoring script gets
+the same answer as `opsaudit status`. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from exporter.analytics.format import jsonable, render
+from exporter.core.errors import StorageError, missing_data_dir
+
+__all__ = ["PROJECT_COLUMNS", "RUN_COLUMNS", "Status", "read_status", "render_status"]
+
+UTC = dt.timezone.utc
+
+PROJECT_COLUMNS = (
+    "id",
+    "name",
+    "checkpoint_at",
+    "last_synced_at",
+    "open_operations",
+    "lag_seconds",
+    "deleted",
+    "last_error",
+)
+RUN_COLUMNS = (
+    "run_id",
+    "started_at",
+    "finished_at",
+    "outcome",
+    "projects_ok",
+    "projects_failed",
+    "requests",
+    "responses_429",
+    "new_operations",
+    "changed_operations",
+)
+
+
+# Where each column is in `StateDB.projects_rows()` and `runs_rows()` (the state's owner).
+_PROJECT_FIELDS = (0, 1, 13, 14, 15, 16, 17)  # id name deleted synced checkpoint error open
+_RUN_FIELDS = {
+    "run_id": 0,
+    "started_at": 1,
+    "finished_at": 2,
+    "outcome": 3,
+    "projects_ok": 5,
+    "projects_failed": 6,
+    "requests": 7,
+    "responses_429": 8,
+    "new_operations": 10,
+    "changed_operations": 11,
+}
+
+
+@dataclass
+class Status:
+    """Where each project stands and what the last runs did, as of `as_of`."""
+
+    as_of: dt.datetime
+    projects: list[dict[str, Any]] = field(default_factory=list)  # PROJECT_COLUMNS
+    runs: list[dict[str, Any]] = field(default_factory=list)  # RUN_COLUMNS, newest first
+    # Account-wide (issue 12): projects, share walked within the hour / day, the oldest lag,
+    # open operations not re-read for a day.
+    coverage: dict[str, Any] = field(default_factory=dict)
+    # Parquet files among the data that are not part of the dataset (a stray copy, a file
+    # written by hand): readers never read them; listed so that someone removes them.
+    stray_files: list[str] = field(default_factory=list)
+    # The events outbox (issue 22): pending per sink, the oldest waiting, delivered per sink.
+    events: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "coverage": self.coverage,
+            "events": {k: jsonable(v) for k, v in self.events.items()},
+            "stray_files": self.stray_files,
+            "projects": [{k: jsonable(v) for k, v in p.items()} for p in self.projects],
+            "runs": [{k: jsonable(v) for k, v in r.items()} for r in self.runs],
+        }
+
+
+def _at(us: int | None) -> dt.datetime | None:
+    return (
+        None if us is None else dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(microseconds=us)
+    )
+
+
+def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = None) -> Status:
+    """The status of `data_dir`; `ConfigError` if it does not exist, `StorageError` if no sync
+    has written its state yet or the state is unusable."""
+    from exporter.core.layout import STATE_FILE, VERSIONS_DIR
+    from exporter.events.outbox import read_backlog
+    from exporter.store.state import StateDB
+
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise missing_data_dir(data_dir)
+    path = data_dir / STATE_FILE
+    if not path.is_file() or path.stat().st_size == 0:
+        raise StorageError(f"no dataset in {data_dir} yet: run `opsaudit sync` first")
+    now = as_of or dt.datetime.now(UTC)
+    state = StateDB(path, read_only=True)
+    try:
+        project_rows = state.projects_rows()
+        run_rows = state.runs_rows()
+        cov = state.coverage(int(now.timestamp() * 1_000_000))
+        by_last_read = state.open_by_last_read(int(now.timestamp() * 1_000_000))
+        known = state.known_files()
+        backlog = read_backlog(state)
+    finally:
+        state.close()
+    on_disk = (p.relative_to(data_dir).as_posix() for p in data_dir.glob(f"{VERSIONS_DIR}/*/*"))
+    stray = sorted(p for p in on_disk if p not in known)
+    status = Status(as_of=now, stray_files=stray)
+    status.coverage = {
+        "projects": cov.projects,
+        "synced_within_hour": round(cov.share_hour, 4),
+        "synced_within_day": round(cov.share_day, 4),
+        "oldest_lag_seconds": None if cov.oldest_lag_us is None else cov.oldest_lag_us // 10**6,
+        "open_not_reread_within_day": cov.open_unchecked_day,
+        # Open operations by time since their last re-read (the refresh schedule).
+        "open_by_last_read": by_last_read,
+    }
+    status.events = {
+        "pending": backlog.pending,
+        "oldest_pending_at": _at(backlog.oldest_us),
+        "delivered": backlog.delivered,
+    }
+    for p in project_rows:  # PROJECTS_SCHEMA order, times in microseconds
+        pid, name, deleted, synced, checkpoint, error, open_ops = (p[i] for i in _PROJECT_FIELDS)
+        last = _at(synced)
+        status.projects.append(
+            {
+                "id": pid,
+                "name": name,
+                "checkpoint_at": _at(checkpoint),
+                "last_synced_at": last,
+                "open_operations": open_ops,
+                "lag_seconds": None if last is None else int((now - last).total_seconds()),
+                "deleted": deleted is not None,
+                "last_error": error,
+            }
+        )
+    for r in reversed(run_rows[-runs:] if runs else []):  # SYNC_RUNS_SCHEMA order, oldest first
+        record = {name: r[i] for name, i in _RUN_FIELDS.items()}
+        record["started_at"] = _at(record["started_at"])
+        record["finished_at"] = _at(record["finished_at"])
+        status.runs.append(record)
+    return status
+
+
+def render_status(status: Status, fmt: str) -> str:
+    """`json`: one object {projects, runs}; `table`: the two tables one after the other."""
+    if fmt == "json":
+        return orjson.dumps(status.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
+    projects = render(
+        PROJECT_COLUMNS, [tuple(p[c] for c in PROJECT_COLUMNS) for p in status.projects], fmt
+    )
+    runs = render(RUN_COLUMNS, [tuple(r[c] for c in RUN_COLUMNS) for r in status.runs], fmt)
+    c = status.coverage
+    lag = c["oldest_lag_seconds"]
+    coverage = (
+        f"coverage: {c['projects']} projects, {c['synced_within_hour']:.0%} walked within the "
+        f"hour, {c['synced_within_day']:.0%} within the day; oldest lag "
+        f"{'-' if lag is None else f'{lag}s'}; {c['open_not_reread_within_day']} open "
+        "operation(s) not re-read for a day\n"
+    )
+    pending = status.events.get("pending") or {}
+    if any(pending.values()):
+        oldest = status.events["oldest_pending_at"]
+        coverage += (
+            "events waiting for delivery: "
+            + ", ".join(f"{n} for the {sink}" for sink, n in pending.items() if n)
+            + f" (the oldest since {oldest:%Y-%m-%d %H:%M:%SZ}); the next sync retries them\n"
+        )
+    ages = c.get("open_by_last_read") or {}
+    if any(ages.values()):
+        spans = ", ".join(
+            f"{n} within {label}" if label != "older" else f"{n} older" for label, n in ages.items()
+        )
+        coverage += f"open operations by last re-read: {spans}\n"
+    if status.stray_files:
+        coverage += (
+            f"{len(status.stray_files)} file(s) among the data are not part of the dataset and "
+            f"are never read (remove them): {', '.join(status.stray_files[:10])}\n"
+        )
+    return f"{coverage}\n{projects}\n{runs}"

@@ -1,0 +1,87 @@
+"""The storage seam's interfaces: what the sync writes through (`Store`) and what the views
+database is built from (`LocalDataset`), with the compaction policy both stores share.
+
+Implementations: `exporter.store.local.dataset.Dataset` (a local directory of Hive Parquet with its SQLite
+state) and `exporter.store.lake.store.LakeStore` (Delta tables on object storage). This module names
+neither, so each imports it without importing the other (issue 20: the storage import cycle).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from exporter.store.state import StateDB
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# Compaction: merge a partition's small files once there are this many of them (so a partition
+# holds at most this many small files plus its big ones). Files of BIG_FILE_ROWS or more are left
+# alone, so a busy month is not rewritten again and again; merging streams file by file, so its
+# memory is one input file, not the partition.
+COMPACT_MIN_FILES = 32
+BIG_FILE_ROWS = 500_000
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What one commit made durable."""
+
+    rows: int
+    files: int
+    partitions: frozenset[str]
+
+
+class Store(Protocol):
+    """The seam between the sync and where a dataset lives: a local directory of Hive Parquet
+    (`exporter.store.local.dataset.Dataset`) or Delta tables on object storage (`exporter.store.lake`). The sync,
+    compaction and the exports use only these methods; each store keeps every guarantee of
+    PRODUCT.md its own way (local: the state's list of committed files; lake: the Delta log).
+    """
+
+    state: StateDB  # the working state (checkpoints, open operations, runs)
+
+    def recover(self) -> None:
+        """Under the lock, before a run: finish or drop what a killed run left."""
+
+    def commit(
+        self, table: pa.Table | None, tag: str, run_id: str, apply: Callable[[Any], None]
+    ) -> Committed:
+        """Make `table` (rows of operation_versions, or None) and the state changes `apply(con)`
+        makes inside the state transaction durable together, atomically."""
+        ...
+
+    def compact(self, partitions: Iterable[str] | None = None) -> int:
+        """Merge small files; readers see one side or the other at every instant."""
+        ...
+
+    def replace_table(self, name: str, table: pa.Table) -> None:
+        """Replace a small table (`projects`, `sync_runs`) atomically."""
+
+    def refresh_readers(self) -> bool:
+        """Point readers at the current committed files; False if some could not be."""
+        ...
+
+    def collect_garbage(self) -> int:
+        """Delete what no reader names any more (only after `refresh_readers` said True)."""
+        ...
+
+    def close(self) -> None:
+        """Release the lock and the state."""
+
+
+class LocalDataset(Protocol):
+    """A local data directory as the views database (`opsaudit.duckdb`) is built from it."""
+
+    root: Path
+    state: StateDB
+
+    def live_files(self) -> list[str]:
+        """The committed data files, relative to `root` (what readers read)."""
+        ...
+
+
+__all__ = ["BIG_FILE_ROWS", "COMPACT_MIN_FILES", "Committed", "LocalDataset", "Store"]

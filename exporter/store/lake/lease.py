@@ -1,0 +1,310 @@
+"""One writer per dataset: a lease object taken and renewed with conditional writes.
+
+The lease is `_opsaudit/lease.json` under the dataset root:
+`{"holder": "host:pid", "token": "<uuid>", "ttl_s": 120, "released": false, ...}`.
+
+- take: create it with If-None-Match: * ; if it exists and is released or expired, replace it
+  with If-Match: <the etag we read> (so of two takers exactly one wins);
+- renew: rewrite it with If-Match: <our last etag> every ttl/3 (a background thread); a failed
+  renewal means someone took it: the holder is fenced (`check()` raises `LeaseLostError`);
+- release: rewrite it as released with If-Match (no unconditional delete, so a release can never
+  remove a lease that someone else has taken meanwhile).
+
+Expiry is judged on the *server's* Last-Modified of the lease object plus its ttl plus a grace
+for clock skew, compared with the taker's clock: a dead holder stops renewing and loses the lease
+after ttl + grace whatever its own clock said. The holder fences itself by its monotonic clock:
+past ttl - margin since its last successful renewal, `check()` fails, before any commit.
+
+A holder killed with `kill -9` cannot release, and waiting out its ttl blocked the next cron run
+on the same machine (issue 19). So the lease also records who holds it: the machine (hostname,
+boot id and pid namespace: two containers with one hostname are two machines) and the process
+(pid and its start time, from /proc). A taker on the same machine takes the lease at once when
+that process is gone, or when the pid now belongs to a process that started at another time (a
+reused pid). A lease of another machine, or one whose holder cannot be checked (no /proc, an older
+opsaudit), must expire.
+
+The lease is a courtesy that keeps a second cron run from doing useless work; exactness does
+not rest on it: every table commit carries `txn(dataset_id, N)` and Delta refuses a second commit
+of the same transaction version (see `_tables.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from exporter.core.errors import LockHeldError
+from exporter.store.lake.objects import Objects, PreconditionFailed
+
+LEASE_KEY = "_opsaudit/lease.json"
+DEFAULT_TTL = timedelta(seconds=120)
+CLOCK_GRACE = timedelta(seconds=5)
+
+
+class LeaseLostError(LockHeldError):
+    """Our lease expired or was taken over: stop writing (exit code of a held lock)."""
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def _this_machine() -> str | None:
+    """Who "this machine" is for the holder check: hostname, boot id and pid namespace (pids are
+    comparable only within one boot and one namespace); None where /proc does not say."""
+    boot = _read_text("/proc/sys/kernel/random/boot_id")
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    if not boot:
+        return None
+    return f"{socket.gethostname()}/{boot}/{namespace}"
+
+
+def process_started(pid: int) -> str | None:
+    """The start time of process `pid` (clock ticks since boot, /proc/PID/stat field 22), None
+    if there is no such process (or no /proc)."""
+    stat = _read_text(f"/proc/{pid}/stat")
+    if stat is None:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()  # the name in parentheses may hold spaces
+    return fields[19] if len(fields) > 19 else None
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    holder: str
+    token: str
+    ttl: timedelta
+    released: bool
+    etag: str
+    last_modified: datetime
+    machine: str | None = None  # _this_machine() of the holder
+    pid: int | None = None
+    started: str | None = None  # process_started(pid) when it took the lease
+
+    def holder_is_dead(self, machine: str | None) -> bool:
+        """Whether the holder is certainly gone: a process of `machine` (ours) whose pid is not
+        running, or runs a process that started at another time. False when unknown."""
+        if machine is None or self.machine != machine or self.pid is None or not self.started:
+            return False
+        return process_started(self.pid) != self.started
+
+    def expires_at(self, grace: timedelta = CLOCK_GRACE) -> datetime:
+        return self.last_modified + self.ttl + grace
+
+    def is_free(self, now: datetime, grace: timedelta = CLOCK_GRACE) -> bool:
+        return self.released or now >= self.expires_at(grace)
+
+
+class Lease:
+    """The writer lease of one dataset."""
+
+    def __init__(
+        self,
+        objects: Objects,
+        *,
+        ttl: timedelta = DEFAULT_TTL,
+        holder: str | None = None,
+        key: str = LEASE_KEY,
+        grace: timedelta = CLOCK_GRACE,
+        where: str = "",
+    ):
+        self.objects = objects
+        self.ttl = ttl
+        self.grace = grace
+        self.key = key
+        self.where = where
+        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}"
+        # Who holds it, for a taker on the same machine to tell a dead holder (kill -9).
+        self.machine = _this_machine()
+        self.pid = os.getpid()
+        self.started = process_started(self.pid)
+        self.token = uuid.uuid4().hex
+        self._etag: str | None = None
+        self._renewed_mono = 0.0
+        self._lost: str | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- reading -------------------------------------------------------------------------
+
+    def read(self) -> LeaseInfo | None:
+        got = self.objects.get(self.key)
+        if got is None:
+            return None
+        data, meta = got
+        try:
+            body = json.loads(data)
+            pid = body.get("pid")
+            return LeaseInfo(
+                holder=str(body["holder"]),
+                token=str(body["token"]),
+                ttl=timedelta(seconds=float(body["ttl_s"])),
+                released=bool(body.get("released", False)),
+                etag=meta.etag,
+                last_modified=meta.last_modified,
+                machine=body.get("machine") or None,
+                pid=int(pid) if pid is not None else None,
+                started=body.get("started") or None,
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            # Unreadable lease (torn by hand?): treat it as expired once its mtime is old.
+            return LeaseInfo("?", "?", self.ttl, False, meta.etag, meta.last_modified)
+
+    def _body(self, released: bool = False) -> bytes:
+        return json.dumps(
+            {
+                "holder": self.holder,
+                "token": self.token,
+                "ttl_s": self.ttl.total_seconds(),
+                "released": released,
+                "written_at": datetime.now(timezone.utc).isoformat(),
+                "machine": self.machine,
+                "pid": self.pid,
+                "started": self.started,
+            }
+        ).encode()
+
+    # -- taking ----------------------------------------------------------------------------
+
+    @property
+    def held(self) -> bool:
+        return self._etag is not None and self._lost is None
+
+    def try_acquire(self) -> bool:
+        """One attempt: True if we now hold the lease."""
+        current = self.read()
+        started = time.monotonic()
+        try:
+            if current is None:
+                etag = self.objects.put(self.key, self._body(), if_none_match=True)
+            elif (
+                (current.token == self.token and not current.released)
+                or current.is_free(datetime.now(timezone.utc), self.grace)
+                or current.holder_is_dead(self.machine)
+            ):
+                etag = self.objects.put(self.key, self._body(), if_match=current.etag)
+            else:
+                return False
+        except PreconditionFailed:
+            return False
+        with self._lock:
+            self._etag = etag
+            self._renewed_mono = started
+            self._lost = None
+        return True
+
+    def acquire(
+        self, *, wait: bool = False, timeout: float | None = None, poll: float = 1.0
+    ) -> None:
+        """Take the lease or raise `LockHeldError` (with `wait`, poll until free or timeout)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self.try_acquire():
+                return
+            if not wait or (deadline is not None and time.monotonic() >= deadline):
+                info = self.read()
+                who = f" by {info.holder}" if info else ""
+                until = (
+                    f" until {info.expires_at(self.grace):%Y-%m-%dT%H:%M:%SZ} unless renewed"
+                    if info
+                    else ""
+                )
+                raise LockHeldError(
+                    f"another opsaudit sync holds the dataset {self.where}{who} (lease{until}); "
+                    "it exits by itself, or use --wait to queue behind it"
+                )
+            time.sleep(min(poll, max(0.05, self.ttl.total_seconds() / 4)))
+
+    def renew(self) -> None:
+        """Extend the lease (If-Match our etag); `LeaseLostError` if it was taken meanwhile."""
+        with self._lock:
+            etag = self._etag
+            if etag is None or self._lost:
+                raise LeaseLostError(self._lost_message())
+        started = time.monotonic()
+        try:
+            new = self.objects.put(self.key, self._body(), if_match=etag)
+        except PreconditionFailed:
+            with self._lock:
+                self._lost = "taken over by another writer"
+            raise LeaseLostError(self._lost_message()) from None
+        with self._lock:
+            self._etag = new
+            self._renewed_mono = started
+
+    def check(self, margin: timedelta | None = None) -> None:
+        """Fence: raise `LeaseLostError` unless the lease is certainly still ours."""
+        margin = margin if margin is not None else self.ttl / 4
+        with self._lock:
+            if self._etag is None or self._lost:
+                raise LeaseLostError(self._lost_message())
+            age = time.monotonic() - self._renewed_mono
+        if age > (self.ttl - margin).total_seconds():
+            with self._lock:
+                self._lost = f"not renewed for {age:.0f}s (ttl {self.ttl.total_seconds():.0f}s)"
+            raise LeaseLostError(self._lost_message())
+
+    def _lost_message(self) -> str:
+        reason = self._lost or "not held"
+        return f"the writer lease on {self.where} was lost ({reason}); stopping before any commit"
+
+    # -- heartbeat -------------------------------------------------------------------------
+
+    def start_heartbeat(self, interval: float | None = None) -> None:
+        """Renew every `interval` seconds (ttl/3 by default) in a daemon thread."""
+        every = interval if interval is not None else self.ttl.total_seconds() / 3
+        self._stop.clear()
+
+        def run() -> None:
+            while not self._stop.wait(every):
+                try:
+                    self.renew()
+                except LeaseLostError:
+                    return
+                except Exception:  # a failed renewal request: retried next tick, fenced by check()
+                    continue
+
+        self._thread = threading.Thread(target=run, name="opsaudit-lease", daemon=True)
+        self._thread.start()
+
+    def stop_heartbeat(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def release(self) -> None:
+        """Give the lease up (If-Match our etag; a lease already taken over is left alone)."""
+        self.stop_heartbeat()
+        with self._lock:
+            etag, self._etag = self._etag, None
+        if etag is None:
+            return
+        with contextlib.suppress(PreconditionFailed):
+            self.objects.put(self.key, self._body(released=True), if_match=etag)
+
+    def __enter__(self) -> Lease:
+        self.acquire()
+        self.start_heartbeat()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+__all__ = ["DEFAULT_TTL", "LEASE_KEY", "Lease", "LeaseInfo", "LeaseLostError"]

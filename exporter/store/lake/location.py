@@ -1,0 +1,277 @@
+"""Where a dataset lives: `--data-dir` values parsed into a `Location`, and `--storage-option`s.
+
+Accepted `--data-dir` forms:
+
+- a plain path (`data`, `/var/lib/opsaudit`, `~/trail`) or `file:///abs/path`: local disk;
+- `s3://bucket/prefix` (also `s3a://`), `gs://bucket/prefix` (also `gcs://`),
+  `az://container/prefix` (also `abfs://`, `abfss://`, `azure://`): object storage.
+
+Anything else that looks like a URL (`ftp://host/x`, `http://...`, `s3:/bucket`, `s3:bucket`) is
+refused with a `ConfigError` (exit 2): before this module such a value was silently taken as a
+relative directory named `s3:`.
+
+Storage options are passed through under the names deltalake (delta-rs / object_store) uses,
+e.g. `AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ALLOW_HTTP`, `AWS_VIRTUAL_HOSTED_STYLE_REQUEST`,
+`conditional_put`. Only an allow-list of options known to carry no secret is accepted (any other
+name exits 2): credentials come only from the standard environment/profile chains, so they never
+sit in shell history, cron files or process lists. No option value appears in a `Location`'s repr
+or in a message about the options.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from exporter.core.errors import ConfigError
+
+# scheme as typed -> canonical scheme
+_SCHEMES = {
+    "s3": "s3",
+    "s3a": "s3",
+    "gs": "gs",
+    "gcs": "gs",
+    "az": "az",
+    "azure": "az",
+    "abfs": "az",
+    "abfss": "az",
+    "file": "file",
+}
+
+# The options accepted by `--storage-option`: an allow-list of settings known to carry no secret
+# (issue 19: a deny-list missed aliases such as AZURE_STORAGE_MASTER_KEY). Credentials come only
+# from the environment or profile chains. Names are matched case-insensitively, with or without the
+# family prefix deltalake / object_store accept (`AWS_REGION` or `region`).
+_FAMILIES = ("aws_", "google_", "azure_")
+_CLIENT_OPTIONS = frozenset(
+    {
+        "allow_http",
+        "allow_invalid_certificates",
+        "connect_timeout",
+        "timeout",
+        "pool_idle_timeout",
+        "pool_max_idle_per_host",
+        "http1_only",
+        "http2_only",
+        "user_agent",
+        "max_retries",
+        "retry_timeout",
+        "skip_signature",
+        "disable_tagging",
+    }
+)
+_FAMILY_OPTIONS = {
+    "aws_": frozenset(
+        {
+            "region",
+            "default_region",
+            "endpoint",
+            "endpoint_url",
+            "virtual_hosted_style_request",
+            "s3_express",
+            "unsigned_payload",
+            "checksum_algorithm",
+            "imdsv1_fallback",
+            "metadata_endpoint",
+            "request_payer",
+            "server_side_encryption",
+            "sse_kms_key_id",
+            "sse_bucket_key_enabled",
+            "conditional_put",
+            # delta-rs' own (no secret): unused with conditional puts, accepted as before
+            "s3_allow_unsafe_rename",
+            "s3_locking_provider",
+            "force_credential_load",
+        }
+    ),
+    "google_": frozenset(),
+    "azure_": frozenset(
+        {
+            "storage_account_name",
+            "account_name",
+            "endpoint",
+            "storage_endpoint",
+            "use_emulator",
+            "storage_use_emulator",
+            "use_fabric_endpoint",
+            "use_azure_cli",
+            "client_id",
+            "storage_client_id",
+            "tenant_id",
+            "storage_tenant_id",
+            "authority_id",
+            "msi_endpoint",
+            "object_id",
+            "msi_resource_id",
+            "federated_token_file",
+        }
+    ),
+}
+# Options without a family prefix: the client's, and delta-rs' conditional_put and lock table.
+_BARE_OPTIONS = _CLIENT_OPTIONS | {"conditional_put", "delta_dynamo_table_name"}
+
+
+def known_option(key: str) -> bool:
+    """Whether `key` is an accepted (non-secret) storage option."""
+    low = key.lower()
+    if low in _BARE_OPTIONS:
+        return True
+    for family in _FAMILIES:
+        if low.startswith(family):
+            bare = low.removeprefix(family)
+            return bare in _CLIENT_OPTIONS or bare in _FAMILY_OPTIONS[family]
+    return False
+
+
+_URL_LIKE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.S)
+_USERINFO = re.compile(r"(?<=://)[^/@]*@")
+
+
+def redact(value: str) -> str:
+    """A URL or option value with any user:password@ part hidden."""
+    return _USERINFO.sub("***@", value)
+
+
+@dataclass(frozen=True)
+class Location:
+    """A parsed `--data-dir`: local directory or object-storage prefix, plus storage options.
+
+    `url` has no trailing slash: `s3://bucket/prefix`, `file:///abs/path`. `options` are the
+    deltalake storage options (allow-listed: never credentials); `repr()` shows their names,
+    never a value.
+    """
+
+    scheme: str  # canonical: file | s3 | gs | az
+    url: str
+    bucket: str | None = None
+    prefix: str = ""
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def is_local(self) -> bool:
+        return self.scheme == "file"
+
+    @property
+    def path(self) -> Path:
+        """The local directory (only for `file` locations)."""
+        if not self.is_local:
+            raise ValueError(f"{self.display} is not a local directory")
+        return Path(self.url[len("file://") :])
+
+    def child(self, *parts: str) -> str:
+        """The URL of a child object or table: `child("operation_versions")`."""
+        return "/".join([self.url, *(p.strip("/") for p in parts if p)])
+
+    def table_uri(self, name: str) -> str:
+        """What deltalake is given for table `name` (a plain path for local tables)."""
+        return str(self.path / name) if self.is_local else self.child(name)
+
+    @property
+    def display(self) -> str:
+        return redact(self.url)
+
+    def __repr__(self) -> str:
+        return f"Location({self.display!r}, options={sorted(self.options)!r})"
+
+    __str__ = __repr__
+
+
+def parse_storage_options(items: Iterable[str] | Mapping[str, str] | None) -> dict[str, str]:
+    """`["KEY=VALUE", ...]` (or a mapping) as a dict; credentials and malformed items refused."""
+    if items is None:
+        return {}
+    pairs: list[tuple[str, str]] = []
+    if isinstance(items, Mapping):
+        pairs = [(str(k), str(v)) for k, v in items.items()]
+    else:
+        for item in items:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(  # the item is not echoed: it may be a secret typed alone
+                    "--storage-option without KEY=: expected KEY=VALUE, "
+                    "e.g. AWS_ENDPOINT_URL=http://127.0.0.1:9000"
+                )
+            pairs.append((key.strip(), value.strip()))
+    options: dict[str, str] = {}
+    for key, value in pairs:
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.]*", key):
+            raise ConfigError(f"--storage-option {key!r}: not a storage option name")
+        if not known_option(key):
+            raise ConfigError(
+                f"--storage-option {key}: not an accepted option. Only settings known to carry "
+                "no secret are (e.g. AWS_ENDPOINT_URL, AWS_REGION, AWS_ALLOW_HTTP, "
+                "AZURE_STORAGE_ACCOUNT_NAME, AZURE_ENDPOINT; the list is in the README); "
+                "credentials come from the environment or profile chain (e.g. AWS_ACCESS_KEY_ID "
+                "/ AWS_SECRET_ACCESS_KEY / AWS_PROFILE, instance or workload roles)"
+            )
+        if key in options:
+            raise ConfigError(f"--storage-option {key} given twice")
+        options[key] = value
+    return options
+
+
+def parse_location(
+    value: str | Path, storage_options: Iterable[str] | Mapping[str, str] | None = None
+) -> Location:
+    """Parse a `--data-dir` value; unknown schemes and malformed URLs are a `ConfigError`."""
+    options = parse_storage_options(storage_options)
+    if isinstance(value, Path):
+        return _local(value, options)
+    text = value.strip()
+    if not text:
+        raise ConfigError("--data-dir is empty")
+    match = _URL_LIKE.match(text)
+    # A Windows drive letter (C:\...) is a path, not a scheme.
+    if match is None or (len(match.group(1)) == 1 and match.group(2)[:1] in ("\\", "/")):
+        return _local(Path(text), options)
+    scheme_typed = match.group(1).lower()
+    rest = match.group(2)
+    scheme = _SCHEMES.get(scheme_typed)
+    if scheme is None:
+        if not rest.startswith("//") and scheme_typed not in ("http", "https", "ftp", "sftp"):
+            # "name:thing" with no // and an unknown scheme: an odd but legal directory name.
+            return _local(Path(text), options)
+        raise ConfigError(
+            f"--data-dir {redact(text)!r}: unsupported scheme {scheme_typed}://; use a local "
+            "path, file://, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix"
+        )
+    if not rest.startswith("//"):
+        raise ConfigError(
+            f"--data-dir {redact(text)!r}: malformed URL; write {scheme_typed}://bucket/prefix"
+        )
+    parts = urlsplit(text)
+    if parts.query or parts.fragment:
+        raise ConfigError(
+            f"--data-dir {redact(text.split('?')[0].split('#')[0])!r}: query strings and fragments are not accepted (tokens "
+            "such as SAS signatures belong in the environment, not the URL)"
+        )
+    if parts.username or parts.password:
+        raise ConfigError(
+            f"--data-dir {redact(text)!r}: credentials in the URL are not accepted; use the "
+            "environment or profile chain"
+        )
+    if scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise ConfigError(f"--data-dir {text!r}: file:// URLs must be local (file:///path)")
+        if not parts.path:
+            raise ConfigError(f"--data-dir {text!r}: file:// URL without a path")
+        return _local(Path(parts.path), options)
+    bucket = parts.netloc
+    if not bucket:
+        raise ConfigError(f"--data-dir {text!r}: no bucket; write {scheme_typed}://bucket/prefix")
+    prefix = parts.path.strip("/")
+    if any(p in ("", ".", "..") for p in prefix.split("/")) and prefix:
+        raise ConfigError(f"--data-dir {text!r}: empty, '.' or '..' path segment in the prefix")
+    url = f"{scheme_typed}://{bucket}" + (f"/{prefix}" if prefix else "")
+    return Location(scheme=scheme, url=url, bucket=bucket, prefix=prefix, options=options)
+
+
+def _local(path: Path, options: dict[str, str]) -> Location:
+    absolute = path.expanduser().resolve()
+    return Location(scheme="file", url=f"file://{absolute}", options=options)
+
+
+__all__ = ["Location", "parse_location", "parse_storage_options", "redact"]

@@ -1,0 +1,251 @@
+"""`LakeStore`: the `Store` of a dataset on object storage (issue 11), over `LakeDataset`.
+
+The sync runs on a local working copy of the state, restored from the object store when the
+store opens (under the writer lease): the state lives with the data, so a fresh machine (a new
+Kubernetes pod, another cron host) continues where the last run stopped.
+
+`commit()`: the state changes are applied in the local state transaction, then
+`LakeDataset.commit()` uploads that state as the state of batch N and appends the rows in one
+Delta commit carrying `txn(dataset_id, N)`. The Delta commit is the single commit point: killed
+before it, the next run restores state N-1 and reads the same operations again; killed after it,
+it restores state N. Either way the table is exactly that of an uninterrupted run. After a failed
+commit the local state may be ahead of the table, so the store refuses to commit anything more
+(the run ends; the next one restores the committed state).
+
+Changes the run makes to the state outside `commit()` (the run's record, the projects listing)
+are uploaded with the next commit, or by a state-only commit before the snapshot tables are
+rewritten (`replace_table`), so `projects` and `sync_runs` never show a state that is not durable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from exporter.core.errors import ConfigError, StorageError
+from exporter.core.layout import STATE_FILE
+from exporter.core.tables import VERSIONS_SCHEMA
+from exporter.store.base import BIG_FILE_ROWS, COMPACT_MIN_FILES, Committed
+from exporter.store.lake.lease import CLOCK_GRACE, DEFAULT_TTL, Lease
+from exporter.store.lake.location import Location
+from exporter.store.lake.superseded import SUPERSEDED
+from exporter.store.lake.tables import (
+    DEFAULT_VACUUM_RETENTION,
+    PROJECTS,
+    SYNC_RUNS,
+    TABLES,
+    VERSIONS,
+    LakeDataset,
+)
+from exporter.store.state import StateDB
+
+log = logging.getLogger("opsaudit.lake")
+
+# The lease's time to live; shorter values (tests, fast CronJobs) make a killed writer's lease
+# expire sooner, at the price of more renewals (every ttl/3).
+LEASE_TTL_ENV = "OPSAUDIT_LEASE_TTL"
+# Vacuum (delete files no snapshot younger than the retention names) at most this often during
+# syncs; `opsaudit compact` always vacuums. The retention (24 h) is what protects readers.
+VACUUM_EVERY = timedelta(hours=6)
+_META_VACUUM = "lake_last_vacuum_s"
+
+
+# The tag of a commit that uploads the state alone (`flush_state`).
+_STATE_ONLY = "state"
+
+
+def lease_ttl() -> timedelta:
+    raw = os.environ.get(LEASE_TTL_ENV, "").strip()
+    if not raw:
+        return DEFAULT_TTL
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if seconds < 1:
+        raise ConfigError(f"${LEASE_TTL_ENV}={raw!r}: seconds, at least 1")
+    return timedelta(seconds=seconds)
+
+
+def _empty_versions() -> pa.Table:
+    return VERSIONS_SCHEMA.empty_table()
+
+
+class LakeStore:
+    """A dataset on object storage: Delta tables, the state beside them, one writer by lease."""
+
+    def __init__(self, location: Location, *, lock: bool = True, wait: bool = False):
+        self.location = location
+        self.ds = LakeDataset.open(location, create=True)
+        self.lease: Lease | None = None
+        self._tmp = Path(tempfile.mkdtemp(prefix="opsaudit-lake-"))
+        self._broken: str | None = None
+        self._run_id = ""
+        self._vacuum_due = False
+        self._closed = False
+        try:
+            if lock:
+                ttl = lease_ttl()
+                grace = min(CLOCK_GRACE, max(timedelta(seconds=1), ttl / 2))
+                self.lease = Lease(self.ds.objects, ttl=ttl, grace=grace, where=location.display)
+                self.lease.acquire(wait=wait, timeout=None)
+                self.lease.start_heartbeat()
+            path = self._tmp / STATE_FILE
+            self._txn = self.ds.restore_state(path, lease=self.lease) or 0
+            self.state = StateDB(path)
+            self._uploaded = self._changes()
+        except BaseException:
+            self._release()
+            raise
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _changes(self) -> int:
+        """Rows changed in the local state since it was opened (SQLite's total_changes)."""
+        con = self.state._con
+        with self.state._lock:
+            return int(con.total_changes)
+
+    def _usable(self) -> None:
+        if self._broken is not None:
+            raise StorageError(
+                f"{self.location.display}: an earlier commit of this run failed ({self._broken}); "
+                "nothing more is committed (the next run restores the committed state)"
+            )
+
+    # -- the Store protocol ------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """The Delta log is the manifest: nothing to roll forward; runs left `running` by a
+        killed writer are marked (uploaded with this run's first commit). A dataset written
+        before the superseded record gets it now, once (exporter/store/lake/superseded.py)."""
+        self.state.mark_killed_runs()
+        self.ds.record_superseded()
+
+    def commit(
+        self, table: pa.Table | None, tag: str, run_id: str, apply: Callable[[Any], None]
+    ) -> Committed:
+        self._usable()
+        self._run_id = run_id or self._run_id
+        with self.state.transaction() as con:
+            apply(con)
+        if (table is None or not table.num_rows) and tag != _STATE_ONLY:
+            # State changes without rows (checkpoints of a walk that found nothing new, re-reads
+            # of unchanged open operations) wait for the next upload: losing them to a kill only
+            # means redoing that work, and a no-change sync then makes one Delta commit, not two.
+            return Committed(0, 0, frozenset())
+        rows = table if table is not None and table.num_rows else _empty_versions()
+        n = self._txn + 1
+        try:
+            self.ds.commit(rows, self.state.path, n, run_id=self._run_id, lease=self.lease)
+        except BaseException as exc:
+            self._broken = type(exc).__name__
+            raise
+        self._txn = n
+        self._uploaded = self._changes()
+        months: list[str] = []
+        if rows.num_rows:
+            months = pc.unique(pc.strftime(rows["created_date"], format="%Y-%m")).to_pylist()
+        return Committed(
+            rows.num_rows, len(months), frozenset(f"created_month={m}" for m in months)
+        )
+
+    def flush_state(self) -> bool:
+        """Upload the local state if it changed since the last commit (a commit with no rows);
+        True if a commit was made."""
+        if self._changes() == self._uploaded:
+            return False
+        self.commit(None, _STATE_ONLY, self._run_id, lambda con: None)
+        return True
+
+    def compact(self, partitions: Iterable[str] | None = None) -> int:
+        """OPTIMIZE the partitions that hold COMPACT_MIN_FILES small files or more (all
+        partitions with two or more when `partitions` is None: `opsaudit compact`). Returns
+        the number of files replaced; they stay readable until vacuum, after the retention."""
+        self._usable()
+        explicit = partitions is None
+        if explicit:
+            self._vacuum_due = True
+        wanted = None if partitions is None else {p.split("=", 1)[-1] for p in partitions}
+        dt = self.ds.table(VERSIONS)
+        if dt is None:
+            return 0
+        actions = pa.table(dt.get_add_actions(flatten=True))
+        counts: dict[str, int] = {}
+        for month, nrows in zip(
+            actions.column("partition.created_month").to_pylist(),
+            actions.column("num_records").to_pylist(),
+        ):
+            if nrows is not None and nrows < BIG_FILE_ROWS:
+                counts[month] = counts.get(month, 0) + 1
+        threshold = 2 if explicit else COMPACT_MIN_FILES
+        chosen = [
+            m for m, c in counts.items() if c >= threshold and (wanted is None or m in wanted)
+        ]
+        removed = 0
+        if chosen:
+            metrics = self.ds.compact(VERSIONS, partitions=chosen)
+            removed += int(metrics.get("numFilesRemoved", 0))
+        # The superseded record: one small file per commit that added later versions.
+        record = self.ds.table(SUPERSEDED)
+        if record is not None and len(record.file_uris()) >= threshold:
+            removed += int(self.ds.compact(SUPERSEDED).get("numFilesRemoved", 0))
+        return removed
+
+    def replace_table(self, name: str, table: pa.Table) -> None:
+        self._usable()
+        self.flush_state()  # the snapshot tables never show a state that is not durable
+        self.ds.replace_table(name, table, run_id=self._run_id)
+
+    def refresh_readers(self) -> bool:
+        """Delta readers read snapshots named by the log: nothing to point anywhere."""
+        self._usable()
+        self.flush_state()
+        return True
+
+    def collect_garbage(self) -> int:
+        """VACUUM (full: also orphans of killed commits) with the safe retention, after
+        `opsaudit compact` or at most every VACUUM_EVERY during syncs."""
+        if self._broken is not None or self.lease is None:
+            return 0
+        now = time.time()
+        last = self.state.get_meta(_META_VACUUM)
+        if not self._vacuum_due and last and now - float(last) < VACUUM_EVERY.total_seconds():
+            return 0
+        removed = 0
+        for name in TABLES:
+            self.lease.check()
+            removed += len(self.ds.vacuum(name, retention=DEFAULT_VACUUM_RETENTION))
+        self.state.set_meta(_META_VACUUM, str(int(now)))  # uploaded with the next commit
+        self._vacuum_due = False
+        return removed
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            self.state.close()
+        self._release()
+
+    def _release(self) -> None:
+        if self.lease is not None:
+            try:
+                self.lease.release()
+            except Exception as exc:  # it expires by itself
+                log.warning("could not release the lease of %s: %s", self.location.display, exc)
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+__all__ = ["LEASE_TTL_ENV", "PROJECTS", "SYNC_RUNS", "LakeStore", "lease_ttl"]

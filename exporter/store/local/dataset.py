@@ -1,0 +1,420 @@
+"""Storage: the Parquet layout, the staged commit, recovery, compaction and the table exports.
+
+Layout (DESIGN.md): `operation_versions/created_month=YYYY-MM/part-*.parquet`, partitioned by
+the UTC month of `created_at`, with the UTC date stored in each row as `created_date`. Monthly, not
+daily: a backfill commits batches of many projects whose rows spread over months of history, and
+daily partitions turned each batch into hundreds of tiny files (a few ms of CPU each, then a
+compaction rewrite); by month a batch is a handful of files. Cron every 5 minutes adds one file
+to the current month; compaction merges small files only (below BIG_FILE_ROWS), so it never
+rewrites more than that many rows however large a month of a 10k-project account grows.
+
+Commit protocol: a file is written to `_staging/` and fsynced (file and directory); the state
+transaction registers it as `pending` together with the checkpoints it backs; then it is renamed
+into place (both directories fsynced) and marked `live`. Readers (`query`, `report`, the views
+database, notebooks through `exporter.connect`) read the list of `live` files from the state,
+never a directory glob: a file that is not in that list (a killed run's leftover, a stray copy, a
+compaction's inputs) is never read, and a compaction swaps its inputs for its output in one state
+transaction, so readers see exactly-once data at every instant. The same protocol works where no
+rename exists (object storage: write the final object, then commit the list). `recover()` rolls
+pending files forward and deletes unregistered staged files; files a compaction replaced are
+deleted only after the views database stops naming them (`collect_garbage`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from exporter.core.errors import StorageError
+from exporter.core.layout import (
+    LOCK_FILE,
+    PROJECTS_FILE,
+    STAGING_DIR,
+    STATE_FILE,
+    SUPERSEDED_DIR,
+    SUPERSEDED_META,
+    SUPERSEDED_PARTITION,
+    SYNC_RUNS_FILE,
+    VERSIONS_DIR,
+    any_file,
+    fsync_dir,
+    replace_durably,
+)
+from exporter.core.tables import (
+    PROJECTS_SCHEMA,
+    SUPERSEDED_SCHEMA,
+    SYNC_RUNS_SCHEMA,
+    VERSIONS_SCHEMA,
+)
+from exporter.store.base import BIG_FILE_ROWS, COMPACT_MIN_FILES, Committed, Store
+from exporter.store.local.exports import SNAPSHOT_FILES, refresh_views_database
+from exporter.store.state import DataDirLock, StateDB
+
+log = logging.getLogger("opsaudit.storage")
+
+
+_DICTIONARY_COLUMNS = [
+    "project_id",
+    "branch_id",
+    "endpoint_id",
+    "action",
+    "status",
+    "error",
+    "run_id",
+]
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """A Parquet file written to staging, not yet visible to readers."""
+
+    path: str  # final path, relative to the data dir
+    staged: str  # staging path, relative to the data dir
+    partition: str
+    rows: int
+    bytes: int
+
+
+@contextlib.contextmanager
+def _writing(what: str) -> Iterator[None]:
+    """Turn an OS error while writing the dataset (disk full, read-only, quota) into ours."""
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        hint = (
+            "free some space, then run again (nothing committed was lost)"
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+            else "check the data directory's permissions and mount"
+        )
+        raise StorageError(f"{what} failed: {reason}; {hint}") from exc
+
+
+class Dataset:
+    """One data directory: its state database, its lock and its Parquet files (a `Store`,
+    `exporter.store.base`)."""
+
+    def __init__(self, root: Path, *, lock: bool = True, wait: bool = False):
+        """Open the data directory, creating it if needed; with `lock`, take the sync lock
+        first, so that two runs never race on a new state file."""
+        self.root = Path(root)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            (self.root / STAGING_DIR).mkdir(exist_ok=True)
+            probe = self.root / STAGING_DIR / f".probe-{uuid.uuid4().hex[:8]}"
+            probe.touch()
+            probe.unlink()
+        except OSError as exc:
+            raise StorageError(
+                f"cannot write to data directory {self.root}: {exc.strerror}; a sync needs a "
+                "writable directory (query, report and status only read it)"
+            ) from exc
+        self._lock = DataDirLock(self.root / LOCK_FILE)
+        if lock:
+            self._lock.acquire(wait)
+        try:
+            state_path = self.root / STATE_FILE
+            if not state_path.exists() and any_file(self.root / VERSIONS_DIR, "*/*.parquet"):
+                raise StorageError(
+                    f"{self.root} holds Parquet data but no {STATE_FILE}: syncing into it would "
+                    "duplicate history. Restore the state file or use an empty --data-dir."
+                )
+            self.state = StateDB(state_path)
+            self._superseded_recorded = False
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def close(self) -> None:
+        self.state.close()
+        self._lock.release()
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _write_staged(
+        self,
+        parts: Iterable[pa.Table | pa.RecordBatch],
+        final: str,
+        partition: str,
+        schema: pa.Schema = VERSIONS_SCHEMA,
+    ) -> StagedFile:
+        """Write `parts` (streamed, one at a time) as one fsynced Parquet file in staging."""
+        staged = f"{STAGING_DIR}/{uuid.uuid4().hex}.parquet"
+        target = self.root / staged
+        rows = 0
+        with _writing(f"writing {final}"), open(target, "wb") as fh:
+            # Dictionary-encode only low-cardinality columns: trying it on ids and raw JSON
+            # costs CPU and falls back to plain anyway.
+            with pq.ParquetWriter(
+                fh,
+                schema,
+                compression="zstd",
+                use_dictionary=[c for c in _DICTIONARY_COLUMNS if c in schema.names],
+            ) as writer:
+                for part in parts:
+                    writer.write(part, row_group_size=256_000)
+                    rows += part.num_rows
+            fh.flush()
+            os.fsync(fh.fileno())
+        return StagedFile(final, staged, partition, rows, target.stat().st_size)
+
+    def commit(
+        self, table: pa.Table | None, tag: str, run_id: str, apply: Callable[[Any], None]
+    ) -> Committed:
+        """Stage (fsynced), register + apply in one state transaction, then publish.
+
+        The rows' superseded record is staged with them and registered in the same transaction:
+        a reader sees version n+1 exactly when it sees version n marked superseded."""
+        self.record_superseded()
+        staged = []
+        if table is not None:
+            staged = self.stage_versions(table, tag) + self.stage_superseded(table, tag)
+        with self.state.transaction() as con:
+            self.state.register_pending(con, staged, run_id)
+            apply(con)
+        self.publish(staged)
+        return Committed(
+            sum(f.rows for f in staged), len(staged), frozenset(f.partition for f in staged)
+        )
+
+    def sync_staging(self) -> None:
+        """Make staged files' names durable before the state commit that registers them."""
+        with _writing("syncing the staging directory"):
+            fsync_dir(self.root / STAGING_DIR)
+
+    def stage_versions(self, table: pa.Table, tag: str) -> list[StagedFile]:
+        """Split a versions table by created month and write each part to staging."""
+        if table.num_rows == 0:
+            return []
+        months = pc.strftime(table["created_date"], format="%Y-%m")
+        distinct = sorted(pc.unique(months).to_pylist())
+        staged = []
+        for month in distinct:
+            part_table = table if len(distinct) == 1 else table.filter(pc.equal(months, month))
+            partition = f"created_month={month}"
+            final = f"{VERSIONS_DIR}/{partition}/part-{tag}-{uuid.uuid4().hex[:8]}.parquet"
+            staged.append(self._write_staged([part_table], final, partition))
+        self.sync_staging()
+        return staged
+
+    def stage_superseded(self, table: pa.Table, tag: str) -> list[StagedFile]:
+        """Stage the superseded record of a versions table: (id, version - 1) of each row with
+        version > 1 (version n+1 is only ever numbered after n was committed, PRODUCT.md)."""
+        later = table.filter(pc.greater(table["version"], 1))
+        if later.num_rows == 0:
+            return []
+        record = pa.table(
+            [later["id"], pc.subtract(later["version"], pa.scalar(1, pa.int32()))],
+            schema=SUPERSEDED_SCHEMA,
+        )
+        final = f"{SUPERSEDED_DIR}/part-{tag}-{uuid.uuid4().hex[:8]}.parquet"
+        staged = [self._write_staged([record], final, SUPERSEDED_PARTITION, SUPERSEDED_SCHEMA)]
+        self.sync_staging()
+        return staged
+
+    def record_superseded(self) -> None:
+        """Once per dataset: write the superseded record of every version committed before
+        there was one (state format < 6), from the versions' own (id, version) columns, and mark
+        the record complete in the same state transaction. Readers derive the set until then,
+        so they read the same rows before and after (tests/sync/test_superseded.py)."""
+        if self._superseded_recorded:
+            return
+        if self.state.get_meta(SUPERSEDED_META) == "1":
+            self._superseded_recorded = True
+            return
+        versions = [p for p in self.state.live_files() if p.startswith(f"{VERSIONS_DIR}/")]
+        parts: list[pa.Table] = []
+        for path in versions:
+            with pq.ParquetFile(self.root / path, memory_map=True) as source:
+                ids = source.read(columns=["id", "version"], use_threads=False)
+            later = ids.filter(pc.greater(ids["version"], 1))
+            if later.num_rows:
+                parts.append(later)
+        # Written even when empty: `superseded/*.parquet` then matches in every synced dataset,
+        # so sql/00_base.sql runs as written from the data directory (DuckDB CLI).
+        later = pa.concat_tables(parts) if parts else SUPERSEDED_SCHEMA.empty_table()
+        record = pa.table(
+            [later["id"], pc.subtract(later["version"].cast(pa.int32()), 1)],
+            schema=SUPERSEDED_SCHEMA,
+        )
+        final = f"{SUPERSEDED_DIR}/part-migrated-{uuid.uuid4().hex[:8]}.parquet"
+        staged = [self._write_staged([record], final, SUPERSEDED_PARTITION, SUPERSEDED_SCHEMA)]
+        self.sync_staging()
+        with self.state.transaction() as con:
+            self.state.register_pending(con, staged, run_id="migration")
+            con.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (SUPERSEDED_META,)
+            )
+        self.publish(staged)
+        self._superseded_recorded = True
+        log.info(
+            "recorded %d superseded versions of the existing dataset",
+            sum(part.num_rows for part in parts),
+        )
+
+    def publish(self, files: Iterable[StagedFile]) -> None:
+        """Rename committed files into place and mark them live (idempotent)."""
+        files = list(files)
+        if not files:
+            return
+        dirs = {self.root / STAGING_DIR}
+        with _writing("publishing committed files"):
+            for f in files:
+                self._move_into_place(f.staged, f.path)
+                dirs.add((self.root / f.path).parent)
+            for d in dirs:
+                fsync_dir(d)
+        self.state.mark_live(f.path for f in files)
+
+    def _move_into_place(self, staged: str | None, final: str) -> None:
+        src, dst = self.root / (staged or final), self.root / final
+        if src != dst and src.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
+        elif not dst.exists():
+            raise StorageError(
+                f"committed file {final} is missing from both staging and its partition; "
+                "the data directory was modified outside opsaudit"
+            )
+
+    # -- recovery ---------------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Finish what a killed run committed; drop what it had not (call under the lock)."""
+        pending = self.state.files_in("pending")
+        with _writing("recovery"):
+            for path, staged in pending:
+                self._move_into_place(staged, path)
+            if pending:
+                for d in {(self.root / p).parent for p, _ in pending}:
+                    fsync_dir(d)
+            for leftover in (self.root / STAGING_DIR).iterdir():
+                leftover.unlink()
+        if pending:
+            self.state.mark_live(p for p, _ in pending)
+            log.info("recovery: published %d committed files", len(pending))
+        self.state.mark_killed_runs()
+        self.record_superseded()
+
+    def collect_garbage(self) -> int:
+        """Delete the files a compaction replaced (readers no longer name them)."""
+        deleting = [p for p, _ in self.state.files_in("deleting")]
+        with _writing("deleting replaced files"):
+            for path in deleting:
+                (self.root / path).unlink(missing_ok=True)
+        if deleting:
+            self.state.forget_files(deleting)
+        return len(deleting)
+
+    def live_files(self) -> list[str]:
+        """The committed data files, relative to the data directory (what readers read)."""
+        return self.state.live_files()
+
+    # -- compaction -------------------------------------------------------------------------
+
+    def compact(self, partitions: Iterable[str] | None = None) -> int:
+        """Merge each partition's small files; returns the number of files replaced.
+
+        The replaced files stay on disk, invisible to readers, until `collect_garbage`.
+        """
+        wanted = set(partitions) if partitions is not None else None
+        removed = 0
+        for partition, files in self.state.live_files_by_partition().items():
+            if wanted is not None and partition not in wanted:
+                continue
+            small = [(path, nrows) for path, nrows in files if nrows < BIG_FILE_ROWS]
+            if len(small) < COMPACT_MIN_FILES:
+                continue
+            # Merge into outputs of up to BIG_FILE_ROWS rows each.
+            batch: list[str] = []
+            batch_rows = 0
+            for path, nrows in small:
+                if batch and batch_rows + nrows > BIG_FILE_ROWS:
+                    if len(batch) > 1:
+                        removed += self._compact_files(partition, batch) - 1
+                    batch, batch_rows = [], 0
+                batch.append(path)
+                batch_rows += nrows
+            if len(batch) > 1:
+                removed += self._compact_files(partition, batch) - 1
+        return removed
+
+    def _read_batches(
+        self, paths: list[str], schema: pa.Schema = VERSIONS_SCHEMA
+    ) -> Iterator[pa.RecordBatch]:
+        """The rows of `paths`, a 64k-row batch at a time (compaction's memory is one batch).
+
+        Memory-mapped: read through buffers, the hundreds of small inputs of a backfill's
+        compaction left ~50 MiB of fragmented heap behind (peak RSS, PRODUCT.md); mapped pages
+        are the page cache's, not the process's heap."""
+        for p in paths:
+            with pq.ParquetFile(self.root / p, memory_map=True) as source:
+                for batch in source.iter_batches(batch_size=65_536, use_threads=False):
+                    yield batch.cast(schema)
+
+    def _compact_files(self, partition: str, paths: list[str]) -> int:
+        name = f"part-compact-{uuid.uuid4().hex[:12]}.parquet"
+        if partition == SUPERSEDED_PARTITION:
+            final, schema = f"{SUPERSEDED_DIR}/{name}", SUPERSEDED_SCHEMA
+        else:
+            final, schema = f"{VERSIONS_DIR}/{partition}/{name}", VERSIONS_SCHEMA
+        staged = self._write_staged(self._read_batches(paths, schema), final, partition, schema)
+        self.sync_staging()
+        state = self.state
+        with state.transaction() as con:
+            state.register_pending(con, [staged], run_id="compaction", replacing=paths)
+        # One state transaction makes the output live and its inputs `deleting`: readers see
+        # one or the other, never both. A crash before it is finished by recover().
+        self.publish([staged])
+        return len(paths)
+
+    # -- small tables -----------------------------------------------------------------------
+
+    def replace_table(self, name: str, table: pa.Table) -> None:
+        self.replace_file(SNAPSHOT_FILES[name], table)
+
+    def refresh_readers(self) -> bool:
+        """Rewrite `opsaudit.duckdb` when the committed files changed (see `store.local.exports`)."""
+        return refresh_views_database(self)
+
+    def replace_file(self, relative: str, table: pa.Table) -> None:
+        """Atomically replace a single-file table (projects, sync_runs)."""
+        target = self.root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with _writing(f"writing {relative}"):
+            replace_durably(target, lambda fh: pq.write_table(table, fh, compression="zstd"))
+
+
+# Re-exported: these lived here before issue 20 moved them to leaf modules (`core.tables`,
+# `store.base`) to break the storage import cycle; tests and benches import them from here.
+__all__ = [
+    "BIG_FILE_ROWS",
+    "COMPACT_MIN_FILES",
+    "LOCK_FILE",
+    "PROJECTS_FILE",
+    "PROJECTS_SCHEMA",
+    "SNAPSHOT_FILES",
+    "STAGING_DIR",
+    "STATE_FILE",
+    "SUPERSEDED_SCHEMA",
+    "SYNC_RUNS_FILE",
+    "SYNC_RUNS_SCHEMA",
+    "VERSIONS_DIR",
+    "VERSIONS_SCHEMA",
+    "Committed",
+    "Dataset",
+    "StagedFile",
+    "Store",
+    "any_file",
+]

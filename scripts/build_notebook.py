@@ -22,6 +22,7 @@ FIGURES = (
     "failure_rate.png",
     "durations_by_action.png",
     "action_mix.png",
+    "failures_by_branch.png",
     "compute_start_latency.png",
 )
 
@@ -31,8 +32,9 @@ CELLS: list[tuple[str, str]] = [
         """\
 # opsaudit — overview
 
-Failure rate over time, duration distributions per action, the action mix over time, the slowest
-and most-retried operations, and compute start latency, from an opsaudit dataset.
+Failure rate over time, duration distributions per action, the action mix over time, failures
+per branch (by name), the slowest and most-retried operations, and compute start latency, from an
+opsaudit dataset.
 
 * `OPSAUDIT_DATA_DIR` — the data directory to read (the one `opsaudit sync` writes). When it is
   not set, the notebook builds a demo dataset with the built-in simulator (a few seconds).
@@ -157,6 +159,44 @@ ax.set_title("Action mix per day (UTC, by created_at)")
 ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="x-small")
 fig.autofmt_xdate()
 save(fig, "action_mix.png")""",
+    ),
+    (
+        "markdown",
+        "## Failures per branch\n\n`failures_by_branch`: branches by name, not id (the latest "
+        "name opsaudit read from the branches listing; a deleted branch keeps it and gets "
+        "`deleted_at`). The branches with the most operations that failed at least once.",
+    ),
+    (
+        "code",
+        """\
+branches = rows(
+    "SELECT branch_id, branch_name, deleted_at, operations, failed, failing_now "
+    "FROM failures_by_branch ORDER BY failed DESC, operations DESC, branch_id LIMIT 15"
+)
+
+
+def branch_label(r):
+    \"\"\"`name (id)`, `(deleted)` once its project's listing no longer has it; the id alone
+    for a branch never listed.\"\"\"
+    label = r["branch_id"] if r["branch_name"] is None else f"{r['branch_name']} ({r['branch_id']})"
+    return label + (" (deleted)" if r["deleted_at"] is not None else "")
+
+
+fig, ax = plt.subplots(figsize=(10, 0.35 * len(branches) + 1.5))
+y = range(len(branches))[::-1]  # the most failures on top
+ax.barh(y, [r["failed"] for r in branches], label="failed at least once")
+ax.barh(y, [r["failing_now"] for r in branches], label="failing now", height=0.4)
+ax.set_yticks(y, [branch_label(r) for r in branches])
+ax.set_xlabel("operations")
+ax.set_title("Failures per branch (top 15)")
+ax.legend(loc="lower right")
+save(fig, "failures_by_branch.png")
+table(
+    "SELECT o.action, b.name AS branch, o.branch_id, b.deleted_at IS NOT NULL AS deleted, "
+    "count(*) AS failed FROM operations AS o LEFT JOIN branches AS b ON b.id = o.branch_id "
+    "WHERE o.failures_count > 0 AND o.branch_id IS NOT NULL "
+    "GROUP BY ALL ORDER BY failed DESC, o.branch_id, o.action LIMIT 10"
+)""",
     ),
     ("markdown", "## The slowest operations"),
     (

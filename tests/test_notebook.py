@@ -107,3 +107,32 @@ def test_notebook_runs_and_plots(
         assert png.stat().st_size > 1000, name
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     assert nb.cells[-1].outputs[0]["text"].strip() == sys.executable
+    # The per-branch cell names branches (issue 21): its table's first row is the branch and
+    # action with the most failed operations, counted here in Python from the rows.
+    [branch_cell] = [c for c in nb.cells if "failures_by_branch.png" in c.source]
+    shown = [
+        o["data"]["text/markdown"]
+        for o in branch_cell.outputs
+        if "text/markdown" in o.get("data", {})
+    ]
+    import exporter
+
+    con = exporter.connect(data_dir)
+    try:
+        ops = con.execute(
+            "SELECT o.action, o.branch_id, b.name, b.deleted_at IS NOT NULL FROM operations AS o "
+            "LEFT JOIN branches AS b ON b.id = o.branch_id "
+            "WHERE o.failures_count > 0 AND o.branch_id IS NOT NULL"
+        ).fetchall()
+    finally:
+        con.close()
+    counts: dict[tuple[str, str, str, bool], int] = {}
+    for action, branch_id, name, deleted in ops:
+        key = (action, name, branch_id, deleted)
+        counts[key] = counts.get(key, 0) + 1
+    top = min(counts, key=lambda k: (-counts[k], k[2], k[0]))
+    assert top[1] is not None  # the demo's branches are listed: a name
+    first_row = shown[0].splitlines()[2]
+    assert first_row == (
+        f"| {top[0]} | {top[1]} | {top[2]} | {str(top[3]).lower()} | {counts[top]} |"
+    )

@@ -86,11 +86,40 @@ def test_printed_next_commands_run(demo: tuple[Path, Result]) -> None:
         for line in next_steps.splitlines()
         if line.strip().startswith("opsaudit ")
     ]
-    assert [shlex.split(line)[1] for line in lines] == ["query", "report", "status"]
+    assert [shlex.split(line)[1] for line in lines] == ["query", "query", "report", "status"]
     for line in lines:
         run = invoke(*shlex.split(line)[1:])
         assert run.exit_code == 0, (line, run.output)
         assert run.stdout.strip()
+
+
+def test_demo_shows_branches_by_name(demo: tuple[Path, Result]) -> None:
+    """Issue 21: the printed report says where failures come from by branch name, as the
+    dataset counts them (the simulator's listings name every branch it still has)."""
+    data_dir, result = demo
+    assert result.exit_code == 0, result.output
+    top = query(
+        data_dir,
+        "SELECT o.project_id, o.action, b.name, o.branch_id, count(*) AS operations, "
+        "count(*) FILTER (WHERE o.failures_count > 0) AS failed FROM operations AS o "
+        "LEFT JOIN branches AS b ON b.id = o.branch_id WHERE o.branch_id IS NOT NULL "
+        "GROUP BY ALL HAVING failed > 0 "
+        "ORDER BY failed DESC, operations DESC, o.project_id, o.branch_id, o.action LIMIT 3",
+    )
+    where = [f"`{r['name']}` ({r['branch_id']})" if r["name"] else r["branch_id"] for r in top]
+    [line] = [x for x in result.stdout.splitlines() if x.startswith("By branch ")]
+    assert line.removeprefix("By branch").strip() == "; ".join(
+        f"{r['action']} failed {r['failed']:,} times on {w}" for r, w in zip(top, where)
+    )
+    assert all(r["name"] for r in top)  # the busiest branches are listed: named
+    section = result.stdout.split("Failures per branch (latest name; deleted: no longer listed)\n")
+    first_row = section[1].splitlines()[2]
+    [busiest] = query(
+        data_dir,
+        "SELECT branch_name, branch_id FROM failures_by_branch "
+        "ORDER BY failed DESC, operations DESC, project_id, branch_id LIMIT 1",
+    )
+    assert first_row.startswith(f"`{busiest['branch_name']}` ({busiest['branch_id']})  ")
 
 
 def test_history_ends_when_the_demo_runs(demo: tuple[Path, Result]) -> None:

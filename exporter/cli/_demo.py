@@ -13,6 +13,8 @@ from exporter.demo import DEFAULT_DAYS, DEFAULT_PROJECTS, run_demo
 
 # The query suggested at the end: short, and it shows that the whole history is there.
 _EXAMPLE_SQL = "SELECT * FROM failures_by_day ORDER BY failure_rate DESC LIMIT 5"
+# ... and one that shows branches by name, not id (issue 21).
+_NAMES_SQL = "SELECT branch_name, branch_id, deleted_at, failed FROM failures_by_branch LIMIT 5"
 
 
 @click.command("demo", short_help="Sync a simulated account and print the report.")
@@ -73,6 +75,9 @@ def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool
     click.echo(f"The report with charts (one page, opens offline in a browser): {page}")
     click.echo("Next, try:")
     click.echo(f"  opsaudit query --data-dir {where} {shlex.quote(_EXAMPLE_SQL)}")
+    click.echo(
+        f"  opsaudit query --data-dir {where} {shlex.quote(_NAMES_SQL)}    # branches by name"
+    )
     click.echo(f"  opsaudit report --data-dir {where} --since 7d    # the history ends now")
     click.echo(f"  opsaudit status --data-dir {where}")
     click.echo(

@@ -13,7 +13,8 @@ import orjson
 
 import exporter
 from exporter.analytics.html import render_html
-from exporter.analytics.report import build_report, render_report
+from exporter.analytics.report import build_report
+from exporter.analytics.report_text import render_report
 
 from .conftest import run_sync
 

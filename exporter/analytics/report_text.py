@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from exporter.analytics.format import branch_label, jsonable, render
+from exporter.analytics.format import branch_label, format_duration, jsonable, render
 from exporter.analytics.report import (
     BRANCH_COLUMNS,
     DURATION_COLUMNS,
@@ -29,7 +29,6 @@ from exporter.analytics.report import (
     describe_window,
     empty_message,
 )
-from exporter.ops.check import format_duration
 
 __all__ = ["SECTIONS", "TOP_ROWS", "freshness_text", "render_report"]
 

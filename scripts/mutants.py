@@ -36,6 +36,7 @@ EVENTS = "tests/events/test_events.py"
 SKIP_IDLE = "tests/sync/test_skip_idle.py"
 SCHEDULE = "tests/sync/test_schedule.py"
 SUPERSEDED = "tests/sync/test_superseded.py"
+SPILL = "tests/sync/test_spill.py"
 LAKE_SUPERSEDED = "tests/lake/test_superseded_lake.py"
 NAMES = "tests/sync/test_names.py"
 NAMES_REPORT = "tests/sync/test_names_report.py"
@@ -203,9 +204,9 @@ MUTANTS = [
     ),
     Mutant(
         "compaction-garbage-before-views",
-        "exporter/engine/publish.py",
-        "    if local is not None and not refresh_views_database(local):\n        return False\n    store.collect_garbage()\n",
-        "    store.collect_garbage()\n    if local is not None and not refresh_views_database(local):\n        return False\n",
+        "exporter/store/local/exports.py",
+        "    if export_tables(dataset):\n        dataset.collect_garbage()\n",
+        "    dataset.collect_garbage()\n    export_tables(dataset)\n",
         (STORAGE,),
     ),
     Mutant(
@@ -776,9 +777,9 @@ MUTANTS = [
     ),
     Mutant(
         "superseded-record-dropped",  # issue 24: the commit of version n+1 marks n superseded
-        "exporter/store/local/dataset.py",
-        "            staged = self.stage_versions(table, tag) + self.stage_superseded(table, tag)\n",
-        "            staged = self.stage_versions(table, tag)\n",
+        "exporter/store/local/spill.py",
+        '    later = table.filter(pc.greater(table["version"], 1))\n',
+        '    later = table.filter(pc.greater(table["version"], 1 << 30))\n',
         (f"{SUPERSEDED}::test_each_commit_records_what_its_later_versions_supersede",),
     ),
     Mutant(
@@ -789,6 +790,20 @@ MUTANTS = [
         (
             f"{SUPERSEDED}::test_a_dataset_written_before_the_record_reads_the_same_after_its_migration",
         ),
+    ),
+    Mutant(
+        "spill-rows-ignored",  # issue 24: a local commit holds spill_rows, written ahead
+        "exporter/engine/sync.py",
+        "        if self.spilling and self.config.spill_rows is not None:\n",
+        "        if False:\n",
+        (f"{SPILL}::test_a_backfill_writes_its_months_whole_and_compacts_nothing",),
+    ),
+    Mutant(
+        "spill-with-events",  # the outbox reads each chunk's rows: they must stay with it
+        "exporter/engine/sync.py",
+        "        self.spilling = config.spill_rows is not None and self.outbox is None\n",
+        "        self.spilling = config.spill_rows is not None\n",
+        (f"{SPILL}::test_with_events_rows_go_with_the_commit",),
     ),
     Mutant(
         "lake-superseded-record-dropped",  # issue 24 on object storage: the record of batch N

@@ -44,12 +44,11 @@ from exporter.core.errors import (
 )
 from exporter.core.model import DEFAULT_BASE_URL, Outcome
 from exporter.engine.budget import Budget
-from exporter.engine.publish import publish
 from exporter.engine.records import versions_table
 from exporter.engine.schedule import DEFAULT_EVERY_US, RefreshSchedule
 from exporter.engine.walk import Chunk, ProjectWalk, WalkLimits, WalkResult, now_us
 from exporter.events.outbox import EventsConfig, Outbox
-from exporter.store.base import Store
+from exporter.store.base import BIG_FILE_ROWS, Store
 from exporter.store.state import Coverage
 
 log = logging.getLogger("opsaudit.sync")
@@ -81,6 +80,10 @@ class SyncConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     commit_rows: int = 10_000  # commit once this many versions are waiting ...
     commit_seconds: float = 5.0  # ... or this long after the oldest waiting chunk
+    # With a store that writes rows ahead of the commit (local: exporter/store/local/spill.py), waiting
+    # rows cost no memory: commit at this many instead of commit_rows (a backfill then writes
+    # month files large enough that its end needs no compaction rewrite). None: never ahead.
+    spill_rows: int | None = BIG_FILE_ROWS
     compact: bool = True
     time_budget: float | None = None  # seconds: stop starting new work after this long
     max_requests: int | None = None  # stop starting new work after this many requests
@@ -259,6 +262,9 @@ class _Committer(threading.Thread):
         self.error: BaseException | None = None
         self._seq = 0
         self.outbox = Outbox(dataset.state, config.events) if config.events else None
+        # Rows written ahead (`Store.spill`): not with events, whose outbox reads each chunk's
+        # rows in the commit's transaction.
+        self.spilling = config.spill_rows is not None and self.outbox is None
 
     def submit(self, chunk: Chunk) -> None:
         if self.error is not None:
@@ -301,9 +307,11 @@ class _Committer(threading.Thread):
                     oldest = time.monotonic()
                 waiting.append(item)
                 rows += item.rows
+                if self.spilling and self.error is None:
+                    self._spill(item)
             due = (
                 done
-                or rows >= self.config.commit_rows
+                or rows >= self.commit_rows
                 or (waiting and time.monotonic() - oldest >= self.config.commit_seconds)
             )
             if waiting and due and self.error is None:
@@ -313,6 +321,29 @@ class _Committer(threading.Thread):
                     log.debug("commit failed: %s", exc)  # the run's error reports it once
                     self.error = exc
                 waiting, rows = [], 0
+
+    @property
+    def commit_rows(self) -> int:
+        if self.spilling and self.config.spill_rows is not None:
+            return self.config.spill_rows
+        return self.config.commit_rows
+
+    def _spill(self, chunk: Chunk) -> None:
+        """Write the chunk's rows ahead (the commit registers them); the chunk keeps its state
+        changes only. A store that cannot keeps the rows with the chunk, committed in
+        commit_rows batches."""
+        if chunk.table is None or not chunk.table.num_rows:
+            return
+        try:
+            written = self.dataset.spill(chunk.table)
+        except BaseException as exc:
+            log.debug("writing rows ahead failed: %s", exc)  # the run's error reports it once
+            self.error = exc
+            return
+        if written:
+            chunk.table = None
+        else:
+            self.spilling = False
 
     def _commit(self, chunks: list[Chunk]) -> None:
         tables = [c.table for c in chunks if c.table is not None]
@@ -576,6 +607,8 @@ class _Run:
             with self.lock:
                 self.summary.add(ProjectResult(walk.result, left=True))
             return
+        except _CommitterFailed:
+            raise  # the committer's error, reported once by the run: not this project's
         except OpsauditError as exc:
             error = redact(str(exc))
             unknown = isinstance(exc, UnknownProjectError)
@@ -627,7 +660,11 @@ class _Run:
         )
         if not exports:
             return
-        publish(self.dataset)
+        from exporter.store.local.exports import export_tables
+
+        if export_tables(self.dataset):
+            # Only now that the readers name the compacted files instead of their inputs.
+            self.dataset.collect_garbage()
 
 
 def _release_free_memory() -> None:

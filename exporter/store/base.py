@@ -54,6 +54,12 @@ class Store(Protocol):
         makes inside the state transaction durable together, atomically."""
         ...
 
+    def spill(self, table: pa.Table) -> bool:
+        """Write rows ahead of the next commit, which makes them durable with the state changes
+        it applies (memory: not the commit's rows, one chunk); False: this store cannot, the
+        rows go with `commit`'s `table`."""
+        ...
+
     def compact(self, partitions: Iterable[str] | None = None) -> int:
         """Merge small files; readers see one side or the other at every instant."""
         ...
@@ -62,18 +68,11 @@ class Store(Protocol):
         """Replace a small table (`projects`, `sync_runs`) atomically."""
 
     def refresh_readers(self) -> bool:
-        """Point the store's own readers at the current committed files; False if some could
-        not be."""
-        ...
-
-    def views_dataset(self) -> LocalDataset | None:
-        """The local directory whose `opsaudit.duckdb` must name the committed files too
-        (`analytics.views_db`), or None when readers need no views database."""
+        """Point readers at the current committed files; False if some could not be."""
         ...
 
     def collect_garbage(self) -> int:
-        """Delete what no reader names any more (only once every reader names the committed files:
-        `engine.publish`)."""
+        """Delete what no reader names any more (only after `refresh_readers` said True)."""
         ...
 
     def close(self) -> None:

@@ -161,6 +161,10 @@ class LakeStore:
             rows.num_rows, len(months), frozenset(f"created_month={m}" for m in months)
         )
 
+    def spill(self, table: pa.Table) -> bool:
+        """A Delta commit writes its rows itself (write_deltalake): they go with `commit`."""
+        return False
+
     def flush_state(self) -> bool:
         """Upload the local state if it changed since the last commit (a commit with no rows);
         True if a commit was made."""
@@ -213,10 +217,6 @@ class LakeStore:
         self._usable()
         self.flush_state()
         return True
-
-    def views_dataset(self) -> None:
-        """Readers of a lake open its Delta tables; there is no views database to keep."""
-        return None
 
     def collect_garbage(self) -> int:
         """VACUUM (full: also orphans of killed commits) with the safe retention, after

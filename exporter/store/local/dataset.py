@@ -57,8 +57,9 @@ from exporter.core.tables import (
     SYNC_RUNS_SCHEMA,
     VERSIONS_SCHEMA,
 )
-from exporter.store.base import BIG_FILE_ROWS, COMPACT_MIN_FILES, Committed, LocalDataset, Store
-from exporter.store.local.exports import SNAPSHOT_FILES
+from exporter.store.base import BIG_FILE_ROWS, COMPACT_MIN_FILES, Committed, Store
+from exporter.store.local.exports import SNAPSHOT_FILES, refresh_views_database
+from exporter.store.local.spill import Spill, by_month, superseded_record
 from exporter.store.state import DataDirLock, StateDB
 
 log = logging.getLogger("opsaudit.storage")
@@ -132,11 +133,13 @@ class Dataset:
                 )
             self.state = StateDB(state_path)
             self._superseded_recorded = False
+            self._spill = Spill(self.root, STAGING_DIR, _DICTIONARY_COLUMNS)
         except BaseException:
             self._lock.release()
             raise
 
     def close(self) -> None:
+        self._spill.discard()
         self.state.close()
         self._lock.release()
 
@@ -175,17 +178,23 @@ class Dataset:
         """Stage (fsynced), register + apply in one state transaction, then publish.
 
         The rows' superseded record is staged with them and registered in the same transaction:
-        a reader sees version n+1 exactly when it sees version n marked superseded."""
+        a reader sees version n+1 exactly when it sees version n marked superseded. The rows
+        `spill` wrote ahead are committed with them (exporter/store/local/spill.py)."""
         self.record_superseded()
-        staged = []
+        with _writing("writing rows to staging"):
+            spilled = self._spill.close(tag)
+        staged = [StagedFile(f.final, f.staged, f.partition, f.rows, f.bytes) for f in spilled]
         if table is not None:
-            staged = self.stage_versions(table, tag) + self.stage_superseded(table, tag)
+            staged += self.stage_versions(table, tag) + self.stage_superseded(table, tag)
+        elif staged:
+            self.sync_staging()
         with self.state.transaction() as con:
             self.state.register_pending(con, staged, run_id)
             apply(con)
         self.publish(staged)
+        versions = [f for f in staged if f.partition != SUPERSEDED_PARTITION]
         return Committed(
-            sum(f.rows for f in staged), len(staged), frozenset(f.partition for f in staged)
+            sum(f.rows for f in versions), len(staged), frozenset(f.partition for f in staged)
         )
 
     def sync_staging(self) -> None:
@@ -193,31 +202,35 @@ class Dataset:
         with _writing("syncing the staging directory"):
             fsync_dir(self.root / STAGING_DIR)
 
+    def spill(self, table: pa.Table) -> bool:
+        """Write rows (and their superseded record) ahead of the commit that registers them,
+        into open staging files per partition (exporter/store/local/spill.py)."""
+        self.record_superseded()
+        with _writing("writing rows to staging"):
+            for partition, part in by_month(table):
+                self._spill.write(partition, f"{VERSIONS_DIR}/{partition}", VERSIONS_SCHEMA, part)
+            record = superseded_record(table)
+            if record.num_rows:
+                self._spill.write(SUPERSEDED_PARTITION, SUPERSEDED_DIR, SUPERSEDED_SCHEMA, record)
+        self._spill.rows += table.num_rows
+        return True
+
     def stage_versions(self, table: pa.Table, tag: str) -> list[StagedFile]:
         """Split a versions table by created month and write each part to staging."""
         if table.num_rows == 0:
             return []
-        months = pc.strftime(table["created_date"], format="%Y-%m")
-        distinct = sorted(pc.unique(months).to_pylist())
         staged = []
-        for month in distinct:
-            part_table = table if len(distinct) == 1 else table.filter(pc.equal(months, month))
-            partition = f"created_month={month}"
+        for partition, part_table in by_month(table):
             final = f"{VERSIONS_DIR}/{partition}/part-{tag}-{uuid.uuid4().hex[:8]}.parquet"
             staged.append(self._write_staged([part_table], final, partition))
         self.sync_staging()
         return staged
 
     def stage_superseded(self, table: pa.Table, tag: str) -> list[StagedFile]:
-        """Stage the superseded record of a versions table: (id, version - 1) of each row with
-        version > 1 (version n+1 is only ever numbered after n was committed, PRODUCT.md)."""
-        later = table.filter(pc.greater(table["version"], 1))
-        if later.num_rows == 0:
+        """Stage the superseded record of a versions table (`_superseded_record`)."""
+        record = superseded_record(table)
+        if record.num_rows == 0:
             return []
-        record = pa.table(
-            [later["id"], pc.subtract(later["version"], pa.scalar(1, pa.int32()))],
-            schema=SUPERSEDED_SCHEMA,
-        )
         final = f"{SUPERSEDED_DIR}/part-{tag}-{uuid.uuid4().hex[:8]}.parquet"
         staged = [self._write_staged([record], final, SUPERSEDED_PARTITION, SUPERSEDED_SCHEMA)]
         self.sync_staging()
@@ -385,12 +398,8 @@ class Dataset:
         self.replace_file(SNAPSHOT_FILES[name], table)
 
     def refresh_readers(self) -> bool:
-        """Readers read the state's list of live files: nothing to point anywhere (the views
-        database is `views_dataset`'s, refreshed by `engine.publish`)."""
-        return True
-
-    def views_dataset(self) -> LocalDataset:
-        return self
+        """Rewrite `opsaudit.duckdb` when the committed files changed (see `store.local.exports`)."""
+        return refresh_views_database(self)
 
     def replace_file(self, relative: str, table: pa.Table) -> None:
         """Atomically replace a single-file table (projects, sync_runs)."""

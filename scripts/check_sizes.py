@@ -23,7 +23,6 @@ MODULE_EXCEPTIONS: dict[str, str] = {
     "exporter/ops/check.py": "every check of the trail; to split by what it reads (state, views)",
     "exporter/api/client.py": "the API client, its retry policy and the key checks",
     "exporter/ops/doctor.py": "one probe per thing doctor checks; each could be its own module",
-    "exporter/analytics/report.py": "the report's sections and their text",
     "exporter/analytics/views.py": "the .sql loader, connect(), the read-only guard and the views database",
     "exporter/store/state.py": "DDL, migrations and every table's queries (one declaration per table)",
     "exporter/engine/sync.py": "the run, the committer thread and the run summary",

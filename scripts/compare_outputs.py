@@ -69,7 +69,16 @@ QUERIES = {
 }
 QUERY_FORMATS = ("table", "json", "jsonl", "csv", "markdown")
 REPORT_FORMATS = ("table", "json", "csv", "markdown", "html")
-REPORT_SECTIONS = ("failing", "stuck", "errors", "projects", "failures", "durations", "action_mix")
+REPORT_SECTIONS = (
+    "failing",
+    "stuck",
+    "errors",
+    "projects",
+    "branches",
+    "failures",
+    "durations",
+    "action_mix",
+)
 
 
 def commands(data: list[str], pin: str, quick: bool) -> list[tuple[str, list[str]]]:

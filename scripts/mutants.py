@@ -204,9 +204,9 @@ MUTANTS = [
     ),
     Mutant(
         "compaction-garbage-before-views",
-        "exporter/store/local/exports.py",
-        "    if export_tables(dataset):\n        dataset.collect_garbage()\n",
-        "    dataset.collect_garbage()\n    export_tables(dataset)\n",
+        "exporter/engine/publish.py",
+        "    if local is not None and not refresh_views_database(local):\n        return False\n    store.collect_garbage()\n",
+        "    store.collect_garbage()\n    if local is not None and not refresh_views_database(local):\n        return False\n",
         (STORAGE,),
     ),
     Mutant(

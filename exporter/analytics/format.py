@@ -17,6 +17,7 @@ __all__ = [
     "FORMATS",
     "branch_failure_line",
     "branch_label",
+    "format_duration",
     "jsonable",
     "readable_interval",
     "render",
@@ -246,3 +247,18 @@ def render(
     if fmt == "markdown":
         return _markdown(columns, rows, thousands)
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def format_duration(delta: dt.timedelta) -> str:
+    """A short human duration: `3d 4h`, `2h 5m`, `40m`, `12s`."""
+    seconds = max(0, int(delta.total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m"
+    return f"{secs}s"

@@ -37,9 +37,9 @@ from exporter.analytics.report import (
     Report,
     branch_failure_text,
     empty_message,
-    freshness_text,
     window_parts,
 )
+from exporter.analytics.report_text import freshness_text
 from exporter.analytics.views import execute
 
 __all__ = ["CHARTS", "HTML_SQL", "render_html"]

@@ -94,7 +94,8 @@ def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool
 def _print_report(data_dir: Path) -> Path:
     """Print the text report; write the HTML one next to the data and return its path."""
     from exporter.analytics.html import render_html
-    from exporter.analytics.report import TOP_ROWS, build_report, render_report
+    from exporter.analytics.report import build_report
+    from exporter.analytics.report_text import TOP_ROWS, render_report
     from exporter.analytics.views import connect
 
     con = connect(data_dir)

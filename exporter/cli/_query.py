@@ -194,10 +194,10 @@ def report_command(
 
     A headline block first (how fresh the data is: the last successful sync and its lag;
     operations and period, failure rate, failing now, stuck (still running or waiting, failing
-    ones counted once), the actions with the most failures, the slowest by p90, with its n when
-    small), then the tables: the operations failing now and stuck (oldest first, with project,
-    action, error and age), the top error texts, failures per project, then failures, durations
-    and action mix per action.
+    ones counted once), the actions with the most failures, the branches they came from by name,
+    the slowest by p90, with its n when small), then the tables: the operations failing now and stuck (oldest first, with project,
+    action, error and age), the top error texts, failures per project and per branch (by name,
+    deleted ones marked), then failures, durations and action mix per action.
     """
     from exporter.analytics.report import (
         REPORT_SQL,
@@ -205,8 +205,8 @@ def report_command(
         empty_message,
         parse_since,
         parse_until,
-        render_report,
     )
+    from exporter.analytics.report_text import render_report
 
     if section is not None and fmt != "csv":
         raise click.UsageError("--section goes with --format csv")

@@ -381,7 +381,7 @@ def compact_command(
 
         with reading(data_dir, storage_options):  # StorageError when no dataset is there
             pass
-    from exporter.store.local.exports import compact
+    from exporter.engine.publish import compact
 
     dataset = open_store(data_dir, storage_options, lock=True, wait=wait_for_lock)
     try:

@@ -44,6 +44,7 @@ from exporter.core.errors import (
 )
 from exporter.core.model import DEFAULT_BASE_URL, Outcome
 from exporter.engine.budget import Budget
+from exporter.engine.publish import publish
 from exporter.engine.records import versions_table
 from exporter.engine.schedule import DEFAULT_EVERY_US, RefreshSchedule
 from exporter.engine.walk import Chunk, ProjectWalk, WalkLimits, WalkResult, now_us
@@ -660,11 +661,7 @@ class _Run:
         )
         if not exports:
             return
-        from exporter.store.local.exports import export_tables
-
-        if export_tables(self.dataset):
-            # Only now that the readers name the compacted files instead of their inputs.
-            self.dataset.collect_garbage()
+        publish(self.dataset)
 
 
 def _release_free_memory() -> None:

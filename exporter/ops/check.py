@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exporter.analytics.format import branch_failure_line, jsonable
+from exporter.analytics.format import branch_failure_line, format_duration, jsonable
 from exporter.core.errors import ConfigError, missing_data_dir
 from exporter.core.model import Outcome
 
@@ -43,7 +43,6 @@ __all__ = [
     "CheckReport",
     "Finding",
     "Threshold",
-    "format_duration",
     "last_success_us",
     "parse_duration",
     "parse_threshold",
@@ -111,21 +110,6 @@ def parse_duration(text: str) -> dt.timedelta:
     if not m:
         raise ConfigError(f"{text!r} is not a duration: use a number and s, m, h, d or w (2h)")
     return dt.timedelta(**{_UNITS[m[2]]: int(m[1])})
-
-
-def format_duration(delta: dt.timedelta) -> str:
-    """A short human duration: `3d 4h`, `2h 5m`, `40m`, `12s`."""
-    seconds = max(0, int(delta.total_seconds()))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d {hours}h" if hours else f"{days}d"
-    if hours:
-        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
-    if minutes:
-        return f"{minutes}m"
-    return f"{secs}s"
 
 
 @dataclass(frozen=True)

@@ -68,11 +68,18 @@ class Store(Protocol):
         """Replace a small table (`projects`, `sync_runs`) atomically."""
 
     def refresh_readers(self) -> bool:
-        """Point readers at the current committed files; False if some could not be."""
+        """Point the store's own readers at the current committed files; False if some could
+        not be."""
+        ...
+
+    def views_dataset(self) -> LocalDataset | None:
+        """The local directory whose `opsaudit.duckdb` must name the committed files too
+        (`analytics.views_db`), or None when readers need no views database."""
         ...
 
     def collect_garbage(self) -> int:
-        """Delete what no reader names any more (only after `refresh_readers` said True)."""
+        """Delete what no reader names any more (only once every reader names the committed files:
+        `engine.publish`)."""
         ...
 
     def close(self) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from exporter.analytics.report import build_report, parse_since, parse_until, render_report
+from exporter.analytics.report import build_report, parse_since, parse_until
+from exporter.analytics.report_text import render_report
 from exporter.analytics.views import connect
 from exporter.core.errors import ConfigError
 

@@ -11,7 +11,8 @@ import orjson
 import pytest
 from click.testing import CliRunner, Result
 
-from exporter.analytics.report import build_report, render_report
+from exporter.analytics.report import build_report
+from exporter.analytics.report_text import render_report
 from exporter.analytics.views import connect
 from exporter.cli import cli
 

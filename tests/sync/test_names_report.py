@@ -13,9 +13,10 @@ import orjson
 
 import exporter
 from exporter.analytics.html import render_html
-from exporter.analytics.report import build_report, render_report
+from exporter.analytics.report import build_report
+from exporter.analytics.report_text import render_report
 
-from .conftest import empty_sim, run_sync
+from .conftest import run_sync
 
 
 def _named_world(make_sim: Any, tmp_path: Path) -> dict[str, Any]:
@@ -23,7 +24,19 @@ def _named_world(make_sim: Any, tmp_path: Path) -> dict[str, Any]:
     failed once each (one still failing), `dev/alice` (deleted) with two apply_config that failed
     twice each, and one failed operation on a branch the listings never had. Synced twice: the second run
     re-reads the lists (the rename, the deletion)."""
-    sim = empty_sim(make_sim, seed=61, at_now=True)
+    # The simulated clock starts an hour before the wall clock: every operation is created
+    # before the syncs read the lists (names are valid from when they were read).
+    start = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
+    sim = make_sim(
+        seed=61,
+        projects=1,
+        shared_projects=0,
+        orgs=1,
+        days=0,
+        ops_per_project_per_day=0,
+        live_ops_per_project_per_hour=0,
+        start=start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
     pid = sim.project_ids()[0]
     preview, preview_ep, _ = sim.add_branch(pid, "preview/pr-42")  # create_branch, start_compute
     alice, _alice_ep, _ = sim.add_branch(pid, "dev/alice")
@@ -145,4 +158,24 @@ def test_html_page_names_branches_deleted_marked(make_sim: Any, tmp_path: Path) 
         [f"`release/1.0` ({preview})", pid, "6", "4", "66.7 %", "4", "1"],
         [f"`dev/alice` ({alice}, deleted)", pid, "4", "2", "50.0 %", "4", "0"],
         ["br-never-listed-1", pid, "1", "1", "100.0 %", "1", "0"],
+    ]
+
+
+def test_readme_query_failures_per_branch_last_week(make_sim: Any, tmp_path: Path) -> None:
+    """The README's example, run as printed: names then and now, deleted marked."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    after = readme.split("Failures per branch last week, with the branch's name then and now:")[1]
+    sql = after.split("```sql\n", 1)[1].split("```", 1)[0]
+    w = _named_world(make_sim, tmp_path)
+    pid, preview, alice = w["project"], w["preview"], w["alice"]
+    con = exporter.connect(tmp_path)
+    try:
+        got = con.execute(sql).fetchall()
+    finally:
+        con.close()
+    # Every operation was created before the rename was read: its name then is the old one.
+    assert got == [
+        (pid, preview, "preview/pr-42", "release/1.0", False, 4, 6),
+        (pid, alice, "dev/alice", "dev/alice", True, 2, 4),
+        (pid, "br-never-listed-1", None, None, False, 1, 1),
     ]

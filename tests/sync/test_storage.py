@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from exporter.analytics.views import connect
 from exporter.cli import cli
 from exporter.core.errors import LockHeldError, StorageError
+from exporter.engine.publish import compact, publish
 from exporter.engine.records import created_micros, encode_raw, versions_table
 from exporter.store.local.dataset import Dataset
-from exporter.store.local.exports import compact, export_tables
 
 from .conftest import read_versions
 
@@ -189,7 +189,11 @@ _COMPACTION_STEPS = [
     ("exporter.store.local.dataset.Dataset.sync_staging", "after the merged file is written"),
     ("exporter.store.local.dataset.Dataset._move_into_place", "after the state registered it"),
     ("exporter.store.state.StateDB.mark_live", "after it was renamed into place"),
-    ("exporter.store.local.exports.export_tables", "after the swap, before the views refresh"),
+    ("exporter.engine.publish.export_tables", "after the swap, before the small tables"),
+    (
+        "exporter.engine.publish.refresh_views_database",
+        "after the tables, before the views refresh",
+    ),
     ("exporter.store.local.dataset.Dataset.collect_garbage", "after the views refresh"),
 ]
 
@@ -205,7 +209,7 @@ def test_readers_see_each_row_once_at_every_step_of_a_compaction(
     # The one-time superseded record first: its own publish would take the kill otherwise,
     # and the compaction would never start.
     ds.record_superseded()
-    export_tables(ds)
+    publish(ds)
     expected = sorted(r["id"] for r in read_versions(tmp_path))
 
     in_compaction: list[bool] = []
@@ -260,7 +264,7 @@ def test_a_stray_parquet_file_among_the_data_is_never_read(tmp_path: Path) -> No
     file, a COPY ... TO written by hand) never breaks or changes what readers see."""
     ds = Dataset(tmp_path)
     _commit(ds, [_op(1), _op(2)], "a")
-    export_tables(ds)
+    publish(ds)
     ds.close()
     part = tmp_path / "operation_versions" / "created_month=2025-01"
     duckdb.sql("COPY (SELECT 1 AS x) TO '" + str(part / "zz.parquet") + "' (FORMAT parquet)")

@@ -8,12 +8,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from exporter.analytics.views_db import _write_views_in_child, refresh_views_database
+from exporter.engine.publish import publish
 from exporter.store.local.dataset import Dataset
-from exporter.store.local.exports import (
-    _write_views_in_child,
-    export_tables,
-    refresh_views_database,
-)
 
 from .test_storage import _commit, _ids_through_views_db, _op
 
@@ -47,13 +44,13 @@ def test_unchanged_views_are_not_rewritten_and_changed_ones_are(
     ds = Dataset(tmp_path)
     try:
         _commit(ds, [_op(1)], "a")
-        export_tables(ds)
+        publish(ds)
         views = tmp_path / "opsaudit.duckdb"
         inode = views.stat().st_ino
-        export_tables(ds)  # nothing changed: the file stays as it is
+        publish(ds)  # nothing changed: the file stays as it is
         assert views.stat().st_ino == inode
         _commit(ds, [_op(2)], "b")  # a new committed file: the views must name it
-        export_tables(ds)
+        publish(ds)
         assert views.stat().st_ino != inode
         assert _ids_through_views_db(tmp_path) == [_op(1)["id"], _op(2)["id"]]
         inode = views.stat().st_ino
@@ -71,11 +68,11 @@ def test_a_failed_refresh_is_retried_by_the_next_run(
     try:
         _commit(ds, [_op(1)], "a")
         with monkeypatch.context() as m:
-            m.setattr("exporter.store.local.exports._write_views_in_child", lambda root: None)
+            m.setattr("exporter.analytics.views_db._write_views_in_child", lambda root: None)
             m.delitem(__import__("sys").modules, "duckdb")
-            export_tables(ds)
+            publish(ds)
         assert not (tmp_path / "opsaudit.duckdb").exists()
-        export_tables(ds)
+        publish(ds)
         assert _ids_through_views_db(tmp_path) == [_op(1)["id"]]
     finally:
         ds.close()

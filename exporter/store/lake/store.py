@@ -218,6 +218,10 @@ class LakeStore:
         self.flush_state()
         return True
 
+    def views_dataset(self) -> None:
+        """Readers of a lake open its Delta tables; there is no views database to keep."""
+        return None
+
     def collect_garbage(self) -> int:
         """VACUUM (full: also orphans of killed commits) with the safe retention, after
         `opsaudit compact` or at most every VACUUM_EVERY during syncs."""

@@ -57,8 +57,8 @@ from exporter.core.tables import (
     SYNC_RUNS_SCHEMA,
     VERSIONS_SCHEMA,
 )
-from exporter.store.base import BIG_FILE_ROWS, COMPACT_MIN_FILES, Committed, Store
-from exporter.store.local.exports import SNAPSHOT_FILES, refresh_views_database
+from exporter.store.base import BIG_FILE_ROWS, COMPACT_MIN_FILES, Committed, LocalDataset, Store
+from exporter.store.local.exports import SNAPSHOT_FILES
 from exporter.store.local.spill import Spill, by_month, superseded_record
 from exporter.store.state import DataDirLock, StateDB
 
@@ -398,8 +398,12 @@ class Dataset:
         self.replace_file(SNAPSHOT_FILES[name], table)
 
     def refresh_readers(self) -> bool:
-        """Rewrite `opsaudit.duckdb` when the committed files changed (see `store.local.exports`)."""
-        return refresh_views_database(self)
+        """Readers read the state's list of live files: nothing to point anywhere (the views
+        database is `views_dataset`'s, refreshed by `engine.publish`)."""
+        return True
+
+    def views_dataset(self) -> LocalDataset:
+        return self
 
     def replace_file(self, relative: str, table: pa.Table) -> None:
         """Atomically replace a single-file table (projects, sync_runs)."""

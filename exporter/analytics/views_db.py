@@ -1,0 +1,105 @@
+"""Keeping `opsaudit.duckdb` current: rewritten after a run or a compaction when what it names
+changed (the committed files, which small tables exist, the .sql files, the loader's code).
+
+Written in a short child process unless DuckDB is loaded here already (a notebook, the tests):
+the sync never loads DuckDB (its peak memory, PRODUCT.md performance targets), so this module
+does not import it; `analytics.views.write_views_database` is what either path runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from exporter.core.layout import VIEWS_DB, find_sql_dir
+from exporter.store.base import LocalDataset
+from exporter.store.local.exports import SNAPSHOT_FILES
+
+log = logging.getLogger("opsaudit.storage")
+
+# The state's meta key holding what the views database was last written from.
+_VIEWS_KEY = "views_database_key"
+
+
+def _views_key(dataset: LocalDataset) -> str:
+    """A digest of everything `opsaudit.duckdb` is made of: the committed files it names, which
+    small tables exist, the .sql files and the code that resolves them."""
+    h = hashlib.sha256()
+    root = dataset.root.resolve()
+    h.update(str(root).encode())
+    for path in dataset.live_files():
+        h.update(b"\0f" + path.encode())
+    for relative in SNAPSHOT_FILES.values():
+        h.update(b"\0t" + relative.encode() + str((root / relative).is_file()).encode())
+    sql = find_sql_dir()
+    for text in sorted(sql.glob("[0-9][0-9]_*.sql")) if sql else []:
+        h.update(b"\0s" + text.name.encode() + text.read_bytes())
+    h.update((Path(__file__).resolve().parent / "views.py").read_bytes())
+    return h.hexdigest()
+
+
+def refresh_views_database(dataset: LocalDataset) -> bool:
+    """Rewrite `opsaudit.duckdb` unless it already names exactly what the state says is live.
+
+    Runs in a child process unless DuckDB is already loaded here (a notebook, the tests). Never
+    raises: the data is committed; a views database left stale is refreshed by the next run.
+    Returns whether it names exactly the live files now.
+    """
+    key = _views_key(dataset)
+    if (dataset.root / VIEWS_DB).is_file() and dataset.state.get_meta(_VIEWS_KEY) == key:
+        return True
+    if "duckdb" in sys.modules:
+        # Imported here: only when DuckDB is loaded already (the sync itself never loads it,
+        # its peak memory), and the analytics layer is optional for the sync.
+        try:
+            from exporter.analytics.views import write_views_database
+        except ImportError:
+            return False
+        try:
+            written = write_views_database(dataset.root) is not None
+        except Exception as exc:
+            log.warning("could not refresh opsaudit.duckdb: %s", exc)
+            return False
+    else:
+        outcome = _write_views_in_child(dataset.root)
+        if outcome is None:
+            return False
+        written = outcome
+    if not written:
+        log.warning("opsaudit.duckdb is open in another program; its views were not refreshed")
+        return False
+    dataset.state.set_meta(_VIEWS_KEY, key)
+    return True
+
+
+def _write_views_in_child(root: Path) -> bool | None:
+    """`write_views_database` in a child process: True written, False held open elsewhere,
+    None failed (logged)."""
+    package_parent = str(Path(__file__).resolve().parents[2])  # the folder holding exporter/
+    env = {k: v for k, v in os.environ.items() if k != "NEON_API_KEY"}  # it needs no key
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "exporter.analytics.views", str(root)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("could not refresh opsaudit.duckdb: %s", exc)
+        return None
+    if done.returncode == 3:
+        return False
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        log.warning("could not refresh opsaudit.duckdb: %s", reason)
+        return None
+    return True
+
+
+__all__ = ["refresh_views_database"]

@@ -85,6 +85,20 @@ MUTANTS = [
         (f"{NAMES}::test_a_run_cut_short_before_the_listings_leaves_them_due",),
     ),
     Mutant(
+        "names-left-by-budget-counted-done",  # a run leaving the listings due said `ok`
+        "exporter/engine/sync.py",
+        "        left = error is None and walk.result.names_left\n",
+        "        left = False\n",
+        (f"{NAMES}::test_a_run_cut_short_before_the_listings_leaves_them_due",),
+    ),
+    Mutant(
+        "budget-fell-short-ignored",  # work left whole for later (the listings): outcome `ok`
+        "exporter/engine/sync.py",
+        "summary.settle(self.budget.reached or self.budget.fell_short)",
+        "summary.settle(self.budget.reached)",
+        (f"{NAMES}::test_a_run_cut_short_before_the_listings_leaves_them_due",),
+    ),
+    Mutant(
         "names-deletion-not-marked",
         "exporter/store/state.py",
         '                "deleted_us IS NULL AND id NOT IN (SELECT id FROM _listed)",\n',

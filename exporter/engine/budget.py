@@ -31,6 +31,9 @@ class Budget:
         self.deadline = None if seconds is None else clock() + seconds
         self.requests_left = requests
         self.reached = False
+        # Work worth doing only whole (`can_take`) was left for a later run: the run did not
+        # cover everything, even if no single request was refused (outcome `budget`).
+        self.fell_short = False
         self._lock = threading.Lock()
 
     @property
@@ -47,11 +50,13 @@ class Budget:
         """Whether `n` more requests fit now (nothing is taken: work that is worth doing only
         whole, like a project's two names listings, is left for a later run instead)."""
         with self._lock:
-            if self.reached:
-                return False
-            if self.deadline is not None and self._clock() >= self.deadline:
-                return False
-            return self.requests_left is None or self.requests_left >= n
+            fits = (
+                not self.reached
+                and (self.deadline is None or self._clock() < self.deadline)
+                and (self.requests_left is None or self.requests_left >= n)
+            )
+            self.fell_short = self.fell_short or not fits
+            return fits
 
     def take(self) -> bool:
         """One request may be sent (True), or the budget is spent (False, from then on)."""

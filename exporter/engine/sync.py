@@ -559,7 +559,7 @@ class _Run:
         if config.compact and committer.partitions:
             self.dataset.compact(committer.partitions)
             _release_free_memory()
-        summary.settle(self.budget.reached)
+        summary.settle(self.budget.reached or self.budget.fell_short)
 
     def _deliver(self) -> None:
         """After the commits: hand the outbox to the sinks (whatever the run's outcome)."""
@@ -616,7 +616,9 @@ class _Run:
             log.warning("project %s failed: %s", pid, error)
             # Through the committer, after the chunks already queued (finding 8).
             committer.submit(Chunk(pid, error=error))
-        result = ProjectResult(walk.result, error, unknown=unknown)
+        # Names the budget could not cover: the operations are in, the project is not done.
+        left = error is None and walk.result.names_left
+        result = ProjectResult(walk.result, error, left=left, unknown=unknown)
         with self.lock:
             self.summary.add(result)
         self.observer.project_done(result, client.stats, client.pacer.current_rps)

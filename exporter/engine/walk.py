@@ -85,6 +85,9 @@ class WalkResult:
     deleted: bool = False  # the API answered 404 for the project
     open_left: int = 0  # due open operations not refreshed this run (bounds reached)
     names_requests: int = 0  # branches + endpoints listing requests
+    # The names were due but the budget (or the run's stop) left them for a later run: the
+    # walk is not done, the project counts as left (PRODUCT.md: a run says what it left).
+    names_left: bool = False
 
 
 def now_us() -> int:
@@ -265,8 +268,10 @@ class ProjectWalk:
                     self.chunk = Chunk(self.pid)
                 except InterruptedError:
                     # The budget (or the run's stop) came between the operations and the names:
-                    # the walk is complete; the names stay due (never read, or `names_due`).
+                    # the operations are committed; the names stay due (never read, or
+                    # `names_due`) and the project is left for the next run.
                     self.chunk = Chunk(self.pid)
+                    self.result.names_left = True
         except NotFoundError:
             if not self.cp.seen:
                 # Never listed, never walked: a mistyped --project, not a deleted project.
@@ -366,8 +371,9 @@ class ProjectWalk:
     def _read_names(self) -> None:
         """Both listings, after the walk (a branch its operations name is listed by now); they
         are committed together, after the operations, or not at all. When the budget cannot
-        cover both, they stay due for a later run (the walk itself is complete)."""
+        cover both, they stay due for a later run and the project counts as left."""
         if not self.budget.can_take(2):
+            self.result.names_left = True
             return
         branches: list[Any] = []
         cursor: str | None = None

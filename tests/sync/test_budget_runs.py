@@ -46,11 +46,13 @@ def test_a_request_budget_below_the_listing_is_refused(make_sim: Any, tmp_path: 
     assert sim.stats()["by_route"].get("GET /projects/{project_id}/operations", 0) == 0
     [(outcome, error)] = _outcomes(tmp_path)
     assert outcome == "failed" and error is not None and error.startswith("--max-requests 3 ")
-    # The least it names works: one walk page per run, and the runs cover every project.
+    # The least it names walks the operations: one walk page per run, and the runs cover every
+    # project. A project's first walk also wants its two names listings, which one unit cannot
+    # cover: each run says so (that project is left, the outcome `budget`, exit 0).
     for _ in range(3):
         summary = run_sync(sim, tmp_path, max_requests=4)
         assert (summary.outcome, summary.exit_code) == ("budget", 0)
-        assert summary.projects_ok == 1
+        assert (summary.projects_ok, summary.projects_left) == (0, 3)
     assert_matches_truth(sim, tmp_path)
 
 
@@ -105,14 +107,16 @@ def test_budgeted_runs_count_as_fresh_once_every_project_is_walked(
     from exporter.ops.metrics import collect_metrics
 
     sim = _sim(make_sim, 1905, projects=4)
-    first = run_sync(sim, tmp_path, max_requests=5)  # the listing (3) and two walk pages
-    assert (first.outcome, first.projects_ok) == ("budget", 2)
+    # The listing (3) and two walk pages: two walks whose names (two listings each) are left
+    # for later, so no project is done and every one is left.
+    first = run_sync(sim, tmp_path, max_requests=5)
+    assert (first.outcome, first.projects_ok, first.projects_left) == ("budget", 0, 4)
     report = run_check(tmp_path)
     stale = [f.message for f in report.findings if f.check == "stale_sync"]
     assert stale == ["no sync has succeeded yet (see `opsaudit status`)"]
     assert report.last_success_at is None
     second = run_sync(sim, tmp_path, max_requests=5)
-    assert (second.outcome, second.projects_ok) == ("budget", 2)
+    assert (second.outcome, second.projects_ok, second.projects_left) == ("budget", 0, 4)
     walks = _last_walks(tmp_path)
     assert len(walks) == 4 and None not in walks
     report = run_check(tmp_path)

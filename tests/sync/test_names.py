@@ -364,10 +364,13 @@ def test_a_run_cut_short_before_the_listings_leaves_them_due(make_sim: Any, tmp_
     sim.reset_stats()
     listing = 3  # organizations, the org's projects, shared projects
     cut = run_sync(sim, tmp_path, max_requests=listing + 1)  # the operations page, no listing
-    # The walk is complete (ok); the names, which the budget could not cover, stay due.
-    assert cut.outcome == "ok" and cut.new_operations == 2
+    # The operations are in; the names, which the budget could not cover, stay due, and the
+    # run says it left work undone: the project is left, the outcome `budget` (exit 0).
+    assert (cut.outcome, cut.exit_code, cut.new_operations) == ("budget", 0, 2)
+    assert (cut.projects_ok, cut.projects_left) == (0, 1)
     assert _listing_requests(sim) == (0, 0)
-    assert run_sync(sim, tmp_path).outcome == "ok"  # nothing new to walk: the names were due
+    done = run_sync(sim, tmp_path)  # nothing new to walk: the names were due
+    assert (done.outcome, done.projects_ok, done.projects_left) == ("ok", 1, 0)
     assert _listing_requests(sim) == (1, 1)
     assert _rows(tmp_path, f"SELECT name FROM branches WHERE id = '{branch_id}'") == [
         ("hotfix/login-3",)

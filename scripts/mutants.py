@@ -332,7 +332,7 @@ MUTANTS = [
     ),
     Mutant(
         "query-linked-folders-not-allowed",  # a linked partition folder makes queries exit 7
-        "exporter/analytics/views.py",
+        "exporter/store/local/reader.py",
         "            (directories if is_dir else files).append(real)\n",
         "            pass\n",
         (
@@ -556,8 +556,8 @@ MUTANTS = [
     Mutant(
         "views-db-absolute-paths",  # a copied or moved data directory's views fail
         "exporter/analytics/views.py",
-        "            _load(con, _sources(data_dir, relative=True), None)\n",
-        "            _load(con, _sources(data_dir), None)\n",
+        "            _load(con, _derive_missing(local_sources(data_dir, relative=True)), None)\n",
+        "            _load(con, _derive_missing(local_sources(data_dir)), None)\n",
         (
             "tests/analytics/test_views_db.py::"
             "test_views_database_keeps_working_after_the_directory_is_moved",

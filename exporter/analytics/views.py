@@ -19,22 +19,21 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from exporter.core.errors import ConfigError, QueryError, ReadOnlyError, StorageError
+from exporter.core.errors import ConfigError, QueryError, ReadOnlyError
 from exporter.core.layout import (
+    BASE_VIEWS,
     PROJECTS_FILE,
-    STATE_FILE,
-    SUPERSEDED_DIR,
+    SOURCES,
     SUPERSEDED_GLOB,
-    SUPERSEDED_META,
     SYNC_RUNS_FILE,
-    VERSIONS_DIR,
     VERSIONS_GLOB,
     VIEWS_DB,
     find_sql_dir,
 )
 from exporter.core.names import TABLES as NAMES_TABLES
-from exporter.store.readers import lake_for, lake_relations, open_readers
-from exporter.store.state import StateDB
+from exporter.store.base import Reader, Source
+from exporter.store.local.reader import local_sources
+from exporter.store.readers import open_readers
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -59,15 +58,6 @@ __all__ = [
 _DERIVED_SUPERSEDED = (
     "(SELECT id, version - 1 AS version FROM stored_operation_versions WHERE version > 1)"
 )
-# The base view over each relative path the .sql files read (the superseded record has none).
-_BASE_VIEWS = {
-    VERSIONS_GLOB: "stored_operation_versions",
-    PROJECTS_FILE: "projects",
-    SYNC_RUNS_FILE: "sync_runs",
-    **{t.file: t.name for t in NAMES_TABLES},
-}
-# The relative paths the .sql files read.
-_SOURCES = (*_BASE_VIEWS, SUPERSEDED_GLOB)
 
 
 def _source_schema(relative: str) -> pa.Schema:
@@ -187,66 +177,13 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def committed_files(data_dir: Path) -> list[str] | None:
-    """The `operation_versions` files a reader may read (relative paths): the state's list of
-    committed files.
-
-    Readers never glob the directory: a killed run's leftovers, a stray copy and a compaction's
-    replaced inputs are not in the list (DESIGN.md, commit protocol). None when the directory has
-    no state file (Parquet copied elsewhere): then the files found are read as they are.
-    """
-    committed = _committed(data_dir)
-    return None if committed is None else committed[0]
-
-
-def _committed(data_dir: Path) -> tuple[list[str], list[str] | None] | None:
-    """The committed versions files and superseded files (None: the record is not complete
-    yet, readers derive it), from the state; None without a state file."""
-    state_path = data_dir / STATE_FILE
-    if not state_path.is_file():
-        return None
-    try:
-        state = StateDB(state_path, read_only=True)
-    except StorageError as exc:
-        raise QueryError(str(exc)) from exc
-    try:
-        files, recorded = state.live_files(), state.get_meta(SUPERSEDED_META) == "1"
-    finally:
-        state.close()
-    by_dir: dict[str, list[str]] = {VERSIONS_DIR: [], SUPERSEDED_DIR: []}
-    for f in files:
-        by_dir[f.split("/", 1)[0]].append(f)
-    return by_dir[VERSIONS_DIR], by_dir[SUPERSEDED_DIR] if recorded else None
-
-
-def _sources(data_dir: Path, relative: bool = False) -> dict[str, Any]:
-    """Each source's file paths ([] when it has none yet): absolute, or relative to `data_dir`
-    (the views database, which must keep working after the directory is copied or moved)."""
-    base = Path() if relative else data_dir
-    out: dict[str, Any] = {}
-    committed = _committed(data_dir)
-    if committed is None:
-        versions = sorted(p.relative_to(data_dir).as_posix() for p in data_dir.glob(VERSIONS_GLOB))
-        superseded = None
-    else:
-        versions, superseded = committed
-    out[VERSIONS_GLOB] = [(base / f).as_posix() for f in versions]
-    out[SUPERSEDED_GLOB] = (
-        _DERIVED_SUPERSEDED if superseded is None else [(base / f).as_posix() for f in superseded]
-    )
-    for source in _SOURCES:  # the single-file tables: projects, sync_runs, the names tables
-        if source not in out:
-            out[source] = [(base / source).as_posix()] if (data_dir / source).is_file() else []
-    return out
-
-
 def _resolve(text: str, sources: dict[str, Any]) -> str:
     """The SQL text with each source path replaced by its files, or by an empty relation
     (a source given as a string: the relation that replaces the whole call, object storage)."""
 
     def replace(match: re.Match[str]) -> str:
         relative = match["path"]
-        if relative not in _SOURCES:
+        if relative not in SOURCES:
             return match[0]
         files = sources[relative]
         if isinstance(files, str) and files:
@@ -274,15 +211,17 @@ def _load(
             raise QueryError(f"loading {path.name}: {_first_line(exc)}") from exc
 
 
-def _dataset_sources(con: duckdb.DuckDBPyConnection, dataset: Any, tag: str) -> dict[str, Any]:
-    """What each .sql source path reads for one dataset: committed files of a local directory,
-    or the relations of an object-storage dataset's snapshots (registered in `con`)."""
-    if isinstance(dataset, Path):
-        lake = lake_for(dataset)  # a `reading()` directory standing for object storage
-        if lake is None:
-            return _sources(dataset.resolve())
-        dataset = lake
-    return {SUPERSEDED_GLOB: _DERIVED_SUPERSEDED, **lake_relations(con, dataset, tag)}
+def _dataset_sources(con: duckdb.DuckDBPyConnection, reader: Reader, tag: str) -> dict[str, Any]:
+    """What each .sql source path reads for one dataset, as its storage says
+    (`store.base.Reader`); a superseded record it does not have is derived."""
+    return _derive_missing(reader.sources(con, tag))
+
+
+def _derive_missing(given: dict[str, Source]) -> dict[str, Any]:
+    sources: dict[str, Any] = dict(given)
+    if sources.get(SUPERSEDED_GLOB) is None:
+        sources[SUPERSEDED_GLOB] = _DERIVED_SUPERSEDED
+    return sources
 
 
 # With several datasets each one's base views live in their own schema (d1, d2, ...) and these
@@ -345,14 +284,12 @@ def _union(view: str, labels: Sequence[str], columns: str = "*") -> str:
 
 
 def _load_datasets(
-    con: duckdb.DuckDBPyConnection,
-    datasets: Sequence[Any],
-    labels: Sequence[str],
-    only: Sequence[str] | None,
+    con: duckdb.DuckDBPyConnection, datasets: Sequence[Reader], only: Sequence[str] | None
 ) -> None:
     if len(datasets) == 1:
         _load(con, _dataset_sources(con, datasets[0], "1"), only)
         return
+    labels = [d.label for d in datasets]
     base = sql_files()[0].name
     for i, dataset in enumerate(datasets, 1):
         con.execute(f"CREATE SCHEMA d{i}")
@@ -360,7 +297,7 @@ def _load_datasets(
         _load(con, _dataset_sources(con, dataset, str(i)), [base])
     con.execute("SET schema = 'main'")
     # The files load over placeholders of the right shape; the base views are then replaced.
-    placeholder = {source: f"(SELECT * FROM d1.{view})" for source, view in _BASE_VIEWS.items()}
+    placeholder = {source: f"(SELECT * FROM d1.{view})" for source, view in BASE_VIEWS.items()}
     placeholder[SUPERSEDED_GLOB] = _DERIVED_SUPERSEDED
     _load(con, placeholder, only)
     con.execute(
@@ -411,23 +348,23 @@ def connect(
     statement undoes it.
     """
     given = [data_dir] if isinstance(data_dir, (str, Path)) else list(data_dir)
-    datasets, labels = open_readers(given, storage_options)
+    datasets = open_readers(given, storage_options)
     con = duckdb.connect(":memory:")
     try:
         # UTC everywhere: created_at::DATE must be the same day as the created_date partition.
         con.execute("SET TimeZone = 'UTC'")
         # Binding each view reads the first file's footer; cache footers across binds/queries.
         con.execute("SET parquet_metadata_cache = true")
-        _load_datasets(con, datasets, labels, only)
+        _load_datasets(con, datasets, only)
         if safe:
-            _lock_down(con, [d for d in datasets if isinstance(d, Path)])
+            _lock_down(con, datasets)
     except BaseException:
         con.close()
         raise
     return con
 
 
-def _lock_down(con: duckdb.DuckDBPyConnection, local_dirs: Sequence[Path]) -> None:
+def _lock_down(con: duckdb.DuckDBPyConnection, datasets: Sequence[Reader]) -> None:
     """Only the datasets' files can be read from now on, and no setting can be changed (issue 15).
 
     The views read Parquet under each local data directory when queried, so those stay allowed
@@ -437,8 +374,8 @@ def _lock_down(con: duckdb.DuckDBPyConnection, local_dirs: Sequence[Path]) -> No
     """
     directories: list[Path] = []
     files: list[Path] = []
-    for data_dir in local_dirs:
-        more_dirs, more_files = _resolved_parts(data_dir)
+    for dataset in datasets:
+        more_dirs, more_files = dataset.readable_paths()
         directories += more_dirs
         files += more_files
     allowed = ", ".join(_quote(d.as_posix().rstrip("/") + "/") for d in directories)
@@ -456,46 +393,6 @@ def _lock_down(con: duckdb.DuckDBPyConnection, local_dirs: Sequence[Path]) -> No
         "SET lock_configuration = true",
     ):
         con.execute(statement)
-
-
-def _resolved_parts(data_dir: Path) -> tuple[list[Path], list[Path]]:
-    """The directories and files DuckDB must be allowed to read for dataset `data_dir`, resolved:
-    DuckDB checks a file's real path, so a table's folder (or a partition, or a file) moved to
-    another disk and linked back is allowed where it really is (issue 19). Only what the views
-    read is followed (the tables' folders, their partitions and files); a link elsewhere in the
-    data directory allows nothing."""
-    directories = [data_dir.resolve()]
-    files: list[Path] = []
-
-    def allow(path: str, is_dir: bool) -> bool:
-        """Allow `path`'s real location unless it is already; False if it cannot be read."""
-        try:
-            real = Path(path).resolve(strict=True)
-        except (OSError, RuntimeError):  # gone, or a link loop: nothing to read there
-            return False
-        if not any(real.is_relative_to(d) for d in directories):
-            (directories if is_dir else files).append(real)
-        return True
-
-    def walk(folder: str, depth: int) -> None:
-        # Only links can lead outside: an entry that is not one lies where its folder really is.
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
-            return
-        for entry in entries:
-            is_dir = entry.is_dir()
-            if entry.is_symlink() and not allow(entry.path, is_dir):
-                continue
-            if is_dir and depth < 1:  # operation_versions/created_month=.../part-*.parquet
-                walk(entry.path, depth + 1)
-
-    for source in _SOURCES:
-        table = data_dir / Path(source).parts[0]
-        if table.is_symlink() and not allow(str(table), True):
-            continue
-        walk(str(table), 0)
-    return directories, files
 
 
 def execute(
@@ -696,7 +593,7 @@ def write_views_database(data_dir: Path) -> Path | None:
             # Creating a view binds it: its relative paths must resolve here as they will
             # for a user in the data directory.
             con.execute(f"SET file_search_path = {_quote(data_dir.as_posix())}")
-            _load(con, _sources(data_dir, relative=True), None)
+            _load(con, _derive_missing(local_sources(data_dir, relative=True)), None)
             con.execute("USE memory")
             con.execute("CHECKPOINT views_db")
             con.execute("DETACH views_db")

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from exporter.core.names import TABLES as NAMES_TABLES
+
 VERSIONS_DIR = "operation_versions"
 VERSIONS_GLOB = "operation_versions/*/*.parquet"
 # The superseded record (issue 24): one (id, version) row for every version a later one of the
@@ -32,6 +34,18 @@ STAGING_DIR = "_staging"
 STATE_FILE = "state.sqlite"
 LOCK_FILE = ".lock"
 VIEWS_DB = "opsaudit.duckdb"
+
+# Each table the views read, once: the path the .sql files read it from (relative to the data
+# directory) and its base view. Every kind of storage answers for these paths
+# (`store.base.Reader.sources`).
+BASE_VIEWS = {
+    VERSIONS_GLOB: "stored_operation_versions",
+    PROJECTS_FILE: "projects",
+    SYNC_RUNS_FILE: "sync_runs",
+    **{t.file: t.name for t in NAMES_TABLES},
+}
+# The paths the .sql files read: the base views' and the superseded record's (it has no view).
+SOURCES = (*BASE_VIEWS, SUPERSEDED_GLOB)
 
 
 def any_file(directory: Path, pattern: str) -> bool:

@@ -97,4 +97,36 @@ class LocalDataset(Protocol):
         ...
 
 
-__all__ = ["BIG_FILE_ROWS", "COMPACT_MIN_FILES", "Committed", "LocalDataset", "Store"]
+# What a reader's `sources` gives for one path of `core.layout.SOURCES`: the files to read (a
+# local directory; [] when there are none yet), the SQL of a relation registered in the
+# connection (object storage; "" when the table was never written), or None for a superseded
+# record the dataset does not have (the views derive it from the versions).
+Source = list[str] | str | None
+
+
+class Reader(Protocol):
+    """One dataset as the views read it (`analytics.views.connect`): each kind of storage says
+    what each table's path reads, so the SQL layer never asks which kind it has."""
+
+    label: str  # the data dir as given: the `dataset` column when several are read together
+
+    def sources(self, con: Any, tag: str) -> dict[str, Source]:
+        """Per path of `core.layout.SOURCES`, what it reads; relations are registered in the
+        DuckDB connection `con` under names ending in `tag`."""
+        ...
+
+    def readable_paths(self) -> tuple[list[Path], list[Path]]:
+        """The directories and files a locked-down connection must still be allowed to read
+        (object storage: none, its snapshots are read through Arrow)."""
+        ...
+
+
+__all__ = [
+    "BIG_FILE_ROWS",
+    "COMPACT_MIN_FILES",
+    "Committed",
+    "LocalDataset",
+    "Reader",
+    "Source",
+    "Store",
+]

@@ -23,13 +23,11 @@ from typing import Any
 
 from exporter.core.errors import ConfigError, StorageError, missing_data_dir
 from exporter.core.layout import (
-    PROJECTS_FILE,
     STATE_FILE,
-    SUPERSEDED_GLOB,
-    SYNC_RUNS_FILE,
-    VERSIONS_GLOB,
 )
+from exporter.store.base import Reader
 from exporter.store.lake.location import Location, parse_location
+from exporter.store.local.reader import LocalReader
 
 LAKE_EXTRA = "pip install 'opsaudit[lake]'"
 
@@ -138,21 +136,20 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
 
 def open_readers(
     data_dirs: Sequence[str | Path], storage_options: Iterable[str] = ()
-) -> tuple[list[Any], list[str]]:
-    """For `analytics.views.connect`: each data dir as a local directory (`Path`, which must exist) or an
-    opened `LakeDataset`, and its label (the `dataset` column when several are read together).
-    Storage options apply to every URL among them."""
+) -> list[Reader]:
+    """For `analytics.views.connect`: each data dir as its storage's `Reader` (a local directory,
+    which must exist, or an opened Delta dataset), labelled as given (the `dataset` column when
+    several are read together). Storage options apply to every URL among them."""
     if not data_dirs:
         raise ConfigError("no --data-dir given")
     options = list(storage_options)
     if options and not any(is_url(d) for d in data_dirs):
         location(data_dirs[0], options)  # the error that says options are for object storage
-    datasets: list[Any] = []
-    labels: list[str] = []
+    readers: list[Reader] = []
     seen: set[str] = set()
     for data_dir in data_dirs:
         loc = parse_location(data_dir, options if is_url(data_dir) else ())
-        dataset: Any
+        reader: Reader
         if loc.is_local:
             path = local_path(data_dir, loc)
             if not path.is_dir():
@@ -160,64 +157,36 @@ def open_readers(
             error = _not_a_dataset(path, data_dir)
             if error is not None:
                 raise error
-            key, dataset, label = str(path.resolve()), path, str(data_dir)
+            key = str(path.resolve())
+            lake = lake_for(path)  # a `reading()` directory standing for object storage
+            reader = (
+                LocalReader(path, str(data_dir))
+                if lake is None
+                else _lake_reader(lake, str(data_dir))
+            )
         else:
             require_lake()
             from exporter.store.lake.tables import LakeDataset  # pyarrow: object storage only
 
-            key, label = loc.display.rstrip("/"), loc.display
-            dataset = LakeDataset.open(loc)  # StorageError when no dataset is there
+            key = loc.display.rstrip("/")
+            reader = _lake_reader(LakeDataset.open(loc), loc.display)  # StorageError: no dataset
         if key in seen:
             raise ConfigError(f"--data-dir {data_dir} is given twice")
         seen.add(key)
-        datasets.append(dataset)
-        labels.append(label)
-    return datasets, labels
+        readers.append(reader)
+    return readers
 
 
-def lake_relations(con: Any, dataset: Any, tag: str = "") -> dict[str, str]:
-    """An object-storage dataset's tables for the .sql files: register each table's current
-    snapshot (a pyarrow dataset) in DuckDB connection `con` (under names ending in `tag`) and
-    return, per source path the .sql files read, the relation that replaces their
-    `read_parquet(...)` ("" for a table not written yet: the loader's empty relation)."""
-    from exporter.core.names import TABLES as NAMES_TABLES
-    from exporter.store.lake.superseded import reader_filter
-    from exporter.store.lake.tables import PROJECTS, SYNC_RUNS  # pyarrow (start-up)
+def _lake_reader(dataset: Any, label: str) -> Reader:
+    from exporter.store.lake.reader import LakeReader  # pyarrow, deltalake: object storage only
 
-    out: dict[str, str] = {}
-    versions, superseded, txn = dataset.versions_snapshot()
-    if versions is not None:
-        con.register(f"_opsaudit_operation_versions{tag}", versions)
-    out[VERSIONS_GLOB] = (
-        "" if versions is None else f"(SELECT * FROM _opsaudit_operation_versions{tag})"
-    )
-    # The superseded record of the batches that snapshot holds (exporter/store/lake/superseded.py);
-    # a dataset without the record (not migrated yet) leaves it to the loader, which derives it.
-    if superseded is not None:
-        con.register(f"_opsaudit_superseded{tag}", superseded)
-        out[SUPERSEDED_GLOB] = (
-            f"(SELECT id, version FROM _opsaudit_superseded{tag} WHERE {reader_filter(txn)})"
-        )
-    for source, name in (
-        (PROJECTS_FILE, PROJECTS),
-        (SYNC_RUNS_FILE, SYNC_RUNS),
-        *((t.file, t.name) for t in NAMES_TABLES),
-    ):
-        snapshot = dataset.snapshot(name)
-        if snapshot is None:
-            out[source] = ""
-            continue
-        relation = f"_opsaudit_{name}{tag}"
-        con.register(relation, snapshot)
-        out[source] = f"(SELECT * FROM {relation})"
-    return out
+    return LakeReader(dataset, label)
 
 
 __all__ = [
     "LAKE_EXTRA",
     "is_url",
     "lake_for",
-    "lake_relations",
     "local_path",
     "location",
     "open_readers",

@@ -35,12 +35,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from exporter.analytics.views import committed_files
 from exporter.api.client import RetryPolicy
 from exporter.cli import cli
 from exporter.engine.sync import RunSummary, SyncConfig, sync
 from exporter.engine.walk import WalkLimits
 from exporter.simulator import SimConfig, Simulator
+from exporter.store.local.reader import committed_files
 
 pytestmark = pytest.mark.slow
 

@@ -184,7 +184,7 @@ def file_events(path: Path) -> list[dict[str, Any]]:
 
 def versions_after(data_dir: Path, first_run_ids: set[str]) -> dict[str, dict[str, Any]]:
     """Event id -> row, for every operation_versions row not written by the given runs."""
-    from exporter.analytics.views import committed_files
+    from exporter.store.local.reader import committed_files
 
     files = [str(data_dir / f) for f in committed_files(data_dir) or []]
     if not files:

@@ -42,7 +42,7 @@ def sim_clock(sim: Any) -> Callable[[], int]:
 
 def read_versions(data_dir: Path) -> list[dict[str, Any]]:
     """Every row of operation_versions, read straight from the Parquet files."""
-    from exporter.analytics.views import committed_files
+    from exporter.store.local.reader import committed_files
 
     # What readers read: the state's list of committed files (DESIGN.md, commit protocol).
     listed = committed_files(data_dir)

@@ -1,0 +1,131 @@
+"""A local data directory as the views read it (`store.base.Reader`): the committed files the
+state lists, never a glob of the directory (DESIGN.md, commit protocol)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from exporter.core.errors import QueryError, StorageError
+from exporter.core.layout import (
+    SOURCES,
+    STATE_FILE,
+    SUPERSEDED_DIR,
+    SUPERSEDED_GLOB,
+    SUPERSEDED_META,
+    VERSIONS_DIR,
+    VERSIONS_GLOB,
+)
+from exporter.store.base import Source
+from exporter.store.state import StateDB
+
+
+class LocalReader:
+    """`store.base.Reader` for a local directory of Hive Parquet beside its SQLite state."""
+
+    def __init__(self, root: Path, label: str) -> None:
+        self.root = root
+        self.label = label
+
+    def sources(self, con: Any, tag: str) -> dict[str, Source]:
+        return local_sources(self.root.resolve())
+
+    def readable_paths(self) -> tuple[list[Path], list[Path]]:
+        return readable_parts(self.root)
+
+
+def committed_files(data_dir: Path) -> list[str] | None:
+    """The `operation_versions` files a reader may read (relative paths): the state's list of
+    committed files.
+
+    Readers never glob the directory: a killed run's leftovers, a stray copy and a compaction's
+    replaced inputs are not in the list (DESIGN.md, commit protocol). None when the directory has
+    no state file (Parquet copied elsewhere): then the files found are read as they are.
+    """
+    committed = _committed(data_dir)
+    return None if committed is None else committed[0]
+
+
+def _committed(data_dir: Path) -> tuple[list[str], list[str] | None] | None:
+    """The committed versions files and superseded files (None: the record is not complete
+    yet, readers derive it), from the state; None without a state file."""
+    state_path = data_dir / STATE_FILE
+    if not state_path.is_file():
+        return None
+    try:
+        state = StateDB(state_path, read_only=True)
+    except StorageError as exc:
+        raise QueryError(str(exc)) from exc
+    try:
+        files, recorded = state.live_files(), state.get_meta(SUPERSEDED_META) == "1"
+    finally:
+        state.close()
+    by_dir: dict[str, list[str]] = {VERSIONS_DIR: [], SUPERSEDED_DIR: []}
+    for f in files:
+        by_dir[f.split("/", 1)[0]].append(f)
+    return by_dir[VERSIONS_DIR], by_dir[SUPERSEDED_DIR] if recorded else None
+
+
+def local_sources(data_dir: Path, relative: bool = False) -> dict[str, Source]:
+    """Each source's file paths ([] when it has none yet): absolute, or relative to `data_dir`
+    (the views database, which must keep working after the directory is copied or moved)."""
+    base = Path() if relative else data_dir
+    out: dict[str, Source] = {}
+    committed = _committed(data_dir)
+    if committed is None:
+        versions = sorted(p.relative_to(data_dir).as_posix() for p in data_dir.glob(VERSIONS_GLOB))
+        superseded = None
+    else:
+        versions, superseded = committed
+    out[VERSIONS_GLOB] = [(base / f).as_posix() for f in versions]
+    out[SUPERSEDED_GLOB] = (
+        None if superseded is None else [(base / f).as_posix() for f in superseded]
+    )
+    for source in SOURCES:  # the single-file tables: projects, sync_runs, the names tables
+        if source not in out:
+            out[source] = [(base / source).as_posix()] if (data_dir / source).is_file() else []
+    return out
+
+
+def readable_parts(data_dir: Path) -> tuple[list[Path], list[Path]]:
+    """The directories and files DuckDB must be allowed to read for dataset `data_dir`, resolved:
+    DuckDB checks a file's real path, so a table's folder (or a partition, or a file) moved to
+    another disk and linked back is allowed where it really is (issue 19). Only what the views
+    read is followed (the tables' folders, their partitions and files); a link elsewhere in the
+    data directory allows nothing."""
+    directories = [data_dir.resolve()]
+    files: list[Path] = []
+
+    def allow(path: str, is_dir: bool) -> bool:
+        """Allow `path`'s real location unless it is already; False if it cannot be read."""
+        try:
+            real = Path(path).resolve(strict=True)
+        except (OSError, RuntimeError):  # gone, or a link loop: nothing to read there
+            return False
+        if not any(real.is_relative_to(d) for d in directories):
+            (directories if is_dir else files).append(real)
+        return True
+
+    def walk(folder: str, depth: int) -> None:
+        # Only links can lead outside: an entry that is not one lies where its folder really is.
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            return
+        for entry in entries:
+            is_dir = entry.is_dir()
+            if entry.is_symlink() and not allow(entry.path, is_dir):
+                continue
+            if is_dir and depth < 1:  # operation_versions/created_month=.../part-*.parquet
+                walk(entry.path, depth + 1)
+
+    for source in SOURCES:
+        table = data_dir / Path(source).parts[0]
+        if table.is_symlink() and not allow(str(table), True):
+            continue
+        walk(str(table), 0)
+    return directories, files
+
+
+__all__ = ["LocalReader", "committed_files", "local_sources", "readable_parts"]

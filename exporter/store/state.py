@@ -412,6 +412,12 @@ class StateDB:
                 "UPDATE meta SET value = ? WHERE key = 'format_version'", (str(FORMAT_VERSION),)
             )
 
+    def total_changes(self) -> int:
+        """Rows changed through this connection since it was opened (SQLite's total_changes):
+        the lake store uploads the state only when this moved."""
+        with self._lock:
+            return int(self._con.total_changes)
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:

@@ -113,9 +113,7 @@ class LakeStore:
 
     def _changes(self) -> int:
         """Rows changed in the local state since it was opened (SQLite's total_changes)."""
-        con = self.state._con
-        with self.state._lock:
-            return int(con.total_changes)
+        return self.state.total_changes()
 
     def _usable(self) -> None:
         if self._broken is not None:

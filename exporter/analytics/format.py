@@ -15,6 +15,7 @@ import orjson
 
 __all__ = [
     "FORMATS",
+    "SECTIONS",
     "branch_failure_line",
     "branch_label",
     "format_duration",
@@ -25,6 +26,19 @@ __all__ = [
 ]
 
 FORMATS = ("table", "json", "jsonl", "csv", "markdown")
+
+# The tables of the report, as `--section` names them (here, not in the report: the CLI
+# builds its options from these without importing DuckDB).
+SECTIONS = (
+    "failing",
+    "stuck",
+    "errors",
+    "projects",
+    "branches",
+    "failures",
+    "durations",
+    "action_mix",
+)
 
 # A terminal cell longer than this is cut (error texts, raw JSON); json/csv are never cut.
 MAX_CELL = 60

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from exporter.analytics.format import branch_label, format_duration, jsonable, render
+from exporter.analytics.format import SECTIONS, branch_label, format_duration, jsonable, render
 from exporter.analytics.report import (
     BRANCH_COLUMNS,
     DURATION_COLUMNS,
@@ -232,19 +232,6 @@ def _sections(report: Report) -> list[tuple[str, list[dict[str, Any]], Sequence[
         ("durations", report.durations, DURATION_COLUMNS),
         ("action_mix", report.action_mix, MIX_COLUMNS),
     ]
-
-
-# The tables of the report, as `--section` names them.
-SECTIONS = (
-    "failing",
-    "stuck",
-    "errors",
-    "projects",
-    "branches",
-    "failures",
-    "durations",
-    "action_mix",
-)
 
 
 def _csv(report: Report, section: str | None = None) -> str:

@@ -10,6 +10,7 @@ from typing import IO, Any
 
 import click
 
+from exporter.analytics.format import FORMATS, SECTIONS
 from exporter.cli._common import data_dirs_option, emit, output_options, storage_option_option
 
 
@@ -57,7 +58,7 @@ def _params(values: Sequence[str]) -> dict[str, str] | None:
 
 @click.command("query", short_help="Run one SQL statement over the views.")
 @output_options(
-    ["table", "json", "jsonl", "csv", "markdown"],
+    list(FORMATS),
     help="json is one array of row objects, jsonl one object per line; timestamps ISO 8601 UTC.",
 )
 @click.option(
@@ -160,18 +161,7 @@ def query_command(
 @click.option("--all", "all_rows", is_flag=True, help="Every row in the table format too.")
 @click.option(
     "--section",
-    type=click.Choice(
-        [
-            "failing",
-            "stuck",
-            "errors",
-            "projects",
-            "branches",
-            "failures",
-            "durations",
-            "action_mix",
-        ]
-    ),
+    type=click.Choice(SECTIONS),
     default=None,
     help="With --format csv: only this table, with its own columns (default: every table in "
     "one, a section column first).",

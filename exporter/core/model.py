@@ -1,6 +1,7 @@
 """The sync's model: what a walk hands to storage (`Chunk`), what the state tracks of an
-operation that may still change (`OpenOp`), how a run ended (`Outcome`), and the API it reads
-by default (`DEFAULT_BASE_URL`).
+operation that may still change (`OpenOp`), how a run ended (`Outcome`), the rows of `projects`
+and `sync_runs` as the state hands them out (`ProjectRow`, `RunRow`), and the API it reads by
+default (`DEFAULT_BASE_URL`).
 
 A leaf module (of the exporter's own it names only `core.names.Listings`, for type checkers): the
 walk builds these, the state and the stores take them, and status, check and metrics read the
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -111,4 +112,66 @@ class Chunk:
         )
 
 
-__all__ = ["DEFAULT_BASE_URL", "TERMINAL_STATUSES", "Chunk", "OpenOp", "Outcome"]
+# The rows of `projects` and `sync_runs` as they cross modules (`StateDB.projects_rows()` /
+# `runs_rows()` -> status, check, metrics, doctor, the exports): named by the columns of
+# `core.tables.PROJECTS_SCHEMA` / `SYNC_RUNS_SCHEMA`, in their order (tests/sync/test_state.py
+# holds them equal), times (`*_at`) in microseconds since the epoch. Here and not beside the
+# schemas: those import pyarrow, which `opsaudit status` and `check` never load.
+class ProjectRow(NamedTuple):
+    """One `projects` row, times in microseconds."""
+
+    id: str
+    name: str | None
+    region_id: str | None
+    pg_version: int | None
+    platform_id: str | None
+    provisioner: str | None
+    org_id: str | None
+    owner_id: str | None
+    created_at: int | None
+    updated_at: int | None
+    raw: str | None
+    first_seen_at: int | None
+    last_seen_at: int | None
+    deleted_at: int | None  # None: still listed
+    last_synced_at: int | None  # the last completed walk
+    checkpoint_at: int | None
+    last_error: str | None
+    open_operations: int
+
+
+class RunRow(NamedTuple):
+    """One `sync_runs` row, times in microseconds."""
+
+    run_id: str
+    started_at: int
+    finished_at: int | None  # None: still running, or killed
+    outcome: str
+    projects_total: int | None
+    projects_ok: int | None
+    projects_failed: int | None
+    requests: int | None
+    responses_429: int | None
+    retries: int | None
+    new_operations: int | None
+    changed_operations: int | None
+    versions_written: int | None
+    error: str | None
+    projects_left: int | None
+    coverage_hour: float | None
+    coverage_day: float | None
+    oldest_lag_seconds: float | None
+    open_unchecked_day: int | None
+    achieved_rps: float | None
+    configured_rps: float | None
+
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "TERMINAL_STATUSES",
+    "Chunk",
+    "OpenOp",
+    "Outcome",
+    "ProjectRow",
+    "RunRow",
+]

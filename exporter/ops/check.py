@@ -33,7 +33,7 @@ from typing import Any
 
 from exporter.analytics.format import branch_failure_line, format_duration, jsonable
 from exporter.core.errors import ConfigError, missing_data_dir
-from exporter.core.model import Outcome
+from exporter.core.model import Outcome, RunRow
 
 __all__ = [
     "DEFAULT_MAX_AGE",
@@ -264,20 +264,22 @@ SYNCED_OUTCOMES = (Outcome.OK, Outcome.PARTIAL, Outcome.BUDGET, Outcome.INTERRUP
 _STOPPED_OUTCOMES = (Outcome.BUDGET, Outcome.INTERRUPTED)
 
 
-def last_success_us(runs: Sequence[Any], last_walks: Sequence[int | None]) -> int | None:
-    """When the trail was last known current (microseconds), from `runs` (SYNC_RUNS_SCHEMA
-    order) and each project's last completed walk (deleted projects left out).
+def last_success_us(runs: Sequence[RunRow], last_walks: Sequence[int | None]) -> int | None:
+    """When the trail was last known current (microseconds), from `runs` (oldest first) and each
+    project's last completed walk (deleted projects left out).
 
     A run with outcome ok finished with every project in scope complete. After budgeted or
     interrupted runs (consecutive runs cover the projects in turn, stalest first), the trail is
     current as of the oldest project's last completed walk, once every project has one (issue
     19, finding 5: budgeted runs were never a success, `stale_sync` for ever). A partial or
     failed last run adds nothing: a failing listing may hide projects the state never saw."""
-    finished = [r for r in runs if r[2] is not None]
-    successes = [r[2] for r in finished if r[3] == Outcome.OK]
+    finished = [r for r in runs if r.finished_at is not None]
+    successes = [
+        r.finished_at for r in finished if r.outcome == Outcome.OK and r.finished_at is not None
+    ]
     if (
         finished
-        and finished[-1][3] in _STOPPED_OUTCOMES
+        and finished[-1].outcome in _STOPPED_OUTCOMES
         and last_walks
         and all(w is not None for w in last_walks)
     ):
@@ -297,9 +299,8 @@ def _check_state(
     find = report.findings.append
     state = StateDB(path, read_only=True)
     try:
-        # The owner's row methods (PROJECTS_SCHEMA / SYNC_RUNS_SCHEMA order, microseconds).
-        runs = [r for r in state.runs_rows() if r[1] <= _us(now)]  # not after as_of
-        projects = [(p[0], p[14], p[16]) for p in state.projects_rows() if p[13] is None]
+        runs = [r for r in state.runs_rows() if r.started_at <= _us(now)]  # not after as_of
+        projects = [p for p in state.projects_rows() if p.deleted_at is None]
         terminal = ",".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES))
         if reread_max_age is None:
             reread_max_age = default_reread_max_age(state.refresh_every())
@@ -316,7 +317,7 @@ def _check_state(
         state.close()
 
     # The whole trail: the last successful run, and gaps the platform's retention could fill.
-    report.last_success_at = _at(last_success_us(runs, [p[1] for p in projects]))
+    report.last_success_at = _at(last_success_us(runs, [p.last_synced_at for p in projects]))
     if report.last_success_at is None:
         find(Finding("stale_sync", None, "no sync has succeeded yet (see `opsaudit status`)"))
     elif now - report.last_success_at > max_age:
@@ -331,7 +332,11 @@ def _check_state(
         )
     # A run that synced anything (ok, partial, budget, interrupted) moves every checkpoint it could; between two
     # such runs more than RETENTION apart, operations may have come and gone unseen.
-    synced = [(r[1], r[2]) for r in runs if r[3] in SYNCED_OUTCOMES and r[2] is not None]
+    synced = [
+        (r.started_at, r.finished_at)
+        for r in runs
+        if r.outcome in SYNCED_OUTCOMES and r.finished_at is not None
+    ]
     for (_, previous_end), (next_start, _) in itertools.pairwise(synced):
         gap = _when(next_start) - _when(previous_end)
         if gap > RETENTION:
@@ -358,8 +363,8 @@ def _check_state(
     # Per project: synced recently, and without an error.
     report.projects = len(projects)
     backfilling: set[str] = set()
-    for pid, synced_us, error in projects:
-        last = _at(synced_us)
+    for p in projects:
+        pid, error, last = p.id, p.last_error, _at(p.last_synced_at)
         if last is None:
             find(Finding("project_not_synced", pid, f"project {pid} has never completed a sync"))
         elif now - last > max_age:

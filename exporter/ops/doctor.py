@@ -480,11 +480,13 @@ def _check_state(report: DoctorReport, path: Path, now: dt.datetime) -> None:
     if not runs:
         report.add("runs", "warn", "no sync has run yet", "run `opsaudit sync`")
         return
-    _, started, finished, outcome = runs[-1][:4]
-    error = runs[-1][13]
-    when = dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(microseconds=finished or started)
+    latest = runs[-1]
+    outcome, error = latest.outcome, latest.error
+    when = dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(
+        microseconds=latest.finished_at or latest.started_at
+    )
     last = f"last run {jsonable(when)}: {outcome}"
-    successes = [r[2] for r in runs if r[3] == "ok" and r[2] is not None]
+    successes = [r.finished_at for r in runs if r.outcome == "ok" and r.finished_at is not None]
     if outcome != "ok":
         report.add(
             "runs",

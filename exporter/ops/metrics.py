@@ -105,19 +105,18 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
     try:
         # Runs after `as_of` have not happened yet for a check replayed in the past.
         until = int((now - dt.datetime(1970, 1, 1, tzinfo=UTC)) / dt.timedelta(microseconds=1))
-        runs = [r for r in state.runs_rows() if r[1] <= until]  # SYNC_RUNS_SCHEMA order
+        runs = [r for r in state.runs_rows() if r.started_at <= until]
         open_ops = state.open_count()
         by_last_read = state.open_by_last_read(until)
-        last_walks = [p[14] for p in state.projects_rows() if p[13] is None]  # not deleted
+        last_walks = [p.last_synced_at for p in state.projects_rows() if p.deleted_at is None]
         projects = len(last_walks)
         backlog = read_backlog(state)
     finally:
         state.close()
-    finished = [r for r in runs if r[2] is not None]
+    finished = [r for r in runs if r.finished_at is not None]
     from exporter.ops.check import last_success_us
 
     success = last_success_us(runs, last_walks)
-    last = finished[-1:]
 
     metrics = [
         Metric(
@@ -144,37 +143,37 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
         ),
         _by_last_read(by_last_read),
     ]
-    if last:
-        started, ended, outcome, _, ok, failed, requests, r429, retries, new, changed = last[0][
-            1:12
-        ]
+    last = finished[-1] if finished else None
+    if last is not None and (ended := last.finished_at) is not None:
         metrics += [
             Metric("opsaudit_last_run_timestamp_seconds", "Unix time the last sync finished.").add(
                 _seconds(ended)
             ),
             Metric(
                 "opsaudit_last_run_duration_seconds", "Wall time of the last sync in seconds."
-            ).add((ended - started) / 1e6),
-            _one_hot(outcome),
+            ).add((ended - last.started_at) / 1e6),
+            _one_hot(last.outcome),
             Metric("opsaudit_last_run_requests", "API requests made by the last sync.").add(
-                requests
+                last.requests
             ),
             Metric("opsaudit_last_run_responses_429", "429 responses the last sync received.").add(
-                r429
+                last.responses_429
             ),
-            Metric("opsaudit_last_run_retries", "Requests the last sync retried.").add(retries),
+            Metric("opsaudit_last_run_retries", "Requests the last sync retried.").add(
+                last.retries
+            ),
             Metric(
                 "opsaudit_last_run_operations",
                 "Operations the last sync found new or changed (kind label).",
             )
-            .add(new, kind="new")
-            .add(changed, kind="changed"),
+            .add(last.new_operations, kind="new")
+            .add(last.changed_operations, kind="changed"),
             Metric(
                 "opsaudit_last_run_projects",
                 "Projects the last sync finished ok or failed (result label).",
             )
-            .add(ok, result="ok")
-            .add(failed, result="failed"),
+            .add(last.projects_ok, result="ok")
+            .add(last.projects_failed, result="failed"),
         ]
     metrics += _failures(Path(data_dir), now)
     return metrics

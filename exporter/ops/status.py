@@ -45,22 +45,6 @@ RUN_COLUMNS = (
 )
 
 
-# Where each column is in `StateDB.projects_rows()` and `runs_rows()` (the state's owner).
-_PROJECT_FIELDS = (0, 1, 13, 14, 15, 16, 17)  # id name deleted synced checkpoint error open
-_RUN_FIELDS = {
-    "run_id": 0,
-    "started_at": 1,
-    "finished_at": 2,
-    "outcome": 3,
-    "projects_ok": 5,
-    "projects_failed": 6,
-    "requests": 7,
-    "responses_429": 8,
-    "new_operations": 10,
-    "changed_operations": 11,
-}
-
-
 @dataclass
 class Status:
     """Where each project stands and what the last runs did, as of `as_of`."""
@@ -134,25 +118,24 @@ def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = No
         "oldest_pending_at": _at(backlog.oldest_us),
         "delivered": backlog.delivered,
     }
-    for p in project_rows:  # PROJECTS_SCHEMA order, times in microseconds
-        pid, name, deleted, synced, checkpoint, error, open_ops = (p[i] for i in _PROJECT_FIELDS)
-        last = _at(synced)
+    for p in project_rows:
+        last = _at(p.last_synced_at)
         status.projects.append(
             {
-                "id": pid,
-                "name": name,
-                "checkpoint_at": _at(checkpoint),
+                "id": p.id,
+                "name": p.name,
+                "checkpoint_at": _at(p.checkpoint_at),
                 "last_synced_at": last,
-                "open_operations": open_ops,
+                "open_operations": p.open_operations,
                 "lag_seconds": None if last is None else int((now - last).total_seconds()),
-                "deleted": deleted is not None,
-                "last_error": error,
+                "deleted": p.deleted_at is not None,
+                "last_error": p.last_error,
             }
         )
-    for r in reversed(run_rows[-runs:] if runs else []):  # SYNC_RUNS_SCHEMA order, oldest first
-        record = {name: r[i] for name, i in _RUN_FIELDS.items()}
-        record["started_at"] = _at(record["started_at"])
-        record["finished_at"] = _at(record["finished_at"])
+    for r in reversed(run_rows[-runs:] if runs else []):  # oldest first in the state
+        record: dict[str, Any] = {name: getattr(r, name) for name in RUN_COLUMNS}
+        record["started_at"] = _at(r.started_at)
+        record["finished_at"] = _at(r.finished_at)
         status.runs.append(record)
     return status
 

@@ -21,7 +21,7 @@ import orjson
 
 from exporter.core.errors import LockHeldError, StorageError
 from exporter.core.layout import fsync_dir
-from exporter.core.model import TERMINAL_STATUSES, Chunk, OpenOp, Outcome
+from exporter.core.model import TERMINAL_STATUSES, Chunk, OpenOp, Outcome, ProjectRow, RunRow
 from exporter.core.names import LISTED, PROJECT, Kind, Listings, Table, created_by
 from exporter.core.timeutil import to_micros
 
@@ -956,25 +956,27 @@ class StateDB:
                 f"UPDATE runs SET outcome = '{Outcome.KILLED}' WHERE outcome = '{Outcome.RUNNING}'"
             )
 
-    def projects_rows(self) -> list[tuple[Any, ...]]:
-        """The `projects` table's rows (PROJECTS_SCHEMA order, times in microseconds)."""
-        return self.query(
+    def projects_rows(self) -> list[ProjectRow]:
+        """The `projects` table's rows, by id."""
+        rows = self.query(
             "SELECT id, name, region_id, pg_version, platform_id, provisioner, org_id, "
             "owner_id, created_us, updated_us, raw, first_seen_us, last_seen_us, deleted_us, "
             "last_synced_us, checkpoint_us, last_error, "
             "(SELECT count(*) FROM open_ops o WHERE o.project_id = p.id AND "
             f"{_still_open('o.status')}) FROM projects p ORDER BY id"
         )
+        return [ProjectRow(*r) for r in rows]
 
-    def runs_rows(self) -> list[tuple[Any, ...]]:
-        """The `sync_runs` table's rows (SYNC_RUNS_SCHEMA order, times in microseconds)."""
-        return self.query(
+    def runs_rows(self) -> list[RunRow]:
+        """The `sync_runs` table's rows, oldest first."""
+        rows = self.query(
             "SELECT run_id, started_us, finished_us, outcome, projects_total, projects_ok, "
             "projects_failed, requests, responses_429, retries, new_operations, "
             "changed_operations, versions_written, error, projects_left, coverage_hour, "
             "coverage_day, oldest_lag_us / 1e6, open_unchecked_day, achieved_rps, "
             "configured_rps FROM runs ORDER BY started_us"
         )
+        return [RunRow(*r) for r in rows]
 
     # -- files (the commit protocol of `store.local.dataset`) -----------------------------------------
 

@@ -10,10 +10,12 @@ directory is the analytics layer's (`analytics.views_db`), refreshed after these
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import pyarrow as pa
 
 from exporter.core.layout import PROJECTS_FILE, SYNC_RUNS_FILE
+from exporter.core.model import ProjectRow, RunRow
 from exporter.core.names import TABLE_FILES, to_arrow
 from exporter.core.names import TABLES as NAMES_TABLES
 from exporter.core.tables import PROJECTS_SCHEMA, SYNC_RUNS_SCHEMA
@@ -25,8 +27,9 @@ log = logging.getLogger("opsaudit.storage")
 SNAPSHOT_FILES = {"projects": PROJECTS_FILE, "sync_runs": SYNC_RUNS_FILE, **TABLE_FILES}
 
 
-def _table(rows: list[tuple[object, ...]], schema: pa.Schema, micros: set[str]) -> pa.Table:
-    columns = list(zip(*rows)) if rows else [() for _ in schema]
+def _table(rows: Sequence[ProjectRow | RunRow], schema: pa.Schema, micros: set[str]) -> pa.Table:
+    # By name: a record missing a column of the schema fails here, never shifts the others.
+    columns = [[getattr(r, f.name) for r in rows] for f in schema]
     arrays = []
     for f, values in zip(schema, columns):
         if f.name in micros:

@@ -356,7 +356,12 @@ def _exec_in_child(main: Any, argv: list[str], stdout: Path, stderr: Path) -> No
 
 
 def compare(a: Path, b: Path, show: int) -> int:
-    """Print the first differences between two recordings; 1 if any, else 0."""
+    """Print the first differences between two recordings; 1 if any, else 0 (2: a recording
+    is missing or unfinished: `record` writes recorded-from.txt last)."""
+    for out in (a, b):
+        if not (out / "recorded-from.txt").is_file():
+            print(f"{out} is not a finished recording (no recorded-from.txt)", file=sys.stderr)
+            return 2
     files_a = {p.relative_to(a) for p in a.rglob("*") if p.is_file()}
     files_b = {p.relative_to(b) for p in b.rglob("*") if p.is_file()}
     skip = {Path("recorded-from.txt")}
@@ -374,7 +379,7 @@ def compare(a: Path, b: Path, show: int) -> int:
     if len(differing) > show:
         print(f"... and {len(differing) - show} more")
     if differing:
-        print(f"{len(differing)} of {len(files_a | files_b) - len(skip)} files differ")
+        print(f"{len(differing)} of {len((files_a | files_b) - skip)} files differ")
         return 1
     print(f"identical: {compared} files byte for byte")
     return 0

@@ -1,6 +1,6 @@
 """scripts/compare_outputs.py, the before/after proof of issue 20: on one tiny dataset, two
 recordings of the same tree are byte for byte the same (the pinned clock reaches the outputs), and
-a single changed byte makes `compare` exit 1 naming the file."""
+a single changed byte makes `compare` exit 1 naming the file, an unfinished recording exit 2."""
 
 from __future__ import annotations
 
@@ -79,3 +79,9 @@ def test_two_recordings_of_one_tree_are_identical_and_a_changed_byte_is_found(
     assert differs.returncode == 1
     assert differs.stdout.splitlines()[0] == f"DIFFERS local/status-table.stdout: line {n + 1}:"
     assert differs.stdout.splitlines()[-1].startswith("1 of ")
+
+    # A recording cut short (record writes recorded-from.txt last) is not compared at all.
+    (changed / "recorded-from.txt").unlink()
+    unfinished = _script("compare", a, changed)
+    assert unfinished.returncode == 2
+    assert unfinished.stderr == f"{changed} is not a finished recording (no recorded-from.txt)\n"

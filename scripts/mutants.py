@@ -131,6 +131,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "failure-counts-failing-now-miscounted",  # the one definition every failures_by_* uses
+        "sql/00_base.sql",
+        "count(*) FILTER (WHERE is_failing(status)) AS failing_now",
+        "count(*) FILTER (WHERE is_failed(failures_count)) AS failing_now",
+        ("tests/analytics/test_views.py", "tests/analytics/test_cli.py::test_report_json"),
+    ),
+    Mutant(
         "names-read-together-twice",  # a branch several datasets listed counted once per dataset
         "exporter/analytics/views.py",
         "ORDER BY last_seen_at DESC NULLS LAST, _rank) = 1)",

@@ -118,3 +118,18 @@ CREATE OR REPLACE MACRO is_failing(status) AS coalesce(status IN ('failed', 'err
 -- wall time in ms: updated_at - created_at, queueing and retries included (whole ms, floored).
 CREATE OR REPLACE MACRO wall_ms(created_at, updated_at) AS
     (epoch_us(updated_at) - epoch_us(created_at)) // 1000;
+-- The failure counts of a table of operations, written once (10_failures.sql, 90_report.sql):
+-- `rel` names a view or CTE of the key columns plus failures_count and status; one row per key
+-- (every other column): operations, failed (at least once), failure_rate, retries (the failed
+-- attempts), failing_now.
+--     WITH r AS (SELECT action, failures_count, status FROM operations) FROM failure_counts(r)
+CREATE OR REPLACE MACRO failure_counts(rel) AS TABLE
+SELECT
+    * EXCLUDE (failures_count, status),
+    count(*) AS operations,
+    count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
+    count(*) FILTER (WHERE is_failed(failures_count)) / count(*) AS failure_rate,
+    coalesce(sum(failures_count), 0)::BIGINT AS retries,
+    count(*) FILTER (WHERE is_failing(status)) AS failing_now
+FROM query_table(rel)
+GROUP BY ALL;

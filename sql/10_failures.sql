@@ -7,64 +7,36 @@
 --   failing_now   its latest status is 'failed' or 'error' (not over yet: 'failed' is retried)
 --   failure_rate  failed / operations (0..1)
 
+-- The counts are 00_base.sql's failure_counts, per action, project, branch and day.
 CREATE OR REPLACE VIEW failures_by_action AS
-SELECT
-    action,
-    count(*) AS operations,
-    count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
-    count(*) FILTER (WHERE is_failed(failures_count)) / count(*) AS failure_rate,
-    coalesce(sum(failures_count), 0)::BIGINT AS retries,
-    count(*) FILTER (WHERE is_failing(status)) AS failing_now
-FROM operations
-GROUP BY action
+WITH r AS (SELECT action, failures_count, status FROM operations)
+FROM failure_counts(r)
 ORDER BY failed DESC, operations DESC, action;
 
 CREATE OR REPLACE VIEW failures_by_project AS
-SELECT
-    project_id,
-    count(*) AS operations,
-    count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
-    count(*) FILTER (WHERE is_failed(failures_count)) / count(*) AS failure_rate,
-    coalesce(sum(failures_count), 0)::BIGINT AS retries,
-    count(*) FILTER (WHERE is_failing(status)) AS failing_now
-FROM operations
-GROUP BY project_id
+WITH r AS (SELECT project_id, failures_count, status FROM operations)
+FROM failure_counts(r)
 ORDER BY failed DESC, operations DESC, project_id;
 
 -- Per branch, by name (names, not ids): branch_name is its latest known name (NULL: never
 -- listed, e.g. deleted before the first sync), deleted_at when a listing stopped showing it.
 -- Operations that name no branch are left out.
 CREATE OR REPLACE VIEW failures_by_branch AS
+WITH r AS (
+    SELECT project_id, branch_id, failures_count, status FROM operations
+    WHERE branch_id IS NOT NULL
+)
 SELECT
     f.project_id, f.branch_id, b.name AS branch_name, b.deleted_at,
     f.operations, f.failed, f.failure_rate, f.retries, f.failing_now
-FROM (
-    SELECT
-        project_id,
-        branch_id,
-        count(*) AS operations,
-        count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
-        count(*) FILTER (WHERE is_failed(failures_count)) / count(*) AS failure_rate,
-        coalesce(sum(failures_count), 0)::BIGINT AS retries,
-        count(*) FILTER (WHERE is_failing(status)) AS failing_now
-    FROM operations
-    WHERE branch_id IS NOT NULL
-    GROUP BY project_id, branch_id
-) AS f
+FROM failure_counts(r) AS f
 LEFT JOIN branches AS b ON b.id = f.branch_id
 ORDER BY f.failed DESC, f.operations DESC, f.branch_id;
 
 -- Per UTC day of created_at (the partition date).
 CREATE OR REPLACE VIEW failures_by_day AS
-SELECT
-    created_date AS day,
-    count(*) AS operations,
-    count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
-    count(*) FILTER (WHERE is_failed(failures_count)) / count(*) AS failure_rate,
-    coalesce(sum(failures_count), 0)::BIGINT AS retries,
-    count(*) FILTER (WHERE is_failing(status)) AS failing_now
-FROM operations
-GROUP BY created_date
+WITH r AS (SELECT created_date AS day, failures_count, status FROM operations)
+FROM failure_counts(r)
 ORDER BY day;
 
 -- Operations whose latest status is 'failed' or 'error', newest first.

@@ -65,25 +65,19 @@ FROM per_action
 GROUP BY error
 ORDER BY operations DESC, last_seen DESC, error;
 
--- Failures per project, per branch and per branch and action, from one scan: the counts of
--- 10_failures.sql per (project, branch, action), written once here, then rolled up over those
--- few groups (GROUPING SETS). grain: 'project', 'branch' (branch_id NULL: operations that name
+-- Failures per project, per branch and per branch and action, from one scan: failure_counts
+-- (00_base.sql) per (project, branch, action), then rolled up over those few groups (GROUPING
+-- SETS). grain: 'project', 'branch' (branch_id NULL: operations that name
 -- no branch) or 'branch_action'. Branches by name (names, not ids): branch_name is the latest
 -- known name (NULL: never listed), deleted_at set once a listing of its project no longer had
 -- it; the join is on the few groups, not on the operations.
 CREATE OR REPLACE MACRO report_failure_groups(since := NULL, until := NULL, projects := NULL)
 AS TABLE
-WITH counts AS MATERIALIZED (
-    SELECT
-        project_id,
-        branch_id,
-        action,
-        count(*) AS operations,
-        count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
-        coalesce(sum(failures_count), 0)::BIGINT AS retries,
-        count(*) FILTER (WHERE is_failing(status)) AS failing_now
+WITH r AS (
+    SELECT project_id, branch_id, action, failures_count, status
     FROM report_operations(since := since, until := until, projects := projects)
-    GROUP BY project_id, branch_id, action
+), counts AS MATERIALIZED (
+    FROM failure_counts(r)
 ), groups AS (
     SELECT
         CASE grouping(branch_id, action)

@@ -60,6 +60,7 @@ def test_view_names() -> None:
         "is_failed",
         "is_failing",
         "wall_ms",
+        "failure_counts",
         "stuck_operations_older_than",
         "report_versions",
         "report_operations",

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from exporter.core.errors import ConfigError
+from exporter.core.layout import STATE_FILE, VERSIONS_DIR
 
 if TYPE_CHECKING:
     from exporter.engine.sync import RunSummary, SyncObserver
@@ -49,8 +50,6 @@ def _check_fresh(data_dir: Path) -> None:
     if data_dir.exists() and not data_dir.is_dir():
         raise ConfigError(f"--data-dir {data_dir} exists and is not a directory")
     if data_dir.is_dir() and any(data_dir.iterdir()):
-        from exporter.core.layout import STATE_FILE, VERSIONS_DIR
-
         hint = (
             "it already holds a dataset"
             if (data_dir / STATE_FILE).exists() or (data_dir / VERSIONS_DIR).exists()
@@ -79,6 +78,7 @@ def run_demo(
     the content is the same, shifted in time. Raises `ConfigError` if `data_dir` is not empty;
     sync errors propagate as from `sync()`.
     """
+    # httpx, pyarrow: the CLI imports this module at start-up (`opsaudit --help`)
     from exporter.engine.sync import SyncConfig, sync
     from exporter.simulator import SimConfig, Simulator
 

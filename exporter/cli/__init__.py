@@ -1,7 +1,8 @@
 """The `opsaudit` command line: thin click commands over the library.
 
 Each command group lives in its own module; this one only assembles them. Only this package
-prints or exits.
+prints or exits. A command imports the library it runs inside its function: `opsaudit --help`
+loads none of httpx, pyarrow or DuckDB (start-up, PRODUCT.md performance targets).
 """
 
 from __future__ import annotations

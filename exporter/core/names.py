@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from exporter.core.timeutil import UTC_US, to_micros
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -169,8 +171,6 @@ TABLE_FILES = {t.name: t.file for t in TABLES}
 def arrow_type(word: str) -> pa.DataType:
     import pyarrow as pa
 
-    from exporter.core.timeutil import UTC_US
-
     return {
         STRING: pa.string(),
         JSON: pa.string(),
@@ -190,8 +190,6 @@ def schema(table: Table) -> pa.Schema:
 def _typed(word: str, values: Sequence[Any]) -> pa.Array:
     """One column from JSON values; a value of the wrong type is NULL (it stays in the JSON)."""
     import pyarrow as pa
-
-    from exporter.core.timeutil import to_micros
 
     def keep(v: Any) -> Any:
         if v is None:

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from exporter.api.client import ApiClient, RequestStats, RetryPolicy
+from exporter.api.client import ApiClient, RequestStats, RetryPolicy, check_api_key
 from exporter.api.discovery import PROJECTS_PAGE, discover
 from exporter.api.pacing import DEFAULT_MAX_RPS, ROUTE_MAX_RPS, Pacer
 from exporter.core.errors import (
@@ -48,8 +48,10 @@ from exporter.engine.publish import publish
 from exporter.engine.records import versions_table
 from exporter.engine.schedule import DEFAULT_EVERY_US, RefreshSchedule
 from exporter.engine.walk import Chunk, ProjectWalk, WalkLimits, WalkResult, now_us
+from exporter.events.delivery import deliver
 from exporter.events.outbox import EventsConfig, Outbox
 from exporter.store.base import BIG_FILE_ROWS, Store
+from exporter.store.opener import open_store
 from exporter.store.state import Coverage
 
 log = logging.getLogger("opsaudit.sync")
@@ -392,8 +394,6 @@ def sync(
     written; a key the API rejects, a failed discovery or an API down for everything is
     reported in the summary's outcome.
     """
-    from exporter.api.client import check_api_key
-    from exporter.store.opener import open_store
 
     # Before the data directory is touched: no key, nothing created (issue 23).
     check_api_key(config.api_key)
@@ -566,7 +566,6 @@ class _Run:
         events = self.config.events
         if events is None or not events.sinks:
             return
-        from exporter.events.delivery import deliver
 
         done = deliver(self.dataset.state, events)
         self.summary.events_delivered = sum(done.delivered.values())

@@ -33,7 +33,9 @@ from typing import Any
 
 from exporter.analytics.format import branch_failure_line, format_duration, jsonable
 from exporter.core.errors import ConfigError, missing_data_dir
+from exporter.core.layout import STATE_FILE
 from exporter.core.model import Outcome, RunRow
+from exporter.store.state import TERMINAL_STATUSES, StateDB
 
 __all__ = [
     "DEFAULT_MAX_AGE",
@@ -239,7 +241,6 @@ def run_check(
 
     Raises `ConfigError` if `data_dir` does not exist, `StorageError` if its state is unusable.
     """
-    from exporter.core.layout import STATE_FILE
 
     if not Path(data_dir).is_dir():
         raise missing_data_dir(data_dir)
@@ -292,8 +293,7 @@ def _check_state(
 ) -> set[str]:
     """The findings the state database answers; returns the projects whose first backfill has
     not completed yet (for the coverage check)."""
-    from exporter.events.outbox import read_backlog
-    from exporter.store.state import TERMINAL_STATUSES, StateDB
+    from exporter.events.outbox import read_backlog  # pyarrow: only when the state is read
 
     now = report.as_of
     find = report.findings.append
@@ -444,7 +444,7 @@ def _check_data(
     """
     if not backfilling and not thresholds:
         return
-    from exporter.analytics.views import connect, execute
+    from exporter.analytics.views import connect, execute  # DuckDB: only for the checks that query
 
     con = connect(data_dir, only=("00_base.sql", "40_stuck.sql"))
     try:
@@ -482,7 +482,7 @@ def _check_data(
 
 def _check_actions(con: Any, thresholds: Sequence[Threshold]) -> None:
     """`ConfigError` (exit 2) for a threshold on an action neither documented nor in the data."""
-    from exporter.analytics.views import execute
+    from exporter.analytics.views import execute  # DuckDB: only for the checks that query
 
     named = {t.action for t in thresholds if t.action is not None}
     if not named:
@@ -498,7 +498,7 @@ def _check_actions(con: Any, thresholds: Sequence[Threshold]) -> None:
 
 
 def _measure(con: Any, t: Threshold, as_of: dt.datetime, stuck_after: dt.timedelta) -> float | None:
-    from exporter.analytics.views import execute
+    from exporter.analytics.views import execute  # DuckDB: only for the checks that query
 
     action = "" if t.action is None else " AND action = ?"
     params = [] if t.action is None else [t.action]
@@ -529,7 +529,7 @@ def _measure(con: Any, t: Threshold, as_of: dt.datetime, stuck_after: dt.timedel
 def _worst_branch(con: Any, t: Threshold, as_of: dt.datetime) -> str:
     """Where most of a crossed failure rate comes from, by name: "; most: start_compute failed 4
     times on `preview/pr-42` (br-...)" ("" when no failed operation names a branch)."""
-    from exporter.analytics.views import execute
+    from exporter.analytics.views import execute  # DuckDB: only for the checks that query
 
     assert t.window is not None
     action = "" if t.action is None else " AND o.action = ?"

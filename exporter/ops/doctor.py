@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 
 from exporter.analytics.format import jsonable
 from exporter.core.errors import ApiError, AuthError, ConfigError, StorageError
+from exporter.core.layout import LOCK_FILE, STATE_FILE, VIEWS_DB
+from exporter.store.state import FORMAT_VERSION, StateDB
 
 __all__ = ["DoctorFinding", "DoctorReport", "run_doctor"]
 
@@ -99,7 +101,10 @@ def run_doctor(
 def _check_api(
     report: DoctorReport, api_key: str | None, base_url: str, key_error: str | None
 ) -> None:
-    from exporter.api.client import check_api_key, validate_base_url
+    from exporter.api.client import (  # httpx: only when doctor calls the API
+        check_api_key,
+        validate_base_url,
+    )
 
     try:
         base_url = validate_base_url(base_url)
@@ -272,8 +277,8 @@ def _connection_finding(report: DoctorReport, base_url: str, exc: BaseException)
 
 
 def _discovery(report: DoctorReport, base_url: str, key: str) -> None:
-    from exporter.api.client import ApiClient, RetryPolicy
-    from exporter.api.discovery import discover
+    from exporter.api.client import ApiClient, RetryPolicy  # httpx: only when doctor calls the API
+    from exporter.api.discovery import discover  # httpx: only when doctor calls the API
 
     try:
         with ApiClient(base_url, key, retry=RetryPolicy(max_attempts=2)) as client:
@@ -329,7 +334,6 @@ def _filesystem(path: Path) -> str | None:
 
 
 def _check_data_dir(report: DoctorReport, data_dir: Path, now: dt.datetime) -> None:
-    from exporter.core.layout import LOCK_FILE, STATE_FILE
 
     where = _nearest_existing(data_dir)
     if not data_dir.exists():
@@ -455,7 +459,6 @@ def _check_disk(report: DoctorReport, directory: Path) -> None:
 
 
 def _check_state(report: DoctorReport, path: Path, now: dt.datetime) -> None:
-    from exporter.store.state import FORMAT_VERSION, StateDB
 
     if not path.exists():
         report.add("state", "ok", "no state yet (a new dataset)")
@@ -508,7 +511,6 @@ def _check_state(report: DoctorReport, path: Path, now: dt.datetime) -> None:
 def _check_views(report: DoctorReport, data_dir: Path) -> None:
     """`opsaudit.duckdb` answers as a DuckDB shell in the data directory would see it: every
     file its views name is there (issue 23: doctor called a broken views file ok)."""
-    from exporter.core.layout import VIEWS_DB
 
     path = data_dir / VIEWS_DB
     if not path.is_file():

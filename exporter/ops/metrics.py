@@ -17,13 +17,11 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from exporter.core.layout import replace_durably
+from exporter.core.layout import STATE_FILE, replace_durably
 from exporter.core.model import Outcome
-
-if TYPE_CHECKING:
-    from exporter.ops.check import CheckReport
+from exporter.ops.check import CheckReport, last_success_us
+from exporter.store.state import StateDB
 
 __all__ = [
     "FAILURE_WINDOW",
@@ -93,9 +91,7 @@ def _seconds(us: int | None) -> float | None:
 
 def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list[Metric]:
     """The trail's metrics from `data_dir`'s state and data (nothing when there is no state)."""
-    from exporter.core.layout import STATE_FILE
-    from exporter.events.outbox import SINKS, read_backlog
-    from exporter.store.state import StateDB
+    from exporter.events.outbox import SINKS, read_backlog  # pyarrow: only when the state is read
 
     now = as_of or dt.datetime.now(UTC)
     state_path = Path(data_dir) / STATE_FILE
@@ -114,7 +110,6 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
     finally:
         state.close()
     finished = [r for r in runs if r.finished_at is not None]
-    from exporter.ops.check import last_success_us
 
     success = last_success_us(runs, last_walks)
 
@@ -207,7 +202,7 @@ def _one_hot(outcome: str) -> Metric:
 
 def _failures(data_dir: Path, now: dt.datetime) -> list[Metric]:
     """Per action, operations created in the last 24 h and how many of them failed."""
-    from exporter.analytics.views import connect, execute
+    from exporter.analytics.views import connect, execute  # DuckDB: only for what queries the views
 
     since = (now - FAILURE_WINDOW).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
     until = now.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")

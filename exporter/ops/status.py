@@ -16,6 +16,8 @@ import orjson
 
 from exporter.analytics.format import jsonable, render
 from exporter.core.errors import StorageError, missing_data_dir
+from exporter.core.layout import STATE_FILE, VERSIONS_DIR
+from exporter.store.state import StateDB
 
 __all__ = ["PROJECT_COLUMNS", "RUN_COLUMNS", "Status", "read_status", "render_status"]
 
@@ -80,9 +82,7 @@ def _at(us: int | None) -> dt.datetime | None:
 def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = None) -> Status:
     """The status of `data_dir`; `ConfigError` if it does not exist, `StorageError` if no sync
     has written its state yet or the state is unusable."""
-    from exporter.core.layout import STATE_FILE, VERSIONS_DIR
-    from exporter.events.outbox import read_backlog
-    from exporter.store.state import StateDB
+    from exporter.events.outbox import read_backlog  # pyarrow: only when the state is read
 
     data_dir = Path(data_dir)
     if not data_dir.is_dir():

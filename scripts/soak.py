@@ -125,6 +125,18 @@ CI_PLAN: dict[int, set[str]] = {
 ERRORS = ["compute unavailable: pod not ready after 60s", "safekeeper quorum not reached"]
 
 
+def _listed_activity_us(project: dict[str, Any]) -> int | None:
+    """The soak's own reading of PRODUCT.md's activity mark (not the exporter's): the newest of
+    a project listing's `updated_at` and `compute_last_active_at`, in microseconds."""
+    marks = []
+    for key in ("updated_at", "compute_last_active_at"):
+        value = project.get(key)
+        if isinstance(value, str):
+            when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            marks.append(int(when.timestamp()) * US + when.microsecond)
+    return max(marks) if marks else None
+
+
 @dataclass
 class Attempt:
     """One `opsaudit sync` subprocess."""
@@ -1012,8 +1024,6 @@ class Soak:
         second before its last walk's start was walked by this run. Marks are whole seconds:
         activity in the walk's own second may be after it (issue 19, finding 2). Returns the
         projects this run walked."""
-        from exporter.store.state import _activity
-
         path = self.data_dir / "state.sqlite"
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
@@ -1029,7 +1039,7 @@ class Soak:
                 p = w.live_project(pid)
                 if p is None:
                     continue
-                mark = _activity(json.loads(p.rendered_meta))
+                mark = _listed_activity_us(json.loads(p.rendered_meta))
                 last = walked_from.get(pid)
                 if last is None or (mark is not None and mark // US >= last // US):
                     problems.append(

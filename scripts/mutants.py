@@ -80,7 +80,7 @@ MUTANTS = [
     Mutant(
         "names-due-not-persisted",
         "exporter/engine/walk.py",
-        "                c.names_due = True\n",
+        "                    c.names_due = True\n",
         "",
         (f"{NAMES}::test_a_run_cut_short_before_the_listings_leaves_them_due",),
     ),
@@ -597,6 +597,38 @@ MUTANTS = [
         "        ids, lines = event_lines(table, name, *names)\n",
         "        ids, lines = event_lines(table, name)\n",
         (f"{EVENTS}::test_one_event_per_new_version_after_the_backfill",),
+    ),
+    Mutant(
+        "events-names-read-after-the-walk",  # a branch first listed in the run: events say null
+        "exporter/engine/walk.py",
+        "            if names and not self.names_tried and self._names_wanted():\n",
+        "            if False:\n",
+        (
+            f"{EVENTS}::test_a_branch_first_listed_in_the_same_run_names_its_events",
+            f"{EVENTS}::test_events_backfill_emits_the_first_walk",
+        ),
+    ),
+    Mutant(
+        "events-names-applied-after-the-events",  # the chunk's own listings come too late
+        "exporter/engine/sync.py",
+        "                state.apply_names(con, c)\n"
+        "                if outbox is not None and c.table is not None:\n"
+        "                    # In the transaction that commits the rows: the outbox (issue 22).\n"
+        "                    outbox.record(con, c.project_id, c.table, now)\n",
+        "                if outbox is not None and c.table is not None:\n"
+        "                    outbox.record(con, c.project_id, c.table, now)\n"
+        "                state.apply_names(con, c)\n",
+        (
+            f"{EVENTS}::test_a_branch_first_listed_in_the_same_run_names_its_events",
+            f"{EVENTS}::test_events_backfill_emits_the_first_walk",
+        ),
+    ),
+    Mutant(
+        "names-unlisted-after-the-listing-lost",  # a deleted branch's id stays unknown
+        "exporter/engine/walk.py",
+        "                    c.unlisted.add(name_id)\n",
+        "                    pass\n",
+        (f"{NAMES}::test_every_named_id_is_known_after_the_first_walk",),
     ),
     Mutant(
         "events-retry-removed",  # one failed attempt leaves the event for the next run

@@ -89,6 +89,7 @@ class Chunk:
     deleted_us: int | None = None  # the API answered 404 for the project
     names_due: bool = False  # these rows name a branch/endpoint id not known yet
     names: Listings | None = None  # the project's branches and endpoints, just read
+    unlisted: set[str] = field(default_factory=set)  # ids met after `names` that it lacked
     new: int = 0
     changed: int = 0
     table: pa.Table | None = None  # `ops` as Arrow, built by the worker before queueing
@@ -108,6 +109,7 @@ class Chunk:
             or self.error is not None
             or self.deleted_us is not None
             or self.names_due
+            or self.unlisted
             or self.names is not None
         )
 

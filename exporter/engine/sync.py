@@ -360,6 +360,8 @@ class _Committer(threading.Thread):
 
         def apply(con: Any) -> None:
             for c in chunks:
+                # The chunk's listings first: its rows' events carry the names they show.
+                state.apply_names(con, c)
                 if outbox is not None and c.table is not None:
                     # In the transaction that commits the rows: the outbox (issue 22).
                     outbox.record(con, c.project_id, c.table, now)

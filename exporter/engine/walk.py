@@ -120,6 +120,9 @@ class ProjectWalk:
         # The lists of branches and endpoints are read again once older than this (0: always).
         self.names_max_age_us = names_max_age_us
         self.unknown_ids: set[str] = set()  # branch/endpoint ids met that no listing showed
+        self.names_tried = False  # the listings are read at most once per run (PRODUCT.md)
+        self.names_read = False  # ... and were, in this run
+        self.names_error: ApiError | None = None  # a listing failed in the walk: raised after it
         self.budget = budget
         # The single-operation GETs this run may spend on this project (None: any, up to
         # `limits.max_gets`): the run hands them out oldest-checked first across the account.
@@ -170,8 +173,13 @@ class ProjectWalk:
         known_ids = self.cp.known_ids
         for name_id in (op.get("branch_id"), op.get("endpoint_id")):
             if name_id is not None and name_id not in known_ids and isinstance(name_id, str):
-                self.unknown_ids.add(name_id)
-                c.names_due = True
+                if self.names_read:
+                    # This run's listings, read after the operation was created, do not have
+                    # it (deleted): known unlisted, not a reason to read them again.
+                    c.unlisted.add(name_id)
+                else:
+                    self.unknown_ids.add(name_id)
+                    c.names_due = True
         c.ops.append(op)
         c.raws.append(raw)
         c.created_us.append(created)
@@ -250,15 +258,19 @@ class ProjectWalk:
     def run(self) -> WalkResult:
         try:
             resumed = self.cp.resume_cursor is not None
-            pager = self._main_walk()
+            pager = self._main_walk(names=not resumed)
             if resumed:
                 # The finished walk was an interrupted one: operations created since it began
                 # sit above its top. Walk again from the newest, down to the new checkpoint.
-                pager = self._main_walk()
+                pager = self._main_walk(names=True)
             self._refresh_open(pager)
-            if self._names_wanted():
+            if self.names_error is not None:
+                raise self.names_error
+            if not self.names_tried and self._names_wanted():
+                # Not read in the walk (no page, or the refresh met an unknown id).
                 try:
                     self._read_names()
+                    self._flush()
                 except NotFoundError:
                     # The operations answered a moment ago: a 404 here is no proof that the
                     # project is gone (a proxy without the route). Names stay due; nothing else.
@@ -293,8 +305,9 @@ class ProjectWalk:
         self.result.open_left = sum(1 for i in self.due if i in self.open and i not in self.seen)
         return self.result
 
-    def _main_walk(self) -> Pager[_OpsPage]:
-        """Walk down to the checkpoint; returns the pager, positioned where the walk stopped."""
+    def _main_walk(self, names: bool) -> Pager[_OpsPage]:
+        """Walk down to the checkpoint; returns the pager, positioned where the walk stopped.
+        With `names`, reads the listings as soon as they are wanted (after a page)."""
         cp = self.cp
         resuming = cp.resume_cursor is not None
         walked_from = self.clock()
@@ -331,6 +344,24 @@ class ProjectWalk:
             self.lowest = min(created) if self.lowest is None else min(self.lowest, *created)
             oldest = second(min(created))
             tail_ids = frozenset(o["id"] for o, c in zip(ops, created) if second(c) == oldest)
+            if names and not self.names_tried and self._names_wanted():
+                # Read now, into the chunk that holds the rows naming them, not after the walk:
+                # the rows' events carry the names (PRODUCT.md, Events), and every operation
+                # of this walk was created before this read, so its branch, unless deleted
+                # since, is listed.
+                try:
+                    self._read_names()
+                except NotFoundError:
+                    log.warning(
+                        "project %s: the branches or endpoints listing answered 404", self.pid
+                    )
+                except ApiError as exc:
+                    # The walk goes on (its rows are committed, the names stay due); the
+                    # project fails once it is complete, as when the names came last.
+                    self.names_error = exc
+                except InterruptedError:
+                    # The next page stops the walk; the names stay due, the project is left.
+                    self.result.names_left = True
             if cp.checkpoint_us is not None and oldest < second(cp.checkpoint_us):
                 break  # reached the checkpoint
             if pager.exhausted:
@@ -369,9 +400,11 @@ class ProjectWalk:
         )
 
     def _read_names(self) -> None:
-        """Both listings, after the walk (a branch its operations name is listed by now); they
-        are committed together, after the operations, or not at all. When the budget cannot
-        cover both, they stay due for a later run and the project counts as left."""
+        """Both listings, into the current chunk: committed with the rows read before them (a
+        branch those operations name is listed by now), or not at all. When the budget cannot
+        cover both, they stay due for a later run and the project counts as left. Once per run,
+        whatever the outcome."""
+        self.names_tried = True
         if not self.budget.can_take(2):
             self.result.names_left = True
             return
@@ -400,7 +433,10 @@ class ProjectWalk:
             frozenset(self.unknown_ids),
         )
         self.chunk.names = read
-        self._flush()
+        self.chunk.names_due = False  # committed with the listings, which clear it
+        self.names_read = True
+        listed = {o["id"] for objs in read.objects.values() for o in objs if isinstance(o, dict)}
+        self.cp.known_ids = self.cp.known_ids | listed | self.unknown_ids
         self.cp.names_read_us, self.cp.names_due = read.observed_us, False
 
     # -- refreshing open operations ---------------------------------------------------------

@@ -515,8 +515,20 @@ class StateDB:
                 cp.open_ops[op[0]] = OpenOp(*op)
         return cp
 
+    def apply_names(self, con: sqlite3.Connection, c: Chunk) -> None:
+        """Inside the committer's transaction, before the chunk's rows are recorded anywhere
+        else (the events name what these listings show): the chunk's listings, if any."""
+        if c.names is not None:
+            self._record_listings(con, c.project_id, c.names)
+        if c.unlisted:
+            con.executemany(
+                "INSERT OR IGNORE INTO unlisted (project_id, id) VALUES (?, ?)",
+                [(c.project_id, i) for i in sorted(c.unlisted)],
+            )
+
     def apply_chunk(self, con: sqlite3.Connection, c: Chunk) -> None:
-        """Inside the committer's transaction: the state changes of one walk chunk."""
+        """Inside the committer's transaction: the state changes of one walk chunk, after its
+        listings (`apply_names`)."""
         if c.open_deletes:
             con.executemany("DELETE FROM open_ops WHERE id = ?", [(i,) for i in c.open_deletes])
         if c.open_upserts:
@@ -567,8 +579,6 @@ class StateDB:
             # With the rows that named an unknown id: a run cut short before the listings
             # were read leaves them due for the next one.
             con.execute("UPDATE projects SET names_due = 1 WHERE id = ?", (c.project_id,))
-        if c.names is not None:
-            self._record_listings(con, c.project_id, c.names)
 
     # -- names (issue 21; what is tracked: `core.names`) ----------------------------------------
 

@@ -151,9 +151,48 @@ def test_events_backfill_emits_the_first_walk(make_sim: Any, tmp_path: Path) -> 
     sim = make_sim(seed=6, projects=2, days=1, ops_per_project_per_day=30)
     events_file = tmp_path / "events.jsonl"
     summary = _sync(sim, tmp_path / "data", file=events_file, backfill=True)
-    ids = [e["id"] for e in file_events(events_file)]
+    events = file_events(events_file)
+    ids = [e["id"] for e in events]
     assert sorted(ids) == sorted(versions_after(tmp_path / "data", set()))
     assert len(ids) == summary.versions_written > 0
+    # The first walk lists the project's branches and computes: its events carry their names.
+    branches = {b["id"]: b["name"] for p in sim.project_ids() for b in sim.branches(p)}
+    endpoints = {e["id"]: e.get("name") for p in sim.project_ids() for e in sim.endpoints(p)}
+    got = [(e["data"]["branch_name"], e["data"]["endpoint_name"]) for e in events]
+    assert got == [
+        (branches.get(e["data"]["branch_id"]), endpoints.get(e["data"]["endpoint_id"]))
+        for e in events
+    ]
+    assert sum(b is not None for b, _ in got) > len(got) // 2
+
+
+def test_a_branch_first_listed_in_the_same_run_names_its_events(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    # PRODUCT.md, Events: the names where known. A branch the walk meets for the first time is
+    # listed in that same run, so its operations' events carry its name (they carried null
+    # when the listing was committed after the operations).
+    sim = make_sim(seed=8, projects=2, days=1, ops_per_project_per_day=20)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    assert _sync(sim, data, file=events_file).outcome == "ok"
+    pid = sim.project_ids()[1]
+    branch_id, endpoint_id, op_ids = sim.add_branch(pid, "preview/pr-7")
+    second = _sync(sim, data, file=events_file)
+    assert second.outcome == "ok" and second.new_operations >= 2
+    endpoint_name = {e["id"]: e.get("name") for e in sim.endpoints(pid)}[endpoint_id]
+    events = {e["id"]: e["data"] for e in file_events(events_file)}
+    got = {
+        events[f"{op}:1"]["action"]: (
+            events[f"{op}:1"]["branch_id"],
+            events[f"{op}:1"]["branch_name"],
+            events[f"{op}:1"]["endpoint_name"],
+        )
+        for op in op_ids
+    }
+    assert got == {
+        "create_branch": (branch_id, "preview/pr-7", None),
+        "start_compute": (branch_id, "preview/pr-7", endpoint_name),
+    }
 
 
 def test_events_filter_keeps_only_matching_actions_and_statuses(

@@ -217,6 +217,35 @@ def test_deleted_branch_keeps_its_name_and_gets_deleted_at(make_sim: Any, tmp_pa
     assert names == [("dev/alice",)]
 
 
+def test_every_named_id_is_known_after_the_first_walk(make_sim: Any, tmp_path: Path) -> None:
+    # The first walk reads the listings after its first page; an id that only older pages
+    # name and that the listings lack (a branch deleted since) is known unlisted, so it never
+    # makes the names due again.
+    from exporter.store.state import StateDB
+
+    sim = empty_sim(make_sim, seed=48)
+    pid = sim.project_ids()[0]
+    gone, gone_endpoint, _ops = sim.add_branch(pid, "dev/gone")
+    sim.delete_branch(gone)
+    sim.advance(60)
+    sim.add_operations(pid, 1500, same_second=False)  # the first page does not reach them
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    named = _rows(
+        tmp_path,
+        "SELECT branch_id FROM operations WHERE branch_id IS NOT NULL UNION "
+        "SELECT endpoint_id FROM operations WHERE endpoint_id IS NOT NULL",
+    )
+    listed = _rows(tmp_path, "SELECT id FROM branches UNION SELECT id FROM endpoints")
+    assert {i for (i,) in named} - {i for (i,) in listed} == {gone, gone_endpoint}
+    state = StateDB(tmp_path / "state.sqlite", read_only=True)
+    try:
+        cp = state.checkpoints()(pid)
+    finally:
+        state.close()
+    assert not cp.names_due and cp.names_read_us is not None
+    assert {i for (i,) in named} - cp.known_ids == set()
+
+
 def test_moving_counters_add_no_version_and_unnamed_computes_stay_null(
     make_sim: Any, tmp_path: Path
 ) -> None:
@@ -244,7 +273,8 @@ def test_kill_between_the_operations_and_the_names_leaves_nothing_half_written(
     make_sim: Any, tmp_path: Path
 ) -> None:
     sim = make_sim(seed=47, projects=1, shared_projects=0, days=2)
-    # The endpoints listing keeps failing: the sync commits the operations, then retries.
+    # The endpoints listing keeps failing: the sync retries it, holding the rows read before
+    # it (they are committed with the listings: their events carry the names).
     sim.fail_requests("/endpoints", 503)
     env = {
         **os.environ,
@@ -261,15 +291,14 @@ def test_kill_between_the_operations_and_the_names_leaves_nothing_half_written(
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if list(tmp_path.glob("operation_versions/*/*.parquet")) and _listing_requests(sim)[1]:
+            if _listing_requests(sim)[1]:
                 break
             time.sleep(0.05)
-        time.sleep(6)  # past the committer's 5 s: the operations are committed
+        time.sleep(2)  # retrying the endpoints listing
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait()
-    assert list(tmp_path.glob("operation_versions/*/*.parquet"))
-    # The operations are there, the names are not (none half-written); the views answer.
+    # No names half-written; the views answer.
     assert _rows(tmp_path, "SELECT count(*), count(branch_name) FROM operations")[0][1] == 0
     assert _rows(tmp_path, "SELECT count(*) FROM branches") == [(0,)]
     sim.clear_failures()

@@ -573,29 +573,25 @@ MUTANTS = [
     Mutant(
         "events-outbox-after-commit",  # a kill between the two commits loses events
         "exporter/engine/sync.py",
-        "                if outbox is not None and c.table is not None:\n"
-        "                    # In the transaction that commits the rows: the outbox (issue 22).\n"
-        "                    outbox.record(con, c.project_id, c.table, now)\n"
-        "                state.apply_chunk(con, c)\n"
+        "            if outbox is not None:\n"
+        "                # In the transaction that commits the rows: the outbox (issue 22).\n"
+        "                outbox.record(con, events, now)\n"
         "\n"
         '        done = self.dataset.commit(table, f"{self.run_id}-{self._seq:05d}", '
         "self.run_id, apply)\n",
-        "                state.apply_chunk(con, c)\n"
         "\n"
         '        done = self.dataset.commit(table, f"{self.run_id}-{self._seq:05d}", '
         "self.run_id, apply)\n"
         "        if outbox is not None:\n"
         "            with state.transaction() as after:\n"
-        "                for c in chunks:\n"
-        "                    if c.table is not None:\n"
-        "                        outbox.record(after, c.project_id, c.table, now)\n",
+        "                outbox.record(after, events, now)\n",
         (f"{EVENTS}::test_kill_right_after_the_commit_loses_no_event",),
     ),
     Mutant(
         "events-names-not-filled",  # events say null where the branch's name is known
         "exporter/events/outbox.py",
-        "        ids, lines = event_lines(table, name, *names)\n",
-        "        ids, lines = event_lines(table, name)\n",
+        "        ids, lines = event_lines(table, projects, *names)\n",
+        "        ids, lines = event_lines(table, projects)\n",
         (f"{EVENTS}::test_one_event_per_new_version_after_the_backfill",),
     ),
     Mutant(
@@ -609,14 +605,21 @@ MUTANTS = [
         ),
     ),
     Mutant(
-        "events-names-applied-after-the-events",  # the chunk's own listings come too late
+        "events-names-applied-after-the-events",  # the chunks' own listings come too late
         "exporter/engine/sync.py",
         "                state.apply_names(con, c)\n"
-        "                if outbox is not None and c.table is not None:\n"
-        "                    # In the transaction that commits the rows: the outbox (issue 22).\n"
-        "                    outbox.record(con, c.project_id, c.table, now)\n",
-        "                if outbox is not None and c.table is not None:\n"
-        "                    outbox.record(con, c.project_id, c.table, now)\n"
+        "                if outbox is not None:\n"
+        "                    events.extend(outbox.select(con, c.project_id, c.table))\n"
+        "                state.apply_chunk(con, c)\n"
+        "            if outbox is not None:\n"
+        "                # In the transaction that commits the rows: the outbox (issue 22).\n"
+        "                outbox.record(con, events, now)\n",
+        "                if outbox is not None:\n"
+        "                    events.extend(outbox.select(con, c.project_id, c.table))\n"
+        "                state.apply_chunk(con, c)\n"
+        "            if outbox is not None:\n"
+        "                outbox.record(con, events, now)\n"
+        "            for c in chunks:\n"
         "                state.apply_names(con, c)\n",
         (
             f"{EVENTS}::test_a_branch_first_listed_in_the_same_run_names_its_events",

@@ -357,15 +357,18 @@ class _Committer(threading.Thread):
         state = self.dataset.state
 
         outbox, now = self.outbox, now_us()
+        events: list[Any] = []  # the commit's rows that make events, with their project's name
 
         def apply(con: Any) -> None:
             for c in chunks:
                 # The chunk's listings first: its rows' events carry the names they show.
                 state.apply_names(con, c)
-                if outbox is not None and c.table is not None:
-                    # In the transaction that commits the rows: the outbox (issue 22).
-                    outbox.record(con, c.project_id, c.table, now)
+                if outbox is not None:
+                    events.extend(outbox.select(con, c.project_id, c.table))
                 state.apply_chunk(con, c)
+            if outbox is not None:
+                # In the transaction that commits the rows: the outbox (issue 22).
+                outbox.record(con, events, now)
 
         done = self.dataset.commit(table, f"{self.run_id}-{self._seq:05d}", self.run_id, apply)
         self.versions_written += done.rows

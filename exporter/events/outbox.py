@@ -57,6 +57,7 @@ _DATA_FIELDS = (
     "total_duration_ms",
     "version",
 )
+_COLUMNS = [*_DATA_FIELDS, "observed_at"]  # what an event is made of
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ _ENCODER = msgspec.json.Encoder()
 
 def event_lines(
     table: pa.Table,
-    project_name: str | None,
+    project_names: pa.Array | str | None,
     branch_names: list[str | None] | None = None,
     endpoint_names: list[str | None] | None = None,
 ) -> tuple[bytes, bytes]:
@@ -163,7 +164,9 @@ def event_lines(
     "Events": the row's columns under the API's names, its version, and the names where
     known). Not `raw` and the bookkeeping columns: they tripled an event's size, and with it
     the cost of a backfill with `--events-backfill`. The JSON text is assembled column by column
-    by Arrow, not object by object in Python: a fraction of the CPU per event (bench/README.md).
+    by Arrow, not object by object in Python: a fraction of the CPU per event (bench/README.md);
+    over a whole commit at once, since each of the ~90 Arrow calls has a fixed cost.
+    `project_names`: one per row, or one for all.
     """
     version = pc.cast(table["version"], pa.string())
     event_ids = pc.binary_join_element_wise(table["id"], pa.scalar(":"), version, "")
@@ -171,6 +174,8 @@ def event_lines(
         pc.equal(table["version"], 1), pa.scalar("operation.created"), "operation.changed"
     )
     no_names = pa.nulls(table.num_rows, pa.string())
+    if not isinstance(project_names, (pa.Array, pa.ChunkedArray)):
+        project_names = pa.repeat(pa.scalar(project_names, pa.string()), table.num_rows)
     branches = no_names if branch_names is None else pa.array(branch_names, pa.string())
     endpoints = no_names if endpoint_names is None else pa.array(endpoint_names, pa.string())
     parts: list[Any] = [
@@ -185,7 +190,9 @@ def event_lines(
     for n, name in enumerate(_DATA_FIELDS):
         parts += [f'{"," if n else ""}"{name}":', _json_values(table, name)]
     parts += [
-        f',"project_name":{_ENCODER.encode(project_name).decode()},"branch_name":',
+        ',"project_name":',
+        _json_strings(project_names),
+        ',"branch_name":',
         _json_strings(branches),
         ',"endpoint_name":',
         _json_strings(endpoints),
@@ -288,23 +295,39 @@ class Outbox:
 
     # -- inside the committer's transaction --------------------------------------------------
 
-    def record(self, con: sqlite3.Connection, project_id: str, table: pa.Table, now: int) -> int:
-        """Record the events of `table` (one project's new versions) in the caller's open
-        transaction; call it before the chunk's own state changes (a completed first walk
-        would otherwise no longer look like a backfill). Returns how many were recorded."""
+    def select(
+        self, con: sqlite3.Connection, project_id: str, table: pa.Table | None
+    ) -> list[tuple[pa.Table, str | None]]:
+        """The rows of `table` (one project's new versions) that make events, with the project's
+        name: none in the project's first walk unless --events-backfill, then --events-filter.
+        In the caller's open transaction, before the chunk's own state changes (a completed
+        first walk would otherwise no longer look like a backfill)."""
         if not self.sinks or table is None or not table.num_rows:
-            return 0
+            return []
         row = con.execute(
             "SELECT name, last_synced_us FROM projects WHERE id = ?", (project_id,)
         ).fetchone()
         name, synced = row if row is not None else (None, None)
         if synced is None and not self.config.backfill:
-            return 0  # the project's first walk (PRODUCT.md: no events unless --events-backfill)
+            return []  # the project's first walk (PRODUCT.md: no events unless --events-backfill)
         for f in self.config.filters:
             table = table.filter(f.mask(table))
-        n = table.num_rows
-        if not n:
+        return [(table, name)] if table.num_rows else []
+
+    def record(
+        self, con: sqlite3.Connection, selected: Sequence[tuple[pa.Table, str | None]], now: int
+    ) -> int:
+        """Record the `select`ed events of one commit, in order, as one outbox row, in the
+        transaction that commits their rows (after the chunks' listings: the names). Returns
+        how many were recorded."""
+        selected = [(t.select(_COLUMNS), name) for t, name in selected if t.num_rows]
+        if not selected:
             return 0
+        table = pa.concat_tables([t for t, _ in selected]).combine_chunks()
+        n = table.num_rows
+        projects = pa.concat_arrays(
+            [pa.repeat(pa.scalar(name, pa.string()), t.num_rows) for t, name in selected]
+        )
         # The names in effect when each operation was created, as the state knows them in
         # this transaction (PRODUCT.md: "where known"; the views join the same versions).
         created = pc.cast(table["created_at"], pa.int64()).to_pylist()
@@ -312,7 +335,7 @@ class Outbox:
             self.state.names_in_effect(con, kind, list(zip(table[column].to_pylist(), created)))
             for kind, column in (("branch", "branch_id"), ("endpoint", "endpoint_id"))
         ]
-        ids, lines = event_lines(table, name, *names)
+        ids, lines = event_lines(table, projects, *names)
         webhook = "webhook" in self.sinks
         con.execute(
             "INSERT INTO event_batches (recorded_us, events, ids, lines, file_done, "

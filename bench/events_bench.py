@@ -10,8 +10,11 @@ of that outbox in a child process to each sink alone: the events file, and a web
 in its own process (a minimal asyncio HTTP/1.1 server answering 204, keep-alive), once per lane
 count. The child measures wall time and its own CPU (user + sys) around `deliver()` only.
 `backfill` times `opsaudit sync` of the same world without events and with
-`--events-backfill --events-file`, alternating, and reports the medians. The simulator runs in
-its own process (sync_bench.SimProcess). Results are appended to bench/results/sync.jsonl.
+`--events-backfill --events-file`, alternating, and reports the medians; with
+`--baseline-code DIR` (a checkout of older code, e.g. `git archive` of a commit) it also runs
+that code's two syncs in each round, so a before/after pair comes from one invocation. The
+simulator runs in its own process (sync_bench.SimProcess). Results are appended to
+bench/results/sync.jsonl.
 """
 
 from __future__ import annotations
@@ -167,40 +170,52 @@ def bench_backfill(args: argparse.Namespace) -> None:
     sim = SimProcess(
         {"seed": 5, "projects": projects, "days": args.days, "ops_per_project_per_day": per_day}
     )
-    walls: dict[str, list[float]] = {"none": [], "events": []}
-    cpus: dict[str, list[float]] = {"none": [], "events": []}
+    codes = (
+        {"": None} if args.baseline_code is None else {"": None, "baseline_": args.baseline_code}
+    )
+    walls: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
     versions = 0
+    here = os.environ.get("PYTHONPATH")
     try:
         for _ in range(args.runs):
-            for kind in ("none", "events"):
-                with tempfile.TemporaryDirectory() as tmp:
-                    extra = ["--max-rps", "0", "--no-compact"]
-                    if kind == "events":
-                        extra += ["--events-backfill", "--events-file", f"{tmp}/events.jsonl"]
-                    res = run_sync(sim, Path(tmp) / "data", *extra)
-                    walls[kind].append(res["wall_s"])
-                    cpus[kind].append(res["cpu_s"])
-                    versions = res["summary"]["versions_written"]
-        none, with_events = statistics.median(walls["none"]), statistics.median(walls["events"])
-        record(
-            "events-backfill",
-            {
-                "ops": versions,
-                "wall_s_without": none,
-                "wall_s_with_events": with_events,
-                "ratio": round(with_events / none, 3),
-                "cpu_s_without": statistics.median(cpus["none"]),
-                "cpu_s_with_events": statistics.median(cpus["events"]),
-                "extra_cpu_us_per_event": round(
-                    (statistics.median(cpus["events"]) - statistics.median(cpus["none"]))
-                    / max(1, versions)
-                    * 1e6,
-                    2,
+            for prefix, code in codes.items():
+                if code is not None:
+                    os.environ["PYTHONPATH"] = str(Path(code).resolve())
+                elif here is not None:
+                    os.environ["PYTHONPATH"] = here
+                else:
+                    os.environ.pop("PYTHONPATH", None)
+                for kind in ("none", "events"):
+                    with tempfile.TemporaryDirectory() as tmp:
+                        extra = ["--max-rps", "0", "--no-compact"]
+                        if kind == "events":
+                            extra += ["--events-backfill", "--events-file", f"{tmp}/events.jsonl"]
+                        res = run_sync(sim, Path(tmp) / "data", *extra)
+                        walls.setdefault(prefix + kind, []).append(res["wall_s"])
+                        cpus.setdefault(prefix + kind, []).append(res["cpu_s"])
+                        versions = res["summary"]["versions_written"]
+        out: dict[str, Any] = {"ops": versions}
+        for prefix in codes:
+            none = statistics.median(walls[prefix + "none"])
+            with_events = statistics.median(walls[prefix + "events"])
+            cpu_none = statistics.median(cpus[prefix + "none"])
+            cpu_events = statistics.median(cpus[prefix + "events"])
+            out |= {
+                f"{prefix}wall_s_without": none,
+                f"{prefix}wall_s_with_events": with_events,
+                f"{prefix}ratio": round(with_events / none, 3),
+                f"{prefix}cpu_s_without": cpu_none,
+                f"{prefix}cpu_s_with_events": cpu_events,
+                f"{prefix}cpu_ratio": round(cpu_events / cpu_none, 3),
+                f"{prefix}extra_cpu_us_per_event": round(
+                    (cpu_events - cpu_none) / max(1, versions) * 1e6, 2
                 ),
-                "walls": walls,
-            },
-        )
+            }
+        record("events-backfill", {**out, "walls": walls, "cpus": cpus})
     finally:
+        if here is not None:
+            os.environ["PYTHONPATH"] = here
         sim.close()
 
 
@@ -219,6 +234,7 @@ def main() -> None:
     p.add_argument("--projects", type=int, default=10)
     p.add_argument("--days", type=int, default=10)
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--baseline-code", help="a checkout of older code to run alongside")
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
     {"delivery": bench_delivery, "backfill": bench_backfill}[args.what](args)

@@ -575,7 +575,7 @@ MUTANTS = [
         "exporter/engine/sync.py",
         "            if outbox is not None:\n"
         "                # In the transaction that commits the rows: the outbox (issue 22).\n"
-        "                outbox.record(con, events, now)\n"
+        "                recorded[0] = outbox.record(con, events, now)\n"
         "\n"
         '        done = self.dataset.commit(table, f"{self.run_id}-{self._seq:05d}", '
         "self.run_id, apply)\n",
@@ -584,7 +584,7 @@ MUTANTS = [
         "self.run_id, apply)\n"
         "        if outbox is not None:\n"
         "            with state.transaction() as after:\n"
-        "                outbox.record(after, events, now)\n",
+        "                recorded[0] = outbox.record(after, events, now)\n",
         (f"{EVENTS}::test_kill_right_after_the_commit_loses_no_event",),
     ),
     Mutant(
@@ -613,12 +613,12 @@ MUTANTS = [
         "                state.apply_chunk(con, c)\n"
         "            if outbox is not None:\n"
         "                # In the transaction that commits the rows: the outbox (issue 22).\n"
-        "                outbox.record(con, events, now)\n",
+        "                recorded[0] = outbox.record(con, events, now)\n",
         "                if outbox is not None:\n"
         "                    events.extend(outbox.select(con, c.project_id, c.table))\n"
         "                state.apply_chunk(con, c)\n"
         "            if outbox is not None:\n"
-        "                outbox.record(con, events, now)\n"
+        "                recorded[0] = outbox.record(con, events, now)\n"
         "            for c in chunks:\n"
         "                state.apply_names(con, c)\n",
         (
@@ -632,6 +632,24 @@ MUTANTS = [
         "                    c.unlisted.add(name_id)\n",
         "                    pass\n",
         (f"{NAMES}::test_every_named_id_is_known_after_the_first_walk",),
+    ),
+    Mutant(
+        "events-file-followed-before-the-backlog",  # new events overtake the waiting ones
+        "exporter/events/delivery.py",
+        "            self.delivered += _deliver_file(self.outbox, self.path)\n",
+        "            pass\n",
+        (f"{EVENTS}::test_a_backlog_reaches_the_file_before_the_new_events",),
+    ),
+    Mutant(
+        "events-file-follower-mark-lost",  # followed appends are appended again at the end
+        "exporter/engine/sync.py",
+        "                follower.mark(con)  # the previous commit's events, appended to the file "
+        "since\n",
+        "                pass\n",
+        (
+            f"{EVENTS}::test_events_backfill_emits_the_first_walk",
+            f"{EVENTS}::test_kill_9_at_random_instants_then_a_healthy_run",
+        ),
     ),
     Mutant(
         "events-retry-removed",  # one failed attempt leaves the event for the next run

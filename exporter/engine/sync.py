@@ -268,6 +268,11 @@ class _Committer(threading.Thread):
         # Rows written ahead (`Store.spill`): not with events, whose outbox reads each chunk's
         # rows in the commit's transaction.
         self.spilling = config.spill_rows is not None and self.outbox is None
+        self.follower: Any = None  # the events file appended after each commit (FileFollower)
+        if self.outbox is not None and self.outbox.config.file is not None:
+            from exporter.events.delivery import FileFollower
+
+            self.follower = FileFollower(self.outbox, self.outbox.config.file)
 
     def submit(self, chunk: Chunk) -> None:
         if self.error is not None:
@@ -289,6 +294,8 @@ class _Committer(threading.Thread):
         self.join()
 
     def run(self) -> None:
+        if self.follower is not None:
+            self.follower.start()
         waiting: list[Chunk] = []
         rows = 0
         oldest = 0.0
@@ -324,6 +331,11 @@ class _Committer(threading.Thread):
                     log.debug("commit failed: %s", exc)  # the run's error reports it once
                     self.error = exc
                 waiting, rows = [], 0
+        if self.follower is not None and self.error is None:
+            try:
+                self.follower.finish()
+            except BaseException as exc:
+                self.error = exc
 
     @property
     def commit_rows(self) -> int:
@@ -356,10 +368,14 @@ class _Committer(threading.Thread):
         self._seq += 1
         state = self.dataset.state
 
-        outbox, now = self.outbox, now_us()
+        outbox, follower, now = self.outbox, self.follower, now_us()
         events: list[Any] = []  # the commit's rows that make events, with their project's name
+        recorded: list[Any] = [None]  # the outbox row of this commit
 
         def apply(con: Any) -> None:
+            events.clear()
+            if follower is not None:
+                follower.mark(con)  # the previous commit's events, appended to the file since
             for c in chunks:
                 # The chunk's listings first: its rows' events carry the names they show.
                 state.apply_names(con, c)
@@ -368,9 +384,11 @@ class _Committer(threading.Thread):
                 state.apply_chunk(con, c)
             if outbox is not None:
                 # In the transaction that commits the rows: the outbox (issue 22).
-                outbox.record(con, events, now)
+                recorded[0] = outbox.record(con, events, now)
 
         done = self.dataset.commit(table, f"{self.run_id}-{self._seq:05d}", self.run_id, apply)
+        if follower is not None:
+            follower.committed(recorded[0])  # delivery after the commit, never before
         self.versions_written += done.rows
         self.partitions.update(done.partitions)
         self.observer.committed(done.rows, done.files)
@@ -453,7 +471,7 @@ class _Run:
         failure: BaseException | None = None
         try:
             self._sync(client, committer)
-            self._deliver()
+            self._deliver(committer)
         except BaseException as exc:
             failure = exc
             raise
@@ -566,14 +584,16 @@ class _Run:
             _release_free_memory()
         summary.settle(self.budget.reached or self.budget.fell_short)
 
-    def _deliver(self) -> None:
-        """After the commits: hand the outbox to the sinks (whatever the run's outcome)."""
+    def _deliver(self, committer: _Committer) -> None:
+        """After the commits: hand the outbox to the sinks (whatever the run's outcome); the
+        events file has, as a rule, taken each commit's events already (`FileFollower`)."""
         events = self.config.events
         if events is None or not events.sinks:
             return
 
         done = deliver(self.dataset.state, events)
-        self.summary.events_delivered = sum(done.delivered.values())
+        followed = committer.follower.delivered if committer.follower is not None else 0
+        self.summary.events_delivered = sum(done.delivered.values()) + followed
         self.summary.events_pending = done.pending  # why a sink stopped: logged by deliver
 
     def _listed(self, projects: list[dict[str, Any]], scope: str) -> None:

@@ -25,6 +25,7 @@ import hmac
 import http.client
 import logging
 import os
+import sqlite3
 import ssl
 import threading
 import time
@@ -37,10 +38,11 @@ from pathlib import Path
 import orjson
 
 from exporter.core.errors import ConfigError
-from exporter.events.outbox import EventsConfig, Outbox
+from exporter.events.outbox import Batch, EventsConfig, Outbox
 
 __all__ = [
     "Delivery",
+    "FileFollower",
     "deliver",
     "read_webhook_secret",
     "safe_url",
@@ -214,6 +216,68 @@ def _deliver_file(outbox: Outbox, path: Path) -> int:
         return delivered
     finally:
         os.close(fd)
+
+
+class FileFollower:
+    """The events file appended by the committer right after each commit (bench/README.md,
+    figure 9): the commit's events are in hand, so they are not read back from the state, and
+    their mark rides in the next commit's transaction (the last one's in a transaction of its
+    own). Exactly once as in `_deliver_file`: an append comes after the commit that recorded
+    its events, and a kill between the append and its mark is what the tail reconciliation
+    mends. Appends stay in commit order, which that reconciliation relies on, because the
+    follower starts only once the backlog is in the file; the first failure hands everything
+    left to the end-of-run delivery (which says why)."""
+
+    def __init__(self, outbox: Outbox, path: Path):
+        self.outbox = outbox
+        self.path = path
+        self.on = False
+        self.delivered = 0  # events appended and marked in this run
+        self._unmarked: Batch | None = None  # appended, its mark not yet committed
+        self._marking = 0  # events marked in the open commit's transaction
+
+    def start(self) -> None:
+        """Deliver the backlog (torn tail, reconciliation, pending events), then follow."""
+        try:
+            self.delivered += _deliver_file(self.outbox, self.path)
+        except OSError as exc:
+            log.debug("events file: not followed in this run (%s)", exc.strerror or exc)
+            return
+        self.on = True
+
+    def mark(self, con: sqlite3.Connection) -> None:
+        """Inside a commit's transaction: mark the batch appended after the previous commit."""
+        batch = self._unmarked
+        self._marking = 0 if batch is None else self.outbox.mark_file(con, batch.seq, batch.seq - 1)
+
+    def committed(self, batch: Batch | None) -> None:
+        """After a commit: its mark is durable; append the events it recorded."""
+        if self._unmarked is not None:
+            self.delivered += self._marking
+            self._unmarked, self._marking = None, 0
+        if not self.on or batch is None:
+            return
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                view = memoryview(batch.blob)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            self.on = False  # a cut append is mended by the end-of-run delivery
+            log.debug("events file: %s; the end-of-run delivery takes over", exc.strerror or exc)
+            return
+        self._unmarked = batch
+
+    def finish(self) -> None:
+        """After the last commit: mark its append."""
+        if self._unmarked is not None:
+            with self.outbox.state.transaction() as con:
+                self.mark(con)
+            self.committed(None)
 
 
 # -- the webhook --------------------------------------------------------------------------------

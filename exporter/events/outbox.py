@@ -316,13 +316,13 @@ class Outbox:
 
     def record(
         self, con: sqlite3.Connection, selected: Sequence[tuple[pa.Table, str | None]], now: int
-    ) -> int:
+    ) -> Batch | None:
         """Record the `select`ed events of one commit, in order, as one outbox row, in the
         transaction that commits their rows (after the chunks' listings: the names). Returns
-        how many were recorded."""
+        that row (None: no event)."""
         selected = [(t.select(_COLUMNS), name) for t, name in selected if t.num_rows]
         if not selected:
-            return 0
+            return None
         table = pa.concat_tables([t for t, _ in selected]).combine_chunks()
         n = table.num_rows
         projects = pa.concat_arrays(
@@ -337,7 +337,8 @@ class Outbox:
         ]
         ids, lines = event_lines(table, projects, *names)
         webhook = "webhook" in self.sinks
-        con.execute(
+        file_done = 0 if "file" in self.sinks else None
+        cursor = con.execute(
             "INSERT INTO event_batches (recorded_us, events, ids, lines, file_done, "
             "webhook_left, webhook_acked) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
@@ -345,12 +346,13 @@ class Outbox:
                 n,
                 ids,
                 lines,
-                0 if "file" in self.sinks else None,
+                file_done,
                 n if webhook else None,
                 bytes(n) if webhook else None,
             ),
         )
-        return n
+        assert cursor.lastrowid is not None
+        return Batch(cursor.lastrowid, ids, lines, file_done, None)
 
     # -- delivery ----------------------------------------------------------------------------
 
@@ -409,33 +411,39 @@ class Outbox:
         events that marks."""
         assert sink == "file"
         with self.state.transaction() as con:
-            [(n,)] = con.execute(
-                "SELECT coalesce(sum(events - file_done), 0) FROM event_batches "
-                "WHERE seq > ? AND seq <= ? AND file_done < events",
-                (after, seq),
+            return self.mark_file(con, seq, after, done)
+
+    def mark_file(
+        self, con: sqlite3.Connection, seq: int, after: int = 0, done: int | None = None
+    ) -> int:
+        """`delivered_through` for the file, in the caller's open transaction."""
+        [(n,)] = con.execute(
+            "SELECT coalesce(sum(events - file_done), 0) FROM event_batches "
+            "WHERE seq > ? AND seq <= ? AND file_done < events",
+            (after, seq),
+        ).fetchall()
+        # Rows no other sink waits for are deleted outright (an update would rewrite them).
+        con.execute(
+            "DELETE FROM event_batches WHERE seq > ? AND seq <= ? AND file_done < events "
+            "AND (webhook_left IS NULL OR webhook_left = 0)"
+            + ("" if done is None else " AND seq < ?"),
+            (after, seq) if done is None else (after, seq, seq),
+        )
+        con.execute(
+            "UPDATE event_batches SET file_done = events "
+            "WHERE seq > ? AND seq <= ? AND file_done < events",
+            (after, seq),
+        )
+        if done is not None:
+            [(events,)] = con.execute(
+                "SELECT events FROM event_batches WHERE seq = ?", (seq,)
             ).fetchall()
-            # Rows no other sink waits for are deleted outright (an update would rewrite them).
-            con.execute(
-                "DELETE FROM event_batches WHERE seq > ? AND seq <= ? AND file_done < events "
-                "AND (webhook_left IS NULL OR webhook_left = 0)"
-                + ("" if done is None else " AND seq < ?"),
-                (after, seq) if done is None else (after, seq, seq),
-            )
-            con.execute(
-                "UPDATE event_batches SET file_done = events "
-                "WHERE seq > ? AND seq <= ? AND file_done < events",
-                (after, seq),
-            )
-            if done is not None:
-                [(events,)] = con.execute(
-                    "SELECT events FROM event_batches WHERE seq = ?", (seq,)
-                ).fetchall()
-                n -= events - done
-                con.execute("UPDATE event_batches SET file_done = ? WHERE seq = ?", (done, seq))
-            con.execute(
-                f"DELETE FROM event_batches WHERE seq > ? AND seq <= ? AND {_DONE}", (after, seq)
-            )
-            self._count(con, sink, n)
+            n -= events - done
+            con.execute("UPDATE event_batches SET file_done = ? WHERE seq = ?", (done, seq))
+        con.execute(
+            f"DELETE FROM event_batches WHERE seq > ? AND seq <= ? AND {_DONE}", (after, seq)
+        )
+        self._count(con, "file", n)
         return int(n)
 
     def delivered(self, sink: str, acked: Sequence[Batch]) -> int:

@@ -195,6 +195,27 @@ def test_a_branch_first_listed_in_the_same_run_names_its_events(
     }
 
 
+def test_a_backlog_reaches_the_file_before_the_new_events(make_sim: Any, tmp_path: Path) -> None:
+    # The file follows each commit (appended right after it) only once the backlog is in it:
+    # the file stays in commit order, each event once.
+    sim = make_sim(seed=9, projects=2, days=1, ops_per_project_per_day=20)
+    data, events_file = tmp_path / "data", tmp_path / "later" / "events.jsonl"
+    backfill = _sync(sim, data, file=events_file)
+    _changes(sim, random.Random(4))
+    waiting = _sync(sim, data, file=events_file)  # no such directory: the events wait
+    assert waiting.outcome == "ok" and waiting.events_delivered == 0
+    assert waiting.events_pending == waiting.versions_written > 0
+    events_file.parent.mkdir()
+    _changes(sim, random.Random(5))
+    last = _sync(sim, data, file=events_file)
+    assert last.outcome == "ok" and last.events_pending == 0
+    old = versions_after(data, {backfill.run_id, last.run_id})
+    new = versions_after(data, {backfill.run_id, waiting.run_id})
+    assert last.events_delivered == len(old) + len(new) and len(new) == last.versions_written
+    ids = [e["id"] for e in file_events(events_file)]
+    assert sorted(ids[: len(old)]) == sorted(old) and sorted(ids[len(old) :]) == sorted(new)
+
+
 def test_events_filter_keeps_only_matching_actions_and_statuses(
     make_sim: Any, tmp_path: Path
 ) -> None:
@@ -339,10 +360,12 @@ def test_kill_after_append_before_the_mark_does_not_repeat_lines(
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
     _sync(sim, data, file=events_file)
     _changes(sim, random.Random(5))
+    # Every path that marks appended events goes through mark_file (the end-of-run delivery,
+    # and the file following the commits, which marks in the next commit or at the end).
     patch = (
         "import exporter.events.outbox as o\n"
         "def killed(*args): os.kill(os.getpid(), signal.SIGKILL)\n"
-        "o.Outbox.delivered_through = killed\n"
+        "o.Outbox.mark_file = killed\n"
     )
     assert _python_sync(sim, data, events_file, patch) == -signal.SIGKILL
     appended = [e["id"] for e in file_events(events_file)]

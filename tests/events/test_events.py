@@ -35,13 +35,14 @@ def _sync(sim: Any, data_dir: Path, **events: Any) -> Any:
     from exporter.engine.sync import SyncConfig, sync
 
     events.setdefault("webhook_backoff", 0.01)
+    commit_seconds = events.pop("commit_seconds", 0.2)
     config = SyncConfig(
         data_dir=data_dir,
         api_key=sim.personal_key,
         base_url=sim.base_url,
         max_rps=None,
         retry=RetryPolicy(max_attempts=12, backoff_initial=0.01, backoff_max=0.05),
-        commit_seconds=0.2,
+        commit_seconds=commit_seconds,
         events=EventsConfig(**events),
     )
     return sync(config)
@@ -150,7 +151,8 @@ def test_one_event_per_new_version_after_the_backfill(
 def test_events_backfill_emits_the_first_walk(make_sim: Any, tmp_path: Path) -> None:
     sim = make_sim(seed=6, projects=2, days=1, ops_per_project_per_day=30)
     events_file = tmp_path / "events.jsonl"
-    summary = _sync(sim, tmp_path / "data", file=events_file, backfill=True)
+    # A commit per chunk: names that came after the rows would be a commit late.
+    summary = _sync(sim, tmp_path / "data", file=events_file, backfill=True, commit_seconds=0)
     events = file_events(events_file)
     ids = [e["id"] for e in events]
     assert sorted(ids) == sorted(versions_after(tmp_path / "data", set()))
@@ -177,7 +179,7 @@ def test_a_branch_first_listed_in_the_same_run_names_its_events(
     assert _sync(sim, data, file=events_file).outcome == "ok"
     pid = sim.project_ids()[1]
     branch_id, endpoint_id, op_ids = sim.add_branch(pid, "preview/pr-7")
-    second = _sync(sim, data, file=events_file)
+    second = _sync(sim, data, file=events_file, commit_seconds=0)  # a commit per chunk
     assert second.outcome == "ok" and second.new_operations >= 2
     endpoint_name = {e["id"]: e.get("name") for e in sim.endpoints(pid)}[endpoint_id]
     events = {e["id"]: e["data"] for e in file_events(events_file)}

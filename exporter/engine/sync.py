@@ -48,7 +48,7 @@ from exporter.engine.publish import publish
 from exporter.engine.records import versions_table
 from exporter.engine.schedule import DEFAULT_EVERY_US, RefreshSchedule
 from exporter.engine.walk import Chunk, ProjectWalk, WalkLimits, WalkResult, now_us
-from exporter.events.delivery import deliver
+from exporter.events.delivery import FileFollower, deliver
 from exporter.events.outbox import EventsConfig, Outbox
 from exporter.store.base import BIG_FILE_ROWS, Store
 from exporter.store.opener import open_store
@@ -270,8 +270,6 @@ class _Committer(threading.Thread):
         self.spilling = config.spill_rows is not None and self.outbox is None
         self.follower: Any = None  # the events file appended after each commit (FileFollower)
         if self.outbox is not None and self.outbox.config.file is not None:
-            from exporter.events.delivery import FileFollower
-
             self.follower = FileFollower(self.outbox, self.outbox.config.file)
 
     def submit(self, chunk: Chunk) -> None:

@@ -38,6 +38,7 @@ SCHEDULE = "tests/sync/test_schedule.py"
 SUPERSEDED = "tests/sync/test_superseded.py"
 SPILL = "tests/sync/test_spill.py"
 LAKE_SUPERSEDED = "tests/lake/test_superseded_lake.py"
+LAKE_NAMES = "tests/lake/test_names_lake.py"
 NAMES = "tests/sync/test_names.py"
 NAMES_REPORT = "tests/sync/test_names_report.py"
 
@@ -360,6 +361,32 @@ MUTANTS = [
         'return f"Location({self.display!r}, options={sorted(self.options)!r})"',
         'return f"Location({self.display!r}, options={dict(self.options)!r})"',
         ("tests/lake/test_location.py::test_repr_shows_no_option_value",),
+    ),
+    # Names on object storage (issue 21): in the same commit as the operations they explain.
+    Mutant(
+        "lake-names-not-with-the-commit",  # names tables never written with their batch
+        "exporter/store/lake/store.py",
+        "lease=self.lease, names=names",
+        "lease=self.lease, names=()",
+        (
+            f"{LAKE_NAMES}::test_a_kill_between_the_operations_and_the_names_leaves_nothing_half_written",
+        ),
+    ),
+    Mutant(
+        "lake-names-read-unpinned",  # readers take names tables of a batch not committed
+        "exporter/store/lake/reader.py",
+        "*((t.file, t.name, txn) for t in NAMES_TABLES),",
+        "*((t.file, t.name, None) for t in NAMES_TABLES),",
+        (
+            f"{LAKE_NAMES}::test_a_kill_between_the_operations_and_the_names_leaves_nothing_half_written",
+        ),
+    ),
+    Mutant(
+        "lake-names-orphans-not-repaired",  # a retry of batch N adopts the names N left
+        "exporter/store/lake/tables.py",
+        "            repair(committed or 0)  # before the objects that mark the orphans are gone\n",
+        "            pass\n",
+        (f"{LAKE_NAMES}::test_names_an_attempt_left_are_not_taken_by_the_next_commit",),
     ),
     Mutant(
         "lake-unreadable-history-means-absent",  # deletes the state a landed commit names

@@ -166,6 +166,10 @@ TABLES = (
     _versions_table("project_versions", PROJECT, (("id", STRING),)),
 )
 TABLE_FILES = {t.name: t.file for t in TABLES}
+# The state's meta key: the names generation (`StateDB.names_generation`) the tables were last
+# written from (locally after a run, `store.local.exports`; on object storage with the commit
+# whose state it is in, `store.lake.store`).
+EXPORTED_META = "names_exported"
 
 
 def arrow_type(word: str) -> pa.DataType:
@@ -233,6 +237,7 @@ def to_arrow(table: Table, rows: Iterable[dict[str, Any]]) -> pa.Table:
 __all__ = [
     "BRANCH",
     "ENDPOINT",
+    "EXPORTED_META",
     "LISTED",
     "PROJECT",
     "TABLES",

@@ -47,12 +47,14 @@ def lake_relations(con: Any, dataset: LakeDataset, tag: str = "") -> dict[str, S
         out[SUPERSEDED_GLOB] = (
             f"(SELECT id, version FROM _opsaudit_superseded{tag} WHERE {reader_filter(txn)})"
         )
-    for source, name in (
-        (PROJECTS_FILE, PROJECTS),
-        (SYNC_RUNS_FILE, SYNC_RUNS),
-        *((t.file, t.name) for t in NAMES_TABLES),
+    # The names tables as of that snapshot's batch: written just before its commit, a newer
+    # version belongs to a batch the reader does not see (exporter/store/lake/tables.py, Names).
+    for source, name, upto in (
+        (PROJECTS_FILE, PROJECTS, None),
+        (SYNC_RUNS_FILE, SYNC_RUNS, None),
+        *((t.file, t.name, txn) for t in NAMES_TABLES),
     ):
-        snapshot = dataset.snapshot(name)
+        snapshot = dataset.snapshot(name, upto=upto)
         if snapshot is None:
             out[source] = ""
             continue

@@ -12,6 +12,11 @@ it restores state N. Either way the table is exactly that of an uninterrupted ru
 commit the local state may be ahead of the table, so the store refuses to commit anything more
 (the run ends; the next one restores the committed state).
 
+The names tables go with the commit whose state changed the names (`_names_due`): written just
+before it, tagged with its batch, read by readers only up to the batch they read
+(`LakeDataset`, "Names"); after a kill the next writer rewrites them from the committed state
+if an attempt that did not land may have left some (`_repair_names`).
+
 Changes the run makes to the state outside `commit()` (the run's record, the projects listing)
 are uploaded with the next commit, or by a state-only commit before the snapshot tables are
 rewritten (`replace_table`), so `projects` and `sync_runs` never show a state that is not durable.
@@ -35,6 +40,8 @@ import pyarrow.compute as pc
 
 from exporter.core.errors import ConfigError, StorageError
 from exporter.core.layout import STATE_FILE
+from exporter.core.names import EXPORTED_META, to_arrow
+from exporter.core.names import TABLES as NAMES_TABLES
 from exporter.core.tables import VERSIONS_SCHEMA
 from exporter.store.base import BIG_FILE_ROWS, COMPACT_MIN_FILES, Committed
 from exporter.store.lake.lease import CLOCK_GRACE, DEFAULT_TTL, Lease
@@ -102,7 +109,11 @@ class LakeStore:
                 self.lease.acquire(wait=wait, timeout=None)
                 self.lease.start_heartbeat()
             path = self._tmp / STATE_FILE
-            self._txn = self.ds.restore_state(path, lease=self.lease) or 0
+            # The names tables as last written by this process (unchanged ones are not rewritten).
+            self._names: dict[str, pa.Table] = {}
+            self._txn = (
+                self.ds.restore_state(path, lease=self.lease, repair=self._repair_names) or 0
+            )
             self.state = StateDB(path)
             self._uploaded = self._changes()
         except BaseException:
@@ -121,6 +132,36 @@ class LakeStore:
                 f"{self.location.display}: an earlier commit of this run failed ({self._broken}); "
                 "nothing more is committed (the next run restores the committed state)"
             )
+
+    def _names_due(self, state: StateDB) -> list[tuple[str, pa.Table]]:
+        """The names tables to write with the next commit: those whose rows changed, when the
+        names changed since they were last written (marked in the state that commit uploads)."""
+        generation = state.names_generation()
+        if state.get_meta(EXPORTED_META) == generation:
+            return []
+        due = []
+        for table in NAMES_TABLES:
+            rows = to_arrow(table, state.names_rows(table))
+            last = self._names.get(table.name)
+            if last is None or not last.equals(rows):
+                due.append((table.name, rows))
+        state.set_meta(EXPORTED_META, generation)
+        return due
+
+    def _repair_names(self, committed: int) -> None:
+        """After an attempt that did not land: the names tables again from the committed state
+        (`restore_state` has just put it in place), tagged with its batch."""
+        state = StateDB(self._tmp / STATE_FILE)
+        try:
+            tables = [(t.name, to_arrow(t, state.names_rows(t))) for t in NAMES_TABLES]
+        finally:
+            state.close()
+        for name, rows in tables:
+            if self.lease is not None:
+                self.lease.check()
+            self.ds.replace_table(name, rows, run_id="repair", txn=committed)
+            self._names[name] = rows
+        log.info("names tables of %s rewritten from batch %d", self.location.display, committed)
 
     # -- the Store protocol ------------------------------------------------------------------
 
@@ -146,10 +187,14 @@ class LakeStore:
         rows = table if table is not None and table.num_rows else _empty_versions()
         n = self._txn + 1
         try:
-            self.ds.commit(rows, self.state.path, n, run_id=self._run_id, lease=self.lease)
+            names = self._names_due(self.state)
+            self.ds.commit(
+                rows, self.state.path, n, run_id=self._run_id, lease=self.lease, names=names
+            )
         except BaseException as exc:
             self._broken = type(exc).__name__
             raise
+        self._names.update(names)
         self._txn = n
         self._uploaded = self._changes()
         months: list[str] = []

@@ -9,8 +9,9 @@ Layout under the dataset root (`s3://bucket/prefix`, or a local directory):
     operation_versions/created_month=YYYY-MM/part-*.parquet
     projects/_delta_log/...                   Delta table, overwritten from the state
     sync_runs/_delta_log/...                  Delta table, overwritten from the state
-    branches/, endpoints/, branch_versions/,  Delta tables, overwritten from the state when
-    endpoint_versions/, project_versions/     the names changed (exporter.core.names.TABLES)
+    branches/, endpoints/, branch_versions/,  Delta tables, overwritten from the state just
+    endpoint_versions/, project_versions/     before the commit of a batch whose names changed
+                                              (exporter.core.names.TABLES; "Names" below)
 
 Exactly once (`commit()`): the state file of batch N is uploaded first, under a name no other
 writer can take (If-None-Match: *, a fresh token), then the rows are appended to
@@ -24,6 +25,18 @@ its commitInfo, the name of that state object. The Delta commit is the single co
 `restore_state()` on any machine: read the table's txn version V for the dataset id, download
 the state object of commit V, delete state objects above V. So the state lives with the data and
 a fresh host continues where the last run stopped.
+
+Names (issue 21: written in the same commit as the operations they explain). Delta commits one
+table at a time, so the names tables of batch N are overwritten just before the
+`operation_versions` commit of N, each overwrite tagged `opsaudit.txn = N` in its commitInfo,
+after the state object of N is uploaded. Readers take, per names table, the newest version
+tagged <= V, V the txn version of the `operation_versions` snapshot they read (`snapshot(name,
+upto=V)`; an untagged version, written before this, counts as any): a kill anywhere between
+leaves every reader with the names of batch V exactly, never a half-written set. A version
+tagged above V is an orphan of an attempt that did not land, and such an attempt always leaves
+its state object behind (uploaded first, kept when its commit fails): the next writer's
+`restore_state` sees it and rewrites the names tables from state V, tagged V, before it deletes
+that object (`repair`), so a retry of N that writes no names cannot adopt the orphan.
 
 Two writers (a lease lost, a zombie) cannot both commit batch N: Delta's conflict check refuses a
 second `txn(dataset_id, N)` committed after the snapshot a writer read ("Concurrent transaction"),
@@ -41,7 +54,7 @@ import sqlite3
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -339,10 +352,12 @@ class LakeDataset:
         *,
         run_id: str = "",
         lease: Lease | None = None,
+        names: Sequence[tuple[str, pa.Table]] = (),
     ) -> CommitResult:
         """Commit batch `version` (= previous txn version + 1): upload `state_file` as the state
-        of this batch, then append `versions` (may be empty) to operation_versions with
-        `txn(dataset_id, version)` in one Delta commit."""
+        of this batch, overwrite the `names` tables (name, rows) tagged with it, then append
+        `versions` (may be empty) to operation_versions with `txn(dataset_id, version)` in one
+        Delta commit."""
         dl = _deltalake()
         # No refresh: the snapshot in hand is the one our last commit produced (refreshing costs
         # a re-read of the log since the last checkpoint, in delta-rs 1.6). Another writer's
@@ -373,6 +388,12 @@ class LakeDataset:
         except BaseException:
             self._discard_state(key)  # the versions commit was not made: no commit names it
             raise
+        for name, rows in names:
+            # Tagged N: readers of batch N-1 skip them; the state object of N, kept if this
+            # commit does not land, tells the next writer to rewrite them (`restore_state`).
+            if lease is not None:
+                lease.check()
+            self.replace_table(name, rows, run_id=run_id, txn=version, state_key=key)
         props = dl.CommitProperties(
             app_transactions=[dl.Transaction(self.dataset_id, version)],
             custom_metadata={META_STATE: key, META_TXN: str(version), META_RUN: run_id},
@@ -390,7 +411,8 @@ class LakeDataset:
             if ours is not None:
                 self._txn = version
                 return CommitResult(version, ours, key, data.num_rows, already=True)
-            self._discard_state(key)
+            if not names:  # else kept: it marks the names tables written for N as orphans
+                self._discard_state(key)
             if "Concurrent transaction" in str(exc):
                 raise LeaseLostError(
                     f"{self.location.display}: another writer committed batch {version} "
@@ -530,14 +552,22 @@ class LakeDataset:
                 return None
             limit *= 8
 
-    def restore_state(self, target: Path, *, lease: Lease | None = None) -> int | None:
+    def restore_state(
+        self,
+        target: Path,
+        *,
+        lease: Lease | None = None,
+        repair: Callable[[int], None] | None = None,
+    ) -> int | None:
         """Download the state of the last committed batch to `target` (replacing it and any
         `-wal`/`-shm` beside it); returns its txn version N (None for a dataset with no commit
         yet, `target` then untouched).
 
         With `lease` (held: the writer at its start), state objects of batches whose commit
         never landed are deleted and old ones pruned. Without it (status, check, query) nothing
-        is deleted: a running writer's next state object must not vanish under it."""
+        is deleted: a running writer's next state object must not vanish under it. `repair(V)`
+        (with `lease`) is called first when any such object is found: an attempt that did not
+        land may have left names tables tagged above V ("Names" above); it rewrites them."""
         if lease is not None:
             lease.check()
         committed = self.committed_version()
@@ -562,11 +592,15 @@ class LakeDataset:
             tmp.replace(target)
         if lease is None:
             return committed
-        for m in states:
-            n = _state_version(m.key)
-            assert n is not None
-            if m.key != key and (committed is None or n >= committed):
-                self._discard_state(m.key)  # its commit never landed
+        uncommitted = [
+            m.key
+            for m in states
+            if m.key != key and (committed is None or (_state_version(m.key) or 0) >= committed)
+        ]
+        if uncommitted and repair is not None:
+            repair(committed or 0)  # before the objects that mark the orphans are gone
+        for orphan in uncommitted:
+            self._discard_state(orphan)  # its commit never landed
         if committed is not None:
             self._prune_states(committed, states)
         return committed
@@ -583,12 +617,24 @@ class LakeDataset:
 
     # -- snapshot tables rebuilt from the state ---------------------------------------------
 
-    def replace_table(self, name: str, data: pa.Table, *, run_id: str = "") -> int:
-        """Overwrite a small table (projects, sync_runs) in one commit; returns its version."""
+    def replace_table(
+        self,
+        name: str,
+        data: pa.Table,
+        *,
+        run_id: str = "",
+        txn: int | None = None,
+        state_key: str = "",
+    ) -> int:
+        """Overwrite a small table (projects, sync_runs, a names table) in one commit; returns
+        its version. `txn`: the batch it goes with (a names table, "Names" above)."""
         if name not in REPLACEABLE:
             raise ValueError(f"{name} is not a replaceable table")
         dl = _deltalake()
-        props = dl.CommitProperties(custom_metadata={META_RUN: run_id})
+        meta = {META_RUN: run_id}
+        if txn is not None:
+            meta.update({META_TXN: str(txn), META_STATE: state_key})
+        props = dl.CommitProperties(custom_metadata=meta)
         try:
             dt = self._write(name, data, "overwrite", props, self.table(name))
         except Exception as exc:
@@ -597,16 +643,40 @@ class LakeDataset:
 
     # -- reading -----------------------------------------------------------------------------
 
-    def snapshot(self, name: str) -> pads.Dataset | None:
+    def snapshot(self, name: str, *, upto: int | None = None) -> pads.Dataset | None:
         """The current snapshot of table `name` as a pyarrow dataset (files fixed at open), or
-        None if the table does not exist yet. DuckDB reads it with `con.register(name, ds)`."""
+        None if the table does not exist yet. DuckDB reads it with `con.register(name, ds)`.
+        `upto`: the newest version tagged with a batch <= `upto` (the names tables, read with
+        the `operation_versions` snapshot of txn version `upto`; "Names" above)."""
         dt = self.table(name)
         if dt is None:
             return None
         try:
+            if upto is not None:
+                version = self._version_upto(dt, upto)
+                if version is None:
+                    return None
+                if version != dt.version():
+                    uri = self.location.table_uri(name)
+                    dt = _deltalake().DeltaTable(uri, version=version, storage_options=self.options)
             return dt.to_pyarrow_dataset()
         except Exception as exc:
             raise classify(exc, self.location, f"cannot read table {name} in") from None
+
+    @staticmethod
+    def _version_upto(dt: DeltaTable, upto: int) -> int | None:
+        """The newest version of `dt` whose commit is tagged with a batch <= `upto` or not
+        tagged at all (None: every version is an orphan of a later batch)."""
+        limit = 4
+        while True:
+            history = dt.history(limit)
+            for entry in history:
+                tag = entry.get(META_TXN)
+                if tag is None or int(tag) <= upto:
+                    return int(entry["version"])
+            if len(history) < limit:
+                return None
+            limit *= 4
 
     def file_uris(self, name: str) -> list[str]:
         dt = self.table(name)

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from exporter.core.layout import PROJECTS_FILE, SYNC_RUNS_FILE
 from exporter.core.model import ProjectRow, RunRow
-from exporter.core.names import TABLE_FILES, to_arrow
+from exporter.core.names import EXPORTED_META, TABLE_FILES, to_arrow
 from exporter.core.names import TABLES as NAMES_TABLES
 from exporter.core.tables import PROJECTS_SCHEMA, SYNC_RUNS_SCHEMA
 from exporter.store.base import Store
@@ -60,17 +60,14 @@ def export_tables(store: Store) -> bool:
     return store.refresh_readers()
 
 
-_NAMES_EXPORTED = "names_exported"  # meta: the names generation the tables were written from
-
-
 def export_names(store: Store) -> None:
     """Rewrite the names tables when the names changed since they were last written (a run
     whose listings were not read, or read unchanged, rewrites nothing). A run killed before
     this leaves the generations apart: the next run writes them."""
     state = store.state
     generation = state.names_generation()
-    if state.get_meta(_NAMES_EXPORTED) == generation:
+    if state.get_meta(EXPORTED_META) == generation:
         return  # (a new dataset writes them once, empty: its views read every file)
     for table in NAMES_TABLES:
         store.replace_table(table.name, to_arrow(table, state.names_rows(table)))
-    state.set_meta(_NAMES_EXPORTED, generation)
+    state.set_meta(EXPORTED_META, generation)

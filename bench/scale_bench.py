@@ -2,11 +2,14 @@
 
 The simulator enforces 700 requests/min per account and 40/s per route, both sped up by
 `--scale` (20: the "minute" lasts 3 s), so a pass that takes 14 minutes for real takes 43 s.
-Three scenarios, one JSON line each (also appended to bench/results/scale.jsonl):
+Four scenarios (`--scenarios`, all by default), one JSON line each (also appended to
+bench/results/sync.jsonl):
 
+- `backfill`: the first sync of every project under the limits (without it, unlimited set-up):
+  requests against the minimum, which counts each project's two names listings (PRODUCT.md).
 - `full`: a no-change pass over every project at the full account rate: wall time against the
-  floor (requests / allowed rate), share of 429s, requests against PRODUCT.md's minimum, CPU
-  and peak RSS of the sync process.
+  floor (requests / allowed rate), share of 429s, requests against PRODUCT.md's minimum (no
+  names listing: within --names-max-age), CPU and peak RSS of the sync process.
 - `budget`: three runs, each with a time budget of a third of the floor: how many projects each
   walked, and whether every project was walked exactly once between them.
 - `console`: another client spends 30 % of the account limit (the web console) while opsaudit
@@ -25,6 +28,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -57,12 +61,21 @@ def _synced(data_dir: Path) -> dict[str, int | None]:
         con.close()
 
 
-def _minimum(sim: SimProcess) -> int:
-    """A no-change pass: one page per project plus the listing (PRODUCT.md)."""
+NAMES_ROUTES = ("GET /projects/{project_id}/branches", "GET /projects/{project_id}/endpoints")
+
+
+def _minimum(sim: SimProcess, *, names: bool = False) -> int:
+    """PRODUCT.md's minimum: one page per project (a backfill of fewer than 1,000 operations
+    each, as here, or a no-change pass) plus the listing; with `names` (a backfill: every
+    project's first walk) also its two names listings (one page of branches: under 10,000)."""
     info = sim.info
     listing = 1 + sum(math.ceil((n + 1) / 400) for n in info["org_projects"])
     listing += math.ceil((info["projects"] - sum(info["org_projects"]) + 1) / 400)
-    return info["projects"] + listing
+    return info["projects"] * (3 if names else 1) + listing
+
+
+def _names_requests(stats: dict[str, Any]) -> int:
+    return sum(stats["by_route"].get(route, 0) for route in NAMES_ROUTES)
 
 
 def _console(sim: SimProcess, rps: float, stop: threading.Event, counts: dict[str, int]) -> None:
@@ -89,7 +102,13 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=20.0)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--ops-per-project", type=int, default=5)
+    parser.add_argument(
+        "--scenarios",
+        default="backfill,full,budget,console",
+        help="comma-separated subset (default: all); `full` needs `backfill`'s data",
+    )
     args = parser.parse_args()
+    scenarios = set(args.scenarios.split(","))
     scale = args.scale
     allowed = ACCOUNT_PER_MINUTE / 60 * scale
     sim = SimProcess(
@@ -106,8 +125,35 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             data = Path(tmp)
-            run_sync(sim, data, "--max-rps", "0", *conc)  # set-up: the backfill, unlimited
-            _limits(sim, scale)
+            if "backfill" in scenarios:
+                # The backfill under the real limits: a page and the two names listings of
+                # every project (their first walk), against the minimum that counts them.
+                _limits(sim, scale)
+                sim.reset()
+                back = run_sync(sim, data, "--max-rps", f"{allowed:.3f}", *conc)
+                stats = sim.stats()
+                floor = stats["requests"] / allowed
+                minimum = _minimum(sim, names=True)
+                record(
+                    "scale-backfill",
+                    {
+                        "projects": sim.info["projects"],
+                        "time_scale": scale,
+                        "requests": stats["requests"],
+                        "names_requests": _names_requests(stats),
+                        "minimum": minimum,
+                        "requests_over_minimum": round(stats["requests"] / minimum, 4),
+                        "floor_s": round(floor, 2),
+                        "wall_over_floor": round(back["wall_s"] / floor, 3),
+                        "share_429": round(stats["responses_429"] / stats["requests"], 4),
+                        **back,
+                    },
+                )
+            else:
+                run_sync(sim, data, "--max-rps", "0", *conc)  # set-up: the backfill, unlimited
+                _limits(sim, scale)
+            if not scenarios & {"full", "budget", "console"}:
+                return
 
             sim.reset()
             full = run_sync(sim, data, "--max-rps", f"{allowed:.3f}", *conc)
@@ -120,6 +166,7 @@ def main() -> None:
                     "projects": sim.info["projects"],
                     "time_scale": scale,
                     "requests": stats["requests"],
+                    "names_requests": _names_requests(stats),
                     "minimum": minimum,
                     "requests_over_minimum": round(stats["requests"] / minimum, 4),
                     "floor_s": round(floor, 2),
@@ -130,6 +177,8 @@ def main() -> None:
                 },
             )
 
+            if "budget" not in scenarios and "console" not in scenarios:
+                return
             budget_s = floor / 3
             before = _synced(data)
             walked_counts: dict[str, int] = {}

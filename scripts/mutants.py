@@ -122,6 +122,13 @@ MUTANTS = [
         (f"{NAMES_REPORT}::test_report_failures_per_branch_by_name_deleted_marked",),
     ),
     Mutant(
+        "report-on-call-branch-not-joined",  # failing/stuck operations by branch id only
+        "sql/90_report.sql",
+        "LEFT JOIN branches AS b ON b.id = p.branch_id\n",
+        "LEFT JOIN branches AS b ON false\n",
+        (f"{NAMES_REPORT}::test_report_failures_per_branch_by_name_deleted_marked",),
+    ),
+    Mutant(
         "report-deleted-branch-not-marked",
         "exporter/analytics/format.py",
         "{', deleted' if deleted else ''}",

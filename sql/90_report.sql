@@ -28,21 +28,29 @@ ANTI JOIN read_parquet('superseded/*.parquet') AS s ON v.id = s.id AND v.version
 
 -- What on-call reads first: the operations failing now (latest status failed or error) and the
 -- stuck ones (not terminal, not failing, created longer than stuck_after before as_of: still
--- running or waiting), oldest first. A failing operation is never also listed as stuck.
+-- running or waiting), oldest first. A failing operation is never also listed as stuck. Each
+-- with its branch by name (the latest; branch_deleted_at once no longer listed), joined on the
+-- few rows found, not on the operations.
 CREATE OR REPLACE MACRO report_problems(
     since := NULL, until := NULL, projects := NULL, as_of := NULL, stuck_after := NULL
 ) AS TABLE
 SELECT
-    CASE WHEN is_failing(status) THEN 'failing' ELSE 'stuck' END AS kind,
-    id, project_id, action, status, error,
-    coalesce(as_of::TIMESTAMPTZ, now()) - created_at AS age,
-    created_at < coalesce(as_of::TIMESTAMPTZ, now())
-        - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR) AS old
-FROM report_operations(since := since, until := until, projects := projects)
-WHERE is_failing(status)
-   OR (NOT is_terminal(status) AND created_at < coalesce(as_of::TIMESTAMPTZ, now())
-        - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR))
-ORDER BY kind, age DESC, id;
+    p.kind, p.id, p.project_id, p.branch_id, b.name AS branch_name,
+    b.deleted_at AS branch_deleted_at, p.action, p.status, p.error, p.age, p.old
+FROM (
+    SELECT
+        CASE WHEN is_failing(status) THEN 'failing' ELSE 'stuck' END AS kind,
+        id, project_id, branch_id, action, status, error,
+        coalesce(as_of::TIMESTAMPTZ, now()) - created_at AS age,
+        created_at < coalesce(as_of::TIMESTAMPTZ, now())
+            - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR) AS old
+    FROM report_operations(since := since, until := until, projects := projects)
+    WHERE is_failing(status)
+       OR (NOT is_terminal(status) AND created_at < coalesce(as_of::TIMESTAMPTZ, now())
+            - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR))
+) AS p
+LEFT JOIN branches AS b ON b.id = p.branch_id
+ORDER BY p.kind, p.age DESC, p.id;
 
 -- The error texts operations in the window reported (in any of their states: a retry that
 -- succeeded clears the error), most operations first; actions: the three that reported it

@@ -23,21 +23,21 @@ from typing import Any
 
 import duckdb
 
-from exporter.analytics.format import branch_label, jsonable, readable_interval
+from exporter.analytics.format import jsonable, readable_interval
 from exporter.analytics.report import (
     BRANCH_COLUMNS,
     DURATION_COLUMNS,
     ERROR_COLUMNS,
-    FAILING_COLUMNS,
     FAILURE_COLUMNS,
     MIX_COLUMNS,
+    ON_CALL_SHOWN,
     PROJECT_COLUMNS,
     SMALL_N,
-    STUCK_COLUMNS,
     Report,
     branch_failure_text,
     empty_message,
     window_parts,
+    with_branch,
 )
 from exporter.analytics.report_text import freshness_text
 from exporter.analytics.views import execute
@@ -355,13 +355,6 @@ def _headline(report: Report) -> str:
 _BRANCH_TABLE = ("branch", *BRANCH_COLUMNS[2:3], *BRANCH_COLUMNS[4:])
 
 
-def _with_branch(row: dict[str, Any]) -> dict[str, Any]:
-    label = branch_label(
-        row["branch_name"], row["branch_id"], deleted=row["deleted_at"] is not None
-    )
-    return {"branch": label} | row
-
-
 def _duration(delta: dt.timedelta) -> str:
     seconds = int(delta.total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
@@ -398,15 +391,15 @@ def render_html(
         _headline(report),
         # What on-call reads first (issue 23): which operations, where, with what error.
         "<h2>Failing now (latest status failed or error), oldest first</h2>",
-        *_top(FAILING_COLUMNS, report.failing_operations, ""),
+        *_top(ON_CALL_SHOWN, with_branch(report.failing_operations, "branch_deleted_at"), ""),
         "<h2>Stuck: still running or waiting, oldest first</h2>",
-        *_top(STUCK_COLUMNS, report.stuck_operations, ""),
+        *_top(ON_CALL_SHOWN, with_branch(report.stuck_operations, "branch_deleted_at"), ""),
         '<div class="tables"><div><h2>Top error texts</h2>',
         *_top(ERROR_COLUMNS, report.errors, ""),
         "</div><div><h2>Failures per project</h2>",
         *_top(PROJECT_COLUMNS, report.projects, "failure_rate"),
         "</div><div><h2>Failures per branch (latest name; deleted: no longer listed)</h2>",
-        *_top(_BRANCH_TABLE, [_with_branch(r) for r in report.branches], "failure_rate"),
+        *_top(_BRANCH_TABLE, with_branch(report.branches), "failure_rate"),
         "</div></div>",
     ]
     figures = _figures(con, report, now)

@@ -10,7 +10,7 @@ from typing import Any
 
 import duckdb
 
-from exporter.analytics.format import branch_failure_line, jsonable
+from exporter.analytics.format import branch_failure_line, branch_label, jsonable
 from exporter.analytics.views import execute
 from exporter.core.errors import ConfigError
 from exporter.core.timeutil import parse_rfc3339
@@ -23,6 +23,7 @@ __all__ = [
     "FAILING_COLUMNS",
     "FAILURE_COLUMNS",
     "MIX_COLUMNS",
+    "ON_CALL_SHOWN",
     "PROJECT_COLUMNS",
     "REPORT_SQL",
     "STUCK_AFTER",
@@ -35,6 +36,7 @@ __all__ = [
     "parse_since",
     "parse_until",
     "window_parts",
+    "with_branch",
 ]
 
 # The columns of each section, as `report_failures`, `report_durations` and
@@ -54,8 +56,21 @@ DURATION_COLUMNS = (
 )
 MIX_COLUMNS = ("action", "operations", "share")
 # The operations on-call looks at first, oldest first (issue 23).
-FAILING_COLUMNS = ("id", "project_id", "action", "status", "error", "age")
-STUCK_COLUMNS = ("id", "project_id", "action", "status", "error", "age")
+# Each with its branch by name (issue 21): branch_deleted_at once no longer listed.
+FAILING_COLUMNS = (
+    "id",
+    "project_id",
+    "branch_id",
+    "branch_name",
+    "branch_deleted_at",
+    "action",
+    "status",
+    "error",
+    "age",
+)
+STUCK_COLUMNS = FAILING_COLUMNS
+# ... and on a terminal or a page, the branch in one column (`with_branch`).
+ON_CALL_SHOWN = ("id", "project_id", "branch", "action", "status", "error", "age")
 ERROR_COLUMNS = ("error", "operations", "actions", "last_seen")
 PROJECT_COLUMNS = ("project_id", "operations", "failed", "failure_rate", "retries", "failing_now")
 # Failures per branch by name (issue 21): `report_branches` in sql/90_report.sql; deleted_at is
@@ -325,6 +340,20 @@ def branch_failure_text(row: dict[str, Any]) -> str:
         row["branch_id"],
         deleted=row["deleted_at"] is not None,
     )
+
+
+def with_branch(rows: list[dict[str, Any]], deleted: str = "deleted_at") -> list[dict[str, Any]]:
+    """`rows` with a "branch" first: the branch in words as `branch_label` says it (name, id,
+    deleted marked by the `deleted` column); None for a row without a branch."""
+    return [
+        {
+            "branch": None
+            if r["branch_id"] is None
+            else branch_label(r["branch_name"], r["branch_id"], deleted=r[deleted] is not None)
+        }
+        | r
+        for r in rows
+    ]
 
 
 def _records(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:

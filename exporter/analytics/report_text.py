@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from exporter.analytics.format import SECTIONS, branch_label, format_duration, jsonable, render
+from exporter.analytics.format import SECTIONS, format_duration, jsonable, render
 from exporter.analytics.report import (
     BRANCH_COLUMNS,
     DURATION_COLUMNS,
@@ -21,6 +21,7 @@ from exporter.analytics.report import (
     FAILING_COLUMNS,
     FAILURE_COLUMNS,
     MIX_COLUMNS,
+    ON_CALL_SHOWN,
     PROJECT_COLUMNS,
     SMALL_N,
     STUCK_COLUMNS,
@@ -28,6 +29,7 @@ from exporter.analytics.report import (
     branch_failure_text,
     describe_window,
     empty_message,
+    with_branch,
 )
 
 __all__ = ["SECTIONS", "TOP_ROWS", "freshness_text", "render_report"]
@@ -161,21 +163,21 @@ def _human(report: Report, fmt: str, top: int | None = None) -> str:
     sections = [
         (
             "Failing now (latest status failed or error), oldest first",
-            list(FAILING_COLUMNS),
-            report.failing_operations,
+            list(ON_CALL_SHOWN),
+            with_branch(report.failing_operations, "branch_deleted_at"),
         ),
         (
             f"Stuck: still running or waiting {_span(report.stuck_after)} after creation, "
             "oldest first",
-            list(STUCK_COLUMNS),
-            report.stuck_operations,
+            list(ON_CALL_SHOWN),
+            with_branch(report.stuck_operations, "branch_deleted_at"),
         ),
         ("Top error texts (operations that reported each)", list(ERROR_COLUMNS), report.errors),
         ("Failures per project", project_rate, _percent(report.projects, "failure_rate")),
         (
             "Failures per branch (latest name; deleted: no longer listed)",
             branch_rate,
-            _percent(_branch_rows(report.branches), "failure_rate"),
+            _percent(with_branch(report.branches), "failure_rate"),
         ),
         (
             "Failures per action (failed = failed at least once; failing_now = status failed or "
@@ -198,19 +200,6 @@ def _human(report: Report, fmt: str, top: int | None = None) -> str:
         else:
             out.append(render(columns, _section_rows(rows, columns), fmt, thousands=True))
     return "".join(out)
-
-
-def _branch_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    # On a terminal one column says which branch: its name, its id, deleted or not.
-    return [
-        {
-            "branch": branch_label(
-                r["branch_name"], r["branch_id"], deleted=r["deleted_at"] is not None
-            )
-        }
-        | r
-        for r in rows
-    ]
 
 
 def _whole_ms(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

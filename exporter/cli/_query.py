@@ -185,9 +185,10 @@ def report_command(
     A headline block first (how fresh the data is: the last successful sync and its lag;
     operations and period, failure rate, failing now, stuck (still running or waiting, failing
     ones counted once), the actions with the most failures, the branches they came from by name,
-    the slowest by p90, with its n when small), then the tables: the operations failing now and stuck (oldest first, with project,
-    action, error and age), the top error texts, failures per project and per branch (by name,
-    deleted ones marked), then failures, durations and action mix per action.
+    the slowest by p90, with its n when small), then the tables: the operations failing now and
+    stuck (oldest first, with project, branch, action, error and age), the top error texts,
+    failures per project and per branch (by name, deleted ones marked), then failures,
+    durations and action mix per action.
     """
     from exporter.analytics.report import (
         REPORT_SQL,

@@ -251,7 +251,8 @@ def test_report_json(data_dir: Path) -> None:
             "last_run_projects": None,
         },
         "failing_operations": [
-            {"id": "o5", "project_id": "p2", "action": "suspend_compute", "status": "failed"}
+            {"id": "o5", "project_id": "p2", "branch_id": "br-p2", "branch_name": None}
+            | {"branch_deleted_at": None, "action": "suspend_compute", "status": "failed"}
             | {
                 "error": "pod not ready",
                 "age": age(dt.datetime(2025, 1, 11, 10, tzinfo=dt.timezone.utc)),
@@ -339,13 +340,13 @@ def test_report_table(data_dir: Path) -> None:
         "Slowest (p90)  start_compute 280 ms (n=2)\n"
         "\n"
         "Failing now (latest status failed or error), oldest first\n"
-        "id  project_id  action  status  error  age\n"
-        "--  ----------  ------  ------  -----  ---\n"
+        "id  project_id  branch  action  status  error  age\n"
+        "--  ----------  ------  ------  ------  -----  ---\n"
         "(0 rows)\n"
         "\n"
         "Stuck: still running or waiting 1 hour after creation, oldest first\n"
-        "id  project_id  action  status  error  age\n"
-        "--  ----------  ------  ------  -----  ---\n"
+        "id  project_id  branch  action  status  error  age\n"
+        "--  ----------  ------  ------  ------  -----  ---\n"
         "(0 rows)\n"
         "\n"
         "Top error texts (operations that reported each)\n"
@@ -394,8 +395,8 @@ def test_report_csv_and_markdown(data_dir: Path) -> None:
     assert csv.exit_code == 0
     lines = csv.stdout.splitlines()
     assert lines[0] == (
-        "section,id,project_id,action,status,error,age,operations,actions,last_seen,failed,"
-        "failure_rate,retries,failing_now,branch_name,branch_id,deleted_at,p50_ms,p90_ms,p99_ms,max_ms,wall_p50_ms,wall_p90_ms,"
+        "section,id,project_id,branch_id,branch_name,branch_deleted_at,action,status,error,age,"
+        "operations,actions,last_seen,failed,failure_rate,retries,failing_now,deleted_at,p50_ms,p90_ms,p99_ms,max_ms,wall_p50_ms,wall_p90_ms,"
         "wall_p99_ms,wall_max_ms,share"
     )
     assert [line.split(",")[0] for line in lines[1:]] == (
@@ -408,8 +409,8 @@ def test_report_csv_and_markdown(data_dir: Path) -> None:
         + ["durations"] * 2
         + ["action_mix"] * 3
     )
-    assert "failures,,,suspend_compute,,,,1,,,1,1.0,1,1,,,,,,,,,,,," in lines
-    assert "branches,,p2,,,,,5,,,1,0.2,1,1,,br-p2,,,,,,,,,," in lines
+    assert "failures,,,,,,suspend_compute,,,,1,,,1,1.0,1,1,,,,,,,,,," in lines
+    assert "branches,,p2,br-p2,,,,,,,5,,,1,0.2,1,1,,,,,,,,,," in lines
     assert [line.split(",")[0] for line in lines[1:]].count("action_mix") == 3
     md = invoke("report", "--data-dir", str(data_dir), "--format", "markdown")
     assert md.exit_code == 0

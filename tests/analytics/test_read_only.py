@@ -198,7 +198,7 @@ def test_report_runs_on_the_locked_connection(data_dir: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert next(x for x in lines if x.startswith("failures,")).startswith(
-        "failures,,,start_compute,,,,6,,,2,"
+        "failures,,,,,,start_compute,,,,6,,,2,"
     )
 
 
@@ -240,7 +240,7 @@ def test_linked_folders_and_files_of_the_dataset_are_read(fresh: Path, tmp_path:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert next(x for x in lines if x.startswith("failures,")).startswith(
-        "failures,,,start_compute,,,,6,,,2,"
+        "failures,,,,,,start_compute,,,,6,,,2,"
     )
     for path in (f"{fresh}/elsewhere/secret.csv", f"{disk}/secret.csv"):
         result = invoke("query", "--data-dir", str(fresh), f"SELECT * FROM read_csv('{path}')")

@@ -206,17 +206,17 @@ def test_on_call_tables_of_the_fixed_dataset(con: Any) -> None:
     start = text.index("Failing now (latest")
     assert text[start : text.index("Failures per action")] == (
         "Failing now (latest status failed or error), oldest first\n"
-        "id  project_id  action           status  error                  age\n"
-        "--  ----------  ---------------  ------  ---------------------  --------------\n"
-        "o5  p2          suspend_compute  failed  pod not ready          1 day 04:00:00\n"
-        "o8  p1          start_compute    error   no capacity in region  05:00:00\n"
+        "id  project_id  branch  action           status  error                  age\n"
+        "--  ----------  ------  ---------------  ------  ---------------------  --------------\n"
+        "o5  p2          br-p2   suspend_compute  failed  pod not ready          1 day 04:00:00\n"
+        "o8  p1          br-p1   start_compute    error   no capacity in region  05:00:00\n"
         "(2 rows)\n"
         "\n"
         "Stuck: still running or waiting 1 hour after creation, oldest first\n"
-        "id   project_id  action          status              error  age\n"
-        "---  ----------  --------------  ------------------  -----  --------\n"
-        "o7   p1          lfc_autoresize  waiting_for_quorum  NULL   06:00:00\n"
-        "o12  p2          start_compute   scheduling          NULL   02:00:00\n"
+        "id   project_id  branch  action          status              error  age\n"
+        "---  ----------  ------  --------------  ------------------  -----  --------\n"
+        "o7   p1          br-p1   lfc_autoresize  waiting_for_quorum  NULL   06:00:00\n"
+        "o12  p2          br-p2   start_compute   scheduling          NULL   02:00:00\n"
         "(2 rows)\n"
         "\n"
         "Top error texts (operations that reported each)\n"
@@ -244,9 +244,11 @@ def test_on_call_tables_of_the_fixed_dataset(con: Any) -> None:
     )
     data = orjson.loads(render_report(report, "json"))
     assert data["failing_operations"] == [
-        {"id": "o5", "project_id": "p2", "action": "suspend_compute", "status": "failed"}
+        {"id": "o5", "project_id": "p2", "branch_id": "br-p2", "branch_name": None}
+        | {"branch_deleted_at": None, "action": "suspend_compute", "status": "failed"}
         | {"error": "pod not ready", "age": "PT100800S"},
-        {"id": "o8", "project_id": "p1", "action": "start_compute", "status": "error"}
+        {"id": "o8", "project_id": "p1", "branch_id": "br-p1", "branch_name": None}
+        | {"branch_deleted_at": None, "action": "start_compute", "status": "error"}
         | {"error": "no capacity in region", "age": "PT18000S"},
     ]
     assert [r["id"] for r in data["stuck_operations"]] == ["o7", "o12"]
@@ -261,10 +263,10 @@ def test_on_call_tables_of_the_fixed_dataset(con: Any) -> None:
     markdown = render_report(report, "markdown")
     assert (
         "## Stuck: still running or waiting 1 hour after creation, oldest first\n\n"
-        "| id | project_id | action | status | error | age |\n"
-        "|---|---|---|---|---|---|\n"
-        "| o7 | p1 | lfc_autoresize | waiting_for_quorum | NULL | 06:00:00 |\n"
-        "| o12 | p2 | start_compute | scheduling | NULL | 02:00:00 |\n"
+        "| id | project_id | branch | action | status | error | age |\n"
+        "|---|---|---|---|---|---|---|\n"
+        "| o7 | p1 | br-p1 | lfc_autoresize | waiting_for_quorum | NULL | 06:00:00 |\n"
+        "| o12 | p2 | br-p2 | start_compute | scheduling | NULL | 02:00:00 |\n"
     ) in markdown
 
 

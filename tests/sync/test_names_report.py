@@ -96,7 +96,17 @@ def test_report_failures_per_branch_by_name_deleted_marked(make_sim: Any, tmp_pa
         ("apply_config", 2, alice),
         ("suspend_compute", 1, "br-never-listed-1"),
     ]
+    # On-call's first table says which branch, by name: the one start_compute failing now.
+    assert [
+        (r["action"], r["branch_id"], r["branch_name"], r["branch_deleted_at"])
+        for r in report.failing_operations
+    ] == [("start_compute", preview, "release/1.0", None)]
     table = render_report(report, "table")
+    failing = table.split("Failing now (latest status failed or error), oldest first\n")[1]
+    assert failing.splitlines()[0].split() == [
+        "id", "project_id", "branch", "action", "status", "error", "age"
+    ]  # fmt: skip
+    assert f"  `release/1.0` ({preview})  start_compute  failed  " in failing.splitlines()[2]
     assert (
         f"By branch      start_compute failed 4 times on `release/1.0` ({preview}); "
         f"apply_config failed 2 times on `dev/alice` ({alice}, deleted); suspend_compute failed "

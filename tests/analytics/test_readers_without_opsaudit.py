@@ -82,6 +82,7 @@ class Synced:
                 retry=RetryPolicy(max_attempts=12, backoff_initial=0.01, backoff_max=0.05),
                 commit_rows=20,
                 commit_seconds=0.2,
+                spill_rows=None,  # commits of commit_rows, not rows written ahead
                 limits=WalkLimits(page_size=20, flush_rows=20),
             )
         )

@@ -41,7 +41,6 @@ FUNCTION_EXCEPTIONS: dict[str, str] = {
     "exporter/analytics/html.py:_figures": "one figure after another",
     "exporter/ops/metrics.py:collect_metrics": "every metric family in exposition order",
     "exporter/analytics/report.py:build_report": "the report's sections in order",
-    "exporter/ops/status.py:read_status": "every part of the status, read in turn",
     "exporter/engine/sync.py:_Run._sync": "the run's phases in order",
     "exporter/engine/walk.py:ProjectWalk._main_walk": "the page loop and its stop rules",
     "exporter/engine/walk.py:ProjectWalk._record": "one operation: new, changed or seen, and its names",

@@ -389,6 +389,15 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "local-names-read-from-lagging-files",  # a kill before the export: names missing
+        "exporter/store/local/reader.py",
+        "        if state.get_meta(EXPORTED_META) == state.names_generation():\n",
+        "        if True:\n",
+        (
+            f"{NAMES}::test_a_kill_before_the_names_export_leaves_the_views_with_the_committed_names",
+        ),
+    ),
+    Mutant(
         "lake-names-orphans-not-repaired",  # a retry of batch N adopts the names N left
         "exporter/store/lake/tables.py",
         "            repair(committed or 0)  # before the objects that mark the orphans are gone\n",

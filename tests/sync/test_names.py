@@ -404,3 +404,63 @@ def test_a_run_cut_short_before_the_listings_leaves_them_due(make_sim: Any, tmp_
     assert _rows(tmp_path, f"SELECT name FROM branches WHERE id = '{branch_id}'") == [
         ("hotfix/login-3",)
     ]
+
+
+# A sync killed (SIGKILL) at the start of the names export: every operation is committed, the
+# names tables are not rewritten yet.
+_KILLED_BEFORE_THE_NAMES = """
+import os, signal, sys
+import exporter.store.local.exports as exports
+exports.export_names = lambda store: os.kill(os.getpid(), signal.SIGKILL)
+from exporter.engine.sync import SyncConfig, sync
+sync(SyncConfig(data_dir=sys.argv[1], api_key=sys.argv[2], base_url=sys.argv[3], max_rps=None))
+"""
+
+
+def _names_as_read(data_dir: Path) -> tuple[list[Any], list[Any], list[Any]]:
+    return (
+        _rows(data_dir, "SELECT id, name FROM branches ORDER BY id"),
+        _rows(data_dir, "SELECT id, version, name FROM branch_versions ORDER BY id, version"),
+        _rows(
+            data_dir,
+            "SELECT o.id FROM operations o JOIN branches b ON b.id = o.branch_id "
+            "WHERE o.branch_name IS NULL",
+        ),
+    )
+
+
+def test_a_kill_before_the_names_export_leaves_the_views_with_the_committed_names(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """Locally the names Parquet files are rewritten at the end of a run: killed after the
+    operations' commits and before that, readers still show the names the state committed with
+    those operations (not the stale files), and the next run writes the files."""
+    from exporter.core.names import TABLES
+    from exporter.store.state import StateDB
+
+    sim = make_sim(seed=55, projects=2, shared_projects=0, days=1, ops_per_project_per_day=30)
+    data = tmp_path / "d"
+    env = {**os.environ, "PYTHONPATH": str(Path(exporter.__file__).resolve().parents[1])}
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_BEFORE_THE_NAMES, str(data), sim.personal_key, sim.base_url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    state = StateDB(data / "state.sqlite", read_only=True)
+    try:
+        branches, versions = (state.names_rows(t) for t in TABLES[0:3:2])
+    finally:
+        state.close()
+    committed = (
+        sorted((r["id"], r["name"]) for r in branches),
+        sorted((r["id"], r["version"], r["name"]) for r in versions),
+        [],
+    )
+    assert len(committed[0]) >= 2 and not (data / TABLES[0].file).exists()
+    assert _names_as_read(data) == committed
+    assert run_sync(sim, data).outcome == "ok"
+    assert (data / TABLES[0].file).is_file()
+    assert _names_as_read(data) == committed

@@ -17,6 +17,8 @@ from exporter.core.layout import (
     VERSIONS_DIR,
     VERSIONS_GLOB,
 )
+from exporter.core.names import EXPORTED_META, Table, to_arrow
+from exporter.core.names import TABLES as NAMES_TABLES
 from exporter.store.base import Source
 from exporter.store.state import StateDB
 
@@ -29,7 +31,16 @@ class LocalReader:
         self.label = label
 
     def sources(self, con: Any, tag: str) -> dict[str, Source]:
-        return local_sources(self.root.resolve())
+        root = self.root.resolve()
+        out = local_sources(root)
+        # The names as the state has them while their files lag behind it (a run in progress,
+        # or killed after its commits and before its export): the operations read are the
+        # state's committed files, so their names must be the state's too (issue 21).
+        for table, rows in _names_not_exported(root):
+            relation = f"_opsaudit_{table.name}{tag}"
+            con.register(relation, rows)
+            out[table.file] = f"(SELECT * FROM {relation})"
+        return out
 
     def readable_paths(self) -> tuple[list[Path], list[Path]]:
         return readable_parts(self.root)
@@ -65,6 +76,25 @@ def _committed(data_dir: Path) -> tuple[list[str], list[str] | None] | None:
     for f in files:
         by_dir[f.split("/", 1)[0]].append(f)
     return by_dir[VERSIONS_DIR], by_dir[SUPERSEDED_DIR] if recorded else None
+
+
+def _names_not_exported(data_dir: Path) -> list[tuple[Table, Any]]:
+    """The names tables (Arrow) from the state when its names changed since the Parquet files
+    were written (`EXPORTED_META`); [] when the files are current (then nothing loads pyarrow).
+    Read after the committed files: names at least as new as the operations read."""
+    state_path = data_dir / STATE_FILE
+    if not state_path.is_file():
+        return []
+    try:
+        state = StateDB(state_path, read_only=True)
+    except StorageError as exc:
+        raise QueryError(str(exc)) from exc
+    try:
+        if state.get_meta(EXPORTED_META) == state.names_generation():
+            return []
+        return [(t, to_arrow(t, state.names_rows(t))) for t in NAMES_TABLES]
+    finally:
+        state.close()
 
 
 def local_sources(data_dir: Path, relative: bool = False) -> dict[str, Source]:

@@ -284,7 +284,10 @@ class _Committer(threading.Thread):
                 chunk.observed_us,
                 self.run_id,
             )
+            # The columns are built: a chunk that waits for its commit (up to spill_rows rows
+            # when written ahead) keeps no per-row Python objects.
             chunk.ops, chunk.raws = [], []
+            chunk.created_us, chunk.versions, chunk.observed_us = [], [], []
         self.queue.put(chunk)
 
     def close(self) -> None:

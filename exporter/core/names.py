@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from exporter.core.timeutil import UTC_US, to_micros
-
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -175,6 +173,9 @@ EXPORTED_META = "names_exported"
 def arrow_type(word: str) -> pa.DataType:
     import pyarrow as pa
 
+    # pyarrow (UTC_US is Arrow's type): the state, status and the CLI import this module without it
+    from exporter.core.timeutil import UTC_US
+
     return {
         STRING: pa.string(),
         JSON: pa.string(),
@@ -194,6 +195,8 @@ def schema(table: Table) -> pa.Schema:
 def _typed(word: str, values: Sequence[Any]) -> pa.Array:
     """One column from JSON values; a value of the wrong type is NULL (it stays in the JSON)."""
     import pyarrow as pa
+
+    from exporter.core.timeutil import to_micros  # beside pyarrow, as above
 
     def keep(v: Any) -> Any:
         if v is None:

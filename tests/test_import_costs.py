@@ -1,0 +1,30 @@
+"""What each entry point loads: the commands that only read the state never pay for pyarrow,
+DuckDB or httpx (start-up and memory, PRODUCT.md performance targets; DESIGN.md, layers)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("pyarrow", "duckdb", "httpx", "deltalake")
+
+# module -> the heavy packages importing it may load
+CASES = {
+    "exporter.cli": set(),  # `opsaudit --help`
+    "exporter.store.state": set(),
+    "exporter.store.readers": set(),  # the CLI parses --data-dir with it
+    "exporter.core.names": set(),
+    "exporter.ops.status": set(),
+    "exporter.ops.check": set(),
+    "exporter.engine.sync": {"pyarrow", "httpx"},  # never DuckDB
+    "exporter.analytics.views": {"duckdb"},  # pyarrow only once a view needs an empty relation
+}
+
+
+@pytest.mark.parametrize("module", sorted(CASES))
+def test_importing_loads_only_what_it_needs(module: str) -> None:
+    code = f"import sys, {module}; print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert set(out.stdout.split()) == CASES[module]

@@ -695,6 +695,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "events-json-escape-check-narrowed",  # a quote or backslash alone is not escaped
+        "exporter/events/render.py",
+        """    if not pc.any(pc.match_substring_regex(column, '["\\\\\\\\\\\\x00-\\\\x1f]')).as_py():\n""",
+        """    if not pc.any(pc.match_substring_regex(column, "[\\\\x00-\\\\x1f]")).as_py():\n""",
+        (f"{EVENTS}::test_event_json_escapes_every_string_field",),
+    ),
+    Mutant(
         "events-retry-removed",  # one failed attempt leaves the event for the next run
         "exporter/events/delivery.py",
         "        attempts = max(1, self.config.webhook_attempts)\n",

@@ -44,8 +44,16 @@ def _rfc3339(column: pa.ChunkedArray) -> pa.Array:
 _STRINGS = frozenset({"id", "project_id", "branch_id", "endpoint_id", "action", "status", "error"})
 
 
+def _quoted(text: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Each value in double quotes, NULL as `null` (values that need no escaping)."""
+    quoted = pc.binary_join_element_wise(pa.scalar('"'), text, pa.scalar('"'), "")
+    return pc.fill_null(quoted, "null")
+
+
 def _json_strings(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     """Each value as a JSON string literal (`"..."`), NULL as `null`, computed by Arrow."""
+    if not pc.any(pc.match_substring_regex(column, '["\\\\\\x00-\\x1f]')).as_py():
+        return _quoted(column)  # nothing to escape (ids, actions, names: almost always)
     text = pc.replace_substring(column, "\\", "\\\\")
     text = pc.replace_substring(text, '"', '\\"')
     controls = pc.fill_null(pc.match_substring_regex(column, "[\\x00-\\x1f]"), False)
@@ -56,15 +64,14 @@ def _json_strings(column: pa.ChunkedArray | pa.Array) -> pa.Array:
             for v, flag in zip(column.to_pylist(), controls.to_pylist())
         ]
         text = pc.if_else(controls, pa.array(exact, pa.string()), text)
-    quoted = pc.binary_join_element_wise(pa.scalar('"'), text, pa.scalar('"'), "")
-    return pc.fill_null(quoted, "null")
+    return _quoted(text)
 
 
 def _json_values(table: pa.Table, name: str) -> pa.Array:
     if name in _STRINGS:
         return _json_strings(table[name])
     if name in _TIMESTAMPS:
-        return _json_strings(_rfc3339(table[name]))
+        return _quoted(_rfc3339(table[name]))  # RFC 3339 text needs no escaping
     return pc.fill_null(pc.cast(table[name], pa.string()), "null")  # integers
 
 
@@ -101,7 +108,7 @@ def event_lines(
         ',"type":"',
         kinds,
         '","timestamp":',
-        _json_strings(_rfc3339(table["observed_at"])),
+        _quoted(_rfc3339(table["observed_at"])),
         ',"data":{',
     ]
     for n, name in enumerate(_DATA_FIELDS):

@@ -618,3 +618,53 @@ def test_pending_events_of_the_one_row_per_event_outbox_are_carried_over(
     summary = _sync(sim, data, file=events_file)
     assert [e["id"] for e in file_events(events_file)] == ["op-a:2"]
     assert summary.events_pending == 1  # op-b:1 waits for a webhook
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["plain", 'a "quote"', "back\\slash", "new\nline", "tab\tand \x01", "üñí €", "", None],
+)
+def test_event_json_escapes_every_string_field(text: str | None) -> None:
+    # One tricky value in every string column at once, and alone among plain ones: the JSON
+    # built by Arrow parses back to the exact values (a column with nothing to escape skips
+    # the escaping; one value that needs it must not be missed).
+    import pyarrow as pa
+
+    from exporter.events.render import event_lines
+
+    at = dt.datetime(2025, 1, 16, 21, 2, 4, 214837, tzinfo=dt.timezone.utc)
+    strings = ["id", "project_id", "branch_id", "endpoint_id", "action", "status", "error"]
+    # The id: not empty, and no newline (the outbox keeps ids newline-separated; API ids are
+    # UUIDs).
+    op_id = text if text and "\n" not in text else "op"
+    rows = [{s: op_id if s == "id" else text for s in strings}, dict.fromkeys(strings, "x")]
+    columns: dict[str, Any] = {s: pa.array([r[s] for r in rows], pa.string()) for s in strings}
+    columns |= {
+        name: pa.array([at, None], pa.timestamp("us", "UTC"))
+        for name in ("retry_at", "created_at", "updated_at", "observed_at")
+    }
+    columns |= {
+        "failures_count": pa.array([1, 0], pa.int64()),
+        "total_duration_ms": pa.array([None, 31], pa.int64()),
+        "version": pa.array([2, 1], pa.int64()),
+    }
+    table = pa.table(columns)
+    ids, lines = event_lines(table, text, [text, "main"], [None, text])
+    events = [orjson.loads(line) for line in lines.splitlines()]
+    first = rows[0]["id"]
+    assert ids.decode().split("\n") == [f"{first}:2", "x:1"]
+    assert [e["id"] for e in events] == [f"{first}:2", "x:1"]
+    assert events[0]["data"] == {
+        **{s: rows[0][s] for s in strings},
+        "retry_at": "2025-01-16T21:02:04.214837Z",
+        "created_at": "2025-01-16T21:02:04.214837Z",
+        "updated_at": "2025-01-16T21:02:04.214837Z",
+        "failures_count": 1,
+        "total_duration_ms": None,
+        "version": 2,
+        "project_name": text,
+        "branch_name": text,
+        "endpoint_name": None,
+    }
+    assert events[1]["data"]["branch_name"] == "main" and events[1]["data"]["endpoint_name"] == text
+    assert events[1]["timestamp"] is None and events[0]["type"] == "operation.changed"

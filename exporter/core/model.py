@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from exporter.api.client import Operation
     from exporter.core.names import Listings
 
 # The management API's root unless --base-url / $OPSAUDIT_BASE_URL / SyncConfig.base_url say.
@@ -72,7 +73,7 @@ class Chunk:
     """Rows and state changes of one project, committed together by storage, in order."""
 
     project_id: str
-    ops: list[dict[str, Any]] = field(default_factory=list)
+    ops: list[Operation] = field(default_factory=list)  # decoded in C (`api.client`), no dicts
     raws: list[Any] = field(default_factory=list)  # each op's JSON text
     created_us: list[int] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)

@@ -1,9 +1,10 @@
 """Operation objects from the API to typed Arrow columns, and their content fingerprints.
 
-Columns are built one at a time from the page's dicts (not row by row into a table), and
-timestamps are parsed by Arrow's C parser: together these keep client CPU per operation low
-(PRODUCT.md, performance targets). Each operation's full JSON goes to `raw`, so fields we do not
-know yet are never lost.
+A page arrives decoded in C into `Operation` structs (`api.client`: no per-operation dict); columns
+are built one at a time from their attributes (not row by row into a table), and timestamps are
+parsed by Arrow's C parser: together these keep client CPU per operation low (PRODUCT.md,
+performance targets). Each operation's full JSON goes to `raw`, so fields we do not know yet are
+never lost, and the fingerprint is taken from it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import array
 import hashlib
 import itertools
 from collections.abc import Sequence
-from typing import Any
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import orjson
@@ -23,19 +25,24 @@ from exporter.core.tables import VERSIONS_SCHEMA
 from exporter.core.timeutil import UTC_US, timestamps_array
 from exporter.store.state import TERMINAL_STATUSES
 
+if TYPE_CHECKING:
+    from exporter.api.client import Operation
+
 _US_PER_DAY = 86_400_000_000
 
 _STRING_FIELDS = ("id", "project_id", "branch_id", "endpoint_id", "action", "status", "error")
 _INT_FIELDS = ("failures_count", "total_duration_ms")
 
 
-def is_terminal(op: dict[str, Any]) -> bool:
+def is_terminal(op: Operation) -> bool:
     """`failed` and unknown statuses are not terminal: the platform may still move them."""
-    return op.get("status") in TERMINAL_STATUSES
+    return op.status in TERMINAL_STATUSES
 
 
-def fingerprint(op: dict[str, Any]) -> bytes:
-    """A digest of the whole object: a changed state is detected by content (PRODUCT.md)."""
+def fingerprint(raw: Any) -> bytes:
+    """A digest of the whole object (its JSON text `raw`, decoded: key order and spacing do not
+    count): a changed state is detected by content (PRODUCT.md)."""
+    op = orjson.loads(memoryview(raw))
     return hashlib.blake2b(orjson.dumps(op, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
 
 
@@ -102,7 +109,7 @@ def _raw_column(raws: Sequence[Any]) -> pa.Array:
 
 
 def versions_table(
-    ops: Sequence[dict[str, Any]],
+    ops: Sequence[Operation],
     raws: Sequence[Any],
     created_us: Sequence[int],
     versions: Sequence[int],
@@ -115,11 +122,11 @@ def versions_table(
     """
     columns: dict[str, pa.Array] = {}
     for name in _STRING_FIELDS:
-        columns[name] = _strings([op.get(name) for op in ops])
+        columns[name] = _strings(list(map(attrgetter(name), ops)))
     for name in _INT_FIELDS:
-        columns[name] = _ints([op.get(name) for op in ops])
+        columns[name] = _ints(list(map(attrgetter(name), ops)))
     for name in ("retry_at", "updated_at"):
-        columns[name] = _timestamps([op.get(name) for op in ops])
+        columns[name] = _timestamps(list(map(attrgetter(name), ops)))
     created = pa.array(created_us, type=pa.int64())
     columns["created_at"] = created.cast(UTC_US)
     columns["created_date"] = pc.divide(created, _US_PER_DAY).cast(pa.int32()).cast(pa.date32())
@@ -130,9 +137,9 @@ def versions_table(
     return pa.Table.from_arrays([columns[f.name] for f in VERSIONS_SCHEMA], schema=VERSIONS_SCHEMA)
 
 
-def created_micros(ops: Sequence[dict[str, Any]]) -> list[int]:
+def created_micros(ops: Sequence[Operation]) -> list[int]:
     """Each operation's `created_at` as epoch microseconds; raises ValueError if one is bad."""
-    values = [op.get("created_at") for op in ops]
+    values = [op.created_at for op in ops]
     if not all(isinstance(v, str) for v in values):
         raise ValueError("an operation has no created_at")
     return timestamps_array(values).cast(pa.int64()).to_pylist()

@@ -30,7 +30,7 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.api.client import ApiClient
+from exporter.api.client import ApiClient, Operation, operations_from
 from exporter.api.paging import Pager
 from exporter.core.errors import ApiError, NotFoundError, UnknownProjectError
 from exporter.core.model import Chunk
@@ -95,7 +95,7 @@ def now_us() -> int:
     return time.time_ns() // 1000
 
 
-_OpsPage = tuple[list[dict[str, Any]], list[Any], list[int], int]
+_OpsPage = tuple[list[Operation], list[Any], list[int], int]
 
 
 class ProjectWalk:
@@ -142,14 +142,14 @@ class ProjectWalk:
 
     # -- classification -------------------------------------------------------------------
 
-    def _record(self, op: dict[str, Any], raw: Any, created: int, observed: int) -> None:
-        """Add `op` to the chunk if it is new or a changed tracked operation."""
-        op_id = op["id"]
+    def _record(self, op: Operation, raw: Any, created: int, observed: int) -> None:
+        """Add `op` (`raw` its JSON text) to the chunk if it is new or a changed tracked one."""
+        op_id = op.id
         known = self.open.get(op_id)
         c = self.chunk
         if known is not None:
             self.seen.add(op_id)
-            fp = fingerprint(op)
+            fp = fingerprint(raw)
             if fp == known.fingerprint:
                 if not known.is_open and _settled(known.changed_us, observed):
                     # Finished and unchanged for the settling window: forget it.
@@ -160,7 +160,7 @@ class ProjectWalk:
                     changes: dict[str, Any] = {"checked_us": observed, "misses": 0}
                     if known.changed_us is None:
                         changes["changed_us"] = _changed_us(op, None, observed)
-                        changes["retry_us"] = _micros(op.get("retry_at"))
+                        changes["retry_us"] = _micros(op.retry_at)
                     self.open[op_id] = entry = _replace(known, **changes)
                     c.open_upserts[op_id] = entry
                 return
@@ -171,7 +171,7 @@ class ProjectWalk:
             version = 1
             c.new += 1
         known_ids = self.cp.known_ids
-        for name_id in (op.get("branch_id"), op.get("endpoint_id")):
+        for name_id in (op.branch_id, op.endpoint_id):
             if name_id is not None and name_id not in known_ids and isinstance(name_id, str):
                 if self.names_read:
                     # This run's listings, read after the operation was created, do not have
@@ -193,17 +193,17 @@ class ProjectWalk:
                 self._forget(op_id)  # finished long enough ago: nothing more will change
             return
         # Open, or just finished (tracked while it settles: it may still change in place).
-        fp = fp or fingerprint(op)
+        fp = fp or fingerprint(raw)
         entry = OpenOp(
             op_id,
             self.pid,
             created,
-            op.get("status"),
+            op.status,
             fp,
             version,
             observed,
             changed_us=changed,
-            retry_us=_micros(op.get("retry_at")),
+            retry_us=_micros(op.retry_at),
         )
         c.open_upserts[op_id] = entry
         c.open_deletes.discard(op_id)
@@ -245,7 +245,7 @@ class ProjectWalk:
         observed = self.clock()
         self.result.pages += 1
         ops = page.operations
-        if not all(isinstance(o, dict) and isinstance(o.get("id"), str) for o in ops):
+        if not all(isinstance(o.id, str) for o in ops):
             raise ApiError(f"project {self.pid}: malformed operations page (no id on an item)")
         try:
             created = created_micros(ops)
@@ -330,7 +330,7 @@ class ProjectWalk:
             ops, raws, created, observed = page.items
             ids: set[str] = set()
             for op, raw, c in zip(ops, raws, created):
-                op_id = op["id"]
+                op_id = op.id
                 if op_id in previous or op_id in ids:
                     continue  # already read in this walk (overlapping pages)
                 ids.add(op_id)
@@ -343,7 +343,7 @@ class ProjectWalk:
             previous = ids
             self.lowest = min(created) if self.lowest is None else min(self.lowest, *created)
             oldest = second(min(created))
-            tail_ids = frozenset(o["id"] for o, c in zip(ops, created) if second(c) == oldest)
+            tail_ids = frozenset(o.id for o, c in zip(ops, created) if second(c) == oldest)
             if names and not self.names_tried and self._names_wanted():
                 # Read now, into the chunk that holds the rows naming them, not after the walk:
                 # the rows' events carry the names (PRODUCT.md, Events), and every operation
@@ -488,7 +488,7 @@ class ProjectWalk:
                 break
             ops, raws, created, observed = page.items
             for op, raw, c in zip(ops, raws, created):
-                if op["id"] in self.open and op["id"] not in self.seen:
+                if op.id in self.open and op.id not in self.seen:
                     self._record(op, raw, c, observed)
             lowest = min(lowest, *created)
             pending = [o for i, o in self.open.items() if i in self.due and i not in self.seen]
@@ -518,11 +518,12 @@ class ProjectWalk:
         self.result.gets += 1
         if not isinstance(op, dict) or op.get("id") != entry.id:
             raise ApiError(f"project {self.pid}: malformed operation {entry.id}")
+        [operation] = operations_from([op])
         try:
-            [op_created] = created_micros([op])
+            [op_created] = created_micros([operation])
         except ValueError as exc:
             raise ApiError(f"project {self.pid}: malformed operation ({exc})") from None
-        self._record(op, encode_raw(op), op_created, self.clock())
+        self._record(operation, encode_raw(op), op_created, self.clock())
 
 
 def _replace(entry: OpenOp, **changes: Any) -> OpenOp:
@@ -540,10 +541,10 @@ def _micros(value: Any) -> int | None:
         return None
 
 
-def _changed_us(op: dict[str, Any], known: OpenOp | None, observed: int) -> int:
+def _changed_us(op: Operation, known: OpenOp | None, observed: int) -> int:
     """When this state of `op` came about: its updated_at; for a change made in place (the
     same or an older updated_at than the state before) or no updated_at, when it was seen."""
-    updated = _micros(op.get("updated_at"))
+    updated = _micros(op.updated_at)
     if updated is None:
         return observed
     if known is not None and known.changed_us is not None and updated <= known.changed_us:
@@ -556,9 +557,9 @@ def _settled(changed_us: int | None, observed: int) -> bool:
     return changed_us is None or observed - changed_us >= FRESH_US
 
 
-def _fresh(op: dict[str, Any], observed: int) -> bool:
+def _fresh(op: Operation, observed: int) -> bool:
     """A finished operation that finished recently enough to still change in place."""
-    updated = op.get("updated_at")
+    updated = op.updated_at
     if not isinstance(updated, str):
         return False
     # The API's usual form ("2025-01-16T21:02:04Z") compares as text: no parse per operation

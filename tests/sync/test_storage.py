@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from exporter.analytics.views import connect
+from exporter.api.client import operations_from
 from exporter.cli import cli
 from exporter.core.errors import LockHeldError, StorageError
 from exporter.engine.publish import compact, publish
@@ -45,10 +46,11 @@ def _op(i: int, day: int = 16, status: str = "finished", month: int = 1) -> dict
 
 
 def _table(ops: list[dict[str, object]]) -> pa.Table:
+    operations = operations_from(ops)
     return versions_table(
-        ops,
+        operations,
         [encode_raw(o) for o in ops],
-        created_micros(ops),
+        created_micros(operations),
         [1] * len(ops),
         [0] * len(ops),
         "run-test",

@@ -82,6 +82,7 @@ class _Recorded(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     log: list[str]
     unavailable: list[str] | None = None  # ids to name in unavailable_project_ids
+    operations: str | None = None  # the first operations page instead of the recorded one
 
     def do_GET(self) -> None:
         url = urlsplit(self.path)
@@ -101,7 +102,9 @@ class _Recorded(BaseHTTPRequestHandler):
         if path == "/projects/solitary-cell-58208823/operations":
             if "cursor" in query:
                 return self._send(200, '{"operations":[]}')
-            return self._send(200, RECORDED["get_operations_solitary_cell"])
+            return self._send(
+                200, type(self).operations or RECORDED["get_operations_solitary_cell"]
+            )
         if path == "/projects/solitary-cell-58208823/branches":
             return self._send(200, _BRANCHES)
         if path == "/projects/solitary-cell-58208823/endpoints":
@@ -178,6 +181,55 @@ def test_recorded_operations_page_is_stored_exactly(
     assert con.execute("SELECT name, created_by, deleted_at FROM branches").fetchall() == [
         ("main", "pytest", None)
     ]
+
+
+def test_odd_values_and_unknown_fields_never_fail_a_page(
+    recorded_server: tuple[str, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page is decoded once into typed structs (issue 24): a value of another type than
+    documented keeps its text (or NULL for a number), an unknown field is kept in `raw`, and
+    the fingerprint of the odd object is stable (a second sync adds no version)."""
+    page = json.loads(RECORDED["get_operations_solitary_cell"])
+    odd = page["operations"][1]
+    odd.update(
+        action=5,
+        total_duration_ms="31",
+        failures_count="2",
+        error={"code": "X"},
+        next_generation_field={"nested": [1, None, "x"]},
+    )
+    del odd["status"]
+    monkeypatch.setattr(_Recorded, "operations", json.dumps(page))
+    base_url, _ = recorded_server
+    config = SyncConfig(
+        tmp_path, KEY, base_url, project_ids=["solitary-cell-58208823"], max_rps=None
+    )
+    assert sync(config).outcome == "ok"
+    row = {r["id"]: r for r in read_versions(tmp_path)}[odd["id"]]
+    assert (row["action"], row["total_duration_ms"], row["failures_count"]) == ("5", None, None)
+    assert (row["error"], row["status"]) == ('{"code":"X"}', None)
+    assert json.loads(row["raw"]) == odd
+    again = sync(config)
+    assert (again.outcome, again.new_operations, again.changed_operations) == ("ok", 0, 0)
+    assert len(read_versions(tmp_path)) == 2
+
+
+def test_an_operation_that_is_not_an_object_fails_the_project_not_the_run(
+    recorded_server: tuple[str, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = json.loads(RECORDED["get_operations_solitary_cell"])
+    page["operations"].append(7)
+    monkeypatch.setattr(_Recorded, "operations", json.dumps(page))
+    base_url, log = recorded_server
+    summary = sync(
+        SyncConfig(tmp_path, KEY, base_url, project_ids=["solitary-cell-58208823"], max_rps=None)
+    )
+    assert summary.outcome == "failed"  # its only project failed (exit 5)
+    assert summary.errors == {
+        "solitary-cell-58208823": "project solitary-cell-58208823: malformed operations page "
+        "(an item is not an object)"
+    }
+    assert len(log) == 1  # a malformed item is the page's fault: not retried
 
 
 def test_recorded_open_operations_are_reread_and_unchanged_states_not_duplicated(

@@ -329,16 +329,20 @@ class ProjectWalk:
                 break
             ops, raws, created, observed = page.items
             ids: set[str] = set()
+            # The top's second, kept beside it: per operation only its own is computed (CPU).
+            top_second = None if top is None else second(top)
+            tracked = self.open
             for op, raw, c in zip(ops, raws, created):
                 op_id = op.id
                 if op_id in previous or op_id in ids:
                     continue  # already read in this walk (overlapping pages)
                 ids.add(op_id)
-                if top is None or second(c) > second(top):
-                    top, top_ids = c, {op_id}
-                elif second(c) == second(top):
+                s = second(c)
+                if top_second is None or s > top_second:
+                    top, top_ids, top_second = c, {op_id}, s
+                elif s == top_second:
                     top_ids.add(op_id)
-                if op_id in self.open or self._is_new(op_id, c):
+                if op_id in tracked or self._is_new(op_id, c):
                     self._record(op, raw, c, observed)
             previous = ids
             self.lowest = min(created) if self.lowest is None else min(self.lowest, *created)

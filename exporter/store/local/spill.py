@@ -118,11 +118,13 @@ def by_month(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
     """(partition, rows) of a versions table per created month."""
     if table.num_rows == 0:
         return
-    months = pc.strftime(table["created_date"], format="%Y-%m")
+    # Months as year * 100 + month: Arrow's strftime cost ~0.5 µs a row (issue 24).
+    dates = table["created_date"]
+    months = pc.add(pc.multiply(pc.year(dates), 100), pc.month(dates))
     distinct = sorted(pc.unique(months).to_pylist())
     for month in distinct:
         part = table if len(distinct) == 1 else table.filter(pc.equal(months, month))
-        yield f"created_month={month}", part
+        yield f"created_month={month // 100:04d}-{month % 100:02d}", part
 
 
 def superseded_record(table: pa.Table) -> pa.Table:

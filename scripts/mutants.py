@@ -959,6 +959,13 @@ MUTANTS = [
             f"{LAKE_SUPERSEDED}::test_a_lake_dataset_written_before_the_record_reads_the_same_after_its_migration",
         ),
     ),
+    Mutant(
+        "sync-lets-pyarrow-import-pandas",  # issue 24: +0.25 s CPU, +40 MiB per sync
+        "exporter/engine/sync.py",
+        "    arrow_without_pandas()\n",
+        "",
+        (f"{BACKFILL}::test_a_sync_process_never_imports_pandas",),
+    ),
 ]
 
 

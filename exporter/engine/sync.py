@@ -45,7 +45,7 @@ from exporter.core.errors import (
 from exporter.core.model import DEFAULT_BASE_URL, Outcome
 from exporter.engine.budget import Budget
 from exporter.engine.publish import publish
-from exporter.engine.records import versions_table
+from exporter.engine.records import arrow_without_pandas, versions_table
 from exporter.engine.schedule import DEFAULT_EVERY_US, RefreshSchedule
 from exporter.engine.walk import Chunk, ProjectWalk, WalkLimits, WalkResult, now_us
 from exporter.events.delivery import FileFollower, deliver
@@ -421,6 +421,7 @@ def sync(
 
     # Before the data directory is touched: no key, nothing created (issue 23).
     check_api_key(config.api_key)
+    arrow_without_pandas()
 
     dataset = open_store(
         config.data_dir, config.storage_options, lock=True, wait=config.wait_for_lock

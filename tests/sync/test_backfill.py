@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -140,3 +143,33 @@ def test_both_shapes_of_a_page_past_the_end(make_sim: Any, tmp_path: Path, past_
     run_sync(sim, tmp_path, page_size=page)
     assert_matches_truth(sim, tmp_path)
     assert_no_identical_versions(tmp_path)
+
+
+def test_a_sync_process_never_imports_pandas(make_sim: Any, tmp_path: Path) -> None:
+    """pyarrow imports pandas (when installed, as here) on its first array of a Python list
+    only to ask whether it is a pandas object: ~0.25 s of CPU and ~40 MiB a sync never uses
+    (issue 24, `records.arrow_without_pandas`). Explicit use still works afterwards."""
+    sim = make_sim(seed=24, projects=2, shared_projects=0, days=2, ops_per_project_per_day=30)
+    script = (
+        "import runpy, sys\n"
+        "sys.argv = ['opsaudit', 'sync', '--max-rps', '0']\n"
+        "try:\n"
+        "    runpy.run_module('exporter', run_name='__main__')\n"
+        "except SystemExit as done:\n"
+        "    assert done.code in (0, None), done.code\n"
+        "print('pandas imported:', 'pandas' in sys.modules)\n"
+        "import pyarrow as pa\n"
+        "print('to_pandas rows:', len(pa.table({'a': [1, 2]}).to_pandas()))\n"
+    )
+    env = {
+        **os.environ,
+        "NEON_API_KEY": sim.personal_key,
+        "OPSAUDIT_BASE_URL": sim.base_url,
+        "OPSAUDIT_DATA_DIR": str(tmp_path / "d"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == ["pandas imported: False", "to_pandas rows: 2"]
+    assert_matches_truth(sim, tmp_path / "d")

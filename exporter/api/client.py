@@ -35,6 +35,7 @@ from exporter.core.errors import (
     register_secret,
 )
 from exporter.core.model import DEFAULT_BASE_URL
+from exporter.core.operation import Operation
 
 log = logging.getLogger("opsaudit.client")
 
@@ -90,32 +91,6 @@ def _page_params(limit: int, cursor: str | None, **extra: str | None) -> dict[st
         if value is not None:
             params[name] = value
     return params
-
-
-class Operation(msgspec.Struct, gc=False):
-    """The fields of an operation that the walk and the typed columns read, decoded in C: one
-    small object per operation, no dict (client CPU, issue 24). Every field is `Any` and may be
-    missing: a value of an unexpected type (a number where text was) must not fail the page (the
-    typed columns keep its text or NULL, `engine.records`); unknown fields are skipped here and kept
-    in `raw`. No reference cycles (JSON values), hence no GC tracking."""
-
-    id: Any = None
-    project_id: Any = None
-    branch_id: Any = None
-    endpoint_id: Any = None
-    action: Any = None
-    status: Any = None
-    error: Any = None
-    failures_count: Any = None
-    total_duration_ms: Any = None
-    created_at: Any = None
-    updated_at: Any = None
-    retry_at: Any = None
-
-
-def operations_from(objects: list[Any]) -> list[Operation]:
-    """Operations we only have as decoded JSON (a single-operation GET, tests)."""
-    return msgspec.convert(objects, list[Operation])
 
 
 class _OperationsBody(msgspec.Struct):

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from exporter.api.client import Operation
     from exporter.core.names import Listings
+    from exporter.core.operation import Operation
 
 # The management API's root unless --base-url / $OPSAUDIT_BASE_URL / SyncConfig.base_url say.
 DEFAULT_BASE_URL = "https://console.neon.tech/api/v2/"

@@ -28,7 +28,7 @@ from exporter.core.timeutil import UTC_US, timestamps_array
 from exporter.store.state import TERMINAL_STATUSES
 
 if TYPE_CHECKING:
-    from exporter.api.client import Operation
+    from exporter.core.operation import Operation
 
 _US_PER_DAY = 86_400_000_000
 

@@ -30,11 +30,12 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.api.client import ApiClient, Operation, operations_from
+from exporter.api.client import ApiClient
 from exporter.api.paging import Pager
 from exporter.core.errors import ApiError, NotFoundError, UnknownProjectError
 from exporter.core.model import Chunk
 from exporter.core.names import BRANCH, ENDPOINT, Listings
+from exporter.core.operation import Operation, operations_from
 from exporter.core.timeutil import to_micros
 from exporter.engine.budget import UNBOUNDED, Budget
 from exporter.engine.records import created_micros, encode_raw, fingerprint, is_terminal

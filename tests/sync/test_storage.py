@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from exporter.analytics.views import connect
-from exporter.api.client import operations_from
 from exporter.cli import cli
 from exporter.core.errors import LockHeldError, StorageError
+from exporter.core.operation import operations_from
 from exporter.engine.publish import compact, publish
 from exporter.engine.records import created_micros, encode_raw, versions_table
 from exporter.store.local.dataset import Dataset

@@ -1,14 +1,14 @@
-"""Rows written ahead of the commit that registers them (issue 24: backfill partitions large
-enough that the end of a backfill needs no compaction rewrite, within the memory target).
+"""Rows written ahead of the commit that registers them (issue 24: backfill partitions large enough
+that the end of a backfill needs no compaction rewrite, within the memory target).
 
 A commit used to write its rows in one go, so a commit had to stay small (10,000 versions: the
 rows wait in memory) and a backfill left one small file per month per commit, which the
 compaction at its end rewrote whole (1M operations: every row, 83 MB). The local store instead
-appends each chunk to an open staging file per partition as the chunk reaches the committer
-(one row group per chunk: memory is one chunk), and the commit only closes those files, fsyncs
-them and registers them with the chunks' state changes, as before (`Dataset.commit`). So a
-commit can hold up to BIG_FILE_ROWS versions at the same memory, and a month gets one file per
-commit of that size.
+appends each chunk to an open staging file per partition as the chunk reaches the committer (row
+groups of ROW_GROUP_ROWS: memory is BUFFER_ROWS rows at most), and the commit only closes those
+files, fsyncs them and registers them with the chunks' state changes, as before
+(`Dataset.commit`). So a commit can hold up to BIG_FILE_ROWS versions at about the same memory,
+and a month gets one file per commit of that size.
 
 Nothing changes for readers or crash safety: the files stay in `_staging/` under names nobody
 reads until the commit's state transaction registers them; a kill before it leaves unregistered
@@ -22,7 +22,7 @@ import contextlib
 import os
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -40,6 +40,8 @@ class _Open:
     fh: BinaryIO
     writer: pq.ParquetWriter
     rows: int = 0
+    pending: list[pa.Table] = field(default_factory=list)  # the next row group, not yet written
+    pending_rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,13 @@ class Spilled:
     bytes: int
 
 
+# A partition's rows are written as one row group once this many are waiting (chunks are ~2,000
+# rows, split by month: row groups that small cost readers a footer entry each and compress
+# worse); all waiting rows of the run are held to at most BUFFER_ROWS (the largest goes first).
+ROW_GROUP_ROWS = 16_384
+BUFFER_ROWS = 24_576
+
+
 class Spill:
     """The open staging files of the rows waiting for the next commit, one per partition."""
 
@@ -62,6 +71,7 @@ class Spill:
         self.dictionary_columns = list(dictionary_columns)
         self._open: dict[str, _Open] = {}
         self.rows = 0  # versions rows waiting (the record's rows not counted)
+        self._buffered = 0
 
     def write(self, partition: str, directory: str, schema: pa.Schema, table: pa.Table) -> None:
         """Append `table` to the partition's open file (opened on first use)."""
@@ -80,14 +90,27 @@ class Spill:
                 fh.close()
                 raise
             f = self._open[partition] = _Open(directory, staged, fh, writer)
-        f.writer.write_table(table, row_group_size=256_000)
+        f.pending.append(table)
+        f.pending_rows += table.num_rows
         f.rows += table.num_rows
+        self._buffered += table.num_rows
+        if f.pending_rows >= ROW_GROUP_ROWS:
+            self._flush(f)
+        while self._buffered > BUFFER_ROWS:
+            self._flush(max(self._open.values(), key=lambda o: o.pending_rows))
+
+    def _flush(self, f: _Open) -> None:
+        if f.pending_rows:
+            f.writer.write_table(pa.concat_tables(f.pending), row_group_size=256_000)
+        self._buffered -= f.pending_rows
+        f.pending, f.pending_rows = [], 0
 
     def close(self, tag: str) -> list[Spilled]:
         """Finish every open file (footer, fsync) and hand them to the commit; empty after."""
         out = []
         try:
             for partition, f in self._open.items():
+                self._flush(f)
                 f.writer.close()
                 f.fh.flush()
                 os.fsync(f.fh.fileno())
@@ -99,7 +122,7 @@ class Spill:
             self.discard()
             raise
         self._open.clear()
-        self.rows = 0
+        self.rows = self._buffered = 0
         return out
 
     def discard(self) -> None:
@@ -111,7 +134,7 @@ class Spill:
                 f.fh.close()
             (self.root / f.staged).unlink(missing_ok=True)
         self._open.clear()
-        self.rows = 0
+        self.rows = self._buffered = 0
 
 
 def by_month(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:

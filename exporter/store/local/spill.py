@@ -58,8 +58,8 @@ class Spilled:
 # A partition's rows are written as one row group once this many are waiting (chunks are ~2,000
 # rows, split by month: row groups that small cost readers a footer entry each and compress
 # worse); all waiting rows of the run are held to at most BUFFER_ROWS (the largest goes first).
-ROW_GROUP_ROWS = 16_384
-BUFFER_ROWS = 24_576
+ROW_GROUP_ROWS = 8_192
+BUFFER_ROWS = 8_192
 
 
 class Spill:

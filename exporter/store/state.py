@@ -718,6 +718,13 @@ class StateDB:
             out.append(found)
         return out
 
+    def keeps_names(self) -> bool:
+        """Whether this state has the names tables (a state read-only from before them has not:
+        readers never migrate it)."""
+        return bool(
+            self.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'named'")
+        )
+
     def names_generation(self) -> str:
         """Changes with every change to the names: the exports rewrite the tables on it."""
         return self.get_meta(self._NAMES_GENERATION) or "0"

@@ -90,8 +90,8 @@ def _names_not_exported(data_dir: Path) -> list[tuple[Table, Any]]:
     except StorageError as exc:
         raise QueryError(str(exc)) from exc
     try:
-        if state.get_meta(EXPORTED_META) == state.names_generation():
-            return []
+        if not state.keeps_names() or state.get_meta(EXPORTED_META) == state.names_generation():
+            return []  # the files are current, or a state from before the names has none
         return [(t, to_arrow(t, state.names_rows(t))) for t in NAMES_TABLES]
     finally:
         state.close()

@@ -57,3 +57,6 @@ def test_with_events_rows_go_with_the_commit(make_sim: Any, tmp_path: Path) -> N
     # A commit: fewer than commit_rows, then one chunk (at most 3 pages of 20: page_size).
     assert max(versions) < 50 + 60
     assert sum(versions) == summary.versions_written
+    # one event per version (backfill events on): none lost to rows that left their chunk
+    lines = (tmp_path / "events.jsonl").read_text().splitlines()
+    assert len(lines) == summary.versions_written

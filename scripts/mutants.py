@@ -391,7 +391,7 @@ MUTANTS = [
     Mutant(
         "local-names-read-from-lagging-files",  # a kill before the export: names missing
         "exporter/store/local/reader.py",
-        "        if state.get_meta(EXPORTED_META) == state.names_generation():\n",
+        "        if not state.keeps_names() or state.get_meta(EXPORTED_META) == state.names_generation():\n",
         "        if True:\n",
         (
             f"{NAMES}::test_a_kill_before_the_names_export_leaves_the_views_with_the_committed_names",
@@ -532,7 +532,7 @@ MUTANTS = [
     Mutant(
         "budget-runs-never-fresh",  # finding 5: stale_sync for ever after budgeted runs
         "exporter/ops/check.py",
-        "        and finished[-1][3] in _STOPPED_OUTCOMES\n",
+        "        and finished[-1].outcome in _STOPPED_OUTCOMES\n",
         "        and False\n",
         (
             "tests/sync/test_budget_runs.py::test_budgeted_runs_count_as_fresh_once_every_project_is_walked",
@@ -751,8 +751,8 @@ MUTANTS = [
     Mutant(
         "report-problems-newest-first",  # on-call reads the oldest first
         "sql/90_report.sql",
-        "ORDER BY kind, age DESC, id;",
-        "ORDER BY kind, age, id;",
+        "ORDER BY p.kind, p.age DESC, p.id;",
+        "ORDER BY p.kind, p.age, p.id;",
         ("tests/analytics/test_report_headline.py::test_on_call_tables_of_the_fixed_dataset",),
     ),
     Mutant(

@@ -58,16 +58,23 @@ def committed_files(data_dir: Path) -> list[str] | None:
     return None if committed is None else committed[0]
 
 
-def _committed(data_dir: Path) -> tuple[list[str], list[str] | None] | None:
-    """The committed versions files and superseded files (None: the record is not complete
-    yet, readers derive it), from the state; None without a state file."""
+def _open_state(data_dir: Path) -> StateDB | None:
+    """The state, read-only (a reader never creates or migrates it); None without a state file."""
     state_path = data_dir / STATE_FILE
     if not state_path.is_file():
         return None
     try:
-        state = StateDB(state_path, read_only=True)
+        return StateDB(state_path, read_only=True)
     except StorageError as exc:
         raise QueryError(str(exc)) from exc
+
+
+def _committed(data_dir: Path) -> tuple[list[str], list[str] | None] | None:
+    """The committed versions files and superseded files (None: the record is not complete
+    yet, readers derive it), from the state; None without a state file."""
+    state = _open_state(data_dir)
+    if state is None:
+        return None
     try:
         files, recorded = state.live_files(), state.get_meta(SUPERSEDED_META) == "1"
     finally:
@@ -82,13 +89,9 @@ def _names_not_exported(data_dir: Path) -> list[tuple[Table, Any]]:
     """The names tables (Arrow) from the state when its names changed since the Parquet files
     were written (`EXPORTED_META`); [] when the files are current (then nothing loads pyarrow).
     Read after the committed files: names at least as new as the operations read."""
-    state_path = data_dir / STATE_FILE
-    if not state_path.is_file():
+    state = _open_state(data_dir)
+    if state is None:
         return []
-    try:
-        state = StateDB(state_path, read_only=True)
-    except StorageError as exc:
-        raise QueryError(str(exc)) from exc
     try:
         if not state.keeps_names() or state.get_meta(EXPORTED_META) == state.names_generation():
             return []  # the files are current, or a state from before the names has none

@@ -337,6 +337,14 @@ MUTANTS = [
             "test_overlapping_datasets_hold_each_operation_once_in_its_newest_state",
         ),
     ),
+    # An odd number in a typed column (issue 24): NULL, never truncated (1.5 is not 1).
+    Mutant(
+        "ints-truncate-floats",
+        "exporter/engine/records.py",
+        "        inferred = pa.array(values)\n",
+        "        inferred = pa.array(values, type=pa.int64())\n",
+        ("tests/sync/test_recorded.py::test_a_fractional_number_is_null_not_truncated",),
+    ),
     # -- issue 19, exact storage (kept together: other helpers append at the end) ----------
     Mutant(
         "query-temp-directory-readable",  # DuckDB allows $PWD/.tmp besides the datasets

@@ -89,19 +89,24 @@ def _strings(values: list[Any]) -> pa.Array:
 
 
 def _ints(values: list[Any]) -> pa.Array:
+    # Arrow infers the type in the same one pass as it converts: integers (and NULLs) alone
+    # infer int64. Converting to int64 directly would truncate a float (1.5 -> 1) whenever
+    # every value of the chunk converts, and NULL it when another value does not.
     try:
-        return pa.array(values, type=pa.int64())
+        inferred = pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        # Not an integer after all: NULL in the typed column, the value stays in `raw`.
-        return pa.array(
-            [
-                v
-                if isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63
-                else None
-                for v in values
-            ],
-            type=pa.int64(),
-        )
+        inferred = None
+    if inferred is not None and inferred.type in (pa.int64(), pa.null()):
+        return inferred.cast(pa.int64())
+    # Not an integer after all (a float, a string, a bool, out of range): NULL in the typed
+    # column, the value stays in `raw`.
+    return pa.array(
+        [
+            v if isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63 else None
+            for v in values
+        ],
+        type=pa.int64(),
+    )
 
 
 def _timestamps(values: list[Any]) -> pa.Array:

@@ -214,6 +214,29 @@ def test_odd_values_and_unknown_fields_never_fail_a_page(
     assert len(read_versions(tmp_path)) == 2
 
 
+def test_a_fractional_number_is_null_not_truncated(
+    recorded_server: tuple[str, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """failures_count 1.5 (or 31.0) beside integers on the same page is not an integer: NULL in
+    the typed column, as when no value of the page converts, never truncated to 1; the value
+    stays in `raw`. The integers of the page's other operation are kept."""
+    page = json.loads(RECORDED["get_operations_solitary_cell"])
+    odd = page["operations"][1]
+    odd.update(failures_count=1.5, total_duration_ms=31.0)
+    monkeypatch.setattr(_Recorded, "operations", json.dumps(page))
+    base_url, _ = recorded_server
+    config = SyncConfig(
+        tmp_path, KEY, base_url, project_ids=["solitary-cell-58208823"], max_rps=None
+    )
+    assert sync(config).outcome == "ok"
+    rows = {r["id"]: r for r in read_versions(tmp_path)}
+    row = rows[odd["id"]]
+    assert (row["failures_count"], row["total_duration_ms"]) == (None, None)
+    assert json.loads(row["raw"])["failures_count"] == 1.5
+    other = rows[page["operations"][0]["id"]]
+    assert (other["failures_count"], other["total_duration_ms"]) == (0, 0)
+
+
 def test_an_operation_that_is_not_an_object_fails_the_project_not_the_run(
     recorded_server: tuple[str, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

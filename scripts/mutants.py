@@ -464,6 +464,28 @@ MUTANTS = [
         "            if True:\n                return\n",
         ("tests/sync/test_failures.py::test_a_refused_first_connection_fails_in_seconds",),
     ),
+    # The client's own HTTP transport (issue 24): what httpx did for it.
+    Mutant(
+        "http-no-decoding",  # gzip/deflate bodies handed on compressed
+        "exporter/api/http.py",
+        "    if not encoding or not body:\n",
+        "    if True:\n",
+        ("tests/sync/test_http.py::test_compressed_pages_are_decoded_exactly",),
+    ),
+    Mutant(
+        "http-reuses-closed-connections",  # an idle connection the server closed is sent on
+        "exporter/api/http.py",
+        "                if conn.sock is not None and not _readable(conn.sock):\n",
+        "                if conn.sock is not None:\n",
+        ("tests/sync/test_http.py::test_a_connection_the_server_closed_while_idle_is_not_reused",),
+    ),
+    Mutant(
+        "http-no-keep-alive",  # every request on a new connection
+        "exporter/api/http.py",
+        "            if keep:\n",
+        "            if False:\n",
+        ("tests/sync/test_http.py::test_keep_alive_reuses_one_connection",),
+    ),
     Mutant(
         "discovery-falls-back-on-any-error",  # a failing server taken for another key kind
         "exporter/api/discovery.py",

@@ -1,4 +1,4 @@
-"""The management API client: one pooled httpx client, pacing, bounded retries, typed errors.
+"""The management API client: pooled keep-alive connections, pacing, bounded retries, typed errors.
 
 Every request goes through `ApiClient.get_json`, which paces (see `api.pacing`), retries what is
 safe to retry (429, 423, 5xx, dropped connections, timeouts, truncated or malformed bodies),
@@ -15,13 +15,20 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
-import httpx
 import msgspec
 import orjson
 import tenacity
 
+from exporter.api.http import (
+    ConnectError,
+    Connections,
+    Response,
+    Timeout,
+    TimeoutException,
+    TransportError,
+)
 from exporter.api.pacing import Pacer
 from exporter.core.errors import (
     ApiError,
@@ -40,7 +47,7 @@ from exporter.core.operation import Operation
 log = logging.getLogger("opsaudit.client")
 
 _RETRY_STATUSES = frozenset({423, 429, 500, 502, 503, 504})
-DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=60.0, write=10.0, pool=120.0)
+DEFAULT_TIMEOUT = Timeout(connect=10.0, read=60.0, write=10.0, pool=120.0)
 
 
 @dataclass
@@ -132,7 +139,7 @@ def _reason(exc: BaseException) -> str:
     return redact(text.splitlines()[0])[:200]
 
 
-def _retry_after_seconds(response: httpx.Response) -> float | None:
+def _retry_after_seconds(response: Response) -> float | None:
     value = response.headers.get("Retry-After")
     if not value:
         return None
@@ -142,7 +149,7 @@ def _retry_after_seconds(response: httpx.Response) -> float | None:
         return None  # an HTTP date: rare; fall back to backoff
 
 
-def _error_message(response: httpx.Response) -> tuple[str, str | None]:
+def _error_message(response: Response) -> tuple[str, str | None]:
     """The server's message and request id, from the JSON error body or the header."""
     request_id = response.headers.get("X-Neon-Ret-Request-Id")
     message = ""
@@ -199,9 +206,8 @@ class ApiClient:
         *,
         pacer: Pacer | None = None,
         retry: RetryPolicy | None = None,
-        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        timeout: Timeout = DEFAULT_TIMEOUT,
         max_connections: int = 16,
-        transport: httpx.BaseTransport | None = None,
     ):
         api_key = check_api_key(api_key)
         register_secret(api_key)
@@ -217,19 +223,15 @@ class ApiClient:
         self._failures_in_a_row = 0
         self._last_success = time.monotonic()
         self._down: str | None = None
-        self._http = httpx.Client(
-            base_url=self.base_url,
-            headers={
+        self._http = Connections(
+            self.base_url,
+            {
                 "Authorization": f"Bearer {api_key}",
                 "Accept": "application/json",
                 "User-Agent": "opsaudit/0.1",
             },
-            timeout=timeout,
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-            transport=transport,
-            trust_env=False,
+            timeout,
+            max_connections,
         )
 
     def __repr__(self) -> str:  # never show the key
@@ -391,7 +393,7 @@ class ApiClient:
         if down is not None:
             raise ApiUnavailableError(down)
 
-    def _never_connected(self, route: str, exc: httpx.ConnectError) -> None:
+    def _never_connected(self, route: str, exc: ConnectError) -> None:
         """A connection could not be made and the API never answered this run: after
         `first_connect_attempts`, stop the run (ApiUnavailableError, exit 5) instead of
         retrying every request; once it has answered, a failed connection is retried as usual."""
@@ -469,18 +471,21 @@ class ApiClient:
         if self._down is not None:
             raise ApiUnavailableError(self._down)
         self.pacer.acquire(route)
+        target = self._http.base_path + path
+        if params:
+            target += "?" + urlencode(params)  # as httpx encoded them (spaces as +)
         try:
-            response = self._http.get(path, params=params)
-        except httpx.TimeoutException as exc:
+            response = self._http.get(target)
+        except TimeoutException as exc:
             self.stats.count(route, None)
             self._failed(route)
             raise _Retryable(f"timed out ({type(exc).__name__})") from None
-        except httpx.ConnectError as exc:
+        except ConnectError as exc:
             self.stats.count(route, None)
             self._never_connected(route, exc)
             self._failed(route)
             raise _Retryable(f"connection failed ({type(exc).__name__})") from None
-        except httpx.TransportError as exc:
+        except TransportError as exc:
             self.stats.count(route, None)
             self._failed(route)
             raise _Retryable(f"connection failed ({type(exc).__name__})") from None

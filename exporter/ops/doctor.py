@@ -101,7 +101,7 @@ def run_doctor(
 def _check_api(
     report: DoctorReport, api_key: str | None, base_url: str, key_error: str | None
 ) -> None:
-    from exporter.api.client import (  # httpx: only when doctor calls the API
+    from exporter.api.client import (  # only when doctor calls the API
         check_api_key,
         validate_base_url,
     )
@@ -277,8 +277,8 @@ def _connection_finding(report: DoctorReport, base_url: str, exc: BaseException)
 
 
 def _discovery(report: DoctorReport, base_url: str, key: str) -> None:
-    from exporter.api.client import ApiClient, RetryPolicy  # httpx: only when doctor calls the API
-    from exporter.api.discovery import discover  # httpx: only when doctor calls the API
+    from exporter.api.client import ApiClient, RetryPolicy  # only when doctor calls the API
+    from exporter.api.discovery import discover  # only when doctor calls the API
 
     try:
         with ApiClient(base_url, key, retry=RetryPolicy(max_attempts=2)) as client:

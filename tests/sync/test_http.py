@@ -1,0 +1,142 @@
+"""The API client's own HTTP transport (`api.http`, issue 24): what httpx did for it, kept.
+
+A real HTTP/1.1 server on loopback answers the client's real requests; each test fails when its
+mechanism is removed (the mutants `http-no-decoding` and `http-reuses-closed-connections`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import zlib
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from exporter.api.client import ApiClient, RetryPolicy
+from exporter.api.http import Timeout
+from exporter.core.errors import TransientError
+
+KEY = "test-key-for-the-transport"
+OPERATIONS = [
+    {"id": f"op-{i}", "project_id": "p-1", "created_at": "2025-01-10T12:00:00Z", "extra": "x" * i}
+    for i in range(3)
+]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Answers every GET with a page of `OPERATIONS`, encoded as the request allows; with
+    `close_after` it closes the connection after answering, without saying so (a keep-alive
+    connection the server timed out while it sat idle)."""
+
+    protocol_version = "HTTP/1.1"
+    server: Any
+
+    def do_GET(self) -> None:
+        srv = self.server
+        srv.requests.append((self.path, dict(self.headers)))
+        body = json.dumps({"operations": OPERATIONS, "pagination": {"cursor": "c 1+/="}}).encode()
+        accepted = self.headers.get("Accept-Encoding", "")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if srv.encoding and srv.encoding in accepted:
+            body = gzip.compress(body) if srv.encoding == "gzip" else zlib.compress(body)
+            self.send_header("Content-Encoding", srv.encoding)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+        if srv.close_after:
+            self.close_connection = True
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[Any]:
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    srv.requests = []
+    srv.encoding = None
+    srv.close_after = False
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def _client(srv: Any, **kwargs: Any) -> ApiClient:
+    url = f"http://127.0.0.1:{srv.server_address[1]}/api/v2"
+    kwargs.setdefault("retry", RetryPolicy(max_attempts=1))
+    return ApiClient(url, KEY, **kwargs)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", None])
+def test_compressed_pages_are_decoded_exactly(server: Any, encoding: str | None) -> None:
+    server.encoding = encoding
+    with _client(server) as client:
+        page = client.list_operations("p 1/x", limit=1000, cursor="a b+c/=")
+    # Each operation's text exactly as the server sent it, before compression.
+    assert [bytes(r) for r in page.raw] == [json.dumps(o).encode() for o in OPERATIONS]
+    assert [o.id for o in page.operations] == ["op-0", "op-1", "op-2"]
+    assert page.cursor == "c 1+/="
+    path, headers = server.requests[0]
+    # The path and query as httpx sent them: the id quoted whole, the query form-encoded.
+    assert path == "/api/v2/projects/p%201%2Fx/operations?limit=1000&cursor=a+b%2Bc%2F%3D"
+    assert headers["Accept-Encoding"] == "gzip, deflate"
+    assert headers["Authorization"] == f"Bearer {KEY}"
+    assert headers["Accept"] == "application/json"
+    assert headers["User-Agent"] == "opsaudit/0.1"
+
+
+def test_a_connection_the_server_closed_while_idle_is_not_reused(server: Any) -> None:
+    """Each answer is followed by a silent close: every request must go out on a fresh
+    connection, none fail on the dead one (one attempt allowed: a failure would raise)."""
+    server.close_after = True
+    with _client(server) as client:
+        for _ in range(5):
+            page = client.list_operations("p-1", limit=1000)
+            assert len(page.operations) == 3
+        assert (client.stats.requests, client.stats.retries) == (5, 0)
+    assert len(server.requests) == 5
+
+
+def test_keep_alive_reuses_one_connection(server: Any) -> None:
+    ports: list[int] = []
+    original = _Handler.do_GET
+
+    def remember(handler: _Handler) -> None:
+        ports.append(handler.client_address[1])
+        original(handler)
+
+    _Handler.do_GET = remember  # type: ignore[method-assign]
+    try:
+        with _client(server) as client:
+            for _ in range(4):
+                client.list_operations("p-1", limit=1000)
+    finally:
+        _Handler.do_GET = original  # type: ignore[method-assign]
+    assert len(ports) == 4 and len(set(ports)) == 1
+
+
+def test_a_server_that_never_answers_is_a_read_timeout(server: Any) -> None:
+    original = _Handler.do_GET
+    release = threading.Event()
+
+    def hang(handler: _Handler) -> None:
+        release.wait(5)
+
+    _Handler.do_GET = hang  # type: ignore[method-assign]
+    try:
+        with (
+            _client(server, timeout=Timeout(connect=1, read=0.2, write=1, pool=1)) as client,
+            pytest.raises(TransientError, match=r"timed out \(ReadTimeout\)"),
+        ):
+            client.list_operations("p-1", limit=1000)
+    finally:
+        release.set()
+        _Handler.do_GET = original  # type: ignore[method-assign]

@@ -779,6 +779,30 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "report-groups-superseded-not-subtracted",  # issue 24: counts of every version
+        "sql/90_report.sql",
+        "    FROM query_table(rows)\n    WHERE superseded\n",
+        "    FROM query_table(rows)\n    WHERE false\n",
+        ("tests/analytics/test_cli.py::test_report_json",),
+    ),
+    Mutant(
+        "report-problems-superseded-listed",  # issue 24: a running version after it finished
+        "sql/90_report.sql",
+        "    WHERE NOT superseded AND (is_failing(status)\n",
+        "    WHERE (is_failing(status)\n",
+        ("tests/analytics/test_report_headline.py::test_on_call_tables_of_the_fixed_dataset",),
+    ),
+    Mutant(
+        "report-json-datetimes-unconverted",  # issue 24: orjson's +00:00, not jsonable's Z
+        "exporter/analytics/format.py",
+        "_JSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS\n",
+        "_JSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS\n",
+        (
+            "tests/analytics/test_format.py::test_json_bytes_writes_what_jsonable_gives",
+            "tests/analytics/test_cli.py::test_report_json",
+        ),
+    ),
+    Mutant(
         "report-problems-newest-first",  # on-call reads the oldest first
         "sql/90_report.sql",
         "ORDER BY p.kind, p.age DESC, p.id;",

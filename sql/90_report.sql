@@ -26,14 +26,27 @@ SELECT v.*
 FROM report_versions(since := since, until := until, projects := projects) AS v
 ANTI JOIN read_parquet('superseded/*.parquet') AS s ON v.id = s.id AND v.version = s.version;
 
+-- The few rows of the window the row-level sections read, from one scan and one probe of the
+-- record: the superseded versions (the per-project and per-branch counts subtract theirs from
+-- the counts of every version), the versions not terminal (failing or stuck, when latest) and
+-- the versions with an error text; `superseded` says which are not latest states. Reading every
+-- id costs the most of a scan: `opsaudit report` keeps these rows in a temporary table and
+-- passes it to the *_in macros below, so the ids are read once for these three sections.
+CREATE OR REPLACE MACRO report_rows(since := NULL, until := NULL, projects := NULL) AS TABLE
+SELECT
+    v.id, v.version, v.project_id, v.branch_id, v.action, v.status, v.failures_count, v.error,
+    v.created_at, v.updated_at, s.id IS NOT NULL AS superseded
+FROM report_versions(since := since, until := until, projects := projects) AS v
+LEFT JOIN (SELECT DISTINCT id, version FROM read_parquet('superseded/*.parquet')) AS s
+    ON v.id = s.id AND v.version = s.version
+WHERE s.id IS NOT NULL OR NOT is_terminal(v.status) OR (v.error IS NOT NULL AND v.error <> '');
+
 -- What on-call reads first: the operations failing now (latest status failed or error) and the
 -- stuck ones (not terminal, not failing, created longer than stuck_after before as_of: still
 -- running or waiting), oldest first. A failing operation is never also listed as stuck. Each
 -- with its branch by name (the latest; branch_deleted_at once no longer listed), joined on the
--- few rows found, not on the operations.
-CREATE OR REPLACE MACRO report_problems(
-    since := NULL, until := NULL, projects := NULL, as_of := NULL, stuck_after := NULL
-) AS TABLE
+-- few rows found, not on the operations. Over report_rows (`rows`, a table or CTE of them).
+CREATE OR REPLACE MACRO report_problems_in(rows, as_of := NULL, stuck_after := NULL) AS TABLE
 SELECT
     p.kind, p.id, p.project_id, p.branch_id, b.name AS branch_name,
     b.deleted_at AS branch_deleted_at, p.action, p.status, p.error, p.age, p.old
@@ -44,21 +57,27 @@ FROM (
         coalesce(as_of::TIMESTAMPTZ, now()) - created_at AS age,
         created_at < coalesce(as_of::TIMESTAMPTZ, now())
             - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR) AS old
-    FROM report_operations(since := since, until := until, projects := projects)
-    WHERE is_failing(status)
+    FROM query_table(rows)
+    WHERE NOT superseded AND (is_failing(status)
        OR (NOT is_terminal(status) AND created_at < coalesce(as_of::TIMESTAMPTZ, now())
-            - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR))
+            - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR)))
 ) AS p
 LEFT JOIN branches AS b ON b.id = p.branch_id
 ORDER BY p.kind, p.age DESC, p.id;
 
+CREATE OR REPLACE MACRO report_problems(
+    since := NULL, until := NULL, projects := NULL, as_of := NULL, stuck_after := NULL
+) AS TABLE
+WITH r AS (FROM report_rows(since := since, until := until, projects := projects))
+FROM report_problems_in(r, as_of := as_of, stuck_after := stuck_after);
+
 -- The error texts operations in the window reported (in any of their states: a retry that
 -- succeeded clears the error), most operations first; actions: the three that reported it
--- most, then how many more.
-CREATE OR REPLACE MACRO report_errors(since := NULL, until := NULL, projects := NULL) AS TABLE
+-- most, then how many more. Over report_rows (every version with an error is one of them).
+CREATE OR REPLACE MACRO report_errors_in(rows) AS TABLE
 WITH per_action AS (
     SELECT error, action, count(DISTINCT id) AS n, max(updated_at) AS last_seen
-    FROM report_versions(since := since, until := until, projects := projects)
+    FROM query_table(rows)
     WHERE error IS NOT NULL AND error <> ''
     GROUP BY error, action
 )
@@ -73,19 +92,46 @@ FROM per_action
 GROUP BY error
 ORDER BY operations DESC, last_seen DESC, error;
 
+CREATE OR REPLACE MACRO report_errors(since := NULL, until := NULL, projects := NULL) AS TABLE
+WITH r AS (FROM report_rows(since := since, until := until, projects := projects))
+FROM report_errors_in(r);
+
 -- Failures per project, per branch and per branch and action, from one scan: failure_counts
 -- (00_base.sql) per (project, branch, action), then rolled up over those few groups (GROUPING
 -- SETS). grain: 'project', 'branch' (branch_id NULL: operations that name
 -- no branch) or 'branch_action'. Branches by name (names, not ids): branch_name is the latest
 -- known name (NULL: never listed), deleted_at set once a listing of its project no longer had
 -- it; the join is on the few groups, not on the operations.
-CREATE OR REPLACE MACRO report_failure_groups(since := NULL, until := NULL, projects := NULL)
-AS TABLE
-WITH r AS (
+-- `rows`: report_rows of the same window. Counts are sums, so the latest states' counts are
+-- every version's minus the superseded versions' (a group left with no operation is dropped):
+-- the scan of every version reads no id and joins nothing.
+CREATE OR REPLACE MACRO report_failure_groups_in(
+    rows, since := NULL, until := NULL, projects := NULL
+) AS TABLE
+WITH every AS (
     SELECT project_id, branch_id, action, failures_count, status
-    FROM report_operations(since := since, until := until, projects := projects)
+    FROM report_versions(since := since, until := until, projects := projects)
+), gone AS (
+    SELECT project_id, branch_id, action, failures_count, status
+    FROM query_table(rows)
+    WHERE superseded
 ), counts AS MATERIALIZED (
-    FROM failure_counts(r)
+    SELECT
+        project_id, branch_id, action,
+        sum(operations)::BIGINT AS operations,
+        sum(failed)::BIGINT AS failed,
+        sum(retries)::BIGINT AS retries,
+        sum(failing_now)::BIGINT AS failing_now
+    FROM (
+        SELECT project_id, branch_id, action, operations, failed, retries, failing_now
+        FROM failure_counts(every)
+        UNION ALL
+        SELECT
+            project_id, branch_id, action, -operations, -failed, -retries, -failing_now
+        FROM failure_counts(gone)
+    )
+    GROUP BY project_id, branch_id, action
+    HAVING sum(operations) > 0
 ), groups AS (
     SELECT
         CASE grouping(branch_id, action)
@@ -106,6 +152,11 @@ SELECT
 FROM groups AS g
 LEFT JOIN branches AS b ON b.id = g.branch_id
 ORDER BY g.grain, g.failed DESC, g.operations DESC, g.project_id, g.branch_id, action;
+
+CREATE OR REPLACE MACRO report_failure_groups(since := NULL, until := NULL, projects := NULL)
+AS TABLE
+WITH r AS (FROM report_rows(since := since, until := until, projects := projects))
+FROM report_failure_groups_in(r, since := since, until := until, projects := projects);
 
 CREATE OR REPLACE MACRO report_projects(since := NULL, until := NULL, projects := NULL) AS TABLE
 SELECT project_id, operations, failed, failure_rate, retries, failing_now

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import duckdb
@@ -175,22 +176,28 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape: window, operations, the headline, then the three sections."""
+        converted: dict[str, Any] = jsonable(self.fields())
+        return converted
+
+    def fields(self) -> dict[str, Any]:
+        """`as_dict` with the values as computed (datetimes, intervals), not yet `jsonable`:
+        `format.json_bytes` writes it as `as_dict` reads, without copying every row first."""
         return {
-            "since": jsonable(self.since),
-            "until": jsonable(self.until),
+            "since": self.since,
+            "until": self.until,
             "projects": self.project_ids,
             "operations": self.operations,
-            "freshness": jsonable(self.freshness),
-            "headline": jsonable(self.headline()),
-            "failing_operations": jsonable(self.failing_operations),
-            "stuck_operations": jsonable(self.stuck_operations),
-            "errors": jsonable(self.errors),
-            "projects_failures": jsonable(self.projects),
-            "branches_failures": jsonable(self.branches),
-            "branch_failures": jsonable(self.branch_failures),
-            "failures": jsonable(self.failures),
-            "durations": jsonable(self.durations),
-            "action_mix": jsonable(self.action_mix),
+            "freshness": self.freshness,
+            "headline": self.headline(),
+            "failing_operations": self.failing_operations,
+            "stuck_operations": self.stuck_operations,
+            "errors": self.errors,
+            "projects_failures": self.projects,
+            "branches_failures": self.branches,
+            "branch_failures": self.branch_failures,
+            "failures": self.failures,
+            "durations": self.durations,
+            "action_mix": self.action_mix,
         }
 
 
@@ -278,13 +285,19 @@ def build_report(
         f"since := {_timestamp_literal(since)}, until := {_timestamp_literal(until)}, "
         f"projects := {_string_list_literal(projects)}"
     )
-    problems = _records(
-        con,
-        f"SELECT * FROM report_problems({window}, as_of := {_timestamp_literal(as_of)}, "
-        f"stuck_after := INTERVAL '{int(stuck_after.total_seconds() * 1_000_000)} microseconds')",
-    )
-    for r in problems:  # whole seconds: an age is read, not computed with
-        r["age"] = dt.timedelta(seconds=round(r["age"].total_seconds()))
+    # The row-level sections read the few rows of `report_rows`, kept once: the ids are read
+    # once for the three of them instead of once each (sql/90_report.sql).
+    execute(con, f"CREATE OR REPLACE TEMP TABLE {_ROWS} AS FROM report_rows({window})")
+    try:
+        failing, stuck, stuck_failing = _problems(
+            con,
+            f"{_ROWS}, as_of := {_timestamp_literal(as_of)}, "
+            f"stuck_after := INTERVAL '{int(stuck_after.total_seconds() * 1_000_000)} microseconds'",
+        )
+        errors = _records(con, f"SELECT * FROM report_errors_in({_ROWS})")
+        groups = _failure_groups(con, f"{_ROWS}, {window}")
+    finally:
+        execute(con, f"DROP TABLE IF EXISTS {_ROWS}")
     return Report(
         since=since,
         until=until,
@@ -294,15 +307,11 @@ def build_report(
         durations=durations,
         action_mix=[{c: r[c] for c in MIX_COLUMNS} for r in records],
         stuck=sum(r["stuck"] for r in records),
-        stuck_failing=sum(1 for r in problems if r["kind"] == "failing" and r["old"]),
-        failing_operations=[
-            {c: r[c] for c in FAILING_COLUMNS} for r in problems if r["kind"] == "failing"
-        ],
-        stuck_operations=[
-            {c: r[c] for c in STUCK_COLUMNS} for r in problems if r["kind"] == "stuck"
-        ],
-        errors=_records(con, f"SELECT * FROM report_errors({window})"),
-        **_failure_groups(con, window),
+        stuck_failing=stuck_failing,
+        failing_operations=failing,
+        stuck_operations=stuck,
+        errors=errors,
+        **groups,
         freshness=_freshness(con, as_of),
         first_created_at=min((r["first_created_at"] for r in records), default=None),
         last_created_at=max((r["last_created_at"] for r in records), default=None),
@@ -311,21 +320,53 @@ def build_report(
     )
 
 
-def _failure_groups(con: duckdb.DuckDBPyConnection, window: str) -> dict[str, Any]:
-    """Failures per project, per branch, and per branch and action that failed: one query (one
-    scan of the window; `report_failure_groups` rolls the rest up over its few groups)."""
-    groups = _records(con, f"SELECT * FROM report_failure_groups({window})")
+_ROWS = "_opsaudit_report_rows"  # report_rows of one report (dropped once it is built)
+
+
+def _picker(columns: Sequence[str], names: Sequence[str]) -> Callable[[tuple[Any, ...]], Any]:
+    """A row of `columns` to the dict of `names` (no dict of every column first)."""
+    get = itemgetter(*(list(columns).index(c) for c in names))
+    return lambda row: dict(zip(names, get(row)))
+
+
+def _problems(
+    con: duckdb.DuckDBPyConnection, args: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """The operations failing now and the stuck ones (`report_problems_in(args)`), oldest
+    first, and how many of the failing ones are older than `stuck_after`."""
+    columns, rows = execute(con, f"SELECT * FROM report_problems_in({args})")
+    pick = _picker(columns, FAILING_COLUMNS)
+    kind, old, age = columns.index("kind"), columns.index("old"), columns.index("age")
+    failing: list[dict[str, Any]] = []
+    stuck: list[dict[str, Any]] = []
+    stuck_failing = 0
+    for row in rows:
+        r = pick(row)
+        r["age"] = dt.timedelta(seconds=round(row[age].total_seconds()))  # read, not computed with
+        if row[kind] == "failing":
+            failing.append(r)
+            stuck_failing += bool(row[old])
+        else:
+            stuck.append(r)
+    return failing, stuck, stuck_failing
+
+
+def _failure_groups(con: duckdb.DuckDBPyConnection, args: str) -> dict[str, Any]:
+    """Failures per project, per branch, and per branch and action that failed: one query
+    (`report_failure_groups_in(args)` rolls them up over its few groups)."""
+    columns, rows = execute(con, f"SELECT * FROM report_failure_groups_in({args})")
+    grain, branch, failed = (columns.index(c) for c in ("grain", "branch_id", "failed"))
+    project, per_branch, per_action = (
+        _picker(columns, names)
+        for names in (PROJECT_COLUMNS, BRANCH_COLUMNS, BRANCH_FAILURE_COLUMNS)
+    )
     return {
-        "projects": [{c: r[c] for c in PROJECT_COLUMNS} for r in groups if r["grain"] == "project"],
-        "branches": [
-            {c: r[c] for c in BRANCH_COLUMNS}
-            for r in groups
-            if r["grain"] == "branch" and r["branch_id"] is not None
-        ],
+        "projects": [project(r) for r in rows if r[grain] == "project"],
+        "branches": [per_branch(r) for r in rows if r[grain] == "branch" and r[branch] is not None],
         "branch_failures": [
-            {c: r[c] for c in BRANCH_FAILURE_COLUMNS}
-            for r in groups
-            if r["grain"] == "branch_action" and r["branch_id"] is not None and r["failed"]
+            per_action(r)
+            for r in rows
+            if r[grain] == "branch_action" and r[branch] is not None and r[failed]
         ],
     }
 

@@ -11,9 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
-from exporter.analytics.format import SECTIONS, format_duration, jsonable, render
+from exporter.analytics.format import SECTIONS, format_duration, json_bytes, jsonable, render
 from exporter.analytics.report import (
     BRANCH_COLUMNS,
     DURATION_COLUMNS,
@@ -244,7 +242,7 @@ def render_report(
     action_mix). A headline block comes first; `top` cuts each table of the `table` format to
     that many rows (None: every row); the other formats always keep every row."""
     if fmt == "json":
-        return orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
+        return json_bytes(report.fields(), indent=True).decode() + "\n"
     if fmt == "csv":
         return _csv(report, section)
     if fmt in ("table", "markdown"):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import uuid
+import zoneinfo
 
-from exporter.analytics.format import jsonable, render
+import orjson
+
+from exporter.analytics.format import json_bytes, jsonable, render
 
 CET = dt.timezone(dt.timedelta(hours=1))
 
@@ -23,6 +27,33 @@ def test_jsonable() -> None:
     assert jsonable(float("nan")) is None
     assert jsonable(uuid.UUID(int=1)) == "00000000-0000-0000-0000-000000000001"
     assert jsonable([dt.date(2025, 1, 1), {"a": decimal.Decimal("1")}]) == ["2025-01-01", {"a": 1}]
+
+
+@dataclasses.dataclass
+class _Point:
+    x: int
+
+
+def test_json_bytes_writes_what_jsonable_gives() -> None:
+    """The report's JSON is written without converting every row first (issue 24): byte for
+    byte what orjson writes of `jsonable(value)`, for every kind of value a query returns."""
+    value = {
+        "utc": dt.datetime(2025, 1, 16, 21, 2, 4, tzinfo=dt.timezone.utc),
+        "zoned": dt.datetime(2025, 1, 16, 22, 2, 4, 5, tzinfo=zoneinfo.ZoneInfo("Europe/Paris")),
+        "fixed": dt.datetime(2025, 1, 16, 22, 2, 4, tzinfo=CET),
+        "naive": dt.datetime(2025, 1, 16, 21, 2, 4, 500000),
+        "day": dt.date(2025, 1, 16),
+        "clock": dt.time(21, 2, 4, 7),
+        "ages": [dt.timedelta(days=1, seconds=3), dt.timedelta(seconds=-0.5), dt.timedelta(0)],
+        "decimals": (decimal.Decimal("12.50"), decimal.Decimal("12")),
+        "non_finite": [float("nan"), float("inf"), float("-inf"), 0.1, -0.0],
+        "other": [uuid.UUID(int=1), b"\x00\xff", _Point(3), None, True, 2**63 - 1, 'é\n"x"'],
+        "nested": [{"a": [dt.date(2025, 1, 1)]}, ()],
+    }
+    for indent in (False, True):
+        option = orjson.OPT_INDENT_2 if indent else 0
+        assert json_bytes(value, indent=indent) == orjson.dumps(jsonable(value), option=option)
+    assert b'"zoned":"2025-01-16T21:02:04.000005Z"' in json_bytes(value)
 
 
 def test_render_all_formats() -> None:

@@ -487,6 +487,20 @@ MUTANTS = [
         ("tests/sync/test_http.py::test_keep_alive_reuses_one_connection",),
     ),
     Mutant(
+        "retry-ignores-max-elapsed",
+        "exporter/api/client.py",
+        "                    or time.monotonic() - started >= policy.max_elapsed\n",
+        "                    or False\n",
+        ("tests/sync/test_http.py::test_retries_stop_once_max_elapsed_has_passed",),
+    ),
+    Mutant(
+        "retry-one-attempt-more",
+        "exporter/api/client.py",
+        "                    attempt >= policy.max_attempts\n",
+        "                    attempt > policy.max_attempts\n",
+        ("tests/sync/test_http.py::test_retries_stop_after_max_attempts",),
+    ),
+    Mutant(
         "discovery-falls-back-on-any-error",  # a failing server taken for another key kind
         "exporter/api/discovery.py",
         "            if exc.status is None or not 400 <= exc.status < 500:\n                raise\n",

@@ -19,7 +19,6 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import msgspec
 import orjson
-import tenacity
 
 from exporter.api.http import (
     ConnectError,
@@ -350,22 +349,29 @@ class ApiClient:
         `expect` is the key the body must carry: a 200 without it is retried (PRODUCT.md: "Rarely
         a 200 carries no expected key").
         """
+        # A plain loop, as tenacity ran it (stop after `max_attempts` or once `max_elapsed` has
+        # passed since the first attempt began; the wait drawn before that check): importing
+        # tenacity loaded tornado and asyncio, ~15-50 ms of every run (issue 24).
         policy = self.retry
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(_Retryable),
-            stop=tenacity.stop_after_attempt(policy.max_attempts)
-            | tenacity.stop_after_delay(policy.max_elapsed),
-            wait=self._wait,
-            before_sleep=self._before_sleep,
-            reraise=True,
-        )
-        try:
-            return retrying(self._attempt, path, params, route, expect, raw_operations)
-        except _Retryable as exc:
-            raise TransientError(
-                f"{route} kept failing after {policy.max_attempts} attempts: {exc}",
-                status=exc.status,
-            ) from None
+        started = time.monotonic()
+        attempt = 1
+        while True:
+            try:
+                return self._attempt(path, params, route, expect, raw_operations)
+            except _Retryable as exc:
+                delay = self._wait(exc, attempt)
+                if (
+                    attempt >= policy.max_attempts
+                    or time.monotonic() - started >= policy.max_elapsed
+                ):
+                    raise TransientError(
+                        f"{route} kept failing after {policy.max_attempts} attempts: {exc}",
+                        status=exc.status,
+                    ) from None
+                self.stats.count_retry()
+                log.info("retrying after %s (attempt %d)", exc, attempt)
+            time.sleep(delay)
+            attempt += 1
 
     def _succeeded(self) -> None:
         with self._health_lock:
@@ -445,20 +451,13 @@ class ApiClient:
             raise _Retryable("'operations' is not a list", status=status) from None
         return body, raw
 
-    def _wait(self, state: tenacity.RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, _Retryable) and exc.retry_after is not None:
+    def _wait(self, exc: _Retryable, attempt: int) -> float:
+        """Seconds before the attempt after `attempt` (1 = the first) failed with `exc`."""
+        if exc.retry_after is not None:
             return exc.retry_after
         # Exponential backoff with full jitter: spreads retries of parallel workers.
-        ceiling = min(
-            self.retry.backoff_max, self.retry.backoff_initial * 2 ** (state.attempt_number - 1)
-        )
+        ceiling = min(self.retry.backoff_max, self.retry.backoff_initial * 2 ** (attempt - 1))
         return random.uniform(ceiling / 2, ceiling)
-
-    def _before_sleep(self, state: tenacity.RetryCallState) -> None:
-        self.stats.count_retry()
-        exc = state.outcome.exception() if state.outcome else None
-        log.info("retrying after %s (attempt %d)", exc, state.attempt_number)
 
     def _attempt(
         self,

@@ -20,6 +20,8 @@ from exporter.api.client import ApiClient, RetryPolicy
 from exporter.api.http import Timeout
 from exporter.core.errors import TransientError
 
+FAST = {"backoff_initial": 0.001, "backoff_max": 0.002}
+
 KEY = "test-key-for-the-transport"
 OPERATIONS = [
     {"id": f"op-{i}", "project_id": "p-1", "created_at": "2025-01-10T12:00:00Z", "extra": "x" * i}
@@ -38,6 +40,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         srv = self.server
         srv.requests.append((self.path, dict(self.headers)))
+        if srv.status != 200:
+            message = json.dumps({"message": "unavailable", "request_id": "r-1"}).encode()
+            self.send_response(srv.status)
+            self.send_header("Content-Length", str(len(message)))
+            self.end_headers()
+            self.wfile.write(message)
+            return
         body = json.dumps({"operations": OPERATIONS, "pagination": {"cursor": "c 1+/="}}).encode()
         accepted = self.headers.get("Accept-Encoding", "")
         self.send_response(200)
@@ -62,6 +71,7 @@ def server() -> Iterator[Any]:
     srv.requests = []
     srv.encoding = None
     srv.close_after = False
+    srv.status = 200
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     yield srv
@@ -140,3 +150,30 @@ def test_a_server_that_never_answers_is_a_read_timeout(server: Any) -> None:
     finally:
         release.set()
         _Handler.do_GET = original  # type: ignore[method-assign]
+
+
+def test_retries_stop_after_max_attempts(server: Any) -> None:
+    server.status = 503
+    with (
+        _client(server, retry=RetryPolicy(max_attempts=3, **FAST)) as client,
+        pytest.raises(TransientError) as failed,
+    ):
+        client.list_operations("p-1", limit=1000)
+    assert str(failed.value) == (
+        "GET /projects/{project_id}/operations kept failing after 3 attempts: "
+        "HTTP 503 unavailable (request id r-1)"
+    )
+    assert failed.value.status == 503
+    assert (client.stats.requests, client.stats.retries, len(server.requests)) == (3, 2, 3)
+
+
+def test_retries_stop_once_max_elapsed_has_passed(server: Any) -> None:
+    """`max_elapsed` bounds a request's attempts whatever `max_attempts` allows: at 0 the first
+    failure is the last."""
+    server.status = 503
+    with (
+        _client(server, retry=RetryPolicy(max_attempts=50, max_elapsed=0, **FAST)) as client,
+        pytest.raises(TransientError),
+    ):
+        client.list_operations("p-1", limit=1000)
+    assert (client.stats.requests, client.stats.retries) == (1, 0)

@@ -53,6 +53,9 @@ def _timestamp(value: dt.datetime) -> str:
 
 def _interval(value: dt.timedelta) -> str:
     """ISO 8601 duration in seconds (PT90S, -PT0.5S): exact, and parseable everywhere."""
+    if not value.microseconds:  # whole seconds (the report's ages): the same text, in integers
+        whole = value.days * 86400 + value.seconds
+        return f"-PT{-whole}S" if whole < 0 else f"PT{whole}S"
     seconds = value / dt.timedelta(seconds=1)
     sign = "-" if seconds < 0 else ""
     number = f"{abs(seconds):.6f}".rstrip("0").rstrip(".")

@@ -24,6 +24,13 @@ def test_jsonable() -> None:
     assert jsonable(decimal.Decimal("12.50")) == 12.5
     assert jsonable(decimal.Decimal("12")) == 12
     assert jsonable(dt.timedelta(hours=1, seconds=0.5)) == "PT3600.5S"
+    assert [jsonable(dt.timedelta(seconds=s)) for s in (0, 90, -1, -0.5, 86400 * 3 + 1)] == [
+        "PT0S",
+        "PT90S",
+        "-PT1S",
+        "-PT0.5S",
+        "PT259201S",
+    ]
     assert jsonable(float("nan")) is None
     assert jsonable(uuid.UUID(int=1)) == "00000000-0000-0000-0000-000000000001"
     assert jsonable([dt.date(2025, 1, 1), {"a": decimal.Decimal("1")}]) == ["2025-01-01", {"a": 1}]

@@ -1034,6 +1034,26 @@ MUTANTS = [
         "",
         (f"{BACKFILL}::test_a_sync_process_never_imports_pandas",),
     ),
+    Mutant(
+        "arrow-cpp-pool-left-to-mimalloc",  # issue 24: ~20 MiB more peak RSS at 1M operations
+        "exporter/cli/_common.py",
+        '    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")\n',
+        "",
+        (
+            "tests/sync/test_allocators.py::test_sync_writes_parquet_without_mimalloc",
+            "tests/sync/test_allocators.py::test_demo_writes_parquet_without_mimalloc",
+        ),
+    ),
+    Mutant(
+        "simulator-keeps-render-buffers",  # issue 24: the demo's simulator held ~390 MiB
+        "exporter/simulator/_model.py",
+        "    return bytes(memoryview(rendered))\n",
+        "    return rendered\n",
+        (
+            "tests/simulator/test_memory.py::"
+            "test_rendered_operations_cost_their_length_not_a_render_buffer",
+        ),
+    ),
 ]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from exporter.cli._common import DataDir, Progress, setup_logging
+from exporter.cli._common import DataDir, Progress, lean_allocators, setup_logging
 from exporter.demo import DEFAULT_DAYS, DEFAULT_PROJECTS, run_demo
 
 # The query suggested at the end: short, and it shows that the whole history is there.
@@ -46,6 +46,7 @@ _NAMES_SQL = "SELECT branch_name, branch_id, deleted_at, failed FROM failures_by
 )
 def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool | None) -> None:
     """Sync a simulated account (no key, no network) and print the report."""
+    lean_allocators()  # before pyarrow is imported: the simulator and the sync share this process
     setup_logging("text", 0)
     click.echo(
         f"Simulating an account with {projects} projects and {days} days of history up to now "

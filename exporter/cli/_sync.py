@@ -21,6 +21,7 @@ from exporter.cli._common import (
     echo_error,
     emit,
     existing_data_dir,
+    lean_allocators,
     metrics_file_option,
     output_options,
     read_key,
@@ -200,6 +201,7 @@ def sync_command(
     events: EventsConfig | None,
 ) -> None:
     """Export every project's new and changed operations to the dataset."""
+    lean_allocators()  # before pyarrow is imported
     from exporter.api.client import validate_base_url
     from exporter.engine.sync import SyncConfig, sync
 
@@ -240,12 +242,6 @@ def sync_command(
 
         offset_us = int(clock_offset * 1e6)
         config.clock = lambda: now_us() + offset_us
-    # Arrow's default pool (mimalloc) keeps freed batches cached: ~50 MB more peak RSS for a
-    # process that only streams batches through. The system allocator returns them.
-    import pyarrow as pa
-
-    pa.set_memory_pool(pa.system_memory_pool())
-    _limit_malloc_arenas()
     show = sys.stderr.isatty() if progress is None else progress
     observer = Progress(show and log_format == "text" and not quiet)
     stop = _StopOnSignal()
@@ -368,6 +364,7 @@ def compact_command(
 ) -> None:
     """Merge small Parquet files (sync also does this at the end of each run); on object
     storage OPTIMIZE, then VACUUM with a 24-hour retention."""
+    lean_allocators()  # before pyarrow is imported
     from exporter.store.opener import open_store
 
     if isinstance(data_dir, Path):
@@ -393,14 +390,3 @@ def compact_command(
 
 sync_command.name = "sync"
 COMMANDS = [sync_command, status_command, compact_command]
-
-
-def _limit_malloc_arenas() -> None:
-    """Two glibc malloc arenas instead of one per thread (up to 8 per core): the walkers, the
-    committer and Arrow's threads each kept a fragmented arena, ~13 MiB of peak RSS at 1M
-    operations (issue 13). Before the run's threads start; a no-op where libc is not glibc."""
-    import ctypes
-
-    m_arena_max = -8  # glibc's malloc.h
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").mallopt(m_arena_max, 2)

@@ -15,6 +15,13 @@ ABSENT = -(2**63)  # an int field the API omits (e.g. total_duration_ms removed 
 TERMINAL = frozenset({"finished", "cancelled", "skipped"})  # platform-api.md section 3.1
 
 
+def _kept(rendered: bytes) -> bytes:
+    """A copy of exactly its length, for JSON kept for the simulator's life: orjson's result
+    keeps the ~4 KiB buffer it was written into (a 320-byte operation cost 4 KiB: the demo's
+    100k operations, simulated in the demo's own process, held ~390 MiB; issue 24)."""
+    return bytes(memoryview(rendered))
+
+
 class Interner:
     """A growing table of strings (actions, statuses): ops store a small index, not the str."""
 
@@ -103,7 +110,7 @@ class ProjectData:
             meta = {**self.meta, "org_id": self.org_id}
             if self.active_us is not None:
                 meta["compute_last_active_at"] = fmt_seconds(self.active_us)
-            self._rendered_meta = orjson.dumps(meta)
+            self._rendered_meta = _kept(orjson.dumps(meta))
         return self._rendered_meta
 
     def mark_active(self, us: int) -> None:
@@ -174,7 +181,7 @@ class ProjectData:
     def render(self, i: int, actions: Interner, statuses: Interner) -> bytes:
         cached = self.rendered[i]
         if cached is None:
-            cached = self.rendered[i] = orjson.dumps(self.as_dict(i, actions, statuses))
+            cached = self.rendered[i] = _kept(orjson.dumps(self.as_dict(i, actions, statuses)))
         return cached
 
     def page(

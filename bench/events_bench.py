@@ -71,16 +71,16 @@ import json, resource, sys, time
 from pathlib import Path
 from exporter.events.delivery import deliver, read_webhook_secret
 from exporter.events.outbox import EventsConfig
-from exporter.store.state import StateDB
+from exporter.store.opener import open_store
 data, sink, url, secret, lanes = sys.argv[1:6]
 if sink == "file":
     config = EventsConfig(file=Path(data) / "events.jsonl")
 else:
     config = EventsConfig(webhook_url=url, webhook_key=read_webhook_secret(Path(secret)),
                           webhook_lanes=int(lanes))
-state = StateDB(Path(data) / "state.sqlite")
+store = open_store(data, [], lock=True, wait=False)
 r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-done = deliver(state, config)
+done = deliver(store.state, config, store.versions_reader())
 wall = time.perf_counter() - t0
 r1 = resource.getrusage(resource.RUSAGE_SELF)
 cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)

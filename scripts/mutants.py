@@ -677,9 +677,30 @@ MUTANTS = [
     Mutant(
         "events-names-not-filled",  # events say null where the branch's name is known
         "exporter/events/outbox.py",
-        "        ids, lines = event_lines(table, projects, *names)\n",
-        "        ids, lines = event_lines(table, projects)\n",
+        "    _, lines = event_lines(table, names, branches, endpoints)\n",
+        "    _, lines = event_lines(table, names)\n",
         (f"{EVENTS}::test_one_event_per_new_version_after_the_backfill",),
+    ),
+    Mutant(
+        "events-built-from-rows-out-of-order",  # the webhook gets another event's body
+        "exporter/events/outbox.py",
+        "        return _lines(found.take(index), f.projects, f.branches, f.endpoints)\n",
+        "        return _lines(found, f.projects, f.branches, f.endpoints)\n",
+        (f"{EVENTS}::test_events_built_at_delivery_are_the_bytes_built_at_commit",),
+    ),
+    Mutant(
+        "events-facts-names-dropped",  # built at delivery, the events say null for the names
+        "exporter/events/outbox.py",
+        "            facts = _FACTS.encode(_Facts(run_id, projects, branches, endpoints))\n",
+        "            facts = _FACTS.encode(_Facts(run_id, projects, [None] * n, [None] * n))\n",
+        (f"{EVENTS}::test_one_event_per_new_version_after_the_backfill",),
+    ),
+    Mutant(
+        "events-facts-not-migrated",  # a format 8 state: the outbox cannot be read
+        "exporter/store/state.py",
+        '                _execute_once(con, "ALTER TABLE event_batches ADD COLUMN facts BLOB")\n',
+        "                pass\n",
+        (f"{EVENTS}::test_pending_events_of_a_format_8_state_are_delivered_as_recorded",),
     ),
     Mutant(
         "events-names-read-after-the-walk",  # a branch first listed in the run: events say null

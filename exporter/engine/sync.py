@@ -264,7 +264,11 @@ class _Committer(threading.Thread):
         self.versions_written = 0
         self.error: BaseException | None = None
         self._seq = 0
-        self.outbox = Outbox(dataset.state, config.events) if config.events else None
+        self.outbox = (
+            Outbox(dataset.state, config.events, dataset.versions_reader())
+            if config.events
+            else None
+        )
         # Rows written ahead (`Store.spill`): not with events, whose outbox reads each chunk's
         # rows in the commit's transaction.
         self.spilling = config.spill_rows is not None and self.outbox is None
@@ -593,7 +597,7 @@ class _Run:
         if events is None or not events.sinks:
             return
 
-        done = deliver(self.dataset.state, events)
+        done = deliver(self.dataset.state, events, self.dataset.versions_reader())
         followed = committer.follower.delivered if committer.follower is not None else 0
         self.summary.events_delivered = sum(done.delivered.values()) + followed
         self.summary.events_pending = done.pending  # why a sink stopped: logged by deliver

@@ -39,6 +39,7 @@ import orjson
 
 from exporter.core.errors import ConfigError
 from exporter.events.outbox import Batch, EventsConfig, Outbox
+from exporter.store.base import VersionsReader
 
 __all__ = [
     "Delivery",
@@ -122,10 +123,11 @@ def sign(key: bytes, event_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(digest).decode()
 
 
-def deliver(state: object, config: EventsConfig) -> Delivery:
+def deliver(state: object, config: EventsConfig, rows: VersionsReader | None = None) -> Delivery:
     """Deliver what waits in the outbox to the run's sinks; never raises for a sink that
-    fails (the events wait), only when the state cannot be written (`StorageError`)."""
-    outbox = Outbox(state, config)
+    fails (the events wait), only when the state cannot be written or the committed rows
+    read (`StorageError`). `rows`: the store's `versions_reader()`."""
+    outbox = Outbox(state, config, rows)
     out = Delivery()
     if config.file is not None:
         try:

@@ -4,10 +4,14 @@ state transaction that commits the row, delivered after the commit (`exporter.ev
 A transactional outbox: the committer calls `Outbox.record` inside the very transaction that
 registers the rows' files and numbers their versions (on object storage: the state that is
 uploaded with the rows in one Delta commit), so a kill at any instant neither loses an event nor
-invents one. Each event is fixed at commit (its JSON is stored), so every delivery attempt sends
-the same bytes under the same id. A row stays until every sink it was recorded for took it; the
-rows are the backlog that `status`, `check` and the metrics report. Owned here: the `events`
-table and the state's `events_delivered_*` counters.
+invents one. Each event is fixed at commit, so every delivery attempt sends the same bytes under
+the same id: a local store's outbox row holds the events' ids and the facts their JSON is built
+from besides the committed rows (the run, the names as known at commit), and delivery builds the
+JSON from those rows (`Outbox.pending`); the JSON itself never goes through the state, which cost
+a backfill with --events-backfill ~2 µs per event (bench/README.md, figure 9). A store that cannot
+read its rows back cheaply (object storage) keeps the JSON in the row. A row stays until every
+sink it was recorded for took it; the rows are the backlog that `status`, `check` and the metrics
+report. Owned here: the `event_batches` table and the state's `events_delivered_*` counters.
 """
 
 from __future__ import annotations
@@ -20,11 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exporter.core.errors import ConfigError
-from exporter.events.render import COLUMNS, event_lines
+from exporter.core.errors import ConfigError, StorageError
+from exporter.events.render import COLUMNS, event_ids, event_lines
+from exporter.store.base import VersionsReader
 
 __all__ = [
     "SINKS",
@@ -130,7 +136,7 @@ def read_backlog(state: Any) -> Backlog:
 
 @dataclass
 class Batch:
-    """One row of the outbox: the events of one project's chunk of a commit, in order."""
+    """One row of the outbox: the events of one commit, in order."""
 
     seq: int
     ids_blob: bytes  # newline-separated
@@ -154,6 +160,31 @@ class Batch:
         return b"".join(line + b"\n" for line in self.lines[self.file_done :])
 
 
+class _Facts(msgspec.Struct, array_like=True):
+    """What a batch's JSON is built from besides its committed rows (`event_batches.facts`)."""
+
+    run_id: str  # the rows' run_id
+    projects: list[tuple[str | None, int]]  # (project name, how many events), in order
+    branches: list[str | None]  # per event: the branch's name in effect at commit
+    endpoints: list[str | None]
+
+
+_FACTS = msgspec.json.Encoder()
+_FACTS_DECODER = msgspec.json.Decoder(_Facts)
+
+
+def _lines(
+    table: pa.Table,
+    projects: Sequence[tuple[str | None, int]],
+    branches: list[str | None],
+    endpoints: list[str | None],
+) -> bytes:
+    """The JSON Lines of a commit's events (`table`: their rows, in order)."""
+    names = pa.concat_arrays([pa.repeat(pa.scalar(p, pa.string()), n) for p, n in projects])
+    _, lines = event_lines(table, names, branches, endpoints)
+    return lines
+
+
 def _bytes(value: bytes | str) -> bytes:
     """A BLOB column's value (the migration from format 5 made some TEXT: `||` yields text)."""
     return value.encode() if isinstance(value, str) else bytes(value)
@@ -166,10 +197,12 @@ class Outbox:
     """The outbox of one run: records events in the committer's transaction, hands pending
     ones to the sinks in commit order and marks them delivered."""
 
-    def __init__(self, state: Any, config: EventsConfig):
+    def __init__(self, state: Any, config: EventsConfig, rows: VersionsReader | None = None):
         self.state = state
         self.config = config
         self.sinks = config.sinks
+        # The committed rows, read back at delivery (None: the outbox keeps the events' JSON).
+        self.rows = rows
 
     # -- inside the committer's transaction --------------------------------------------------
 
@@ -197,40 +230,71 @@ class Outbox:
     ) -> Batch | None:
         """Record the `select`ed events of one commit, in order, as one outbox row, in the
         transaction that commits their rows (after the chunks' listings: the names). Returns
-        that row (None: no event)."""
-        selected = [(t.select(COLUMNS), name) for t, name in selected if t.num_rows]
+        that row (None: no event), its JSON built when the events file follows the commits."""
+        selected = [(t, name) for t, name in selected if t.num_rows]
         if not selected:
             return None
-        table = pa.concat_tables([t for t, _ in selected]).combine_chunks()
+        run_id = selected[0][0]["run_id"][0].as_py()
+        table = pa.concat_tables([t.select(COLUMNS) for t, _ in selected]).combine_chunks()
         n = table.num_rows
-        projects = pa.concat_arrays(
-            [pa.repeat(pa.scalar(name, pa.string()), t.num_rows) for t, name in selected]
-        )
+        projects = [(name, t.num_rows) for t, name in selected]
         # The names in effect when each operation was created, as the state knows them in
         # this transaction (PRODUCT.md: "where known"; the views join the same versions).
         created = pc.cast(table["created_at"], pa.int64()).to_pylist()
-        names = [
+        branches, endpoints = (
             self.state.names_in_effect(con, kind, list(zip(table[column].to_pylist(), created)))
             for kind, column in (("branch", "branch_id"), ("endpoint", "endpoint_id"))
-        ]
-        ids, lines = event_lines(table, projects, *names)
+        )
+        ids = event_ids(table)
+        lines = b""
+        facts = None
+        if self.rows is None or "file" in self.sinks:
+            lines = _lines(table, projects, branches, endpoints)
+        if self.rows is not None:
+            # The rows are committed with this row: the JSON is built from them when needed.
+            facts = _FACTS.encode(_Facts(run_id, projects, branches, endpoints))
         webhook = "webhook" in self.sinks
         file_done = 0 if "file" in self.sinks else None
         cursor = con.execute(
             "INSERT INTO event_batches (recorded_us, events, ids, lines, file_done, "
-            "webhook_left, webhook_acked) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "webhook_left, webhook_acked, facts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 now,
                 n,
                 ids,
-                lines,
+                b"" if facts is not None else lines,
                 file_done,
                 n if webhook else None,
                 bytes(n) if webhook else None,
+                facts,
             ),
         )
         assert cursor.lastrowid is not None
         return Batch(cursor.lastrowid, ids, lines, file_done, None)
+
+    def _built(self, ids: bytes, facts: bytes) -> bytes:
+        """The JSON Lines of a batch recorded with `facts`: its committed rows (found by run
+        and (id, version), wherever compaction moved them), in the batch's order, with the
+        names recorded at commit: the same bytes as built at commit."""
+        if self.rows is None:
+            raise StorageError(
+                "the outbox holds events whose JSON is built from the committed rows, and "
+                "this store cannot read them"
+            )
+        f = _FACTS_DECODER.decode(facts)
+        wanted = pa.array(ids.decode().split("\n"), pa.string())
+        operations = {event_id.rpartition(":")[0] for event_id in wanted.to_pylist()}
+        found = self.rows(f.run_id, sorted(operations), COLUMNS).combine_chunks()
+        keys = pc.binary_join_element_wise(
+            found["id"], pa.scalar(":"), pc.cast(found["version"], pa.string()), ""
+        )
+        index = pc.index_in(wanted, value_set=keys)
+        if index.null_count:
+            raise StorageError(
+                f"{index.null_count} event(s) of the outbox have no committed row in run "
+                f"{f.run_id}: the dataset was changed outside opsaudit"
+            )
+        return _lines(found.take(index), f.projects, f.branches, f.endpoints)
 
     # -- delivery ----------------------------------------------------------------------------
 
@@ -242,15 +306,16 @@ class Outbox:
         count = 0
         while count < limit:
             rows = self.state.query(
-                "SELECT seq, ids, lines, file_done, webhook_acked FROM event_batches "
+                "SELECT seq, ids, lines, file_done, webhook_acked, facts FROM event_batches "
                 f"WHERE {waiting} AND seq > ? ORDER BY seq LIMIT 16",
                 (after,),
             )
-            for seq, ids, lines, file_done, acked in rows:
+            for seq, ids, lines, file_done, acked, facts in rows:
+                ids = _bytes(ids)
                 batch = Batch(
                     seq,
-                    _bytes(ids),
-                    _bytes(lines),
+                    ids,
+                    _bytes(lines) if facts is None else self._built(ids, facts),
                     file_done,
                     None if acked is None else bytearray(acked),
                 )

@@ -8,7 +8,7 @@ neither, so each imports it without importing the other (issue 20: the storage i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -35,6 +35,11 @@ class Committed:
     partitions: frozenset[str]
 
 
+# `reader(run_id, ids, columns)`: the committed operation_versions rows of run `run_id` whose id is
+# one of `ids`, with `columns`, in no particular order.
+VersionsReader = Callable[[str, Sequence[str], Sequence[str]], "pa.Table"]
+
+
 class Store(Protocol):
     """The seam between the sync and where a dataset lives: a local directory of Hive Parquet
     (`exporter.store.local.dataset.Dataset`) or Delta tables on object storage (`exporter.store.lake`). The sync,
@@ -58,6 +63,12 @@ class Store(Protocol):
         """Write rows ahead of the next commit, which makes them durable with the state changes
         it applies (memory: not the commit's rows, one chunk); False: this store cannot, the
         rows go with `commit`'s `table`."""
+        ...
+
+    def versions_reader(self) -> VersionsReader | None:
+        """How to read committed rows back (the events outbox builds its events' JSON from them
+        at delivery, exporter/events/outbox.py), or None: this store cannot do so cheaply, the
+        outbox keeps the JSON itself."""
         ...
 
     def compact(self, partitions: Iterable[str] | None = None) -> int:
@@ -129,4 +140,5 @@ __all__ = [
     "Reader",
     "Source",
     "Store",
+    "VersionsReader",
 ]

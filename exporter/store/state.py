@@ -36,7 +36,9 @@ APPLICATION_ID = 0x4F505341  # "OPSA": marks the file as ours (PRAGMA applicatio
 # versions they follow; an older opsaudit would add versions without it, so it must refuse.
 # Migrated by `Dataset.record_superseded` (it reads the Parquet files), not here.
 # 8: names (issue 21): named, name_versions, unlisted, projects.names_read_us/names_due.
-FORMAT_VERSION = 8
+# 9: event_batches.facts: a batch may hold what its events are built from instead of their JSON
+# (an older opsaudit would deliver its empty `lines`, so it must refuse).
+FORMAT_VERSION = 9
 # `--skip-idle`: how far this host's clock may run ahead of the API's before activity marks
 # (the API's clock) could read as older than a walk's start (this host's clock).
 IDLE_SKEW_US = 60_000_000
@@ -147,11 +149,12 @@ CREATE TABLE event_batches (
     recorded_us INTEGER NOT NULL,  -- when its versions were committed (the backlog's age)
     events INTEGER NOT NULL,       -- how many events
     ids BLOB NOT NULL,             -- their ids ("<operation id>:<version>"), newline-separated
-    lines BLOB NOT NULL,           -- their JSON, one line each, fixed at commit: every retry
-                                   -- sends the same bytes
+    lines BLOB NOT NULL,           -- their JSON, one line each (empty when `facts` is set)
     file_done INTEGER,             -- NULL: not for the file, else how many it has (in order)
     webhook_left INTEGER,          -- NULL: not for the webhook, else how many it has not taken
-    webhook_acked BLOB             -- one byte per event, 1 once the webhook answered 2xx
+    webhook_acked BLOB,            -- one byte per event, 1 once the webhook answered 2xx
+    facts BLOB                     -- NULL: `lines` holds the JSON, else what the JSON is built
+                                   -- from with the committed rows (exporter.events.outbox)
 )
 """
 
@@ -408,6 +411,8 @@ class StateDB:
             if version < 8:
                 for statement in _MIGRATE_TO_8:
                     _execute_once(con, statement)
+            if version < 9:
+                _execute_once(con, "ALTER TABLE event_batches ADD COLUMN facts BLOB")
             con.execute(
                 "UPDATE meta SET value = ? WHERE key = 'format_version'", (str(FORMAT_VERSION),)
             )

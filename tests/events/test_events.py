@@ -141,11 +141,13 @@ def test_one_event_per_new_version_after_the_backfill(
         }
         assert event["data"] == want
         assert set(event) == {"id", "type", "timestamp", "data"}
-    # The webhook got the same events, byte for byte the file's lines, each signed.
+    # The webhook got the same events, byte for byte the file's lines, each signed: the file's
+    # built at commit, the webhook's at delivery from the committed rows and the names
+    # recorded at commit (outbox `facts`).
     assert {r.id for r in receiver.received} == set(expected)
     assert all(r.valid for r in receiver.received) and not receiver.bad_requests
-    by_id = {e["id"]: e for e in events}
-    assert all(orjson.loads(r.body) == by_id[r.id] for r in receiver.received)
+    lines = {orjson.loads(line)["id"]: line for line in events_file.read_bytes().splitlines()}
+    assert all(r.body == lines[r.id] for r in receiver.received)
 
 
 def test_events_backfill_emits_the_first_walk(make_sim: Any, tmp_path: Path) -> None:
@@ -302,6 +304,28 @@ def test_receiver_down_for_a_whole_run_loses_nothing_and_check_reports_it(
     metrics = render_metrics(collect_metrics(data))
     assert 'opsaudit_events_pending{sink="webhook"} 0\n' in metrics
     assert f'opsaudit_events_delivered_total{{sink="webhook"}} {len(expected)}\n' in metrics
+
+
+def test_events_built_at_delivery_are_the_bytes_built_at_commit(
+    make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path
+) -> None:
+    # The file follows the commits (JSON built in the commit); the webhook, down in the first
+    # run, gets the same events in the next one, built from the committed rows: months of
+    # operations, so a commit's rows are read back from several files in another order.
+    sim = make_sim(seed=21, projects=2, days=75, ops_per_project_per_day=2)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    key = read_webhook_secret(secret_file)
+    down = {"webhook_url": closed_port_url(), "webhook_key": key, "webhook_attempts": 1}
+    first = _sync(sim, data, file=events_file, backfill=True, **down)
+    expected = versions_after(data, set())
+    months = {row["created_at"].strftime("%Y-%m") for row in expected.values()}
+    assert len(months) >= 3 and first.events_pending == len(expected) > 0
+    lines = {orjson.loads(line)["id"]: line for line in events_file.read_bytes().splitlines()}
+    assert sorted(lines) == sorted(expected)
+    second = _sync(sim, data, **_webhook(receiver, secret_file))
+    assert second.events_pending == 0 and sorted(receiver.ids()) == sorted(expected)
+    assert all(r.body == lines[r.id] for r in receiver.received)
+    _assert_in_order(receiver)
 
 
 def _assert_in_order(receiver: Receiver) -> None:
@@ -668,3 +692,36 @@ def test_event_json_escapes_every_string_field(text: str | None) -> None:
     }
     assert events[1]["data"]["branch_name"] == "main" and events[1]["data"]["endpoint_name"] == text
     assert events[1]["timestamp"] is None and events[0]["type"] == "operation.changed"
+
+
+def test_pending_events_of_a_format_8_state_are_delivered_as_recorded(
+    tmp_path: Path, receiver: Receiver, secret_file: Path
+) -> None:
+    # A state written at 6a1c919 (tests/assets/make_events_format8.py): its batches hold the
+    # events' JSON. Migrated to format 9 (the `facts` column), they are delivered as recorded.
+    import shutil
+    import sqlite3
+
+    from exporter.events.delivery import deliver
+    from exporter.store.state import FORMAT_VERSION, StateDB
+
+    asset = ROOT / "tests" / "assets" / "events-format-8"
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    data.mkdir()
+    shutil.copyfile(asset / "state.sqlite", data / "state.sqlite")
+    expected = (asset / "expected.jsonl").read_bytes()
+    state = StateDB(data / "state.sqlite")
+    try:
+        config = EventsConfig(file=events_file, **_webhook(receiver, secret_file, webhook_lanes=1))
+        done = deliver(state, config)
+    finally:
+        state.close()
+    lines = expected.splitlines()
+    assert len(lines) == 56 and done.delivered == {"file": 56, "webhook": 56}
+    assert done.pending == 0 and events_file.read_bytes() == expected
+    assert [r.body for r in receiver.received] == lines  # one lane: in order
+    con = sqlite3.connect(data / "state.sqlite")
+    version = con.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone()
+    columns = [row[1] for row in con.execute("PRAGMA table_info(event_batches)")]
+    con.close()
+    assert version == (str(FORMAT_VERSION),) and FORMAT_VERSION == 9 and "facts" in columns

@@ -369,7 +369,7 @@ def test_a_state_from_before_names_is_migrated_and_its_names_read(
         con.execute(f"DROP TABLE {table}")
     for column in ("names_read_us", "names_due"):  # as if absent (SQLite's DROP COLUMN refuses
         con.execute(f"ALTER TABLE projects RENAME COLUMN {column} TO old_{column}")  # this DDL)
-    before = str(FORMAT_VERSION - 1)  # the format before names
+    before = "7"  # the format before names (8)
     con.execute("UPDATE meta SET value = ? WHERE key = 'format_version'", (before,))
     con.commit()
     con.close()

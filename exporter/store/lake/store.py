@@ -208,6 +208,11 @@ class LakeStore:
         """A Delta commit writes its rows itself (write_deltalake): they go with `commit`."""
         return False
 
+    def versions_reader(self) -> None:
+        """Reading rows back means reading the Delta table from object storage: the outbox
+        keeps its events' JSON in the state instead (uploaded with the rows)."""
+        return None
+
     def flush_state(self) -> bool:
         """Upload the local state if it changed since the last commit (a commit with no rows);
         True if a commit was made."""

@@ -27,7 +27,7 @@ import errno
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,7 @@ from exporter.core.tables import (
 )
 from exporter.store.base import BIG_FILE_ROWS, COMPACT_MIN_FILES, Committed, LocalDataset, Store
 from exporter.store.local.exports import SNAPSHOT_FILES
+from exporter.store.local.rows import run_rows
 from exporter.store.local.spill import Spill, by_month, superseded_record
 from exporter.store.state import DataDirLock, StateDB
 
@@ -333,6 +334,14 @@ class Dataset:
     def live_files(self) -> list[str]:
         """The committed data files, relative to the data directory (what readers read)."""
         return self.state.live_files()
+
+    def versions_reader(self) -> Callable[[str, Sequence[str], Sequence[str]], pa.Table]:
+        return self.read_versions
+
+    def read_versions(self, run_id: str, ids: Sequence[str], columns: Sequence[str]) -> pa.Table:
+        """The committed versions rows of run `run_id` whose id is in `ids` (`columns` only)."""
+        files = [self.root / p for p in self.live_files() if p.startswith(f"{VERSIONS_DIR}/")]
+        return run_rows(files, run_id, ids, columns)
 
     # -- compaction -------------------------------------------------------------------------
 

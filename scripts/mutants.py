@@ -762,8 +762,15 @@ MUTANTS = [
     Mutant(
         "events-json-escape-check-narrowed",  # a quote or backslash alone is not escaped
         "exporter/events/render.py",
-        """    if not pc.any(pc.match_substring_regex(column, '["\\\\\\\\\\\\x00-\\\\x1f]')).as_py():\n""",
-        """    if not pc.any(pc.match_substring_regex(column, "[\\\\x00-\\\\x1f]")).as_py():\n""",
+        """    return not pc.any(pc.match_substring_regex(column, '["\\\\\\\\\\\\x00-\\\\x1f]')).as_py()\n""",
+        """    return not pc.any(pc.match_substring_regex(column, "[\\\\x00-\\\\x1f]")).as_py()\n""",
+        (f"{EVENTS}::test_event_json_escapes_every_string_field",),
+    ),
+    Mutant(
+        "events-json-ids-inlined-unescaped",  # an id with a quote breaks the event's JSON
+        "exporter/events/render.py",
+        '    if plain_ids and table["id"].null_count == 0:  # the versions go inside the ids\' quotes\n',
+        "    if True:\n",
         (f"{EVENTS}::test_event_json_escapes_every_string_field",),
     ),
     Mutant(

@@ -3,7 +3,7 @@ by column, not object by object in Python: a fraction of the CPU per event (benc
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
 import msgspec
 import pyarrow as pa
@@ -31,29 +31,40 @@ _DATA_FIELDS = (
 COLUMNS = [*_DATA_FIELDS, "observed_at"]  # what an event is made of
 
 
-def _rfc3339(column: pa.ChunkedArray) -> pa.Array:
-    """UTC timestamps as RFC 3339 text: whole seconds as `...:04Z`, else `...:04.214837Z`.
-    Cast as naive timestamps (the values are UTC): Arrow formats a zoned one ~100 times
-    slower, which was most of the cost of recording an event."""
+def _rfc3339(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """UTC timestamps as RFC 3339 text without the final `Z`: whole seconds as `...:04`, else
+    `...:04.214837`. Cast as naive timestamps (the values are UTC): Arrow formats a zoned one
+    ~100 times slower, which was most of the cost of recording an event."""
     naive = column.cast(pa.int64()).cast(pa.timestamp("us"))
     text = pc.replace_substring(pc.cast(naive, pa.string()), " ", "T", max_replacements=1)
-    text = pc.binary_join_element_wise(text, pa.scalar("Z"), "")
-    return pc.replace_substring(text, ".000000Z", "Z")
+    return pc.replace_substring(text, ".000000", "")
 
 
 _STRINGS = frozenset({"id", "project_id", "branch_id", "endpoint_id", "action", "status", "error"})
 
+# A part of an event's line: literal text, or one value per event (joined by Arrow).
+Part: TypeAlias = str | pa.Array | pa.ChunkedArray
 
-def _quoted(text: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """Each value in double quotes, NULL as `null` (values that need no escaping)."""
+
+def _quoted(text: pa.ChunkedArray | pa.Array) -> list[Part]:
+    """Each value in double quotes, NULL as `null` (values that need no escaping). Without a
+    NULL the quotes are literal parts, which the line's one join adds for free."""
+    if text.null_count == 0:
+        return ['"', text, '"']
     quoted = pc.binary_join_element_wise(pa.scalar('"'), text, pa.scalar('"'), "")
-    return pc.fill_null(quoted, "null")
+    return [pc.fill_null(quoted, "null")]
 
 
-def _json_strings(column: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """Each value as a JSON string literal (`"..."`), NULL as `null`, computed by Arrow."""
-    if not pc.any(pc.match_substring_regex(column, '["\\\\\\x00-\\x1f]')).as_py():
-        return _quoted(column)  # nothing to escape (ids, actions, names: almost always)
+def _plain(column: pa.ChunkedArray | pa.Array) -> bool:
+    """No value needs escaping (ids, actions, names: almost always)."""
+    return not pc.any(pc.match_substring_regex(column, '["\\\\\\x00-\\x1f]')).as_py()
+
+
+def _json_strings(column: pa.ChunkedArray | pa.Array, plain: bool | None = None) -> list[Part]:
+    """Each value as a JSON string literal (`"..."`), NULL as `null`, computed by Arrow.
+    `plain`: whether `_plain(column)`, when known."""
+    if _plain(column) if plain is None else plain:
+        return _quoted(column)
     text = pc.replace_substring(column, "\\", "\\\\")
     text = pc.replace_substring(text, '"', '\\"')
     controls = pc.fill_null(pc.match_substring_regex(column, "[\\x00-\\x1f]"), False)
@@ -67,12 +78,21 @@ def _json_strings(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     return _quoted(text)
 
 
-def _json_values(table: pa.Table, name: str) -> pa.Array:
+def _json_values(table: pa.Table, name: str, plain_ids: bool) -> list[Part]:
     if name in _STRINGS:
-        return _json_strings(table[name])
+        return _json_strings(table[name], plain_ids if name == "id" else None)
     if name in _TIMESTAMPS:
-        return _quoted(_rfc3339(table[name]))  # RFC 3339 text needs no escaping
-    return pc.fill_null(pc.cast(table[name], pa.string()), "null")  # integers
+        return _timestamps(table[name])
+    text = pc.cast(table[name], pa.string())  # integers
+    return [text if text.null_count == 0 else pc.fill_null(text, "null")]
+
+
+def _timestamps(column: pa.ChunkedArray | pa.Array) -> list[Part]:
+    """RFC 3339 in quotes, NULL as `null` (the text needs no escaping)."""
+    text = _rfc3339(column)
+    if text.null_count == 0:
+        return ['"', text, 'Z"']
+    return _quoted(pc.binary_join_element_wise(text, pa.scalar("Z"), ""))
 
 
 _ENCODER = msgspec.json.Encoder()
@@ -93,7 +113,6 @@ def event_lines(
     `project_names`: one per row, or one for all.
     """
     version = pc.cast(table["version"], pa.string())
-    event_ids = pc.binary_join_element_wise(table["id"], pa.scalar(":"), version, "")
     kinds = pc.if_else(
         pc.equal(table["version"], 1), pa.scalar("operation.created"), "operation.changed"
     )
@@ -102,44 +121,59 @@ def event_lines(
         project_names = pa.repeat(pa.scalar(project_names, pa.string()), table.num_rows)
     branches = no_names if branch_names is None else pa.array(branch_names, pa.string())
     endpoints = no_names if endpoint_names is None else pa.array(endpoint_names, pa.string())
-    parts: list[Any] = [
+    plain_ids = _plain(table["id"])
+    if plain_ids and table["id"].null_count == 0:  # the versions go inside the ids' quotes
+        event_id: list[Part] = ['"', table["id"], ":", version, '"']
+    else:
+        event_id = _json_strings(
+            pc.binary_join_element_wise(table["id"], pa.scalar(":"), version, "")
+        )
+    parts: list[Part] = [
         '{"id":',
-        _json_strings(event_ids),
+        *event_id,
         ',"type":"',
         kinds,
         '","timestamp":',
-        _quoted(_rfc3339(table["observed_at"])),
+        *_timestamps(table["observed_at"]),
         ',"data":{',
     ]
     for n, name in enumerate(_DATA_FIELDS):
-        parts += [f'{"," if n else ""}"{name}":', _json_values(table, name)]
+        parts += [f'{"," if n else ""}"{name}":', *_json_values(table, name, plain_ids)]
     parts += [
         ',"project_name":',
-        _json_strings(project_names),
+        *_json_strings(project_names),
         ',"branch_name":',
-        _json_strings(branches),
+        *_json_strings(branches),
         ',"endpoint_name":',
-        _json_strings(endpoints),
-        "}}",
+        *_json_strings(endpoints),
+        "}}\n",
     ]
-    lines = pc.binary_join_element_wise(
-        *[pa.scalar(p) if isinstance(p, str) else p for p in parts], ""
-    )
     # One buffer each, straight from Arrow: no Python object per event.
-    return _joined(event_ids)[:-1], _joined(lines)
+    return event_ids(table), _buffer(_join(parts))
+
+
+def _join(parts: list[Part]) -> pa.Array:
+    """The parts joined per event, adjacent literals merged first (one Arrow call)."""
+    merged: list[Any] = []
+    for p in parts:
+        if isinstance(p, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += p
+        else:
+            merged.append(p)
+    joined = pc.binary_join_element_wise(
+        *[pa.scalar(p) if isinstance(p, str) else p for p in merged], ""
+    )
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
 
 
 def event_ids(table: pa.Table) -> bytes:
-    """The event ids of a versions table, newline-separated: what `event_lines` returns first."""
+    """The event ids of a versions table (`<id>:<version>`), newline-separated."""
     version = pc.cast(table["version"], pa.string())
-    return _joined(pc.binary_join_element_wise(table["id"], pa.scalar(":"), version, ""))[:-1]
+    return _buffer(_join([table["id"], ":", version, "\n"]))[:-1]
 
 
-def _joined(values: pa.Array | pa.ChunkedArray) -> bytes:
-    """Every value followed by a newline, as one byte string (the values have no NULL)."""
-    lines = pc.binary_join_element_wise(values, pa.scalar("\n"), "")
-    if isinstance(lines, pa.ChunkedArray):
-        lines = lines.combine_chunks()
+def _buffer(lines: pa.Array) -> bytes:
+    """The values of a string array without NULLs, back to back, as one byte string."""
     offsets = pa.Array.from_buffers(
         pa.int32(), len(lines) + 1, [None, lines.buffers()[1]], offset=lines.offset
     )

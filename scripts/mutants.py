@@ -186,8 +186,8 @@ MUTANTS = [
     Mutant(
         "boundary-second-all-old",  # `<=` in the new-or-old test: loses late same-second ops
         "exporter/engine/walk.py",
-        "return second(created) == second(cp.checkpoint_us) and op_id not in cp.boundary_ids",
-        "return False",
+        "                    or (s == cp_second and op_id not in boundary)\n",
+        "",
         (
             f"{BACKFILL}::test_ties_at_page_boundaries_lose_and_duplicate_nothing",
             "tests/sync/test_property.py",
@@ -196,8 +196,8 @@ MUTANTS = [
     Mutant(
         "boundary-second-all-new",  # `<`: re-adds the boundary operations
         "exporter/engine/walk.py",
-        "return second(created) == second(cp.checkpoint_us) and op_id not in cp.boundary_ids",
-        "return second(created) == second(cp.checkpoint_us)",
+        "                    or (s == cp_second and op_id not in boundary)\n",
+        "                    or s == cp_second\n",
         (
             f"{BACKFILL}::test_ties_at_page_boundaries_lose_and_duplicate_nothing",
             "tests/sync/test_property.py",
@@ -290,8 +290,8 @@ MUTANTS = [
     Mutant(
         "finished-not-read-again",
         "exporter/engine/walk.py",
-        "        if is_terminal(op) and known is None and not _fresh(op, observed):\n",
-        "        if is_terminal(op) and known is None:\n",
+        "        if terminal and known is None and not _fresh(op, observed):\n",
+        "        if terminal and known is None:\n",
         (f"{ROBUST}::test_a_finished_operation_stays_tracked_while_it_settles",),
     ),
     Mutant(

@@ -186,10 +186,11 @@ class ProjectWalk:
         c.created_us.append(created)
         c.versions.append(version)
         c.observed_us.append(observed)
-        if is_terminal(op) and known is None and not _fresh(op, observed):
+        terminal = is_terminal(op)
+        if terminal and known is None and not _fresh(op, observed):
             return  # finished long ago: nothing more will change
         changed = _changed_us(op, known, observed)
-        if is_terminal(op) and _settled(changed, observed):
+        if terminal and _settled(changed, observed):
             if known is not None:
                 self._forget(op_id)  # finished long enough ago: nothing more will change
             return
@@ -217,12 +218,6 @@ class ProjectWalk:
         self.chunk.open_deletes.add(op_id)
         self.chunk.open_upserts.pop(op_id, None)
         self.open.pop(op_id, None)
-
-    def _is_new(self, op_id: str, created: int) -> bool:
-        cp = self.cp
-        if cp.checkpoint_us is None or second(created) > second(cp.checkpoint_us):
-            return True
-        return second(created) == second(cp.checkpoint_us) and op_id not in cp.boundary_ids
 
     def _flush(self) -> None:
         if not self.chunk.empty:
@@ -332,7 +327,11 @@ class ProjectWalk:
             ids: set[str] = set()
             # The top's second, kept beside it: per operation only its own is computed (CPU).
             top_second = None if top is None else second(top)
-            tracked = self.open
+            tracked, record = self.open, self._record
+            # New: a second after the checkpoint's, or in it and not among its boundary ids
+            # (tested inline: a method call per operation cost ~0.2 µs, issue 24).
+            cp_second = None if cp.checkpoint_us is None else second(cp.checkpoint_us)
+            boundary = cp.boundary_ids
             for op, raw, c in zip(ops, raws, created):
                 op_id = op.id
                 if op_id in previous or op_id in ids:
@@ -343,8 +342,13 @@ class ProjectWalk:
                     top, top_ids, top_second = c, {op_id}, s
                 elif s == top_second:
                     top_ids.add(op_id)
-                if op_id in tracked or self._is_new(op_id, c):
-                    self._record(op, raw, c, observed)
+                if (
+                    op_id in tracked
+                    or cp_second is None
+                    or s > cp_second
+                    or (s == cp_second and op_id not in boundary)
+                ):
+                    record(op, raw, c, observed)
             previous = ids
             self.lowest = min(created) if self.lowest is None else min(self.lowest, *created)
             oldest = second(min(created))

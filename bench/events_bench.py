@@ -191,7 +191,8 @@ def bench_backfill(args: argparse.Namespace) -> None:
                         extra = ["--max-rps", "0", "--no-compact"]
                         if kind == "events":
                             extra += ["--events-backfill", "--events-file", f"{tmp}/events.jsonl"]
-                        res = run_sync(sim, Path(tmp) / "data", *extra)
+                        root = Path(code).resolve() if code is not None else Path.cwd()
+                        res = run_sync(sim, Path(tmp) / "data", *extra, cwd=root)
                         walls.setdefault(prefix + kind, []).append(res["wall_s"])
                         cpus.setdefault(prefix + kind, []).append(res["cpu_s"])
                         versions = res["summary"]["versions_written"]

@@ -75,7 +75,11 @@ class SimProcess:
         self.proc.join(30)
 
 
-def run_sync(sim: SimProcess, data_dir: Path, *extra: str) -> dict[str, Any]:
+def run_sync(
+    sim: SimProcess, data_dir: Path, *extra: str, cwd: Path | None = None
+) -> dict[str, Any]:
+    """`opsaudit sync` in a child process; `cwd`: the root of the checkout to run (`python -m`
+    puts the working directory first on sys.path, before PYTHONPATH)."""
     env = {
         **os.environ,
         "NEON_API_KEY": sim.info["key"],
@@ -84,7 +88,9 @@ def run_sync(sim: SimProcess, data_dir: Path, *extra: str) -> dict[str, Any]:
     }
     cmd = [sys.executable, "-m", "exporter", "sync", "--log-format", "json", *extra]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd
+    )
     assert proc.stdout is not None
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)

@@ -703,6 +703,13 @@ MUTANTS = [
         (f"{EVENTS}::test_pending_events_of_a_format_8_state_are_delivered_as_recorded",),
     ),
     Mutant(
+        "events-names-one-per-id",  # after a rename, new operations say the branch's old name
+        "exporter/events/outbox.py",
+        "            if len(versions) > 1 or (versions and versions[0][1] is not None):\n",
+        "            if False:\n",
+        (f"{NAMES}::test_events_carry_the_name_in_effect_when_the_operation_was_created",),
+    ),
+    Mutant(
         "events-names-read-after-the-walk",  # a branch first listed in the run: events say null
         "exporter/engine/walk.py",
         "            if names and not self.names_tried and self._names_wanted():\n",

@@ -240,9 +240,8 @@ class Outbox:
         projects = [(name, t.num_rows) for t, name in selected]
         # The names in effect when each operation was created, as the state knows them in
         # this transaction (PRODUCT.md: "where known"; the views join the same versions).
-        created = pc.cast(table["created_at"], pa.int64()).to_pylist()
         branches, endpoints = (
-            self.state.names_in_effect(con, kind, list(zip(table[column].to_pylist(), created)))
+            self._names(con, kind, table, column)
             for kind, column in (("branch", "branch_id"), ("endpoint", "endpoint_id"))
         )
         ids = event_ids(table)
@@ -271,6 +270,26 @@ class Outbox:
         )
         assert cursor.lastrowid is not None
         return Batch(cursor.lastrowid, ids, lines, file_done, None)
+
+    def _names(
+        self, con: sqlite3.Connection, kind: str, table: pa.Table, column: str
+    ) -> list[str | None]:
+        """`StateDB.names_in_effect` of each row's id in `column` and its created_at: per
+        distinct id when every id has one name for all time (one version, or never listed: a
+        few hundred lookups for a commit's rows instead of one per row), else row by row."""
+        encoded = table[column].combine_chunks().dictionary_encode()
+        distinct = encoded.dictionary.to_pylist()
+        spans = self.state.name_spans(con, kind, distinct)
+        constant: list[str | None] = []
+        for name_id in distinct:
+            versions = spans.get(name_id, [])
+            if len(versions) > 1 or (versions and versions[0][1] is not None):
+                created = pc.cast(table["created_at"], pa.int64()).to_pylist()
+                wanted = list(zip(table[column].to_pylist(), created))
+                return list(self.state.names_in_effect(con, kind, wanted))
+            constant.append(versions[0][2] if versions else None)
+        names = pc.take(pa.array(constant, pa.string()), encoded.indices)
+        return list(names.to_pylist())
 
     def _built(self, ids: bytes, facts: bytes) -> bytes:
         """The JSON Lines of a batch recorded with `facts`: its committed rows (found by run

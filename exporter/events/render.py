@@ -163,7 +163,10 @@ def _join(parts: list[Part]) -> pa.Array:
     joined = pc.binary_join_element_wise(
         *[pa.scalar(p) if isinstance(p, str) else p for p in merged], ""
     )
-    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+    if isinstance(joined, pa.ChunkedArray):
+        # One chunk (the commit's table is combined): taken as is, combine_chunks would copy it.
+        return joined.chunk(0) if joined.num_chunks == 1 else joined.combine_chunks()
+    return joined
 
 
 def event_ids(table: pa.Table) -> bytes:
@@ -178,4 +181,4 @@ def _buffer(lines: pa.Array) -> bytes:
         pa.int32(), len(lines) + 1, [None, lines.buffers()[1]], offset=lines.offset
     )
     start, end = offsets[0].as_py(), offsets[-1].as_py()
-    return lines.buffers()[2].to_pybytes()[start:end]
+    return lines.buffers()[2][start:end].to_pybytes()  # a zero-copy slice, then one copy

@@ -689,17 +689,16 @@ class StateDB:
             (self._NAMES_GENERATION,),
         )
 
-    def names_in_effect(
-        self, con: sqlite3.Connection, kind: str, wanted: Sequence[tuple[Any, int]]
-    ) -> list[str | None]:
-        """For each (id, created_us): the name of that branch / endpoint (`kind`) in effect when
-        the operation was created, as the views join it (the version whose span holds it; the
-        earliest for an operation older than the first listing; None for an id never listed).
-        Inside a transaction (`con`): the events of a commit carry the names known then."""
-        ids = sorted({i for i, _ in wanted if isinstance(i, str)})
+    def name_spans(
+        self, con: sqlite3.Connection, kind: str, ids: Iterable[Any]
+    ) -> dict[str, list[tuple[int, int | None, str | None]]]:
+        """Per branch / endpoint id (`kind`) ever listed: (from, to, name) of each version, in
+        order; the first from the beginning of time (the views' join: an operation older than
+        the first listing takes the earliest name). Inside a transaction (`con`)."""
+        wanted = sorted({i for i in ids if isinstance(i, str)})
         spans: dict[str, list[tuple[int, int | None, str | None]]] = {}
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
+        for start in range(0, len(wanted), 500):
+            part = wanted[start : start + 500]
             for name_id, version, since, until, tracked in con.execute(
                 "SELECT id, version, valid_from_us, valid_to_us, tracked FROM name_versions "
                 f"WHERE kind = ? AND id IN ({','.join('?' * len(part))}) ORDER BY id, version",
@@ -713,6 +712,16 @@ class StateDB:
                         name if isinstance(name, str) else None,
                     )
                 )
+        return spans
+
+    def names_in_effect(
+        self, con: sqlite3.Connection, kind: str, wanted: Sequence[tuple[Any, int]]
+    ) -> list[str | None]:
+        """For each (id, created_us): the name of that branch / endpoint (`kind`) in effect when
+        the operation was created, as the views join it (the version whose span holds it; the
+        earliest for an operation older than the first listing; None for an id never listed).
+        Inside a transaction (`con`): the events of a commit carry the names known then."""
+        spans = self.name_spans(con, kind, (i for i, _ in wanted))
         out: list[str | None] = []
         for name_id, created in wanted:
             found = None

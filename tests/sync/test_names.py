@@ -151,6 +151,37 @@ def test_new_branch_appears_in_the_same_run_and_costs_two_requests(
     ]
 
 
+def test_events_carry_the_name_in_effect_when_the_operation_was_created(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    # A renamed branch: a new state of an operation created before the rename says the old
+    # name, an operation created after it the new one (the outbox's per-row path; a branch
+    # with one name for all time is looked up once per commit).
+    from exporter.events.outbox import EventsConfig
+
+    sim = empty_sim(make_sim, seed=45, at_now=True)
+    pid = sim.project_ids()[0]
+    branch_id, _endpoint, before = sim.add_branch(pid, "preview/pr-42")
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    events = EventsConfig(file=events_file)
+    run_sync(sim, data, events=events)
+    sim.advance(60)
+    sim.change_branch(branch_id, name="release/1.0")
+    run_sync(sim, data, names_max_age=0, events=events)
+    sim.advance(60)
+    after = sim.add_operations(pid, 1, action="apply_config")
+    sim.update_operation(after[0], branch_id=branch_id)
+    sim.update_operation(before[0], status="failed", failures_count=3)
+    run_sync(sim, data, events=events)
+    import orjson
+
+    got = {
+        e["data"]["id"]: e["data"]["branch_name"]
+        for e in map(orjson.loads, events_file.read_bytes().splitlines())
+    }
+    assert got == {before[0]: "preview/pr-42", after[0]: "release/1.0"}
+
+
 def test_rename_makes_two_versions_and_older_operations_keep_the_old_name(
     make_sim: Any, tmp_path: Path
 ) -> None:

@@ -820,8 +820,8 @@ MUTANTS = [
     Mutant(
         "report-stuck-counts-failing-twice",  # issue 23: 1,988 of 3,194 "stuck" were failed
         "sql/90_report.sql",
-        "            WHERE NOT t AND NOT is_failing(status) AND created_at",
-        "            WHERE NOT t AND created_at",
+        "    NOT is_terminal(status) AND NOT is_failing(status)\n",
+        "    NOT is_terminal(status)\n",
         (
             "tests/analytics/test_report_headline.py::test_headline_of_the_fixed_dataset",
             "tests/analytics/test_report_headline.py::test_on_call_tables_of_the_fixed_dataset",
@@ -849,6 +849,38 @@ MUTANTS = [
         (
             "tests/analytics/test_format.py::test_json_bytes_writes_what_jsonable_gives",
             "tests/analytics/test_cli.py::test_report_json",
+        ),
+    ),
+    Mutant(
+        "report-by-action-never-falls-back",  # issue 24: every version taken for the latest
+        "exporter/analytics/report.py",
+        '    if all([r.pop("exact") for r in records]):\n',
+        '    if [r.pop("exact") for r in records]:\n',
+        (
+            "tests/analytics/test_report.py::"
+            "test_per_action_figures_when_a_finished_version_was_superseded",
+            "tests/analytics/test_report.py::"
+            "test_first_created_at_when_only_a_superseded_version_held_it",
+        ),
+    ),
+    Mutant(
+        "report-by-action-terminal-superseded-ignored",
+        "sql/90_report.sql",
+        "        coalesce(g.terminal, 0) = 0\n            AND coalesce(e.firsts",
+        "        true\n            AND coalesce(e.firsts",
+        (
+            "tests/analytics/test_report.py::"
+            "test_per_action_figures_when_a_finished_version_was_superseded",
+        ),
+    ),
+    Mutant(
+        "report-by-action-first-created-unchecked",
+        "sql/90_report.sql",
+        "            AND coalesce(e.firsts[1 + coalesce(\n",
+        "            AND true OR coalesce(e.firsts[1 + coalesce(\n",
+        (
+            "tests/analytics/test_report.py::"
+            "test_first_created_at_when_only_a_superseded_version_held_it",
         ),
     ),
     Mutant(

@@ -6,6 +6,13 @@
 -- since (inclusive) and until (exclusive) bound created_at; projects is a list of project ids.
 -- Omitted or NULL: no bound.
 
+-- Stuck, in the report: not terminal, not failing (those are in failing_now) and created longer
+-- than stuck_after (default 1 hour) before as_of (default now).
+CREATE OR REPLACE MACRO report_is_stuck(status, created_at, as_of, stuck_after) AS
+    NOT is_terminal(status) AND NOT is_failing(status)
+    AND created_at < coalesce(as_of::TIMESTAMPTZ, now())
+        - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR);
+
 -- Latest states in the window: the versions in it minus the superseded record (00_base.sql's
 -- `operations`, windowed). The window is applied to created_date too, so whole partitions and
 -- row groups are skipped; the record is small and needs no window (a pair outside it matches
@@ -207,10 +214,7 @@ FROM (
         count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
         coalesce(sum(failures_count), 0)::BIGINT AS retries,
         count(*) FILTER (WHERE is_failing(status)) AS failing_now,
-        count(*) FILTER (
-            WHERE NOT t AND NOT is_failing(status) AND created_at < coalesce(as_of::TIMESTAMPTZ, now())
-                - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR)
-        ) AS stuck,
+        count(*) FILTER (WHERE report_is_stuck(status, created_at, as_of, stuck_after)) AS stuck,
         min(created_at) AS first_created_at,
         max(created_at) AS last_created_at,
         count(*) FILTER (WHERE t) AS terminal,
@@ -227,6 +231,97 @@ FROM (
     )
     GROUP BY action
 )
+ORDER BY operations DESC, action;
+
+-- report_by_action from report_rows (`rows`, the same window) without probing every id: the
+-- counts are every version's minus the superseded versions' (as report_failure_groups_in);
+-- durations, terminal counts and their maxima are every terminal version's, and first and last
+-- created_at every version's. `exact` says whether that is the latest states' figure: no
+-- superseded version of the window is terminal, and each extreme of created_at is held by more
+-- versions than the superseded ones holding it (then one of them is a latest state). Where it
+-- is false the caller runs report_by_action (`opsaudit report` does).
+CREATE OR REPLACE MACRO report_by_action_in(
+    rows, since := NULL, until := NULL, projects := NULL, as_of := NULL, stuck_after := NULL
+) AS TABLE
+WITH every AS (
+    SELECT
+        action,
+        count(*) AS operations,
+        count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
+        coalesce(sum(failures_count), 0)::BIGINT AS retries,
+        count(*) FILTER (WHERE is_failing(status)) AS failing_now,
+        count(*) FILTER (WHERE report_is_stuck(status, created_at, as_of, stuck_after)) AS stuck,
+        min(created_at, 3) AS firsts,
+        max(created_at, 3) AS lasts,
+        count(*) FILTER (WHERE t) AS terminal,
+        quantile_cont(total_duration_ms, [0.5, 0.9, 0.99]) FILTER (WHERE t) AS q,
+        max(total_duration_ms) FILTER (WHERE t) AS max_ms,
+        quantile_cont(wall_ms, [0.5, 0.9, 0.99]) FILTER (WHERE t) AS wq,
+        max(wall_ms) FILTER (WHERE t) AS wall_max_ms
+    FROM (
+        SELECT
+            action, status, failures_count, total_duration_ms, created_at,
+            is_terminal(status) AS t,
+            wall_ms(created_at, updated_at) AS wall_ms
+        FROM report_versions(since := since, until := until, projects := projects)
+    )
+    GROUP BY action
+), gone AS (
+    SELECT
+        action,
+        count(*) AS operations,
+        count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
+        coalesce(sum(failures_count), 0)::BIGINT AS retries,
+        count(*) FILTER (WHERE is_failing(status)) AS failing_now,
+        count(*) FILTER (WHERE report_is_stuck(status, created_at, as_of, stuck_after)) AS stuck,
+        count(*) FILTER (WHERE t) AS terminal,
+        list(created_at) AS created
+    FROM (SELECT *, is_terminal(status) AS t FROM query_table(rows) WHERE superseded)
+    GROUP BY action
+), latest AS (
+    SELECT
+        e.action,
+        e.operations - coalesce(g.operations, 0) AS operations,
+        e.failed - coalesce(g.failed, 0) AS failed,
+        e.retries - coalesce(g.retries, 0) AS retries,
+        e.failing_now - coalesce(g.failing_now, 0) AS failing_now,
+        e.stuck - coalesce(g.stuck, 0) AS stuck,
+        e.firsts[1] AS first_created_at,
+        e.lasts[1] AS last_created_at,
+        e.terminal,
+        e.q, e.max_ms, e.wq, e.wall_max_ms,
+        coalesce(g.terminal, 0) = 0
+            AND coalesce(e.firsts[1 + coalesce(
+                len(list_filter(g.created, lambda c: c = e.firsts[1])), 0)] = e.firsts[1], false)
+            AND coalesce(e.lasts[1 + coalesce(
+                len(list_filter(g.created, lambda c: c = e.lasts[1])), 0)] = e.lasts[1], false)
+            AS exact
+    FROM every AS e
+    LEFT JOIN gone AS g ON g.action IS NOT DISTINCT FROM e.action
+)
+SELECT
+    action,
+    operations,
+    operations / sum(operations) OVER () AS share,
+    failed,
+    failed / operations AS failure_rate,
+    retries,
+    failing_now,
+    stuck,
+    first_created_at,
+    last_created_at,
+    terminal,
+    q[1] AS p50_ms,
+    q[2] AS p90_ms,
+    q[3] AS p99_ms,
+    max_ms,
+    wq[1] AS wall_p50_ms,
+    wq[2] AS wall_p90_ms,
+    wq[3] AS wall_p99_ms,
+    wall_max_ms,
+    exact
+FROM latest
+WHERE operations > 0
 ORDER BY operations DESC, action;
 
 -- The three sections of the report, as `opsaudit report --format json` prints them.

@@ -176,8 +176,7 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape: window, operations, the headline, then the three sections."""
-        converted: dict[str, Any] = jsonable(self.fields())
-        return converted
+        return dict(jsonable(self.fields()))
 
     def fields(self) -> dict[str, Any]:
         """`as_dict` with the values as computed (datetimes, intervals), not yet `jsonable`:
@@ -265,14 +264,24 @@ def build_report(
     as_of = now or dt.datetime.now(dt.timezone.utc)
     # Literals, not prepared parameters: the planner folds them, so the window prunes Hive
     # partitions and row groups (a parameter is unknown when the plan is made).
-    sql = (
-        "SELECT * FROM report_by_action("
+    window = (
         f"since := {_timestamp_literal(since)}, until := {_timestamp_literal(until)}, "
-        f"projects := {_string_list_literal(projects)}, as_of := {_timestamp_literal(as_of)}, "
-        f"stuck_after := INTERVAL '{int(stuck_after.total_seconds() * 1_000_000)} microseconds')"
+        f"projects := {_string_list_literal(projects)}"
     )
-    columns, rows = execute(con, sql)
-    records = [dict(zip(columns, row)) for row in rows]
+    when = (
+        f"as_of := {_timestamp_literal(as_of)}, "
+        f"stuck_after := INTERVAL '{int(stuck_after.total_seconds() * 1_000_000)} microseconds'"
+    )
+    # Every section starts from the few rows of `report_rows`, kept once: the ids are read
+    # once, not once per section (sql/90_report.sql).
+    execute(con, f"CREATE OR REPLACE TEMP TABLE {_ROWS} AS FROM report_rows({window})")
+    try:
+        records = _by_action(con, window, when)
+        failing, stuck, stuck_failing = _problems(con, f"{_ROWS}, {when}")
+        errors = _records(con, f"SELECT * FROM report_errors_in({_ROWS})")
+        groups = _failure_groups(con, f"{_ROWS}, {window}")
+    finally:
+        execute(con, f"DROP TABLE IF EXISTS {_ROWS}")
     failures = sorted(records, key=lambda r: (-r["failed"], -r["operations"], r["action"]))
     durations = [
         {"action": r["action"], "operations": r["terminal"]}
@@ -281,23 +290,6 @@ def build_report(
         if r["terminal"]
     ]
     durations.sort(key=lambda r: (-r["operations"], r["action"]))
-    window = (
-        f"since := {_timestamp_literal(since)}, until := {_timestamp_literal(until)}, "
-        f"projects := {_string_list_literal(projects)}"
-    )
-    # The row-level sections read the few rows of `report_rows`, kept once: the ids are read
-    # once for the three of them instead of once each (sql/90_report.sql).
-    execute(con, f"CREATE OR REPLACE TEMP TABLE {_ROWS} AS FROM report_rows({window})")
-    try:
-        failing, stuck, stuck_failing = _problems(
-            con,
-            f"{_ROWS}, as_of := {_timestamp_literal(as_of)}, "
-            f"stuck_after := INTERVAL '{int(stuck_after.total_seconds() * 1_000_000)} microseconds'",
-        )
-        errors = _records(con, f"SELECT * FROM report_errors_in({_ROWS})")
-        groups = _failure_groups(con, f"{_ROWS}, {window}")
-    finally:
-        execute(con, f"DROP TABLE IF EXISTS {_ROWS}")
     return Report(
         since=since,
         until=until,
@@ -327,6 +319,14 @@ def _picker(columns: Sequence[str], names: Sequence[str]) -> Callable[[tuple[Any
     """A row of `columns` to the dict of `names` (no dict of every column first)."""
     get = itemgetter(*(list(columns).index(c) for c in names))
     return lambda row: dict(zip(names, get(row)))
+
+
+def _by_action(con: duckdb.DuckDBPyConnection, window: str, when: str) -> list[dict[str, Any]]:
+    """Per action: every version minus the superseded ones where exact, else the latest states."""
+    records = _records(con, f"SELECT * FROM report_by_action_in({_ROWS}, {window}, {when})")
+    if all([r.pop("exact") for r in records]):
+        return records
+    return _records(con, f"SELECT * FROM report_by_action({window}, {when})")
 
 
 def _problems(

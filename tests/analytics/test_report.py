@@ -128,3 +128,44 @@ def test_parse_until_includes_a_whole_date() -> None:
 def test_parse_since_rejects(text: str) -> None:
     with pytest.raises(ConfigError):
         parse_since(text, now=NOW)
+
+
+def _dataset_with(tmp_path: Path, earlier: list[Any], later: list[Any]) -> Any:
+    """The fixed dataset plus one more operation: `earlier` versions in a third run, `later`
+    ones in a fourth (its superseded record lists the earlier ones)."""
+    from .conftest import write_dataset, write_versions
+
+    data_dir = write_dataset(tmp_path / "data")
+    write_versions(data_dir, earlier, "run-3")
+    write_versions(data_dir, later, "run-4")
+    return connect(data_dir)
+
+
+def test_per_action_figures_when_a_finished_version_was_superseded(tmp_path: Path) -> None:
+    """The per-action figures come from every version minus the superseded ones (issue 24);
+    a superseded version that was terminal would count in the durations, so the report reads
+    the latest states instead: t1 finished in 100 ms, then was cancelled at 5,000 ms."""
+    con = _dataset_with(
+        tmp_path,
+        [("t1", "p1", "ep1", "start_compute", "finished", 0, 100, at(12, 7), 1, None, 1)],
+        [("t1", "p1", "ep1", "start_compute", "cancelled", 0, 5000, at(12, 7), 9, None, 2)],
+    )
+    report = build_report(con, now=at(13, 0))
+    start = next(r for r in report.durations if r["action"] == "start_compute")
+    # o1 100, o4 200, o3 300, o10 400 and t1's latest 5,000 ms: not t1's first 100.
+    assert (start["operations"], start["p50_ms"], start["max_ms"]) == (5, 300.0, 5000)
+    assert mix(report)["start_compute"] == 7
+    assert report.operations == 13
+
+
+def test_first_created_at_when_only_a_superseded_version_held_it(tmp_path: Path) -> None:
+    """An operation whose created_at moved between versions: the first created_at of the
+    report is the latest state's, though every version's minimum is the superseded one's."""
+    con = _dataset_with(
+        tmp_path,
+        [("e1", "p2", None, "create_branch", "running", 0, 0, at(9, 8), 1, None, 1)],
+        [("e1", "p2", None, "create_branch", "finished", 0, 30, at(10, 9), 1, None, 2)],
+    )
+    report = build_report(con, now=at(13, 0))
+    assert report.first_created_at == at(10, 9)
+    assert (report.operations, mix(report)["create_branch"]) == (13, 3)

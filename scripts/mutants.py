@@ -473,6 +473,13 @@ MUTANTS = [
         ("tests/sync/test_http.py::test_compressed_pages_are_decoded_exactly",),
     ),
     Mutant(
+        "https-unverified",  # any certificate accepted: the key goes to whoever answers
+        "exporter/api/http.py",
+        "            self._context = ssl.create_default_context(cafile=certifi.where())\n",
+        "            self._context = ssl._create_unverified_context()\n",
+        ("tests/sync/test_http.py::test_https_is_verified_against_the_ca_bundle",),
+    ),
+    Mutant(
         "http-reuses-closed-connections",  # an idle connection the server closed is sent on
         "exporter/api/http.py",
         "                if conn.sock is not None and not _readable(conn.sock):\n",

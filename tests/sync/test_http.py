@@ -177,3 +177,91 @@ def test_retries_stop_once_max_elapsed_has_passed(server: Any) -> None:
     ):
         client.list_operations("p-1", limit=1000)
     assert (client.stats.requests, client.stats.retries) == (1, 0)
+
+
+def _tls_files(directory: Any) -> tuple[str, str, str]:
+    """A test CA and a certificate it signed for 127.0.0.1: (CA file, cert file, key file)."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = dt.datetime.now(dt.UTC)
+
+    def certificate(subject: str, key: Any, issuer: str, signer: Any, ca: bool) -> x509.Certificate:
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(hours=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+            builder = builder.add_extension(san, critical=False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = certificate("opsaudit test CA", ca_key, "opsaudit test CA", ca_key, ca=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = certificate("127.0.0.1", key, "opsaudit test CA", ca_key, ca=False)
+    paths = (directory / "ca.pem", directory / "cert.pem", directory / "key.pem")
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(paths[0]), str(paths[1]), str(paths[2])
+
+
+@pytest.fixture
+def tls_server(server: Any, tmp_path: Any) -> Any:
+    """The same server behind TLS, its certificate signed by a CA of the test's own."""
+    import ssl
+
+    ca_file, cert_file, key_file = _tls_files(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.ca_file = ca_file
+    return server
+
+
+def _https_client(srv: Any) -> ApiClient:
+    url = f"https://127.0.0.1:{srv.server_address[1]}/api/v2"
+    return ApiClient(url, KEY, retry=RetryPolicy(max_attempts=1))
+
+
+def test_https_is_verified_against_the_ca_bundle(tls_server: Any) -> None:
+    """A certificate no CA of the bundle signed is refused before any request is sent: the
+    key never reaches a server that cannot prove who it is."""
+    with _https_client(tls_server) as client, pytest.raises(TransientError) as failed:
+        client.list_operations("p-1", limit=1000)
+    assert "connection failed (ConnectError)" in str(failed.value)
+    assert tls_server.requests == []
+
+
+def test_https_pages_from_a_server_the_bundle_trusts(
+    tls_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import certifi
+
+    monkeypatch.setattr(certifi, "where", lambda: tls_server.ca_file)
+    with _https_client(tls_server) as client:
+        for _ in range(2):
+            page = client.list_operations("p-1", limit=1000)
+            assert [bytes(r) for r in page.raw] == [json.dumps(o).encode() for o in OPERATIONS]
+    path, headers = tls_server.requests[0]
+    assert path == "/api/v2/projects/p-1/operations?limit=1000"
+    assert headers["Authorization"] == f"Bearer {KEY}"
+    assert len(tls_server.requests) == 2

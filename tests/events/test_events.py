@@ -328,6 +328,43 @@ def test_events_built_at_delivery_are_the_bytes_built_at_commit(
     _assert_in_order(receiver)
 
 
+def test_events_built_at_delivery_after_compaction_moved_their_rows(
+    make_sim: Any,
+    tmp_path: Path,
+    receiver: Receiver,
+    secret_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two runs' events wait for the webhook while compaction merges the files that hold their
+    rows: the next run finds each row by its run id in the merged files and sends the bytes the
+    file got at commit time."""
+    import exporter.store.local.dataset as local_dataset
+    from exporter.engine.publish import compact
+    from exporter.store.opener import open_store
+
+    sim = make_sim(seed=22, projects=2, days=75, ops_per_project_per_day=2)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    key = read_webhook_secret(secret_file)
+    down = {"webhook_url": closed_port_url(), "webhook_key": key, "webhook_attempts": 1}
+    _sync(sim, data, file=events_file, backfill=True, **down)
+    _changes(sim, random.Random(22))
+    second = _sync(sim, data, file=events_file, **down)
+    expected = versions_after(data, set())
+    assert second.events_pending == len(expected) > 0
+    monkeypatch.setattr(local_dataset, "COMPACT_MIN_FILES", 2)
+    store = open_store(data, (), lock=True, wait=False)
+    try:
+        assert compact(store) > 0
+    finally:
+        store.close()
+    lines = {orjson.loads(line)["id"]: line for line in events_file.read_bytes().splitlines()}
+    assert sorted(lines) == sorted(expected)
+    third = _sync(sim, data, **_webhook(receiver, secret_file))
+    assert third.events_pending == 0 and sorted(receiver.ids()) == sorted(expected)
+    assert all(r.body == lines[r.id] for r in receiver.received)
+    _assert_in_order(receiver)
+
+
 def _assert_in_order(receiver: Receiver) -> None:
     """Per operation, each version first arrives after every earlier version did."""
     seen: dict[str, set[int]] = {}

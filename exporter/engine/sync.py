@@ -83,6 +83,10 @@ class SyncConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     commit_rows: int = 10_000  # commit once this many versions are waiting ...
     commit_seconds: float = 5.0  # ... or this long after the oldest waiting chunk
+    # ... or once this many chunks wait: each holds its project's state changes and listings
+    # until the commit (10,000 small projects walked unpaced: ~2,000 chunks in commit_seconds,
+    # +55 MiB of peak RSS; issue 24). None: no bound.
+    commit_chunks: int | None = 500
     # With a store that writes rows ahead of the commit (local: exporter/store/local/spill.py), waiting
     # rows cost no memory: commit at this many instead of commit_rows (a backfill then writes
     # month files large enough that its end needs no compaction rewrite). None: never ahead.
@@ -324,9 +328,11 @@ class _Committer(threading.Thread):
                 rows += item.rows
                 if self.spilling and self.error is None:
                     self._spill(item)
+            chunks = self.config.commit_chunks
             due = (
                 done
                 or rows >= self.commit_rows
+                or (chunks is not None and len(waiting) >= chunks)
                 or (waiting and time.monotonic() - oldest >= self.config.commit_seconds)
             )
             if waiting and due and self.error is None:

@@ -1,8 +1,10 @@
 """The `opsaudit` command line: thin click commands over the library.
 
-Each command group lives in its own module; this one only assembles them. Only this package
-prints or exits. A command imports the library it runs inside its function: `opsaudit --help`
-loads none of httpx, pyarrow or DuckDB (start-up, PRODUCT.md performance targets).
+Each command group lives in its own module, imported when one of its commands runs
+(`_common.COMMANDS`: `opsaudit --help` lists them from that table without importing any). Only
+this package prints or exits. A command imports the library it runs inside its function:
+`opsaudit --help` loads none of httpx, pyarrow or DuckDB (start-up, PRODUCT.md performance
+targets).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from exporter.cli._common import OpsauditGroup
+from exporter.cli._group import OpsauditGroup
 
 __all__ = ["cli", "main"]
 
@@ -46,17 +48,6 @@ def cli(ctx: click.Context, config_file: Path | None) -> None:
     if found is not None:
         # click consults the default map only for what neither a flag nor the environment set.
         ctx.default_map = default_map(cli, read_config(*found))
-
-
-def _register() -> None:
-    from exporter.cli import _demo, _ops, _query, _simulate, _sync
-
-    for module in (_sync, _query, _ops, _simulate, _demo):
-        for command in module.COMMANDS:
-            cli.add_command(command)
-
-
-_register()
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
-"""Options shared by several commands, logging and progress, and the boundary that maps errors
-to exit codes."""
+"""Options shared by several commands, logging and progress (the boundary that maps errors to
+exit codes is `_group.OpsauditGroup`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from exporter.core.errors import ConfigError, ExitCode, OpsauditError, missing_data_dir, redact
+from exporter.core.errors import ConfigError, ExitCode, missing_data_dir, redact
 from exporter.core.model import DEFAULT_BASE_URL
 
 if TYPE_CHECKING:
@@ -396,41 +396,11 @@ class Progress:
             click.echo("", err=True)
 
 
-class OpsauditGroup(click.Group):
-    """The one place that maps errors to exit codes: our errors become a one-line message and
-    their code (README, exit codes), Ctrl-C is 130; never a traceback for either. Any other
-    error is a bug: one line and exit 5 (never 1, "partial", which a service manager may take
-    for success); its traceback goes to the log (`-v`, and always with `--log-format json`)."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except OpsauditError as error:
-            echo_error(str(error), exit_code=int(error.exit_code))
-            ctx.exit(int(error.exit_code))
-        except KeyboardInterrupt:
-            click.echo("Interrupted.", err=True)
-            ctx.exit(130)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
-            raise  # click's own: usage errors (2), ctx.exit, a refused prompt
-        except Exception as error:
-            # `-v` makes this INFO line visible; the JSON log (INFO) always carries it.
-            logging.getLogger("opsaudit").info("unexpected error", exc_info=True)
-            text = redact(f"{type(error).__name__}: {error}")
-            click.echo(
-                f"Error: unexpected error ({text}). This is a bug in "
-                "opsaudit: run again with -v for the traceback and report it",
-                err=True,
-            )
-            ctx.exit(int(ExitCode.FATAL))
-
-
 __all__ = [
     "DEFAULT_BASE_URL",
     "DataDir",
     "ExitCode",
     "JsonFormatter",
-    "OpsauditGroup",
     "Progress",
     "TextFormatter",
     "api_options",

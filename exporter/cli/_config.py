@@ -78,8 +78,10 @@ def read_config(path: Path, in_pyproject: bool = False) -> dict[str, Any]:
 def default_map(group: click.Group, settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """click's `default_map` for `group`: each command's parameters that `settings` set."""
     out: dict[str, dict[str, Any]] = {}
-    for name, command in group.commands.items():
-        if name in _NOT_CONFIGURED:
+    ctx = click.get_current_context()
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        if name in _NOT_CONFIGURED or command is None:
             continue
         values: dict[str, Any] = {}
         for key, value in settings.items():

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from exporter.cli._common import DataDir, Progress, lean_allocators, setup_logging
+from exporter.cli._group import short_help
 from exporter.demo import DEFAULT_DAYS, DEFAULT_PROJECTS, run_demo
 
 # The query suggested at the end: short, and it shows that the whole history is there.
@@ -17,7 +18,7 @@ _EXAMPLE_SQL = "SELECT * FROM failures_by_day ORDER BY failure_rate DESC LIMIT 5
 _NAMES_SQL = "SELECT branch_name, branch_id, deleted_at, failed FROM failures_by_branch LIMIT 5"
 
 
-@click.command("demo", short_help="Sync a simulated account and print the report.")
+@click.command("demo", short_help=short_help("demo"))
 @click.option(
     "--data-dir",
     type=DataDir(urls=False),
@@ -108,6 +109,3 @@ def _print_report(data_dir: Path) -> Path:
     finally:
         con.close()
     return page
-
-
-COMMANDS: list[click.Command] = [demo_command]

@@ -20,6 +20,7 @@ from exporter.cli._common import (
     storage_option_option,
     write_metrics_file,
 )
+from exporter.cli._group import short_help
 from exporter.core.errors import ConfigError, ExitCode
 
 
@@ -66,7 +67,7 @@ def _as_of(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.
         ) from None
 
 
-@click.command("check", short_help="Find what needs attention (exit 8, one line each).")
+@click.command("check", short_help=short_help("check"))
 @data_dir_option
 @storage_option_option
 @click.option(
@@ -161,7 +162,7 @@ def check_command(
         sys.exit(int(ExitCode.ATTENTION))
 
 
-@click.command("doctor", short_help="Check the set-up and say what to fix.")
+@click.command("doctor", short_help=short_help("doctor"))
 @local_data_dir_option
 @api_options
 @output_options(["text", "json"], help="text: one line per check; json: one object.")
@@ -191,6 +192,3 @@ def doctor_command(
     emit(text, output)
     if not report.ok:
         sys.exit(int(ExitCode.ATTENTION))
-
-
-COMMANDS: list[click.Command] = [check_command, doctor_command]

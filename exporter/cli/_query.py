@@ -11,7 +11,13 @@ from typing import IO, Any
 import click
 
 from exporter.analytics.format import FORMATS, SECTIONS
-from exporter.cli._common import data_dirs_option, emit, output_options, storage_option_option
+from exporter.cli._common import (
+    data_dirs_option,
+    emit,
+    output_options,
+    storage_option_option,
+)
+from exporter.cli._group import short_help
 
 
 @contextlib.contextmanager
@@ -56,7 +62,7 @@ def _params(values: Sequence[str]) -> dict[str, str] | None:
     return params or None
 
 
-@click.command("query", short_help="Run one SQL statement over the views.")
+@click.command("query", short_help=short_help("query"))
 @output_options(
     list(FORMATS),
     help="json is one array of row objects, jsonl one object per line; timestamps ISO 8601 UTC.",
@@ -121,7 +127,7 @@ def query_command(
     emit(render(columns, rows, fmt, max_rows=max_rows or None), output)
 
 
-@click.command("report", short_help="What is failing or stuck now, and the trends.")
+@click.command("report", short_help=short_help("report"))
 @click.option(
     "--since",
     default=None,
@@ -243,6 +249,3 @@ def _warn_unknown_projects(con: Any, projects: Sequence[str]) -> None:
     for project in projects:
         if project not in known:
             click.echo(f"Warning: --project {project} is not in the dataset.", err=True)
-
-
-COMMANDS: list[click.Command] = [query_command, report_command]

@@ -6,10 +6,11 @@ import threading
 
 import click
 
+from exporter.cli._group import short_help
 from exporter.core.errors import ConfigError
 
 
-@click.command("simulate", short_help="Serve a simulated API on 127.0.0.1 until Ctrl-C.")
+@click.command("simulate", short_help=short_help("simulate"))
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),
@@ -110,6 +111,3 @@ def simulate(
         click.echo("Stopped.")
     finally:
         sim.stop()
-
-
-COMMANDS: list[click.Command] = [simulate]

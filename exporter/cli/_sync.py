@@ -30,6 +30,7 @@ from exporter.cli._common import (
     write_metrics_file,
 )
 from exporter.cli._events import events_options
+from exporter.cli._group import short_help
 from exporter.cli._ops import Duration
 from exporter.core.errors import ConfigError, OpsauditError, StorageError
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 ACCOUNT_RPS = 700 / 60
 
 
-@click.command(short_help="Export new and changed operations to the dataset.")
+@click.command(short_help=short_help("sync"))
 @data_dir_option
 @storage_option_option
 @api_options
@@ -327,7 +328,7 @@ def _report_summary(summary: RunSummary, log_format: str, quiet: bool = False) -
         echo_error(summary.error, exit_code=int(summary.exit_code))
 
 
-@click.command("status", short_help="Per project: checkpoint, lag, open operations.")
+@click.command("status", short_help=short_help("status"))
 @data_dir_option
 @storage_option_option
 @output_options(["table", "json"], help="json is one object with keys projects and runs.")
@@ -355,7 +356,7 @@ def status_command(
     emit(render_status(status, fmt), output)
 
 
-@click.command("compact", short_help="Merge small data files into fewer, larger ones.")
+@click.command("compact", short_help=short_help("compact"))
 @data_dir_option
 @storage_option_option
 @click.option("--wait", "wait_for_lock", is_flag=True, help="Wait for a running sync.")
@@ -389,4 +390,3 @@ def compact_command(
 
 
 sync_command.name = "sync"
-COMMANDS = [sync_command, status_command, compact_command]

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 
 from .conftest import invoke
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_bad_environment_value_is_a_usage_error_naming_the_variable(tmp_path: Path) -> None:
@@ -317,3 +322,31 @@ def test_a_bad_config_file_is_a_usage_error(
     broken = invoke("status")
     assert broken.exit_code == 2
     assert broken.stderr.startswith(f"Error: {tmp_path / 'opsaudit.toml'} is not valid TOML: ")
+
+
+def test_help_lists_every_command_without_importing_one() -> None:
+    """`opsaudit --help` lists the commands from `_group.COMMANDS` (start-up: PRODUCT.md,
+    `--help` <= 80 ms); each listed line is the command's own short help, and every command
+    module stays unimported."""
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from exporter.cli import cli\n"
+        "out = CliRunner().invoke(cli, ['--help']).output\n"
+        "print(sorted(m for m in sys.modules if m.startswith('exporter.cli.')))\n"
+        "print(out.split('Commands:')[1])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    modules, listing = done.stdout.split("\n", 1)
+    assert modules == "['exporter.cli._common', 'exporter.cli._group']"
+    from exporter.cli import cli
+    from exporter.cli._group import COMMANDS
+
+    ctx = click.Context(cli)
+    lines = [line.split(None, 1) for line in listing.strip().splitlines()]
+    assert [name for name, _ in lines] == sorted(COMMANDS)
+    for name, text in lines:
+        command = cli.get_command(ctx, name)
+        assert command is not None and command.get_short_help_str(200) == text

@@ -1,0 +1,85 @@
+"""The `opsaudit` group: its commands, each imported when first asked for, and the one place
+that maps errors to exit codes."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import click
+
+from exporter.cli._common import echo_error
+from exporter.core.errors import ExitCode, OpsauditError, redact
+
+# Every command: its module, its function, and the line `opsaudit --help` lists it with. A
+# command's module is imported only when that command runs (or shows its own help), so
+# `opsaudit --help` imports none of them (PRODUCT.md: `--help` <= 80 ms).
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "check": ("_ops", "check_command", "Find what needs attention (exit 8, one line each)."),
+    "compact": ("_sync", "compact_command", "Merge small data files into fewer, larger ones."),
+    "demo": ("_demo", "demo_command", "Sync a simulated account and print the report."),
+    "doctor": ("_ops", "doctor_command", "Check the set-up and say what to fix."),
+    "query": ("_query", "query_command", "Run one SQL statement over the views."),
+    "report": ("_query", "report_command", "What is failing or stuck now, and the trends."),
+    "simulate": ("_simulate", "simulate", "Serve a simulated API on 127.0.0.1 until Ctrl-C."),
+    "status": ("_sync", "status_command", "Per project: checkpoint, lag, open operations."),
+    "sync": ("_sync", "sync_command", "Export new and changed operations to the dataset."),
+}
+
+
+def short_help(name: str) -> str:
+    """The line `opsaudit --help` shows for command `name` (declared once, in COMMANDS)."""
+    return COMMANDS[name][2]
+
+
+class OpsauditGroup(click.Group):
+    """The one place that maps errors to exit codes: our errors become a one-line message and
+    their code (README, exit codes), Ctrl-C is 130; never a traceback for either. Any other
+    error is a bug: one line and exit 5 (never 1, "partial", which a service manager may take
+    for success); its traceback goes to the log (`-v`, and always with `--log-format json`).
+
+    Its commands are those of COMMANDS, each imported when first asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            import importlib
+
+            module, function, _ = COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(f"exporter.cli.{module}"), function)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's listing, from COMMANDS: no command module is imported to show it."""
+        rows = [(name, short_help(name)) for name in self.list_commands(ctx) if name in COMMANDS]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OpsauditError as error:
+            echo_error(str(error), exit_code=int(error.exit_code))
+            ctx.exit(int(error.exit_code))
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(130)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # click's own: usage errors (2), ctx.exit, a refused prompt
+        except Exception as error:
+            # `-v` makes this INFO line visible; the JSON log (INFO) always carries it.
+            logging.getLogger("opsaudit").info("unexpected error", exc_info=True)
+            text = redact(f"{type(error).__name__}: {error}")
+            click.echo(
+                f"Error: unexpected error ({text}). This is a bug in "
+                "opsaudit: run again with -v for the traceback and report it",
+                err=True,
+            )
+            ctx.exit(int(ExitCode.FATAL))
+
+
+__all__ = ["COMMANDS", "OpsauditGroup", "short_help"]

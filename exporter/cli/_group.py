@@ -4,6 +4,7 @@ that maps errors to exit codes."""
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import click
@@ -25,6 +26,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "status": ("_sync", "status_command", "Per project: checkpoint, lag, open operations."),
     "sync": ("_sync", "sync_command", "Export new and changed operations to the dataset."),
 }
+
+
+# The commands that stream batches through Arrow: `cli._common.lean_allocators`.
+STREAMING = frozenset({"sync", "compact", "demo"})
 
 
 def short_help(name: str) -> str:
@@ -51,6 +56,17 @@ class OpsauditGroup(click.Group):
             command = getattr(importlib.import_module(f"exporter.cli.{module}"), function)
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if name in STREAMING:
+            # Arrow's C++ reads its pool's name once, when pyarrow is first imported, and an
+            # option's callback may import it before the command's body calls lean_allocators
+            # (the events options do): chosen here, before the command's options are parsed.
+            os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+        return name, command, rest
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """click's listing, from COMMANDS: no command module is imported to show it."""
@@ -82,4 +98,4 @@ class OpsauditGroup(click.Group):
             ctx.exit(int(ExitCode.FATAL))
 
 
-__all__ = ["COMMANDS", "OpsauditGroup", "short_help"]
+__all__ = ["COMMANDS", "STREAMING", "OpsauditGroup", "short_help"]

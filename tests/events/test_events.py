@@ -365,6 +365,32 @@ def test_events_built_at_delivery_after_compaction_moved_their_rows(
     _assert_in_order(receiver)
 
 
+def test_a_committed_file_gone_while_events_wait_is_a_storage_error_then_delivered(
+    make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path
+) -> None:
+    """Events built at delivery need their committed rows: a versions file moved away is the
+    storage error it is (exit 6, what to do), not a bug's exit 5; put back, nothing is lost."""
+    from exporter.core.errors import StorageError
+
+    sim = make_sim(seed=23, projects=2, days=3, ops_per_project_per_day=20)
+    data = tmp_path / "data"
+    key = read_webhook_secret(secret_file)
+    down = {"webhook_url": closed_port_url(), "webhook_key": key, "webhook_attempts": 1}
+    first = _sync(sim, data, backfill=True, **down)
+    expected = versions_after(data, set())
+    assert first.events_pending == len(expected) > 0
+    moved = sorted((data / "operation_versions").rglob("*.parquet"))[0]
+    aside = tmp_path / "aside.parquet"
+    moved.rename(aside)
+    with pytest.raises(StorageError, match="changed outside opsaudit") as failed:
+        _sync(sim, data, **_webhook(receiver, secret_file))
+    assert failed.value.exit_code == 6 and receiver.ids() == set()
+    aside.rename(moved)
+    third = _sync(sim, data, **_webhook(receiver, secret_file))
+    assert third.events_pending == 0 and sorted(receiver.ids()) == sorted(expected)
+    _assert_in_order(receiver)
+
+
 def _assert_in_order(receiver: Receiver) -> None:
     """Per operation, each version first arrives after every earlier version did."""
     seen: dict[str, set[int]] = {}

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 # Runs the command line as `python -m exporter` does, then reports at exit how much memory
 # Arrow ever took from mimalloc (pyarrow is loaded by then: both commands write Parquet).
 _RUN = """
@@ -42,13 +44,17 @@ def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
     )
 
 
-def test_sync_writes_parquet_without_mimalloc(make_sim: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("events", [False, True])
+def test_sync_writes_parquet_without_mimalloc(make_sim: Any, tmp_path: Path, events: bool) -> None:
+    """Also with an events option, whose callback imports pyarrow before the command's body."""
     sim = make_sim(seed=24, projects=2, shared_projects=0, days=3, ops_per_project_per_day=300)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPSAUDIT_", "NEON_"))}
     env["NEON_API_KEY"] = sim.personal_key
     data_dir = tmp_path / "data"
+    sink = ["--events-file", str(tmp_path / "events.jsonl")] if events else []
     done = _run(
-        ["sync", "--data-dir", str(data_dir), "--base-url", sim.base_url, "--max-rps", "0"], env
+        ["sync", "--data-dir", str(data_dir), "--base-url", sim.base_url, "--max-rps", "0", *sink],
+        env,
     )
     assert done.returncode == 0, done.stderr
     assert list((data_dir / "operation_versions").rglob("*.parquet"))

@@ -341,7 +341,11 @@ class Dataset:
     def read_versions(self, run_id: str, ids: Sequence[str], columns: Sequence[str]) -> pa.Table:
         """The committed versions rows of run `run_id` whose id is in `ids` (`columns` only)."""
         files = [self.root / p for p in self.live_files() if p.startswith(f"{VERSIONS_DIR}/")]
-        return run_rows(files, run_id, ids, columns)
+        try:
+            return run_rows(files, run_id, ids, columns)
+        except (OSError, pa.ArrowException) as exc:  # a committed file gone or damaged
+            why = f"cannot read the committed rows of waiting events ({exc})"
+            raise StorageError(f"{why}: the dataset was changed outside opsaudit") from None
 
     # -- compaction -------------------------------------------------------------------------
 

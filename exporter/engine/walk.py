@@ -49,8 +49,14 @@ BRANCHES_PAGE = 10_000  # the branches listing's maximum `limit` (PRODUCT.md, na
 NAMES_MAX_AGE_US = 86_400 * 1_000_000  # --names-max-age's default: 24 h
 US_PER_SECOND = 1_000_000
 # A 404 on one operation's GET may be transient; after this many in a row (one per run) it is
-# taken as gone (retention deletes operations after about six months).
+# taken as gone, if retention may have deleted it (RETENTION_US).
 MAX_MISSES = 3
+# "Operations older than 6 months may be deleted" (PRODUCT.md, Retention) is the one way an
+# operation of a live project is known to go, and six calendar months are at most 184 days. A
+# younger operation's 404s are transient however many runs they last: taken as gone, a 404 blip
+# over three runs (back to back, or a cron's quarter of an hour) would stop the re-reads of
+# every open operation GETted meanwhile, for good, with its `operations` row stale.
+RETENTION_US = 184 * 86_400 * US_PER_SECOND
 # A finished operation stays tracked until its updated_at is this old when read: the settling
 # window (the in-place change seen on the real API came right after the status turned
 # `finished`; a single look seconds later, as a killed run and its re-run make, can miss it).
@@ -515,13 +521,14 @@ class ProjectWalk:
         except NotFoundError:
             self.result.gets += 1
             self.seen.add(entry.id)
-            if entry.misses + 1 >= MAX_MISSES:
+            now = self.clock()
+            if entry.misses + 1 >= MAX_MISSES and now - entry.created_us >= RETENTION_US:
                 # Gone (retention deletes old operations): stop tracking, keep its history.
                 log.info("operation %s of %s is gone; no longer tracked", entry.id, self.pid)
                 self.chunk.open_deletes.add(entry.id)
                 self.open.pop(entry.id, None)
             else:
-                missed = _replace(entry, checked_us=self.clock(), misses=entry.misses + 1)
+                missed = _replace(entry, checked_us=now, misses=entry.misses + 1)
                 self.open[entry.id] = self.chunk.open_upserts[entry.id] = missed
             return
         self.result.gets += 1

@@ -17,9 +17,15 @@ import orjson
 import pytest
 
 from exporter.api.client import RetryPolicy
-from exporter.engine.walk import WalkLimits
+from exporter.engine.walk import MAX_MISSES, RETENTION_US, WalkLimits
 
-from .conftest import assert_matches_truth, assert_no_identical_versions, latest_raw, run_sync
+from .conftest import (
+    assert_matches_truth,
+    assert_no_identical_versions,
+    latest_raw,
+    run_sync,
+    sim_clock,
+)
 
 # Fail fast where a test wants a request to fail for good.
 ONE_TRY = RetryPolicy(max_attempts=1, backoff_initial=0.01, backoff_max=0.01)
@@ -269,6 +275,51 @@ def test_14_transient_404_does_not_stop_tracking(make_sim: Any, tmp_path: Path) 
     assert run_sync(sim, tmp_path, limits=limits).outcome == "ok"
     assert latest_raw(tmp_path)[op_id]["status"] == "finished", "no longer tracked after one 404"
     assert_matches_truth(sim, tmp_path)
+
+
+def test_14_repeated_404s_of_a_young_operation_do_not_stop_tracking(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """Three runs in a row (here in the same second) whose GET of one open operation answers
+    404 once each: the operation, a minute old, is no candidate for retention; it stays tracked
+    and its later change is stored (the stateful test found it dropped, its row stale)."""
+    sim, pid = _empty_project_sim(make_sim, seed=914, start=_now_start())
+    [op_id] = _deep_open_ops(sim, pid, 1, 8, "error")
+    limits = WalkLimits(page_size=3, flush_rows=3, max_extend_pages=0, max_gets=10)
+    clock = sim_clock(sim)
+    assert run_sync(sim, tmp_path, limits=limits, clock=clock).outcome == "ok"
+    for misses in range(1, MAX_MISSES + 2):
+        sim.fail_requests(f"/operations/{op_id}", 404, times=1)
+        assert run_sync(sim, tmp_path, limits=limits, clock=clock).outcome == "ok"
+        sim.clear_failures()
+        tracked = _state(tmp_path, "SELECT misses FROM open_ops WHERE id = ?", (op_id,))
+        assert tracked == [(misses,)], f"after {misses} 404s in a row: {tracked}"
+    sim.advance(60)
+    sim.update_operation(op_id, status="finished", total_duration_ms=10_000)
+    assert run_sync(sim, tmp_path, limits=limits, clock=clock).outcome == "ok"
+    assert latest_raw(tmp_path)[op_id]["status"] == "finished"
+    assert_matches_truth(sim, tmp_path)
+
+
+def test_14_an_operation_past_retention_that_keeps_answering_404_is_dropped(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """Older than retention, 404 in MAX_MISSES runs in a row: deleted by the platform, no
+    longer tracked (no GET per run for good); its history stays."""
+    sim, pid = _empty_project_sim(make_sim, seed=915, start=_now_start())
+    [op_id] = _deep_open_ops(sim, pid, 1, 8, "running")
+    limits = WalkLimits(page_size=3, flush_rows=3, max_extend_pages=0, max_gets=10)
+    clock = sim_clock(sim)
+    assert run_sync(sim, tmp_path, limits=limits, clock=clock).outcome == "ok"
+    sim.advance(RETENTION_US / 1e6)
+    sim.fail_requests(f"/operations/{op_id}", 404)
+    for misses in range(1, MAX_MISSES):
+        assert run_sync(sim, tmp_path, limits=limits, clock=clock).outcome == "ok"
+        tracked = _state(tmp_path, "SELECT misses FROM open_ops WHERE id = ?", (op_id,))
+        assert tracked == [(misses,)], f"after {misses} 404s in a row: {tracked}"
+    assert run_sync(sim, tmp_path, limits=limits, clock=clock).outcome == "ok"
+    assert _state(tmp_path, "SELECT id FROM open_ops") == []
+    assert latest_raw(tmp_path)[op_id]["status"] == "running"
 
 
 # -- finding 17: terminal operations that change in place ------------------------------------------

@@ -46,7 +46,7 @@ from exporter.core.operation import Operation
 log = logging.getLogger("opsaudit.client")
 
 _RETRY_STATUSES = frozenset({423, 429, 500, 502, 503, 504})
-DEFAULT_TIMEOUT = Timeout(connect=10.0, read=60.0, write=10.0, pool=120.0)
+DEFAULT_TIMEOUT = Timeout()  # its defaults: connect 10 s, read 60, write 10, pool 120
 
 
 @dataclass

@@ -281,17 +281,16 @@ def lean_allocators() -> None:
 
     Arrow's default pool (mimalloc) keeps what it freed cached in a 1 GiB reservation: ~20 MiB
     more peak RSS at 1M operations (issue 24). Setting pyarrow's pool reaches what Python code
-    allocates, but Arrow's C++ (the Parquet writer and reader, compute kernels) asks for the C++
-    default pool, which `ARROW_DEFAULT_MEMORY_POOL` chooses when pyarrow is imported (unless
-    the user chose one): `_group.OpsauditGroup.resolve_command` sets it before the command's
-    options are parsed, since an option's callback may import pyarrow. Then two glibc malloc arenas instead of one per thread (up to 8 per
-    core): the walkers, the committer, Arrow's threads and an in-process simulator's each kept a
-    fragmented arena (issue 13). A no-op where libc is not glibc.
+    allocates; Arrow's C++ (the Parquet writer and reader, compute kernels) uses the pool
+    `ARROW_DEFAULT_MEMORY_POOL` names when pyarrow is imported, which
+    `_group.OpsauditGroup.resolve_command` sets before these commands' options are parsed (an
+    option's callback may import pyarrow). Then two glibc malloc arenas instead of one per
+    thread (up to 8 per core): the walkers, the committer, Arrow's threads and an in-process
+    simulator's each kept a fragmented arena (issue 13). A no-op where libc is not glibc.
     """
     import contextlib
     import ctypes
 
-    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")  # set by the group already
     import pyarrow as pa
 
     pa.set_memory_pool(pa.system_memory_pool())

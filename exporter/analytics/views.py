@@ -45,6 +45,7 @@ __all__ = [
     "execute",
     "list_macros",
     "list_views",
+    "memory_connection",
     "sql_dir",
     "sql_files",
     "sql_files_for",
@@ -324,12 +325,20 @@ def _whole(exc: BaseException) -> str:
     return "\n".join(lines) if any(lines) else type(exc).__name__
 
 
+def memory_connection() -> duckdb.DuckDBPyConnection:
+    """A new in-memory DuckDB database: what `connect` defines the views in, and what
+    `check_read_only` can parse with (DuckDB's module-level parser functions open a second
+    database, the default connection, ~12 ms of `opsaudit query` start-up)."""
+    return duckdb.connect(":memory:")
+
+
 def connect(
     data_dir: Path | str | Sequence[Path | str],
     *,
     storage_options: Iterable[str] = (),
     only: Sequence[str] | None = None,
     safe: bool = False,
+    con: duckdb.DuckDBPyConnection | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with every view over `data_dir` defined.
 
@@ -346,10 +355,19 @@ def connect(
     `safe` (what `opsaudit query` and `report` use) limits file access to the datasets' local
     directories, turns off extension installs and loads, and locks the configuration so no
     statement undoes it.
+    `con`: a fresh connection of `memory_connection()` to define the views in (the one
+    `check_read_only` parsed the query with: a second DuckDB instance costs ~12 ms of start-up);
+    it is closed if this raises.
     """
-    given = [data_dir] if isinstance(data_dir, (str, Path)) else list(data_dir)
-    datasets = open_readers(given, storage_options)
-    con = duckdb.connect(":memory:")
+    try:
+        given = [data_dir] if isinstance(data_dir, (str, Path)) else list(data_dir)
+        datasets = open_readers(given, storage_options)
+    except BaseException:
+        if con is not None:
+            con.close()
+        raise
+    if con is None:
+        con = memory_connection()
     try:
         # UTC everywhere: created_at::DATE must be the same day as the created_date partition.
         con.execute("SET TimeZone = 'UTC'")
@@ -459,14 +477,19 @@ def _refused(kind: str) -> ReadOnlyError:
     )
 
 
-def _parse(sql: str) -> list[duckdb.Statement]:
+def _parse(sql: str, con: duckdb.DuckDBPyConnection | None) -> list[duckdb.Statement]:
     try:
-        return duckdb.extract_statements(sql)
+        return _extract_statements(sql, con)
     except duckdb.Error as exc:
         raise QueryError(_whole(exc)) from exc
 
 
-def _check_explained(text: str) -> None:
+def _extract_statements(sql: str, con: duckdb.DuckDBPyConnection | None) -> list[duckdb.Statement]:
+    # duckdb.extract_statements parses with DuckDB's default connection: a second database.
+    return con.extract_statements(sql) if con is not None else duckdb.extract_statements(sql)
+
+
+def _check_explained(text: str, con: duckdb.DuckDBPyConnection | None) -> None:
     """EXPLAIN ANALYZE runs its statement, so the statement explained must be a reading one."""
     words = _words(text)
     rest = 1 + (len(words) > 1 and words[1][1] in ("analyze", "analyse"))
@@ -474,7 +497,7 @@ def _check_explained(text: str) -> None:
         raise _refused("EXPLAIN")
     inner = text[words[rest][0] :]
     try:
-        statements = duckdb.extract_statements(inner)
+        statements = _extract_statements(inner, con)
     except duckdb.Error:
         statements = []
     if not statements and words[rest][1] == "(":
@@ -485,13 +508,13 @@ def _check_explained(text: str) -> None:
             if depth == 0:
                 inner = text[pos + 1 :]
                 break
-        statements = _parse(inner)
+        statements = _parse(inner, con)
     if len(statements) != 1:
         raise _refused("EXPLAIN")
-    _check_statement(statements[0])
+    _check_statement(statements[0], con)
 
 
-def _check_statement(statement: duckdb.Statement) -> None:
+def _check_statement(statement: duckdb.Statement, con: duckdb.DuckDBPyConnection | None) -> None:
     words = _words(statement.query)
     first = words[0][1] if words else ""
     name = words[1][1] if len(words) > 1 else ""
@@ -503,7 +526,7 @@ def _check_statement(statement: duckdb.Statement) -> None:
     if kind == duckdb.StatementType.SELECT:
         return None
     if kind == duckdb.StatementType.EXPLAIN:
-        return _check_explained(statement.query)
+        return _check_explained(statement.query, con)
     if kind == duckdb.StatementType.PRAGMA and first == "pragma" and name in READ_ONLY_PRAGMAS:
         return None
     if (
@@ -521,7 +544,9 @@ def _check_statement(statement: duckdb.Statement) -> None:
     raise _refused(label)
 
 
-def check_read_only(sql: str, *, single: bool = False) -> None:
+def check_read_only(
+    sql: str, *, single: bool = False, con: duckdb.DuckDBPyConnection | None = None
+) -> None:
     """Raise `ReadOnlyError` unless every statement of `sql` only reads; nothing is run.
 
     No statement at all (empty text, only comments or semicolons) is a usage error
@@ -532,13 +557,14 @@ def check_read_only(sql: str, *, single: bool = False) -> None:
     statement, and the introspection pragmas of `READ_ONLY_PRAGMAS`. Everything else (COPY,
     CREATE, INSERT, UPDATE, DELETE, DROP, ALTER, ATTACH, DETACH, INSTALL, LOAD, SET, EXPORT,
     IMPORT, CALL of other functions, transactions, ...) is refused. Malformed SQL raises
-    `QueryError` with DuckDB's message.
+    `QueryError` with DuckDB's message. `con`: the connection to parse with (none: DuckDB's
+    default connection, a database of its own).
     """
-    statements = _parse(sql)
+    statements = _parse(sql, con)
     if not statements:
         raise ConfigError("no SQL statement given (the text is empty or only comments)")
     for statement in statements:
-        _check_statement(statement)
+        _check_statement(statement, con)
     if single and len(statements) > 1:
         raise ConfigError(
             f"{len(statements)} SQL statements given; opsaudit query runs one per call "

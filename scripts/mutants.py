@@ -522,6 +522,42 @@ MUTANTS = [
         ("tests/sync/test_http.py::test_retries_stop_after_max_attempts",),
     ),
     Mutant(
+        "retry-after-beyond-budget-slept",  # Retry-After: inf was OverflowError, exit 5 "a bug"
+        "exporter/api/client.py",
+        "            if retry_after is not None and retry_after > self.retry.max_elapsed:\n",
+        "            if False:\n",
+        (
+            "tests/sync/test_http.py::"
+            "test_a_retry_after_longer_than_the_retry_budget_fails_the_request_at_once",
+            "tests/ops/test_unexpected_error.py::"
+            "test_a_retry_after_of_inf_fails_the_project_not_the_program",
+        ),
+    ),
+    Mutant(
+        "retry-after-not-a-number-waits-zero",  # nan or negative: a retry at once, no backoff
+        "exporter/api/client.py",
+        "    return seconds if seconds >= 0 else None  # nan compares false too\n",
+        "    return max(0.0, seconds)\n",
+        (
+            "tests/sync/test_http.py::"
+            "test_a_retry_after_that_is_not_a_number_of_seconds_falls_back_to_backoff",
+        ),
+    ),
+    Mutant(
+        "base-url-port-unchecked",  # http://host:abc was a ValueError: exit 5, "a bug"
+        "exporter/api/client.py",
+        "    if port == 0:\n",
+        "    if False:\n",
+        (f"{STORAGE}::test_bad_base_url_is_usage_error",),
+    ),
+    Mutant(
+        "base-url-without-host-accepted",  # http://:8080 failed discovery as an unreachable API
+        "exporter/api/client.py",
+        "    if not parts.hostname:\n",
+        "    if False:\n",
+        (f"{STORAGE}::test_bad_base_url_is_usage_error",),
+    ),
+    Mutant(
         "discovery-falls-back-on-any-error",  # a failing server taken for another key kind
         "exporter/api/discovery.py",
         "            if exc.status is None or not 400 <= exc.status < 500:\n                raise\n",

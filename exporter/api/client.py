@@ -139,13 +139,17 @@ def _reason(exc: BaseException) -> str:
 
 
 def _retry_after_seconds(response: Response) -> float | None:
+    """`Retry-After` in seconds (infinite for `inf` or a number past a float: the loop refuses
+    a wait longer than its budget), or None (backoff) for an HTTP date, a negative number or
+    none at all (`nan`)."""
     value = response.headers.get("Retry-After")
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         return None  # an HTTP date: rare; fall back to backoff
+    return seconds if seconds >= 0 else None  # nan compares false too
 
 
 def _error_message(response: Response) -> tuple[str, str | None]:
@@ -165,13 +169,33 @@ def _error_message(response: Response) -> tuple[str, str | None]:
 
 
 def validate_base_url(base_url: str) -> str:
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    """The API's address with one trailing slash; a `ConfigError` (exit 2) saying what is wrong
+    when it is not an http(s) URL with a host and a usable port (a port that is not a number
+    was a ValueError out of the transport: exit 5, "a bug")."""
+    problem = _base_url_problem(base_url)
+    if problem is not None:
         raise ConfigError(
-            f"--base-url {base_url!r} is not an http(s) URL; "
-            f"expected something like {DEFAULT_BASE_URL}"
+            f"--base-url {base_url!r} {problem}; expected something like {DEFAULT_BASE_URL}"
         )
     return base_url.rstrip("/") + "/"
+
+
+def _base_url_problem(base_url: str) -> str | None:
+    try:
+        parts = urlsplit(base_url)
+    except ValueError:  # e.g. an unclosed [ of an IPv6 address
+        return "is not a valid URL"
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return "is not an http(s) URL"
+    if not parts.hostname:
+        return "has no host"
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        return "has no usable port (a number from 1 to 65535 after the host's colon)"
+    return None
 
 
 _KEY_CHARS = re.compile(r"[\x21-\x7e]+")
@@ -509,10 +533,19 @@ class ApiClient:
         message, request_id = _error_message(response)
         if status in _RETRY_STATUSES:
             retry_after = _retry_after_seconds(response)
+            rid = f" (request id {request_id})" if request_id else ""
+            reason = f"HTTP {status} {message[:200]}{rid}"
+            if retry_after is not None and retry_after > self.retry.max_elapsed:
+                # No budget waits that out (time.sleep raised OverflowError on inf: exit 5, "a
+                # bug"); nor is the pacer pushed back by it, which would stall every request.
+                raise TransientError(
+                    f"{route}: {reason}: the server asked to retry after {retry_after:g} s, "
+                    f"longer than the retry budget of one request ({self.retry.max_elapsed:g} s)",
+                    status=status,
+                )
             if status == 429:
                 self.pacer.on_throttled(retry_after)
-            rid = f" (request id {request_id})" if request_id else ""
-            raise _Retryable(f"HTTP {status} {message[:200]}{rid}", retry_after, status)
+            raise _Retryable(reason, retry_after, status)
         if status == 401:
             if self._any_success:
                 problem = "the API key stopped working during the run (revoked?)"

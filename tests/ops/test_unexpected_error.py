@@ -120,3 +120,55 @@ def test_the_traceback_is_in_the_json_log(odd_api: str, tmp_path: Path) -> None:
     assert crash["traceback"].startswith("Traceback (most recent call last):")
     assert "upsert_projects" in crash["traceback"]
     assert last.startswith("Error: unexpected error (ProgrammingError: ")
+
+
+class _Throttled(_Odd):
+    """Lists two projects, then answers the operations of one with a 429 whose Retry-After no
+    retry budget waits out; the other has no operations, branches or endpoints."""
+
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0].removeprefix("/api/v2")
+        if path == "/projects/throttled-1/operations":
+            self._answer(429, {"message": "slow down", "request_id": "r-9"}, "inf")
+            return
+        odd = LISTING["projects"][0]  # type: ignore[index]
+        if path == "/projects":
+            projects = [
+                {**odd, "id": name, "name": name, "region_id": "aws-us-east-2"}
+                for name in ("calm-1", "throttled-1")
+            ]
+            self._answer(200, {**LISTING, "projects": projects})
+        elif path.endswith(("/branches", "/endpoints")):
+            self._answer(200, {path.rsplit("/", 1)[1]: []})
+        else:
+            super().do_GET()
+
+    def _answer(self, status: int, body: object, retry_after: str | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        if retry_after is not None:
+            self.send_header("Retry-After", retry_after)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_a_retry_after_of_inf_fails_the_project_not_the_program(tmp_path: Path) -> None:
+    """`Retry-After: inf` was an OverflowError out of time.sleep: exit 5, "a bug in opsaudit".
+    Now that project's walk fails with the server's answer, the other is synced (exit 1)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Throttled)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/api/v2/"
+        done = _sync(url, tmp_path / "data", "--max-rps", "8")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 1, done.stderr
+    assert "This is a bug" not in done.stderr
+    assert (
+        "throttled-1: GET /projects/{project_id}/operations: HTTP 429 slow down (request id "
+        "r-9): the server asked to retry after inf s, longer than the retry budget of one "
+        "request (300 s)"
+    ) in done.stderr

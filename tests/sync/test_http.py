@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +19,7 @@ import pytest
 
 from exporter.api.client import ApiClient, RetryPolicy
 from exporter.api.http import Timeout
+from exporter.api.pacing import Pacer
 from exporter.core.errors import TransientError
 
 FAST = {"backoff_initial": 0.001, "backoff_max": 0.002}
@@ -43,6 +45,8 @@ class _Handler(BaseHTTPRequestHandler):
         if srv.status != 200:
             message = json.dumps({"message": "unavailable", "request_id": "r-1"}).encode()
             self.send_response(srv.status)
+            if srv.retry_after is not None:
+                self.send_header("Retry-After", srv.retry_after)
             self.send_header("Content-Length", str(len(message)))
             self.end_headers()
             self.wfile.write(message)
@@ -72,6 +76,7 @@ def server() -> Iterator[Any]:
     srv.encoding = None
     srv.close_after = False
     srv.status = 200
+    srv.retry_after = None
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     yield srv
@@ -177,6 +182,62 @@ def test_retries_stop_once_max_elapsed_has_passed(server: Any) -> None:
     ):
         client.list_operations("p-1", limit=1000)
     assert (client.stats.requests, client.stats.retries) == (1, 0)
+
+
+@pytest.mark.parametrize("header", ["inf", "Infinity", "1e400", "1e20", "99999999999999999999"])
+def test_a_retry_after_longer_than_the_retry_budget_fails_the_request_at_once(
+    server: Any, header: str
+) -> None:
+    """A Retry-After no retry budget can wait out (infinite or astronomically long) fails the
+    request at once with the server's answer: it was an OverflowError out of time.sleep (exit 5,
+    "a bug") or a sleep of years. The pacer is not pushed back by it: the next request goes out
+    in its slot (1 ms at 1000/s)."""
+    server.status = 429
+    server.retry_after = header
+    pacer = Pacer(1000, clock=lambda: 100.0)  # a fixed clock: the next slot is 1 ms on
+    with _client(server, retry=RetryPolicy(max_attempts=3, **FAST), pacer=pacer) as client:
+        with pytest.raises(TransientError) as failed:
+            client.list_operations("p-1", limit=1000)
+        assert str(failed.value) == (
+            "GET /projects/{project_id}/operations: HTTP 429 unavailable (request id r-1): "
+            f"the server asked to retry after {float(header):g} s, longer than the retry "
+            "budget of one request (300 s)"
+        )
+        assert failed.value.status == 429
+        assert (client.stats.requests, client.stats.retries) == (1, 0)
+        assert pacer.reserve("GET /projects") == pytest.approx(0.001)
+
+
+@pytest.mark.parametrize("header", ["nan", "-inf", "-5", "1e3x", "Wed, 21 Oct 2015 07:28:00 GMT"])
+def test_a_retry_after_that_is_not_a_number_of_seconds_falls_back_to_backoff(
+    server: Any, header: str
+) -> None:
+    """Not a number of seconds (`nan`, negative: a zero wait before; RFC 9110 delta-seconds
+    are digits): the usual backoff (here 0.1-0.2 s), every attempt made."""
+    server.status = 503
+    server.retry_after = header
+    started = time.monotonic()
+    backoff = RetryPolicy(max_attempts=3, backoff_initial=0.2, backoff_max=0.2)
+    with (
+        _client(server, retry=backoff, pacer=Pacer(None)) as client,  # no pacing: waits are backoff
+        pytest.raises(TransientError, match="kept failing after 3 attempts"),
+    ):
+        client.list_operations("p-1", limit=1000)
+    assert (client.stats.requests, client.stats.retries) == (3, 2)
+    assert time.monotonic() - started >= 0.2  # two waits of at least 0.1 s
+
+
+def test_a_retry_after_within_the_budget_is_waited_out(server: Any) -> None:
+    server.status = 503
+    server.retry_after = "0.2"
+    started = time.monotonic()
+    with (
+        _client(server, retry=RetryPolicy(max_attempts=2, **FAST)) as client,
+        pytest.raises(TransientError, match="kept failing after 2 attempts"),
+    ):
+        client.list_operations("p-1", limit=1000)
+    assert time.monotonic() - started >= 0.2
+    assert (client.stats.requests, client.stats.retries) == (2, 1)
 
 
 def _tls_files(directory: Any) -> tuple[str, str, str]:

@@ -118,14 +118,36 @@ def test_lock_held_is_exit_4(tmp_path: Path) -> None:
         holder.close()
 
 
-def test_bad_base_url_is_usage_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("ftp:/nowhere", "is not an http(s) URL"),
+        ("localhost:8080", "is not an http(s) URL"),
+        ("http:///api/v2", "is not an http(s) URL"),
+        # These were a ValueError out of the transport: exit 5, "a bug in opsaudit".
+        ("http://host:abc", "has no usable port (a number from 1 to 65535 after the host's colon)"),
+        (
+            "http://host:99999",
+            "has no usable port (a number from 1 to 65535 after the host's colon)",
+        ),
+        ("http://[::1", "is not a valid URL"),
+        # These went on to fail discovery as an unreachable API (exit 5).
+        ("http://host:0/", "has no usable port (a number from 1 to 65535 after the host's colon)"),
+        ("http://:8080/api/v2", "has no host"),
+    ],
+)
+def test_bad_base_url_is_usage_error(tmp_path: Path, url: str, problem: str) -> None:
     result = CliRunner().invoke(
         cli,
-        ["sync", "--data-dir", str(tmp_path), "--base-url", "ftp:/nowhere"],
-        env={"NEON_API_KEY": "k"},
+        ["sync", "--data-dir", str(tmp_path), "--base-url", url],
+        env={"NEON_API_KEY": "key-of-the-bad-url-test"},
     )
-    assert result.exit_code == 2
-    assert "--base-url" in result.output
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines()[-1] == (
+        f"Error: Invalid value for --base-url: --base-url {url!r} {problem}; expected something "
+        "like https://console.neon.tech/api/v2/"
+    )
+    assert not (tmp_path / "state.sqlite").exists()  # nothing started
 
 
 def test_recover_publishes_committed_and_drops_uncommitted(tmp_path: Path) -> None:

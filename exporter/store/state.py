@@ -86,7 +86,8 @@ CREATE TABLE open_ops (
     fingerprint BLOB NOT NULL,
     version INTEGER NOT NULL,
     checked_us INTEGER NOT NULL,
-    misses INTEGER NOT NULL DEFAULT 0, -- 404s in a row on its GET (dropped after MAX_MISSES)
+    misses INTEGER NOT NULL DEFAULT 0, -- 404s in a row on its GET (one per run); dropped at
+                                   -- MAX_MISSES only once older than walk.RETENTION_US
     changed_us INTEGER,            -- when it last changed (its updated_at), NULL: unknown
     retry_us INTEGER               -- its retry_at: a re-read is due once that passes
 );

@@ -617,6 +617,16 @@ MUTANTS = [
         ("tests/ops/test_cli_boundary.py::test_help_lists_every_command_without_importing_one",),
     ),
     Mutant(
+        "lake-package-loads-lease-and-objects",  # every reader's start-up ~3-5 ms slower
+        "exporter/store/lake/__init__.py",
+        "from exporter.store.lake.location import Location, parse_location, parse_storage_options, redact\n",
+        "from exporter.store.lake.location import Location, parse_location, parse_storage_options, redact\n"
+        "from exporter.store.lake.objects import objects_for  # noqa: F401\n",
+        (
+            "tests/test_import_costs.py::test_parsing_a_data_dir_loads_no_lease_or_object_store_code",
+        ),
+    ),
+    Mutant(
         "unexpected-error-escapes",  # finding 4: a traceback and exit 1 ("partial")
         "exporter/cli/_group.py",
         "            ctx.exit(int(ExitCode.FATAL))\n",

@@ -28,3 +28,14 @@ def test_importing_loads_only_what_it_needs(module: str) -> None:
     code = f"import sys, {module}; print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert set(out.stdout.split()) == CASES[module]
+
+
+def test_parsing_a_data_dir_loads_no_lease_or_object_store_code() -> None:
+    """Every reader parses --data-dir (`store.lake.location`): the lake package's lease and
+    object-store modules load on first use only (`opsaudit query` start-up, ~3-5 ms)."""
+    code = (
+        "import sys, exporter.store.readers; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('exporter.store.lake'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["exporter.store.lake", "exporter.store.lake.location"]

@@ -20,20 +20,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from exporter.store.lake.lease import DEFAULT_TTL, Lease, LeaseInfo, LeaseLostError
 from exporter.store.lake.location import Location, parse_location, parse_storage_options, redact
-from exporter.store.lake.objects import (
-    LakeAccessError,
-    LakeUnreachableError,
-    LocalObjects,
-    Objects,
-    PreconditionFailed,
-    RemoteObjects,
-    objects_for,
-)
 
-# The table module's names (its only list), imported on first use: pyarrow loads with that
-# module only, so parsing --data-dir stays cheap for the CLI. Type checkers read them from it.
+# The other modules' names, each imported on first use: parsing --data-dir (`location`, every
+# reader's start-up: `opsaudit query`) loads neither the lease nor the object-store code, and
+# pyarrow loads with the table module only. Type checkers read the names from the modules.
+_LEASE_NAMES = ("DEFAULT_TTL", "Lease", "LeaseInfo", "LeaseLostError")
+_OBJECTS_NAMES = (
+    "LakeAccessError",
+    "LakeUnreachableError",
+    "LocalObjects",
+    "Objects",
+    "PreconditionFailed",
+    "RemoteObjects",
+    "objects_for",
+)
 _TABLE_NAMES = (
     "DEFAULT_VACUUM_RETENTION",
     "MIN_VACUUM_RETENTION",
@@ -48,10 +49,20 @@ _TABLE_NAMES = (
     "with_created_month",
 )
 if TYPE_CHECKING:
+    from exporter.store.lake.lease import *  # noqa: F403
+    from exporter.store.lake.objects import *  # noqa: F403
     from exporter.store.lake.tables import *  # noqa: F403
 
 
 def __getattr__(name: str) -> Any:
+    if name in _LEASE_NAMES:
+        from exporter.store.lake import lease
+
+        return getattr(lease, name)
+    if name in _OBJECTS_NAMES:
+        from exporter.store.lake import objects
+
+        return getattr(objects, name)
     if name in _TABLE_NAMES:
         from exporter.store.lake import tables as _tables
 
@@ -60,20 +71,11 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DEFAULT_TTL",
-    "LakeAccessError",
-    "LakeUnreachableError",
-    "Lease",
-    "LeaseInfo",
-    "LeaseLostError",
-    "LocalObjects",
     "Location",
-    "Objects",
-    "PreconditionFailed",
-    "RemoteObjects",
-    "objects_for",
     "parse_location",
     "parse_storage_options",
     "redact",
+    *_LEASE_NAMES,
+    *_OBJECTS_NAMES,
     *_TABLE_NAMES,
 ]

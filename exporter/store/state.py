@@ -50,6 +50,7 @@ def _still_open(column: str = "status") -> str:
     return f"({column} IS NULL OR {column} NOT IN ({listed}))"
 
 
+# Run statement by statement, split on ";" (`_create`): no semicolon in a comment.
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE projects (
@@ -86,7 +87,7 @@ CREATE TABLE open_ops (
     fingerprint BLOB NOT NULL,
     version INTEGER NOT NULL,
     checked_us INTEGER NOT NULL,
-    misses INTEGER NOT NULL DEFAULT 0, -- 404s in a row on its GET (one per run); dropped at
+    misses INTEGER NOT NULL DEFAULT 0, -- 404s in a row on its GET (one per run), dropped at
                                    -- MAX_MISSES only once older than walk.RETENTION_US
     changed_us INTEGER,            -- when it last changed (its updated_at), NULL: unknown
     retry_us INTEGER               -- its retry_at: a re-read is due once that passes

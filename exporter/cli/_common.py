@@ -275,6 +275,28 @@ def echo_error(message: str, **fields: Any) -> None:
         click.echo(f"Error: {message}", err=True)
 
 
+class _NumpyOutOfReach:
+    """A `sys.meta_path` finder (a plain class: `importlib.abc` is not imported for --help)."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
+        if fullname.partition(".")[0] == "numpy":
+            raise ImportError("numpy is not needed by this command (opsaudit sync, compact)")
+        return None
+
+
+def numpy_out_of_reach() -> None:
+    """The rest of this process runs as where numpy is not installed (it is no dependency of
+    opsaudit): for sync and compact, whose Arrow columns are built from Python lists and
+    buffers, never from numpy. pyarrow imports numpy when it can, only to offer conversions
+    these commands never ask for: ~0.1 s of CPU and ~10 MiB per run (issue 24). Refused for
+    the whole process, not only while pyarrow imports: pyarrow then knows numpy as absent, and
+    a conversion asked for later fails with its ImportError rather than reaching a numpy that
+    pyarrow never initialised. A no-op once numpy is loaded (a notebook, a test process)."""
+    if "numpy" in sys.modules or any(isinstance(f, _NumpyOutOfReach) for f in sys.meta_path):
+        return
+    sys.meta_path.insert(0, _NumpyOutOfReach())
+
+
 def lean_allocators() -> None:
     """Allocators for a process that streams batches through (sync, compact, demo): call it
     before anything imports pyarrow.

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from exporter.cli._common import echo_error
+from exporter.cli._common import echo_error, numpy_out_of_reach
 from exporter.core.errors import ExitCode, OpsauditError, redact
 
 # Every command: its module, its function, and the line `opsaudit --help` lists it with. A
@@ -30,6 +30,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 # The commands that stream batches through Arrow: `cli._common.lean_allocators`.
 STREAMING = frozenset({"sync", "compact", "demo"})
+# ... and those of them that run as if numpy were not installed (`cli._common.numpy_out_of_reach`;
+# the demo's report and page may use it).
+WITHOUT_NUMPY = frozenset({"sync", "compact"})
 
 
 def short_help(name: str) -> str:
@@ -66,6 +69,8 @@ class OpsauditGroup(click.Group):
             # option's callback may import it before the command's body calls lean_allocators
             # (the events options do): chosen here, before the command's options are parsed.
             os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+        if name in WITHOUT_NUMPY:
+            numpy_out_of_reach()  # before an option's callback may import pyarrow
         return name, command, rest
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

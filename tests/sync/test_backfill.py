@@ -148,10 +148,12 @@ def test_both_shapes_of_a_page_past_the_end(make_sim: Any, tmp_path: Path, past_
 def test_a_sync_process_never_imports_pandas(make_sim: Any, tmp_path: Path) -> None:
     """pyarrow imports pandas (when installed, as here) on its first array of a Python list
     only to ask whether it is a pandas object: ~0.25 s of CPU and ~40 MiB a sync never uses
-    (issue 24, `records.arrow_without_pandas`). Explicit use still works afterwards."""
+    (issue 24, `records.arrow_without_pandas`). Explicit use still works afterwards. numpy is
+    loaded first, as in a notebook (otherwise the sync refuses numpy, and pandas with it)."""
     sim = make_sim(seed=24, projects=2, shared_projects=0, days=2, ops_per_project_per_day=30)
     script = (
         "import runpy, sys\n"
+        "import numpy\n"
         "sys.argv = ['opsaudit', 'sync', '--max-rps', '0']\n"
         "try:\n"
         "    runpy.run_module('exporter', run_name='__main__')\n"
@@ -172,4 +174,38 @@ def test_a_sync_process_never_imports_pandas(make_sim: Any, tmp_path: Path) -> N
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-2:] == ["pandas imported: False", "to_pandas rows: 2"]
+    assert_matches_truth(sim, tmp_path / "d")
+
+
+def test_a_sync_process_runs_as_if_numpy_were_not_installed(make_sim: Any, tmp_path: Path) -> None:
+    """numpy is no dependency, and pyarrow imports it when it can only to offer conversions a
+    sync never asks for: ~0.1 s of CPU and ~10 MiB per run (issue 24,
+    `cli._common.numpy_out_of_reach`). Refused for the whole process: a conversion asked for
+    afterwards fails with pyarrow's ImportError, as where numpy is not installed."""
+    sim = make_sim(seed=25, projects=2, shared_projects=0, days=2, ops_per_project_per_day=30)
+    script = (
+        "import runpy, sys\n"
+        "sys.argv = ['opsaudit', 'sync', '--max-rps', '0']\n"
+        "try:\n"
+        "    runpy.run_module('exporter', run_name='__main__')\n"
+        "except SystemExit as done:\n"
+        "    assert done.code in (0, None), done.code\n"
+        "print('numpy imported:', 'numpy' in sys.modules)\n"
+        "import pyarrow as pa\n"
+        "try:\n"
+        "    pa.array([1, 2]).to_numpy()\n"
+        "except ImportError:\n"
+        "    print('to_numpy: ImportError')\n"
+    )
+    env = {
+        **os.environ,
+        "NEON_API_KEY": sim.personal_key,
+        "OPSAUDIT_BASE_URL": sim.base_url,
+        "OPSAUDIT_DATA_DIR": str(tmp_path / "d"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == ["numpy imported: False", "to_numpy: ImportError"]
     assert_matches_truth(sim, tmp_path / "d")

@@ -627,6 +627,28 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "query-defines-every-view",  # `query "select 1"` binds 15 views (~8 ms of start-up)
+        "exporter/analytics/views.py",
+        "        if names is None:\n            text = path.read_text()\n",
+        "        if True:\n            text = path.read_text()\n",
+        (
+            "tests/analytics/test_query_views.py::"
+            "test_a_connection_for_a_query_defines_only_what_it_needs",
+        ),
+    ),
+    Mutant(
+        "query-not-retried-over-every-view",  # query_table('sync_' || 'runs') a catalog error
+        "exporter/cli/_query.py",
+        "        if names is None or not is_missing_definition(exc):\n",
+        "        if True:\n",
+        (
+            "tests/analytics/test_query_views.py::"
+            "test_a_view_the_query_names_at_run_time_is_defined_on_a_second_try",
+            "tests/analytics/test_cli.py::"
+            "test_bad_sql_is_exit_7_with_duckdbs_whole_message_no_traceback",
+        ),
+    ),
+    Mutant(
         "unexpected-error-escapes",  # finding 4: a traceback and exit 1 ("partial")
         "exporter/cli/_group.py",
         "            ctx.exit(int(ExitCode.FATAL))\n",

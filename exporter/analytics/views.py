@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,12 +43,14 @@ __all__ = [
     "check_read_only",
     "connect",
     "execute",
+    "is_missing_definition",
     "list_macros",
     "list_views",
     "memory_connection",
     "sql_dir",
     "sql_files",
     "sql_files_for",
+    "sql_names_for",
     "write_views_database",
 ]
 
@@ -161,6 +163,47 @@ def sql_files_for(sql: str) -> list[str] | None:
     return [path.name for path in files if path.name in needed]
 
 
+def _definitions(path: Path) -> list[tuple[str | None, str]]:
+    """(lower-case name, text) of each CREATE OR REPLACE of a .sql file, in order; what comes
+    before the first one is (None, text): comments, run whenever the file is."""
+    text = path.read_text()
+    starts = [m.start() for m in _CREATE.finditer(text)]
+    names = [m["name"].lower() for m in _CREATE.finditer(text)]
+    pieces: list[tuple[str | None, str]] = [(None, text[: starts[0] if starts else len(text)])]
+    for i, start in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else len(text)
+        pieces.append((names[i], text[start:end]))
+    return pieces
+
+
+def sql_names_for(sql: str) -> frozenset[str] | None:
+    """The views and macros (lower-case names) a query needs: those it mentions and what their
+    definitions mention in turn; None (every one) when it looks at the catalog.
+
+    `opsaudit query "select 1"` then binds no view and `FROM projects` one, not fifteen
+    (start-up, PRODUCT.md performance targets). A name mentioned only in a string or a comment
+    defines one view too many; a name the query builds at run time (`query_table('x' || 'y')`)
+    is a catalog error, on which `opsaudit query` runs it again over every view.
+    """
+    words = set(_WORD.findall(sql.lower()))
+    if words & _CATALOG_WORDS or any(w.startswith(("duckdb_", "pragma")) for w in words):
+        return None
+    bodies = {
+        name: set(_WORD.findall(text.lower()))
+        for path in sql_files()
+        for name, text in _definitions(path)
+        if name is not None
+    }
+    needed: set[str] = set()
+    pending = [words]
+    while pending:
+        mentioned = pending.pop()
+        for name in mentioned & bodies.keys() - needed:
+            needed.add(name)
+            pending.append(bodies[name])
+    return frozenset(needed)
+
+
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -201,13 +244,21 @@ def _resolve(text: str, sources: dict[str, Any]) -> str:
 
 
 def _load(
-    con: duckdb.DuckDBPyConnection, sources: dict[str, Any], only: Sequence[str] | None
+    con: duckdb.DuckDBPyConnection,
+    sources: dict[str, Any],
+    only: Sequence[str] | None,
+    names: Collection[str] | None = None,
 ) -> None:
+    """Run the .sql files of `only` (None: all); with `names`, only those definitions of them."""
     for path in sql_files():
         if only is not None and path.name not in only:
             continue
+        if names is None:
+            text = path.read_text()
+        else:
+            text = "".join(t for n, t in _definitions(path) if n is None or n in names)
         try:
-            con.execute(_resolve(path.read_text(), sources))
+            con.execute(_resolve(text, sources))
         except duckdb.Error as exc:
             raise QueryError(f"loading {path.name}: {_first_line(exc)}") from exc
 
@@ -285,11 +336,15 @@ def _union(view: str, labels: Sequence[str], columns: str = "*") -> str:
 
 
 def _load_datasets(
-    con: duckdb.DuckDBPyConnection, datasets: Sequence[Reader], only: Sequence[str] | None
+    con: duckdb.DuckDBPyConnection,
+    datasets: Sequence[Reader],
+    only: Sequence[str] | None,
+    names: Collection[str] | None,
 ) -> None:
     if len(datasets) == 1:
-        _load(con, _dataset_sources(con, datasets[0], "1"), only)
+        _load(con, _dataset_sources(con, datasets[0], "1"), only, names)
         return
+    # Several datasets: the union views below name every base view of each schema.
     labels = [d.label for d in datasets]
     base = sql_files()[0].name
     for i, dataset in enumerate(datasets, 1):
@@ -339,6 +394,7 @@ def connect(
     only: Sequence[str] | None = None,
     safe: bool = False,
     con: duckdb.DuckDBPyConnection | None = None,
+    names: Collection[str] | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with every view over `data_dir` defined.
 
@@ -357,7 +413,8 @@ def connect(
     statement undoes it.
     `con`: a fresh connection of `memory_connection()` to define the views in (the one
     `check_read_only` parsed the query with: a second DuckDB instance costs ~12 ms of start-up);
-    it is closed if this raises.
+    it is closed if this raises. `names`: of those files only these views and macros
+    (`sql_names_for`; one dataset only: several are joined by every base view).
     """
     try:
         given = [data_dir] if isinstance(data_dir, (str, Path)) else list(data_dir)
@@ -373,7 +430,7 @@ def connect(
         con.execute("SET TimeZone = 'UTC'")
         # Binding each view reads the first file's footer; cache footers across binds/queries.
         con.execute("SET parquet_metadata_cache = true")
-        _load_datasets(con, datasets, only)
+        _load_datasets(con, datasets, only, names)
         if safe:
             _lock_down(con, datasets)
     except BaseException:
@@ -428,6 +485,12 @@ def execute(
         return columns, cursor.fetchall()
     except duckdb.Error as exc:
         raise QueryError(_whole(exc)) from exc
+
+
+def is_missing_definition(exc: QueryError) -> bool:
+    """True when `execute` failed on a name the catalog does not hold (a view or macro not
+    defined on this connection, or no such name at all)."""
+    return isinstance(exc.__cause__, duckdb.CatalogException)
 
 
 # Which statements `opsaudit query` runs (issue 15): reading ones only, decided by DuckDB's own

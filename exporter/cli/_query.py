@@ -18,6 +18,7 @@ from exporter.cli._common import (
     storage_option_option,
 )
 from exporter.cli._group import short_help
+from exporter.core.errors import QueryError
 
 
 @contextlib.contextmanager
@@ -26,6 +27,7 @@ def _open(
     storage_options: Sequence[str],
     only: tuple[str, ...] | None = None,
     fresh: Any = None,
+    names: frozenset[str] | None = None,
 ) -> Iterator[Any]:
     # Imported here: DuckDB is not needed by `opsaudit sync --help` and friends.
     from exporter.analytics.views import connect
@@ -34,7 +36,9 @@ def _open(
     # On object storage the views read the Delta tables' current snapshots (no state needed).
     # Read-only: the connection reads only the datasets and cannot change its settings.
     # `fresh`: the new connection the query was parsed with, to define the views in.
-    con = connect(data_dirs, storage_options=storage_options, only=only, safe=True, con=fresh)
+    con = connect(
+        data_dirs, storage_options=storage_options, only=only, safe=True, con=fresh, names=names
+    )
     try:
         yield con
     finally:
@@ -120,8 +124,10 @@ def query_command(
     from exporter.analytics.views import (
         check_read_only,
         execute,
+        is_missing_definition,
         memory_connection,
         sql_files_for,
+        sql_names_for,
     )
 
     text = _sql_text(sql, sql_file)
@@ -132,12 +138,23 @@ def query_command(
     try:
         # Before anything runs: COPY, CREATE, SET, ..., no statement or several exit 2.
         check_read_only(text, single=True, con=fresh)
-        only = sql_files_for(text)  # the views the query names (and theirs), not all of them
+        # The views and macros the query names (and theirs), not all of them.
+        only = sql_files_for(text)
+        names = sql_names_for(text)
     except BaseException:
         fresh.close()
         raise
-    with _open(data_dirs, storage_options, tuple(only) if only is not None else None, fresh) as con:
-        columns, rows = execute(con, text, bound)
+    files = tuple(only) if only is not None else None
+    try:
+        with _open(data_dirs, storage_options, files, fresh, names) as con:
+            columns, rows = execute(con, text, bound)
+    except QueryError as exc:
+        if names is None or not is_missing_definition(exc):
+            raise
+        # A name the query builds at run time, or a typo: over every view the query runs, or
+        # fails with DuckDB's own "Did you mean" among all of them.
+        with _open(data_dirs, storage_options) as con:
+            columns, rows = execute(con, text, bound)
     emit(render(columns, rows, fmt, max_rows=max_rows or None), output)
 
 

@@ -6,10 +6,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 from click.testing import CliRunner
 
-from exporter.analytics.views import list_macros, list_views, sql_files_for
+from exporter.analytics.views import (
+    connect,
+    list_macros,
+    list_views,
+    memory_connection,
+    sql_files_for,
+    sql_names_for,
+)
 from exporter.cli import cli
 
 
@@ -45,6 +53,62 @@ def test_a_file_is_loaded_with_the_files_its_views_use(
     monkeypatch.setattr("exporter.analytics.views.sql_dir", lambda: tmp_path)
     assert sql_files_for("FROM c") == ["00_base.sql", "10_b.sql", "20_c.sql"]
     assert sql_files_for("FROM b JOIN d ON true") == ["00_base.sql", "10_b.sql", "30_d.sql"]
+
+
+def test_a_query_defines_only_the_views_and_macros_it_names_and_theirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "00_base.sql").write_text(
+        "-- the base\nCREATE OR REPLACE VIEW a AS SELECT 1 AS x;\n"
+        "CREATE OR REPLACE MACRO twice(v) AS v * 2;\n"
+        "CREATE OR REPLACE VIEW e AS SELECT twice(x) AS x FROM a;\n"
+    )
+    (tmp_path / "10_b.sql").write_text(
+        "CREATE OR REPLACE VIEW b AS SELECT * FROM e;\nCREATE OR REPLACE VIEW c AS FROM a;\n"
+    )
+    monkeypatch.setattr("exporter.analytics.views.sql_dir", lambda: tmp_path)
+    assert sql_names_for("select 1") == frozenset()
+    assert sql_names_for("FROM B") == {"b", "e", "twice", "a"}
+    assert sql_names_for("FROM c") == {"c", "a"}
+    assert sql_names_for("SELECT twice(3)") == {"twice"}
+    assert sql_names_for("SHOW TABLES") is None
+
+
+def test_a_connection_for_a_query_defines_only_what_it_needs(data_dir: Path) -> None:
+    names = sql_names_for("SELECT count(*) FROM sync_runs")
+    assert names == {"sync_runs"}
+    con = connect(data_dir, only=sql_files_for("FROM sync_runs"), names=names, safe=True)
+    try:
+        defined = con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1"
+        ).fetchall()
+        assert defined == [("sync_runs",)]
+        full = connect(data_dir, safe=True, con=memory_connection())
+        try:
+            sql = "SELECT * FROM sync_runs ORDER BY ALL"
+            assert con.execute(sql).fetchall() == full.execute(sql).fetchall()
+        finally:
+            full.close()
+    finally:
+        con.close()
+
+
+def test_no_view_or_macro_shadows_a_duckdb_function_or_table() -> None:
+    """A query defines only the names it mentions: one of ours left undefined must be a
+    catalog error (`opsaudit query` then defines every view), never DuckDB's own function."""
+    con = duckdb.connect()
+    builtin = {r[0] for r in con.execute("SELECT function_name FROM duckdb_functions()").fetchall()}
+    ours = {n.lower() for n in list_views() + list_macros()}
+    assert ours & builtin == set()
+
+
+def test_a_view_the_query_names_at_run_time_is_defined_on_a_second_try(data_dir: Path) -> None:
+    """`query_table('sync_' || 'runs')` names no view in its text: the catalog error it meets
+    over the views the text names makes `opsaudit query` run it again over every view."""
+    runs = _query(data_dir, "SELECT count(*) AS n FROM sync_runs")[0]["n"]
+    assert runs > 0
+    built = _query(data_dir, "SELECT count(*) AS n FROM query_table('sync_' || 'runs')")
+    assert built == [{"n": runs}]
 
 
 def test_every_view_and_macro_answers_through_query(data_dir: Path) -> None:

@@ -5,8 +5,10 @@ Several checkouts are timed in one invocation, alternating run by run (the load 
 machine hits each alike); each runs from its own root with PYTHONPATH set to it, so the console
 script imports that checkout's code:
 
-    opsaudit demo --projects 3 --days 3 --data-dir D
-    python bench/startup_bench.py --data-dir D --runs 20 /tmp/base .
+    python bench/startup_bench.py --runs 20 /tmp/base .
+
+The dataset is `--data-dir D`, or else one this script makes with the last checkout
+(`opsaudit demo --projects 3 --days 3`, in a temporary directory).
 
 `--bytecode` compiles each checkout's `exporter/` first and lets Python read the .pyc files (a
 pip install compiles them). Without it each checkout's `exporter/**/__pycache__` is removed and
@@ -23,6 +25,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,20 +44,33 @@ def _run(argv: list[str], root: Path, env: dict[str, str]) -> tuple[float, float
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("checkouts", nargs="+", type=Path)
-    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("checkouts", nargs="*", type=Path, default=[Path(".")])
+    parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--bytecode", action="store_true")
     args = parser.parse_args()
-    script = shutil.which("opsaudit")
+    beside = Path(sys.executable).parent / "opsaudit"  # the virtualenv's console script
+    script = str(beside) if beside.is_file() else shutil.which("opsaudit")
     if script is None:
         raise SystemExit("no opsaudit console script on PATH (activate the virtualenv)")
+    roots = [c.resolve() for c in args.checkouts]
+    with tempfile.TemporaryDirectory(prefix="startup-bench-") as tmp:
+        data_dir = args.data_dir
+        if data_dir is None:
+            data_dir = Path(tmp) / "data"
+            demo = [script, "demo", "--projects", "3", "--days", "3", "--data-dir", str(data_dir)]
+            env = {**os.environ, "PYTHONPATH": str(roots[-1])}
+            subprocess.run(demo, cwd=roots[-1], env=env, check=True, capture_output=True)
+        _measure(script, roots, data_dir.resolve(), args)
+    return 0
+
+
+def _measure(script: str, roots: list[Path], data_dir: Path, args: argparse.Namespace) -> None:
     commands = {
         "--help": [script, "--help"],
-        "query select 1": [script, "query", "--data-dir", str(args.data_dir.resolve()), "select 1"],
+        "query select 1": [script, "query", "--data-dir", str(data_dir), "select 1"],
     }
-    roots = [c.resolve() for c in args.checkouts]
     envs = {}
     for root in roots:
         env = {**os.environ, "PYTHONPATH": str(root)}
@@ -80,7 +96,6 @@ def main() -> int:
         wall = statistics.median(w for w, _ in runs) * 1000
         cpu = statistics.median(c for _, c in runs) * 1000
         print(f"{name:16s} {root!s:40s} wall {wall:6.1f}  cpu {cpu:6.1f}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from exporter.analytics.views import (
     list_macros,
     list_views,
     memory_connection,
+    sql_files,
     sql_files_for,
     sql_names_for,
 )
@@ -91,6 +92,13 @@ def test_a_connection_for_a_query_defines_only_what_it_needs(data_dir: Path) -> 
             full.close()
     finally:
         con.close()
+
+
+def test_every_statement_of_the_sql_files_is_a_view_or_a_macro() -> None:
+    """A query runs only the CREATE OR REPLACE VIEW / MACRO statements it needs, each cut from
+    its file at the next one: any other statement would ride along with the one before it."""
+    statements = sum(len(duckdb.extract_statements(p.read_text())) for p in sql_files())
+    assert statements == len(list_views()) + len(list_macros())
 
 
 def test_no_view_or_macro_shadows_a_duckdb_function_or_table() -> None:

@@ -558,6 +558,13 @@ MUTANTS = [
         (f"{STORAGE}::test_bad_base_url_is_usage_error",),
     ),
     Mutant(
+        "float-option-takes-nan",  # --clock-offset nan: exit 5 "a bug"; --max-rps nan: no pacing
+        "exporter/cli/_ops.py",
+        "        if not math.isfinite(number):\n",
+        "        if False:\n",
+        ("tests/ops/test_cli_boundary.py::test_a_number_that_is_not_finite_is_a_usage_error",),
+    ),
+    Mutant(
         "discovery-falls-back-on-any-error",  # a failing server taken for another key kind
         "exporter/api/discovery.py",
         "            if exc.status is None or not 400 <= exc.status < 500:\n                raise\n",

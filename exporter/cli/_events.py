@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
+from exporter.cli._ops import FiniteFloatRange
 from exporter.core.errors import ConfigError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -77,7 +78,7 @@ def events_options(f: F) -> F:
         ),
         # Tuning for tests and slow receivers: seconds per attempt, attempts per event and run.
         click.option(
-            "--webhook-timeout", type=click.FloatRange(min=0.01), default=10.0, hidden=True
+            "--webhook-timeout", type=FiniteFloatRange(min=0.01), default=10.0, hidden=True
         ),
         click.option("--webhook-attempts", type=click.IntRange(min=1), default=6, hidden=True),
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,18 @@ class Duration(click.ParamType):
             return parse_duration(str(value))
         except ConfigError as exc:
             self.fail(str(exc), param, ctx)
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click's FloatRange without `inf` and `nan`, which it lets through (nan compares false
+    with every bound): `--max-rps nan` turned pacing off, `--clock-offset nan` was a ValueError
+    reported as a bug (exit 5)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def _thresholds(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[Any]:

@@ -31,7 +31,7 @@ from exporter.cli._common import (
 )
 from exporter.cli._events import events_options
 from exporter.cli._group import short_help
-from exporter.cli._ops import Duration
+from exporter.cli._ops import Duration, FiniteFloatRange
 from exporter.core.errors import ConfigError, OpsauditError, StorageError
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ ACCOUNT_RPS = 700 / 60
 )
 @click.option(
     "--max-rps",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     envvar="OPSAUDIT_MAX_RPS",
     show_envvar=True,
     default=DEFAULT_MAX_RPS,
@@ -71,7 +71,7 @@ ACCOUNT_RPS = 700 / 60
 )
 @click.option(
     "--route-max-rps",
-    type=click.FloatRange(min=1),
+    type=FiniteFloatRange(min=1),
     default=40.0,
     hidden=True,  # the API's 40/s per route; time-scaled benchmarks raise it with the simulator
 )
@@ -122,7 +122,7 @@ ACCOUNT_RPS = 700 / 60
 )
 @click.option(
     "--clock-offset",
-    type=float,
+    type=FiniteFloatRange(min=-1e9, max=1e9),  # ~31 years either way: microseconds fit SQLite
     default=0.0,
     hidden=True,  # soaks: the run's clock is the simulator's, which runs ahead of the wall clock
 )

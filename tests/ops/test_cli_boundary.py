@@ -31,6 +31,35 @@ def test_bad_environment_value_is_a_usage_error_naming_the_variable(tmp_path: Pa
     assert list(tmp_path.iterdir()) == []  # nothing started
 
 
+MAX_RPS = "'--max-rps' (env var: 'OPSAUDIT_MAX_RPS')"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "error"),
+    [
+        ("--max-rps", "nan", f"{MAX_RPS}: 'nan' is not a finite number"),  # was: no pacing
+        ("--max-rps", "inf", f"{MAX_RPS}: 'inf' is not a finite number"),
+        ("--max-rps", "1e400", f"{MAX_RPS}: '1e400' is not a finite number"),
+        ("--route-max-rps", "nan", "'--route-max-rps': 'nan' is not a finite number"),
+        ("--clock-offset", "nan", "'--clock-offset': 'nan' is not a finite number"),  # exit 5
+        (
+            "--clock-offset",
+            "1e300",  # was exit 5, "a bug": its microseconds overflowed SQLite's INTEGER
+            "'--clock-offset': 1e+300 is not in the range -1000000000.0<=x<=1000000000.0.",
+        ),
+    ],
+)
+def test_a_number_that_is_not_finite_is_a_usage_error(
+    tmp_path: Path, option: str, value: str, error: str
+) -> None:
+    env = {"NEON_API_KEY": "key-of-the-finite-test"}
+    unreachable = ["--base-url", "http://127.0.0.1:9/"]  # a sync that started fails fast
+    result = invoke("sync", "--data-dir", str(tmp_path), *unreachable, option, value, env=env)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[-1] == f"Error: Invalid value for {error}"
+    assert list(tmp_path.iterdir()) == []  # nothing started
+
+
 def test_environment_variables_are_shown_in_help() -> None:
     text = invoke("sync", "--help").stdout
     for name in ("OPSAUDIT_DATA_DIR", "OPSAUDIT_BASE_URL", "OPSAUDIT_MAX_RPS"):

@@ -266,6 +266,17 @@ def test_tls_and_connection_errors(sim: Any, tmp_path: Path) -> None:
     )
 
 
+def test_a_base_url_with_a_bad_port_is_a_finding(sim: Any, tmp_path: Path) -> None:
+    """It was an InvalidURL out of httpx: exit 5, "a bug in opsaudit"."""
+    result = doctor(sim, tmp_path, sim.personal_key, url="http://host:abc/api/v2/")
+    assert result.exit_code == 8
+    assert result.stdout.splitlines()[0] == (
+        "error base_url: --base-url 'http://host:abc/api/v2/' has no usable port (a number from "
+        "1 to 65535 after the host's colon); expected something like "
+        "https://console.neon.tech/api/v2/ Fix: pass --base-url (or $OPSAUDIT_BASE_URL)"
+    )
+
+
 def test_json_output(sim: Any, tmp_path: Path) -> None:
     import json
 

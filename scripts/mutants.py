@@ -765,7 +765,7 @@ MUTANTS = [
         "exporter/engine/sync.py",
         "            if outbox is not None:\n"
         "                # In the transaction that commits the rows: the outbox (issue 22).\n"
-        "                recorded[0] = outbox.record(con, events, now)\n"
+        "                recorded[0] = outbox.record(con, events, now, self.run_id)\n"
         "\n"
         '        done = self.dataset.commit(table, f"{self.run_id}-{self._seq:05d}", '
         "self.run_id, apply)\n",
@@ -774,7 +774,7 @@ MUTANTS = [
         "self.run_id, apply)\n"
         "        if outbox is not None:\n"
         "            with state.transaction() as after:\n"
-        "                recorded[0] = outbox.record(after, events, now)\n",
+        "                recorded[0] = outbox.record(after, events, now, self.run_id)\n",
         (f"{EVENTS}::test_kill_right_after_the_commit_loses_no_event",),
     ),
     Mutant(
@@ -794,8 +794,8 @@ MUTANTS = [
     Mutant(
         "events-facts-names-dropped",  # built at delivery, the events say null for the names
         "exporter/events/outbox.py",
-        "            facts = _FACTS.encode(_Facts(run_id, projects, branches, endpoints))\n",
-        "            facts = _FACTS.encode(_Facts(run_id, projects, [None] * n, [None] * n))\n",
+        "                facts = _FACTS.encode(_Facts(run_id, runs, part_branches, part_endpoints))\n",
+        "                facts = _FACTS.encode(_Facts(run_id, runs, [None] * n, [None] * n))\n",
         (f"{EVENTS}::test_one_event_per_new_version_after_the_backfill",),
     ),
     Mutant(
@@ -827,16 +827,16 @@ MUTANTS = [
         "exporter/engine/sync.py",
         "                state.apply_names(con, c)\n"
         "                if outbox is not None:\n"
-        "                    events.extend(outbox.select(con, c.project_id, c.table))\n"
+        "                    events.extend(outbox.select(con, c.project_id, c.events))\n"
         "                state.apply_chunk(con, c)\n"
         "            if outbox is not None:\n"
         "                # In the transaction that commits the rows: the outbox (issue 22).\n"
-        "                recorded[0] = outbox.record(con, events, now)\n",
+        "                recorded[0] = outbox.record(con, events, now, self.run_id)\n",
         "                if outbox is not None:\n"
-        "                    events.extend(outbox.select(con, c.project_id, c.table))\n"
+        "                    events.extend(outbox.select(con, c.project_id, c.events))\n"
         "                state.apply_chunk(con, c)\n"
         "            if outbox is not None:\n"
-        "                recorded[0] = outbox.record(con, events, now)\n"
+        "                recorded[0] = outbox.record(con, events, now, self.run_id)\n"
         "            for c in chunks:\n"
         "                state.apply_names(con, c)\n",
         (
@@ -1161,11 +1161,40 @@ MUTANTS = [
         (f"{SPILL}::test_a_backfill_writes_its_months_whole_and_compacts_nothing",),
     ),
     Mutant(
-        "spill-with-events",  # the outbox reads each chunk's rows: they must stay with it
+        "spill-off-with-events",  # issue 22: an events backfill makes 10k-version commits
         "exporter/engine/sync.py",
-        "        self.spilling = config.spill_rows is not None and self.outbox is None\n",
-        "        self.spilling = config.spill_rows is not None\n",
-        (f"{SPILL}::test_with_events_rows_go_with_the_commit",),
+        "            self.outbox is None or self.outbox.rows is not None\n",
+        "            self.outbox is None\n",
+        (f"{SPILL}::test_with_events_rows_are_written_ahead_and_each_makes_one_event",),
+    ),
+    Mutant(
+        "events-of-rows-written-ahead-dropped",  # issue 22: rows gone ahead make no event
+        "exporter/engine/sync.py",
+        "                chunk.events = self.outbox.keep(chunk.table)  # before its rows leave the "
+        "chunk\n",
+        "                pass\n",
+        (f"{SPILL}::test_with_events_rows_are_written_ahead_and_each_makes_one_event",),
+    ),
+    Mutant(
+        "events-waiting-unbounded",  # issue 22: a backfill's events all wait in memory
+        "exporter/engine/sync.py",
+        "                or events >= self.config.commit_events\n",
+        "",
+        (f"{SPILL}::test_events_waiting_for_their_commit_are_bounded",),
+    ),
+    Mutant(
+        "events-outbox-rows-named-by-the-first",  # issue 22: a later row's events, wrong names
+        "exporter/events/outbox.py",
+        "            runs = _runs_slice(projects, start, n)\n",
+        "            runs = _runs_slice(projects, 0, n)\n",
+        (f"{EVENTS}::test_a_commit_of_many_events_is_recorded_in_bounded_outbox_rows",),
+    ),
+    Mutant(
+        "events-file-built-without-the-facts",  # issue 22: followed lines say null for names
+        "exporter/events/outbox.py",
+        "        return _lines(batch.rows, f.projects, f.branches, f.endpoints)\n",
+        "        return _lines(batch.rows, f.projects, [None] * len(f.branches), f.endpoints)\n",
+        (f"{EVENTS}::test_one_event_per_new_version_after_the_backfill",),
     ),
     Mutant(
         "lake-superseded-record-dropped",  # issue 24 on object storage: the record of batch N

@@ -94,6 +94,9 @@ class Chunk:
     new: int = 0
     changed: int = 0
     table: pa.Table | None = None  # `ops` as Arrow, built by the worker before queueing
+    # What the events outbox needs of `table` at commit (`Outbox.keep`), kept by the committer
+    # when it writes `table` ahead of the commit.
+    events: pa.Table | None = None
 
     @property
     def rows(self) -> int:

@@ -91,6 +91,10 @@ class SyncConfig:
     # rows cost no memory: commit at this many instead of commit_rows (a backfill then writes
     # month files large enough that its end needs no compaction rewrite). None: never ahead.
     spill_rows: int | None = BIG_FILE_ROWS
+    # ... or, with events and rows written ahead, once this many events wait: each keeps its
+    # columns in memory until the commit (~200 bytes for the events file, which renders them
+    # right after the commit; bench/README.md figure 9).
+    commit_events: int = 100_000
     compact: bool = True
     time_budget: float | None = None  # seconds: stop starting new work after this long
     max_requests: int | None = None  # stop starting new work after this many requests
@@ -273,9 +277,12 @@ class _Committer(threading.Thread):
             if config.events
             else None
         )
-        # Rows written ahead (`Store.spill`): not with events, whose outbox reads each chunk's
-        # rows in the commit's transaction.
-        self.spilling = config.spill_rows is not None and self.outbox is None
+        # Rows written ahead (`Store.spill`), with events too when the outbox builds their JSON
+        # from the committed rows (`Store.versions_reader`): a chunk keeps what its outbox row
+        # needs (`Outbox.keep`), and an events backfill makes the commits of one without.
+        self.spilling = config.spill_rows is not None and (
+            self.outbox is None or self.outbox.rows is not None
+        )
         self.follower: Any = None  # the events file appended after each commit (FileFollower)
         if self.outbox is not None and self.outbox.config.file is not None:
             self.follower = FileFollower(self.outbox, self.outbox.config.file)
@@ -306,7 +313,7 @@ class _Committer(threading.Thread):
         if self.follower is not None:
             self.follower.start()
         waiting: list[Chunk] = []
-        rows = 0
+        rows = events = 0
         oldest = 0.0
         done = False
         while not done:
@@ -328,10 +335,12 @@ class _Committer(threading.Thread):
                 rows += item.rows
                 if self.spilling and self.error is None:
                     self._spill(item)
+                events += item.events.num_rows if item.events is not None else 0
             chunks = self.config.commit_chunks
             due = (
                 done
                 or rows >= self.commit_rows
+                or events >= self.config.commit_events
                 or (chunks is not None and len(waiting) >= chunks)
                 or (waiting and time.monotonic() - oldest >= self.config.commit_seconds)
             )
@@ -341,7 +350,7 @@ class _Committer(threading.Thread):
                 except BaseException as exc:
                     log.debug("commit failed: %s", exc)  # the run's error reports it once
                     self.error = exc
-                waiting, rows = [], 0
+                waiting, rows, events = [], 0, 0
         if self.follower is not None and self.error is None:
             try:
                 self.follower.finish()
@@ -367,6 +376,8 @@ class _Committer(threading.Thread):
             self.error = exc
             return
         if written:
+            if self.outbox is not None:
+                chunk.events = self.outbox.keep(chunk.table)  # before its rows leave the chunk
             chunk.table = None
         else:
             self.spilling = False
@@ -381,7 +392,11 @@ class _Committer(threading.Thread):
 
         outbox, follower, now = self.outbox, self.follower, now_us()
         events: list[Any] = []  # the commit's rows that make events, with their project's name
-        recorded: list[Any] = [None]  # the outbox row of this commit
+        recorded: list[Any] = [[]]  # the outbox rows of this commit
+        if outbox is not None:
+            for c in chunks:
+                if c.table is not None:  # not written ahead
+                    c.events = outbox.keep(c.table)
 
         def apply(con: Any) -> None:
             events.clear()
@@ -391,11 +406,11 @@ class _Committer(threading.Thread):
                 # The chunk's listings first: its rows' events carry the names they show.
                 state.apply_names(con, c)
                 if outbox is not None:
-                    events.extend(outbox.select(con, c.project_id, c.table))
+                    events.extend(outbox.select(con, c.project_id, c.events))
                 state.apply_chunk(con, c)
             if outbox is not None:
                 # In the transaction that commits the rows: the outbox (issue 22).
-                recorded[0] = outbox.record(con, events, now)
+                recorded[0] = outbox.record(con, events, now, self.run_id)
 
         done = self.dataset.commit(table, f"{self.run_id}-{self._seq:05d}", self.run_id, apply)
         if follower is not None:

@@ -222,20 +222,21 @@ def _deliver_file(outbox: Outbox, path: Path) -> int:
 
 class FileFollower:
     """The events file appended by the committer right after each commit (bench/README.md,
-    figure 9): the commit's events are in hand, so they are not read back from the state, and
-    their mark rides in the next commit's transaction (the last one's in a transaction of its
-    own). Exactly once as in `_deliver_file`: an append comes after the commit that recorded
-    its events, and a kill between the append and its mark is what the tail reconciliation
-    mends. Appends stay in commit order, which that reconciliation relies on, because the
-    follower starts only once the backlog is in the file; the first failure hands everything
-    left to the end-of-run delivery (which says why)."""
+    figure 9): the commit's outbox rows are in hand, so they are not read back from the state
+    (their JSON is built from the columns the chunks kept, `Outbox.lines`), and their mark rides
+    in the next commit's transaction (the last one's in a transaction of its own). Exactly once
+    as in `_deliver_file`: an append comes after the commit that recorded its events, and a
+    kill between the append and its mark is what the tail reconciliation mends. Appends stay
+    in commit order, which that reconciliation relies on, because the follower starts only
+    once the backlog is in the file; the first failure hands everything left to the
+    end-of-run delivery (which says why)."""
 
     def __init__(self, outbox: Outbox, path: Path):
         self.outbox = outbox
         self.path = path
         self.on = False
         self.delivered = 0  # events appended and marked in this run
-        self._unmarked: Batch | None = None  # appended, its mark not yet committed
+        self._unmarked: tuple[int, int] | None = None  # (after, through) seq: appended, unmarked
         self._marking = 0  # events marked in the open commit's transaction
 
     def start(self) -> None:
@@ -248,23 +249,24 @@ class FileFollower:
         self.on = True
 
     def mark(self, con: sqlite3.Connection) -> None:
-        """Inside a commit's transaction: mark the batch appended after the previous commit."""
-        batch = self._unmarked
-        self._marking = 0 if batch is None else self.outbox.mark_file(con, batch.seq, batch.seq - 1)
+        """Inside a commit's transaction: mark the rows appended after the previous commit."""
+        span = self._unmarked
+        self._marking = 0 if span is None else self.outbox.mark_file(con, span[1], span[0])
 
-    def committed(self, batch: Batch | None) -> None:
+    def committed(self, batches: list[Batch]) -> None:
         """After a commit: its mark is durable; append the events it recorded."""
         if self._unmarked is not None:
             self.delivered += self._marking
             self._unmarked, self._marking = None, 0
-        if not self.on or batch is None:
+        if not self.on or not batches:
             return
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
-                view = memoryview(batch.blob)
-                while view:
-                    view = view[os.write(fd, view) :]
+                for batch in batches:  # one row's JSON at a time: memory is one row's
+                    view = memoryview(self.outbox.lines(batch))
+                    while view:
+                        view = view[os.write(fd, view) :]
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -272,14 +274,14 @@ class FileFollower:
             self.on = False  # a cut append is mended by the end-of-run delivery
             log.debug("events file: %s; the end-of-run delivery takes over", exc.strerror or exc)
             return
-        self._unmarked = batch
+        self._unmarked = (batches[0].seq - 1, batches[-1].seq)
 
     def finish(self) -> None:
         """After the last commit: mark its append."""
         if self._unmarked is not None:
             with self.outbox.state.transaction() as con:
                 self.mark(con)
-            self.committed(None)
+            self.committed([])
 
 
 # -- the webhook --------------------------------------------------------------------------------

@@ -44,6 +44,10 @@ __all__ = [
 ]
 
 SINKS = ("file", "webhook")
+# What an outbox row needs of its events' rows at commit when the JSON is built from the
+# committed rows: the ids, and what the names in effect are looked up by.
+_KEYS = ["id", "version", "branch_id", "endpoint_id", "created_at"]
+ROW_EVENTS = 20_000  # events per outbox row at most (its JSON, ~11 MB, is built whole)
 _COLUMN = {"file": "to_file", "webhook": "to_webhook"}
 
 
@@ -140,9 +144,11 @@ class Batch:
 
     seq: int
     ids_blob: bytes  # newline-separated
-    blob: bytes  # the JSON Lines, each line ending in a newline
+    blob: bytes  # the JSON Lines, each line ending in a newline (b"" when built from `facts`)
     file_done: int | None  # None: not for the file
     acked: bytearray | None  # None: not for the webhook; else 1 per acknowledged event
+    facts: bytes | None = None  # what `blob` is built from besides the rows (`Outbox.lines`)
+    rows: pa.Table | None = None  # the events' rows as the commit had them (`Outbox.keep`)
 
     @functools.cached_property
     def ids(self) -> list[str]:
@@ -185,6 +191,20 @@ def _lines(
     return lines
 
 
+def _runs_slice(
+    runs: Sequence[tuple[str | None, int]], start: int, n: int
+) -> list[tuple[str | None, int]]:
+    """The (value, count) runs of the `n` items from `start` of the items `runs` describe."""
+    out: list[tuple[str | None, int]] = []
+    at = 0
+    for value, count in runs:
+        take = min(at + count, start + n) - max(at, start)
+        if take > 0:
+            out.append((value, take))
+        at += count
+    return out
+
+
 def _bytes(value: bytes | str) -> bytes:
     """A BLOB column's value (the migration from format 5 made some TEXT: `||` yields text)."""
     return value.encode() if isinstance(value, str) else bytes(value)
@@ -206,14 +226,32 @@ class Outbox:
 
     # -- inside the committer's transaction --------------------------------------------------
 
-    def select(
-        self, con: sqlite3.Connection, project_id: str, table: pa.Table | None
-    ) -> list[tuple[pa.Table, str | None]]:
-        """The rows of `table` (one project's new versions) that make events, with the project's
-        name: none in the project's first walk unless --events-backfill, then --events-filter.
-        In the caller's open transaction, before the chunk's own state changes (a completed
-        first walk would otherwise no longer look like a backfill)."""
+    def keep(self, table: pa.Table | None) -> pa.Table | None:
+        """What the outbox needs at commit of `table` (one chunk's new versions): the rows that
+        pass --events-filter, only the columns `record` reads (None: no event). Taken before
+        the committer writes the rows ahead of their commit (`Store.spill`): the chunk then
+        keeps these columns only, a few dozen bytes per event, not its rows."""
         if not self.sinks or table is None or not table.num_rows:
+            return None
+        for f in self.config.filters:
+            table = table.filter(f.mask(table))
+        return table.select(self.columns) if table.num_rows else None
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns kept for `record`: the ids and what the names are looked up by, unless
+        the JSON is built right after the commit (the events file follows the commits: from
+        the rows in hand, not read back) or kept in the outbox (no `rows` to build it from)."""
+        return _KEYS if self.rows is not None and "file" not in self.sinks else COLUMNS
+
+    def select(
+        self, con: sqlite3.Connection, project_id: str, kept: pa.Table | None
+    ) -> list[tuple[pa.Table, str | None]]:
+        """The `keep`t rows of one project's chunk that make events, with the project's name:
+        none in the project's first walk unless --events-backfill. In the caller's open
+        transaction, before the chunk's own state changes (a completed first walk would
+        otherwise no longer look like a backfill)."""
+        if kept is None or not kept.num_rows:
             return []
         row = con.execute(
             "SELECT name, last_synced_us FROM projects WHERE id = ?", (project_id,)
@@ -221,22 +259,23 @@ class Outbox:
         name, synced = row if row is not None else (None, None)
         if synced is None and not self.config.backfill:
             return []  # the project's first walk (PRODUCT.md: no events unless --events-backfill)
-        for f in self.config.filters:
-            table = table.filter(f.mask(table))
-        return [(table, name)] if table.num_rows else []
+        return [(kept, name)]
 
     def record(
-        self, con: sqlite3.Connection, selected: Sequence[tuple[pa.Table, str | None]], now: int
-    ) -> Batch | None:
-        """Record the `select`ed events of one commit, in order, as one outbox row, in the
-        transaction that commits their rows (after the chunks' listings: the names). Returns
-        that row (None: no event), its JSON built when the events file follows the commits."""
+        self,
+        con: sqlite3.Connection,
+        selected: Sequence[tuple[pa.Table, str | None]],
+        now: int,
+        run_id: str,
+    ) -> list[Batch]:
+        """Record the `select`ed events of one commit (rows of run `run_id`), in order, as
+        outbox rows of at most ROW_EVENTS events, in the transaction that commits their rows
+        (after the chunks' listings: the names). Returns those rows; a local store's hold the
+        facts their JSON is built from after the commit (`build`), others' their JSON."""
         selected = [(t, name) for t, name in selected if t.num_rows]
         if not selected:
-            return None
-        run_id = selected[0][0]["run_id"][0].as_py()
-        table = pa.concat_tables([t.select(COLUMNS) for t, _ in selected]).combine_chunks()
-        n = table.num_rows
+            return []
+        table = pa.concat_tables([t.select(self.columns) for t, _ in selected]).combine_chunks()
         projects = [(name, t.num_rows) for t, name in selected]
         # The names in effect when each operation was created, as the state knows them in
         # this transaction (PRODUCT.md: "where known"; the views join the same versions).
@@ -244,32 +283,55 @@ class Outbox:
             self._names(con, kind, table, column)
             for kind, column in (("branch", "branch_id"), ("endpoint", "endpoint_id"))
         )
-        ids = event_ids(table)
-        lines = b""
-        facts = None
-        if self.rows is None or "file" in self.sinks:
-            lines = _lines(table, projects, branches, endpoints)
-        if self.rows is not None:
-            # The rows are committed with this row: the JSON is built from them when needed.
-            facts = _FACTS.encode(_Facts(run_id, projects, branches, endpoints))
         webhook = "webhook" in self.sinks
         file_done = 0 if "file" in self.sinks else None
-        cursor = con.execute(
-            "INSERT INTO event_batches (recorded_us, events, ids, lines, file_done, "
-            "webhook_left, webhook_acked, facts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                now,
-                n,
-                ids,
-                b"" if facts is not None else lines,
-                file_done,
-                n if webhook else None,
-                bytes(n) if webhook else None,
-                facts,
-            ),
-        )
-        assert cursor.lastrowid is not None
-        return Batch(cursor.lastrowid, ids, lines, file_done, None)
+        out: list[Batch] = []
+        # Rows of a bounded size: a commit of rows written ahead holds up to spill_rows
+        # versions, and each row's JSON is built whole when it is delivered.
+        for start in range(0, table.num_rows, ROW_EVENTS):
+            part = table.slice(start, ROW_EVENTS)
+            n = part.num_rows
+            runs = _runs_slice(projects, start, n)
+            part_branches, part_endpoints = (
+                branches[start : start + n],
+                endpoints[start : start + n],
+            )
+            ids = event_ids(part)
+            lines, facts = b"", None
+            if self.rows is None:
+                lines = _lines(part, runs, part_branches, part_endpoints)
+            else:
+                # The rows are committed with this row: the JSON is built from them and these
+                # facts when needed (`lines`).
+                facts = _FACTS.encode(_Facts(run_id, runs, part_branches, part_endpoints))
+            cursor = con.execute(
+                "INSERT INTO event_batches (recorded_us, events, ids, lines, file_done, "
+                "webhook_left, webhook_acked, facts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    now,
+                    n,
+                    ids,
+                    lines,
+                    file_done,
+                    n if webhook else None,
+                    bytes(n) if webhook else None,
+                    facts,
+                ),
+            )
+            assert cursor.lastrowid is not None
+            rows = part if facts is not None and "file" in self.sinks else None
+            out.append(Batch(cursor.lastrowid, ids, lines, file_done, None, facts, rows))
+        return out
+
+    def lines(self, batch: Batch) -> bytes:
+        """The JSON Lines of a batch `record` returned: built from the rows it keeps and its
+        facts (the same bytes as built later from the committed rows, `build`)."""
+        if batch.facts is None:
+            return batch.blob
+        if batch.rows is None:
+            return self.build(batch.ids_blob, batch.facts)
+        f = _FACTS_DECODER.decode(batch.facts)
+        return _lines(batch.rows, f.projects, f.branches, f.endpoints)
 
     def _names(
         self, con: sqlite3.Connection, kind: str, table: pa.Table, column: str
@@ -291,7 +353,7 @@ class Outbox:
         names = pc.take(pa.array(constant, pa.string()), encoded.indices)
         return list(names.to_pylist())
 
-    def _built(self, ids: bytes, facts: bytes) -> bytes:
+    def build(self, ids: bytes, facts: bytes) -> bytes:
         """The JSON Lines of a batch recorded with `facts`: its committed rows (found by run
         and (id, version), wherever compaction moved them), in the batch's order, with the
         names recorded at commit: the same bytes as built at commit."""
@@ -334,7 +396,7 @@ class Outbox:
                 batch = Batch(
                     seq,
                     ids,
-                    _bytes(lines) if facts is None else self._built(ids, facts),
+                    _bytes(lines) if facts is None else self.build(ids, facts),
                     file_done,
                     None if acked is None else bytearray(acked),
                 )

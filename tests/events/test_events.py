@@ -328,6 +328,47 @@ def test_events_built_at_delivery_are_the_bytes_built_at_commit(
     _assert_in_order(receiver)
 
 
+def test_a_commit_of_many_events_is_recorded_in_bounded_outbox_rows(
+    make_sim: Any,
+    tmp_path: Path,
+    receiver: Receiver,
+    secret_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One commit of a whole backfill (rows written ahead), its events in outbox rows of at
+    # most ROW_EVENTS: each row's events carry their own projects' names, in the file (built
+    # from the rows the commit had in hand) and at the webhook (built from the files later).
+    import sqlite3
+
+    from exporter.events import outbox
+
+    monkeypatch.setattr(outbox, "ROW_EVENTS", 7)
+    sim = make_sim(seed=22, projects=3, days=20, ops_per_project_per_day=2)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    key = read_webhook_secret(secret_file)
+    down = {"webhook_url": closed_port_url(), "webhook_key": key, "webhook_attempts": 1}
+    first = _sync(sim, data, file=events_file, backfill=True, commit_seconds=60, **down)
+    expected = versions_after(data, set())
+    con = sqlite3.connect(data / "state.sqlite")
+    try:
+        names = dict(con.execute("SELECT id, name FROM projects").fetchall())
+        outbox_rows = con.execute("SELECT events FROM event_batches ORDER BY seq").fetchall()
+    finally:
+        con.close()
+    assert first.events_pending == len(expected) > 3 * 7
+    assert [n for (n,) in outbox_rows] == [7] * (len(expected) // 7) + (
+        [len(expected) % 7] if len(expected) % 7 else []
+    )
+    events = file_events(events_file)
+    assert sorted(e["id"] for e in events) == sorted(expected)
+    assert len({e["data"]["project_id"] for e in events}) >= 3
+    assert all(e["data"]["project_name"] == names[e["data"]["project_id"]] for e in events)
+    lines = {orjson.loads(line)["id"]: line for line in events_file.read_bytes().splitlines()}
+    second = _sync(sim, data, **_webhook(receiver, secret_file))
+    assert second.events_pending == 0 and sorted(receiver.ids()) == sorted(expected)
+    assert all(r.body == lines[r.id] for r in receiver.received)
+
+
 def test_events_built_at_delivery_after_compaction_moved_their_rows(
     make_sim: Any,
     tmp_path: Path,

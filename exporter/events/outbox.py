@@ -17,18 +17,24 @@ report. Owned here: the `event_batches` table and the state's `events_delivered_
 from __future__ import annotations
 
 import functools
-import re
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exporter.core.errors import ConfigError, StorageError
+from exporter.core.errors import StorageError
+from exporter.events.config import (
+    SINKS,
+    Backlog,
+    EventFilter,
+    EventsConfig,
+    parse_event_filter,
+    read_backlog,
+)
 from exporter.events.render import COLUMNS, event_ids, event_lines
 from exporter.store.base import VersionsReader
 
@@ -43,99 +49,11 @@ __all__ = [
     "read_backlog",
 ]
 
-SINKS = ("file", "webhook")
 # What an outbox row needs of its events' rows at commit when the JSON is built from the
 # committed rows: the ids, and what the names in effect are looked up by.
 _KEYS = ["id", "version", "branch_id", "endpoint_id", "created_at"]
 ROW_EVENTS = 20_000  # events per outbox row at most (its JSON, ~11 MB, is built whole)
 _COLUMN = {"file": "to_file", "webhook": "to_webhook"}
-
-
-@dataclass(frozen=True)
-class EventFilter:
-    """One `--events-filter`: `field=v1,v2` keeps events whose field is one of the values,
-    `field!=v1,v2` drops them. Fields: `action`, `status`."""
-
-    text: str
-    field: str
-    negate: bool
-    values: frozenset[str]
-
-    def mask(self, table: pa.Table) -> pa.ChunkedArray:
-        hit = pc.fill_null(
-            pc.is_in(table[self.field], value_set=pa.array(sorted(self.values), pa.string())),
-            False,
-        )
-        return pc.invert(hit) if self.negate else hit
-
-
-_FILTER = re.compile(r"^\s*(action|status)\s*(!=|=)\s*([^=!]+)$")
-
-
-def parse_event_filter(text: str) -> EventFilter:
-    """Parse `action=start_compute,suspend_compute` or `status!=finished`; `ConfigError` else."""
-    m = _FILTER.match(text)
-    values = frozenset(v.strip() for v in m[3].split(",") if v.strip()) if m else frozenset()
-    if not m or not values:
-        raise ConfigError(
-            f"--events-filter {text!r} is not a filter: write FIELD=V1,V2 or FIELD!=V1,V2 with "
-            "FIELD action or status (e.g. status=failed,error)"
-        )
-    return EventFilter(text.strip(), m[1], m[2] == "!=", values)
-
-
-@dataclass
-class EventsConfig:
-    """Where a run's events go (the CLI builds it from `--events-file`, `--webhook`, ...)."""
-
-    file: Path | None = None  # JSON Lines, appended
-    webhook_url: str | None = field(default=None, repr=False)  # its query may hold a token
-    webhook_key: bytes | None = field(default=None, repr=False)  # the decoded whsec_ secret
-    backfill: bool = False  # also the rows of a project's first walk
-    filters: Sequence[EventFilter] = ()  # all must hold
-    webhook_timeout: float = 10.0  # seconds per attempt
-    webhook_attempts: int = 6  # per event and run: 0.5 + 1 + 2 + 4 + 8 s of backoff between them
-    webhook_backoff: float = 0.5  # the first wait; doubles, at most 30 s
-    webhook_lanes: int = 4  # events in flight at once (one operation's always in one lane)
-
-    @property
-    def sinks(self) -> tuple[str, ...]:
-        return tuple(
-            s for s, on in (("file", self.file is not None), ("webhook", self.webhook_url)) if on
-        )
-
-
-@dataclass(frozen=True)
-class Backlog:
-    """Events waiting, per sink, and the age mark of the oldest one."""
-
-    pending: dict[str, int]  # sink -> events not yet delivered there
-    oldest_us: int | None  # recorded_us of the oldest waiting event
-    delivered: dict[str, int]  # sink -> events delivered over the dataset's life
-
-    @property
-    def total(self) -> int:
-        """Events waiting for at least one sink."""
-        return max(self.pending.values(), default=0)
-
-
-def read_backlog(state: Any) -> Backlog:
-    """The backlog of a `StateDB` (read-only too; a state from before the outbox has none)."""
-    delivered = {
-        s: int(v[0][0])
-        if (v := state.query("SELECT value FROM meta WHERE key = ?", (f"events_delivered_{s}",)))
-        else 0
-        for s in SINKS
-    }
-    if not state.query(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_batches'"
-    ):
-        return Backlog({s: 0 for s in SINKS}, None, delivered)
-    to_file, to_webhook, oldest = state.query(
-        "SELECT coalesce(sum(events - file_done), 0), coalesce(sum(webhook_left), 0), "
-        "min(recorded_us) FROM event_batches"
-    )[0]
-    return Backlog({"file": int(to_file), "webhook": int(to_webhook)}, oldest, delivered)
 
 
 @dataclass
@@ -304,19 +222,11 @@ class Outbox:
                 # The rows are committed with this row: the JSON is built from them and these
                 # facts when needed (`lines`).
                 facts = _FACTS.encode(_Facts(run_id, runs, part_branches, part_endpoints))
+            acks = (n, bytes(n)) if webhook else (None, None)  # webhook_left, webhook_acked
             cursor = con.execute(
                 "INSERT INTO event_batches (recorded_us, events, ids, lines, file_done, "
                 "webhook_left, webhook_acked, facts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    now,
-                    n,
-                    ids,
-                    lines,
-                    file_done,
-                    n if webhook else None,
-                    bytes(n) if webhook else None,
-                    facts,
-                ),
+                (now, n, ids, lines, file_done, *acks, facts),
             )
             assert cursor.lastrowid is not None
             rows = part if facts is not None and "file" in self.sinks else None

@@ -43,7 +43,6 @@ FUNCTION_EXCEPTIONS: dict[str, str] = {
     "exporter/analytics/report.py:build_report": "the report's sections in order",
     "exporter/engine/sync.py:_Run._sync": "the run's phases in order",
     "exporter/engine/walk.py:ProjectWalk._main_walk": "the page loop and its stop rules",
-    "exporter/engine/walk.py:ProjectWalk._record": "one operation: new, changed or seen, and its names",
     "exporter/cli/_sync.py:sync_command": "the sync command's options turned into its config",
     "exporter/store/lake/tables.py:LakeDataset.open": "each way opening a lake dataset can fail",
     "exporter/store/lake/tables.py:LakeDataset.commit": "the lake commit protocol's steps",

@@ -81,7 +81,7 @@ MUTANTS = [
     Mutant(
         "names-due-not-persisted",
         "exporter/engine/walk.py",
-        "                    c.names_due = True\n",
+        "            self.chunk.names_due = True\n",
         "",
         (f"{NAMES}::test_a_run_cut_short_before_the_listings_leaves_them_due",),
     ),
@@ -186,8 +186,8 @@ MUTANTS = [
     Mutant(
         "boundary-second-all-old",  # `<=` in the new-or-old test: loses late same-second ops
         "exporter/engine/walk.py",
-        "                    or (s == cp_second and op_id not in boundary)\n",
-        "",
+        "or s > cp_second or (s == cp_second and op_id not in boundary)\n",
+        "or s > cp_second\n",
         (
             f"{BACKFILL}::test_ties_at_page_boundaries_lose_and_duplicate_nothing",
             "tests/sync/test_property.py",
@@ -196,8 +196,8 @@ MUTANTS = [
     Mutant(
         "boundary-second-all-new",  # `<`: re-adds the boundary operations
         "exporter/engine/walk.py",
-        "                    or (s == cp_second and op_id not in boundary)\n",
-        "                    or s == cp_second\n",
+        "or (s == cp_second and op_id not in boundary)\n",
+        "or s == cp_second\n",
         (
             f"{BACKFILL}::test_ties_at_page_boundaries_lose_and_duplicate_nothing",
             "tests/sync/test_property.py",
@@ -213,9 +213,32 @@ MUTANTS = [
     Mutant(
         "timestamp-overlap-filter",  # the old filter that dropped an out-of-order operation
         "exporter/engine/walk.py",
-        "if op_id in previous or op_id in ids:",
-        "if op_id in previous or op_id in ids or (self.lowest is not None and c > self.lowest):",
+        "            kept_ids, kept_seconds = page_ids, seconds\n",
+        "            kept = [k for k, c in enumerate(created) if self.lowest is None or c <= self.lowest]\n"
+        "            ops, raws, created = [ops[k] for k in kept], [raws[k] for k in kept], [created[k] for k in kept]\n"
+        "            kept_ids, kept_seconds = [page_ids[k] for k in kept], [seconds[k] for k in kept]\n",
         (f"{EXACT}::test_3_fractional_created_at_among_whole_seconds_is_kept",),
+    ),
+    Mutant(
+        "overlap-check-skipped",  # issue 24: a page taken whole although it overlaps the last
+        "exporter/engine/walk.py",
+        "        if len(ids) == len(page_ids) and previous.isdisjoint(ids):\n",
+        "        if True:\n",
+        (f"{EXACT}::test_12_resumed_walk_is_exact_with_an_inclusive_cursor",),
+    ),
+    Mutant(
+        "tracked-taken-for-new-in-a-page",  # issue 24: a page's runs of new operations
+        "exporter/engine/walk.py",
+        "        for k in [k for k, op_id in enumerate(kept_ids) if op_id in tracked] + [len(kept_ids)]:\n",
+        "        for k in [len(kept_ids)]:\n",
+        (f"{BACKFILL}::test_incremental_sync_records_every_observed_state",),
+    ),
+    Mutant(
+        "to-micros-reads-any-iso-form",  # issue 24: the C parser reads more than RFC 3339
+        "exporter/core/timeutil.py",
+        '        and text[10] == "T"\n',
+        "",
+        ("tests/sync/test_timestamps.py",),
     ),
     Mutant(
         "resume-rewalk-removed",
@@ -304,8 +327,8 @@ MUTANTS = [
     Mutant(
         "finished-not-read-again",
         "exporter/engine/walk.py",
-        "        if terminal and known is None and not _fresh(op, observed):\n",
-        "        if terminal and known is None:\n",
+        "if op.status not in terminal or fresh[k]]:",
+        "if op.status not in terminal]:",
         (f"{ROBUST}::test_a_finished_operation_stays_tracked_while_it_settles",),
     ),
     Mutant(
@@ -847,8 +870,8 @@ MUTANTS = [
     Mutant(
         "names-unlisted-after-the-listing-lost",  # a deleted branch's id stays unknown
         "exporter/engine/walk.py",
-        "                    c.unlisted.add(name_id)\n",
-        "                    pass\n",
+        "            self.chunk.unlisted |= met\n",
+        "            pass\n",
         (f"{NAMES}::test_every_named_id_is_known_after_the_first_walk",),
     ),
     Mutant(

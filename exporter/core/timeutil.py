@@ -17,6 +17,7 @@ _RFC3339 = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:?\d{2})?$"
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_NAIVE_EPOCH = datetime(1970, 1, 1)
 
 
 def __getattr__(name: str) -> Any:
@@ -51,6 +52,23 @@ def parse_rfc3339(text: str) -> datetime:
 
 def to_micros(text: str) -> int:
     """Microseconds since the Unix epoch of an RFC 3339 timestamp."""
+    if (
+        len(text) == 20
+        and text[19] == "Z"
+        and text[10] == "T"
+        and text[4] == text[7] == "-"
+        and text[13] == text[16] == ":"
+        and text[11:13] < "24"  # newer Pythons read T24:00:00 as the next midnight
+    ):
+        # The API's usual form ("2025-01-16T21:02:04Z"): read by datetime's C parser, ~8x
+        # faster than the pattern (an open operation's updated_at, per page; issue 24). Only
+        # this exact shape: fromisoformat also reads forms RFC 3339 does not have (20250116T...).
+        try:
+            naive = datetime.fromisoformat(text[:19]) - _NAIVE_EPOCH
+        except ValueError:
+            pass  # not a date (a 13th month, a 60th second): the pattern says so below
+        else:
+            return (naive.days * 86400 + naive.seconds) * 1_000_000
     delta = parse_rfc3339(text) - _EPOCH
     return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
 

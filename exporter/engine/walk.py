@@ -26,8 +26,9 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Container
-from dataclasses import dataclass
+from collections.abc import Callable, Container, Sequence
+from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from exporter.api.client import ApiClient
@@ -40,7 +41,7 @@ from exporter.core.timeutil import to_micros
 from exporter.engine.budget import UNBOUNDED, Budget
 from exporter.engine.records import created_micros, encode_raw, fingerprint, is_terminal
 from exporter.engine.schedule import STRICT, RefreshSchedule
-from exporter.store.state import OpenOp, ProjectCheckpoint
+from exporter.store.state import TERMINAL_STATUSES, OpenOp, ProjectCheckpoint
 
 log = logging.getLogger("opsaudit.walk")
 
@@ -61,6 +62,10 @@ RETENTION_US = 184 * 86_400 * US_PER_SECOND
 # window (the in-place change seen on the real API came right after the status turned
 # `finished`; a single look seconds later, as a killed run and its re-run make, can miss it).
 FRESH_US = 900 * US_PER_SECOND
+
+
+_BRANCH_ID = attrgetter("branch_id")
+_ENDPOINT_ID = attrgetter("endpoint_id")
 
 
 def second(us: int) -> int:
@@ -95,6 +100,19 @@ class WalkResult:
     # The names were due but the budget (or the run's stop) left them for a later run: the
     # walk is not done, the project counts as left (PRODUCT.md: a run says what it left).
     names_left: bool = False
+
+
+@dataclass
+class _Top:
+    """The newest second a walk has read: the first created_at read in it and its ids."""
+
+    us: int | None = None
+    ids: set[str] = field(default_factory=set)
+    second: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.us is not None:
+            self.second = second(self.us)
 
 
 def now_us() -> int:
@@ -153,50 +171,92 @@ class ProjectWalk:
         """Add `op` (`raw` its JSON text) to the chunk if it is new or a changed tracked one."""
         op_id = op.id
         known = self.open.get(op_id)
+        if known is None:
+            self._record_new([op], [raw], [created], observed)
+            return
         c = self.chunk
-        if known is not None:
-            self.seen.add(op_id)
-            fp = fingerprint(raw)
-            if fp == known.fingerprint:
-                if not known.is_open and _settled(known.changed_us, observed):
-                    # Finished and unchanged for the settling window: forget it.
-                    self._forget(op_id)
-                else:
-                    # Checked: the schedule, the GET rotation and `check` see when it was last
-                    # re-read. A state from before the schedule learns when it last changed.
-                    changes: dict[str, Any] = {"checked_us": observed, "misses": 0}
-                    if known.changed_us is None:
-                        changes["changed_us"] = _changed_us(op, None, observed)
-                        changes["retry_us"] = _micros(op.retry_at)
-                    self.open[op_id] = entry = _replace(known, **changes)
-                    c.open_upserts[op_id] = entry
-                return
-            version = known.version + 1
-            c.changed += 1
-        else:
-            fp = None  # computed only if it is tracked: most new operations are not
-            version = 1
-            c.new += 1
-        known_ids = self.cp.known_ids
-        for name_id in (op.branch_id, op.endpoint_id):
-            if name_id is not None and name_id not in known_ids and isinstance(name_id, str):
-                if self.names_read:
-                    # This run's listings, read after the operation was created, do not have
-                    # it (deleted): known unlisted, not a reason to read them again.
-                    c.unlisted.add(name_id)
-                else:
-                    self.unknown_ids.add(name_id)
-                    c.names_due = True
+        self.seen.add(op_id)
+        fp = fingerprint(raw)
+        if fp == known.fingerprint:
+            if not known.is_open and _settled(known.changed_us, observed):
+                # Finished and unchanged for the settling window: forget it.
+                self._forget(op_id)
+            else:
+                # Checked: the schedule, the GET rotation and `check` see when it was last
+                # re-read. A state from before the schedule learns when it last changed.
+                changes: dict[str, Any] = {"checked_us": observed, "misses": 0}
+                if known.changed_us is None:
+                    changes["changed_us"] = _changed_us(op, None, observed)
+                    changes["retry_us"] = _micros(op.retry_at)
+                self.open[op_id] = entry = _replace(known, **changes)
+                c.open_upserts[op_id] = entry
+            return
+        version = known.version + 1
+        c.changed += 1
+        self._note_names((op,))
         c.ops.append(op)
         c.raws.append(raw)
         c.created_us.append(created)
         c.versions.append(version)
         c.observed_us.append(observed)
-        terminal = is_terminal(op)
-        if terminal and known is None and not _fresh(op, observed):
-            return  # finished long ago: nothing more will change
+        self._track(op, raw, created, version, observed, known, fp)
+
+    def _record_new(
+        self, ops: list[Operation], raws: list[Any], created: list[int], observed: int
+    ) -> None:
+        """Add operations this dataset has never held, a page's run of them at once: list
+        operations, no call per operation (client CPU, issue 24)."""
+        c = self.chunk
+        n = len(ops)
+        c.new += n
+        self._note_names(ops)
+        c.ops += ops
+        c.raws += raws
+        c.created_us += created
+        c.versions += [1] * n
+        c.observed_us += [observed] * n
+        # Finished long ago: nothing more will change. The rest may: open, or finished within
+        # the settling window.
+        terminal = TERMINAL_STATUSES
+        fresh = _fresh(ops, observed)
+        for k in [k for k, op in enumerate(ops) if op.status not in terminal or fresh[k]]:
+            self._track(ops[k], raws[k], created[k], 1, observed, None, None)
+
+    def _note_names(self, ops: Sequence[Operation]) -> None:
+        """The branch and endpoint ids these rows name that no listing showed yet."""
+        try:
+            met = set(map(_BRANCH_ID, ops))
+            met.update(map(_ENDPOINT_ID, ops))
+        except TypeError:  # an id that is a JSON object or list: not an id (kept in `raw`)
+            met = {i for i in (*map(_BRANCH_ID, ops), *map(_ENDPOINT_ID, ops)) if _hashable(i)}
+        met -= self.cp.known_ids
+        met = {i for i in met if isinstance(i, str)}  # None (no branch) and odd values are no ids
+        if not met:
+            return
+        if self.names_read:
+            # This run's listings, read after the operation was created, do not have it
+            # (deleted): known unlisted, not a reason to read them again.
+            self.chunk.unlisted |= met
+        else:
+            self.unknown_ids |= met
+            self.chunk.names_due = True
+
+    def _track(
+        self,
+        op: Operation,
+        raw: Any,
+        created: int,
+        version: int,
+        observed: int,
+        known: OpenOp | None,
+        fp: bytes | None,
+    ) -> None:
+        """Keep `op` tracked while it may still change (open, or just finished and settling);
+        stop tracking it once finished for the settling window."""
+        op_id = op.id
+        c = self.chunk
         changed = _changed_us(op, known, observed)
-        if terminal and _settled(changed, observed):
+        if is_terminal(op) and _settled(changed, observed):
             if known is not None:
                 self._forget(op_id)  # finished long enough ago: nothing more will change
             return
@@ -314,8 +374,7 @@ class ProjectWalk:
         resuming = cp.resume_cursor is not None
         walked_from = self.clock()
         pager = Pager(self._fetch, self.limits.page_size, cp.resume_cursor, what=self.pid)
-        top = cp.walk_top_us if resuming else None
-        top_ids: set[str] = set(cp.walk_top_ids) if resuming else set()
+        top = _Top(cp.walk_top_us, set(cp.walk_top_ids)) if resuming else _Top()
         # Ids of the previous page: an overlapping page (inclusive cursor) re-sends some.
         previous: set[str] = set(cp.walk_tail_ids) if resuming else set()
         tail_ids: frozenset[str] = frozenset(previous)
@@ -324,41 +383,17 @@ class ProjectWalk:
                 page = pager.next()
             except (ApiError, InterruptedError):
                 # Keep what this walk already read: commit it with the cursor to resume from.
-                if top is not None:
-                    self.chunk.progress = (top, frozenset(top_ids), pager.cursor, tail_ids)
+                if top.us is not None:
+                    self.chunk.progress = (top.us, frozenset(top.ids), pager.cursor, tail_ids)
                 raise
             if page is None:
                 break
             ops, raws, created, observed = page.items
-            ids: set[str] = set()
-            # The top's second, kept beside it: per operation only its own is computed (CPU).
-            top_second = None if top is None else second(top)
-            tracked, record = self.open, self._record
-            # New: a second after the checkpoint's, or in it and not among its boundary ids
-            # (tested inline: a method call per operation cost ~0.2 µs, issue 24).
-            cp_second = None if cp.checkpoint_us is None else second(cp.checkpoint_us)
-            boundary = cp.boundary_ids
-            for op, raw, c in zip(ops, raws, created):
-                op_id = op.id
-                if op_id in previous or op_id in ids:
-                    continue  # already read in this walk (overlapping pages)
-                ids.add(op_id)
-                s = second(c)
-                if top_second is None or s > top_second:
-                    top, top_ids, top_second = c, {op_id}, s
-                elif s == top_second:
-                    top_ids.add(op_id)
-                if (
-                    op_id in tracked
-                    or cp_second is None
-                    or s > cp_second
-                    or (s == cp_second and op_id not in boundary)
-                ):
-                    record(op, raw, c, observed)
-            previous = ids
+            seconds = list(map(second, created))
+            previous = self._take_page(ops, raws, created, seconds, observed, previous, top)
             self.lowest = min(created) if self.lowest is None else min(self.lowest, *created)
-            oldest = second(min(created))
-            tail_ids = frozenset(o.id for o, c in zip(ops, created) if second(c) == oldest)
+            oldest = min(seconds)
+            tail_ids = frozenset(o.id for o, s in zip(ops, seconds) if s == oldest)
             if names and not self.names_tried and self._names_wanted():
                 # Read now, into the chunk that holds the rows naming them, not after the walk:
                 # the rows' events carry the names (PRODUCT.md, Events), and every operation
@@ -382,16 +417,19 @@ class ProjectWalk:
             if pager.exhausted:
                 break
             if self.chunk.rows >= self.limits.flush_rows:
-                assert top is not None
-                self.chunk.progress = (top, frozenset(top_ids), pager.cursor, tail_ids)
+                assert top.us is not None
+                self.chunk.progress = (top.us, frozenset(top.ids), pager.cursor, tail_ids)
                 self._flush()
         # The walk is complete: move the checkpoint to the newest second it saw.
-        if top is None or (cp.checkpoint_us is not None and second(top) < second(cp.checkpoint_us)):
+        newest, newest_ids = top.us, top.ids
+        if newest is None or (
+            cp.checkpoint_us is not None and second(newest) < second(cp.checkpoint_us)
+        ):
             completed = (cp.checkpoint_us, cp.boundary_ids)
-        elif cp.checkpoint_us is not None and second(top) == second(cp.checkpoint_us):
-            completed = (max(top, cp.checkpoint_us), frozenset(top_ids) | cp.boundary_ids)
+        elif cp.checkpoint_us is not None and second(newest) == second(cp.checkpoint_us):
+            completed = (max(newest, cp.checkpoint_us), frozenset(newest_ids) | cp.boundary_ids)
         else:
-            completed = (top, frozenset(top_ids))
+            completed = (newest, frozenset(newest_ids))
         self.chunk.completed = completed
         self.chunk.completed_us = self.clock()
         self.chunk.walked_from_us = walked_from
@@ -400,6 +438,67 @@ class ProjectWalk:
         cp.walk_top_us, cp.walk_top_ids, cp.resume_cursor = None, frozenset(), None
         cp.walk_tail_ids = frozenset()
         return pager
+
+    def _take_page(
+        self,
+        ops: list[Operation],
+        raws: list[Any],
+        created: list[int],
+        seconds: list[int],
+        observed: int,
+        previous: set[str],
+        top: _Top,
+    ) -> set[str]:
+        """Classify one page of the main walk, over its lists (no call per operation: client
+        CPU, issue 24): the ids this walk has not read yet, the newest second (`top`), and which
+        operations are new or tracked. Returns the page's ids (the next page's `previous`)."""
+        page_ids = [op.id for op in ops]
+        ids = set(page_ids)
+        if len(ids) == len(page_ids) and previous.isdisjoint(ids):
+            kept_ids, kept_seconds = page_ids, seconds
+        else:
+            # An overlapping page (inclusive cursor) re-sends some: each id once per walk.
+            kept = []
+            ids = set()
+            for k, op_id in enumerate(page_ids):
+                if op_id in previous or op_id in ids:
+                    continue  # already read in this walk (overlapping pages)
+                ids.add(op_id)
+                kept.append(k)
+            ops, raws = [ops[k] for k in kept], [raws[k] for k in kept]
+            created, kept_seconds = [created[k] for k in kept], [seconds[k] for k in kept]
+            kept_ids = [page_ids[k] for k in kept]
+        if kept_seconds:
+            # The newest second and the ids read in it; `top.us` is the first operation read in
+            # that second (its own created_at, maybe with a fraction).
+            newest = max(kept_seconds)
+            if top.second is None or newest > top.second:
+                top.us, top.second = created[kept_seconds.index(newest)], newest
+                top.ids = {i for i, s in zip(kept_ids, kept_seconds) if s == newest}
+            elif newest == top.second:
+                top.ids.update(i for i, s in zip(kept_ids, kept_seconds) if s == newest)
+        cp, tracked = self.cp, self.open
+        if cp.checkpoint_us is not None:
+            # New: a second after the checkpoint's, or in it and not among its boundary ids.
+            # Tracked: re-read, changed or not.
+            cp_second, boundary = second(cp.checkpoint_us), cp.boundary_ids
+            chosen = [
+                k
+                for k, (op_id, s) in enumerate(zip(kept_ids, kept_seconds))
+                if op_id in tracked or s > cp_second or (s == cp_second and op_id not in boundary)
+            ]
+            if len(chosen) < len(kept_ids):
+                ops, raws = [ops[k] for k in chosen], [raws[k] for k in chosen]
+                created, kept_ids = [created[k] for k in chosen], [kept_ids[k] for k in chosen]
+        # In page order: each run of new operations at once, each tracked one on its own.
+        start = 0
+        for k in [k for k, op_id in enumerate(kept_ids) if op_id in tracked] + [len(kept_ids)]:
+            if k > start:
+                self._record_new(ops[start:k], raws[start:k], created[start:k], observed)
+            if k < len(kept_ids):
+                self._record(ops[k], raws[k], created[k], observed)
+            start = k + 1
+        return ids
 
     # -- names (PRODUCT.md, names: when the two listings are read) ---------------------------
 
@@ -573,15 +672,26 @@ def _settled(changed_us: int | None, observed: int) -> bool:
     return changed_us is None or observed - changed_us >= FRESH_US
 
 
-def _fresh(op: Operation, observed: int) -> bool:
-    """A finished operation that finished recently enough to still change in place."""
-    updated = op.updated_at
-    if not isinstance(updated, str):
-        return False
-    # The API's usual form ("2025-01-16T21:02:04Z") compares as text: no parse per operation
-    # of a backfill (client CPU, PRODUCT.md).
-    if len(updated) == 20 and updated[19] == "Z":
-        return updated[:19] >= _fresh_after(observed // US_PER_SECOND)
+def _fresh(ops: Sequence[Operation], observed: int) -> list[bool]:
+    """Per operation: whether it finished recently enough to still change in place (its
+    updated_at within the settling window; False without one)."""
+    # The API's usual form ("2025-01-16T21:02:04Z") compares as text with the oldest fresh
+    # second ("2025-01-16T20:47:04", which sorts before it with its Z): no parse, no call per
+    # operation of a backfill (client CPU, PRODUCT.md).
+    after = _fresh_after(observed // US_PER_SECOND)
+    return [
+        (u >= after if len(u) == 20 and u[19] == "Z" else _fresh_parsed(u, observed))
+        if isinstance(u := op.updated_at, str)
+        else False
+        for op in ops
+    ]
+
+
+def _hashable(value: Any) -> bool:
+    return not isinstance(value, (dict, list))
+
+
+def _fresh_parsed(updated: str, observed: int) -> bool:
     try:
         return observed - to_micros(updated) < FRESH_US
     except ValueError:

@@ -175,6 +175,7 @@ def bench_backfill(args: argparse.Namespace) -> None:
     )
     walls: dict[str, list[float]] = {}
     cpus: dict[str, list[float]] = {}
+    rss: dict[str, list[float]] = {}
     versions = 0
     here = os.environ.get("PYTHONPATH")
     try:
@@ -195,6 +196,7 @@ def bench_backfill(args: argparse.Namespace) -> None:
                         res = run_sync(sim, Path(tmp) / "data", *extra, cwd=root)
                         walls.setdefault(prefix + kind, []).append(res["wall_s"])
                         cpus.setdefault(prefix + kind, []).append(res["cpu_s"])
+                        rss.setdefault(prefix + kind, []).append(res["max_rss_mb"])
                         versions = res["summary"]["versions_written"]
         out: dict[str, Any] = {"ops": versions}
         for prefix in codes:
@@ -212,8 +214,10 @@ def bench_backfill(args: argparse.Namespace) -> None:
                 f"{prefix}extra_cpu_us_per_event": round(
                     (cpu_events - cpu_none) / max(1, versions) * 1e6, 2
                 ),
+                f"{prefix}max_rss_mb_without": max(rss[prefix + "none"]),
+                f"{prefix}max_rss_mb_with_events": max(rss[prefix + "events"]),
             }
-        record("events-backfill", {**out, "walls": walls, "cpus": cpus})
+        record("events-backfill", {**out, "walls": walls, "cpus": cpus, "rss": rss})
     finally:
         if here is not None:
             os.environ["PYTHONPATH"] = here

@@ -3,7 +3,11 @@ and only when what it names changed (issue 13)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -76,3 +80,39 @@ def test_a_failed_refresh_is_retried_by_the_next_run(
         assert _ids_through_views_db(tmp_path) == [_op(1)["id"]]
     finally:
         ds.close()
+
+
+def test_a_sync_that_commits_no_new_file_leaves_the_views_database_alone(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """The views name the committed files: a run that committed none (nothing new or changed)
+    starts no process for them (issue 24: a new interpreter and `import duckdb`, ~0.2 s of CPU);
+    the run that did wrote the file by rename (a new inode)."""
+    sim = make_sim(seed=26, projects=2, shared_projects=0, days=2, ops_per_project_per_day=30)
+    env = {
+        **os.environ,
+        "NEON_API_KEY": sim.personal_key,
+        "OPSAUDIT_BASE_URL": sim.base_url,
+        "OPSAUDIT_DATA_DIR": str(tmp_path / "d"),
+    }
+    views = tmp_path / "d" / "opsaudit.duckdb"
+
+    def sync() -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "exporter", "sync", "--max-rps", "0"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+
+    sync()
+    first = views.stat().st_ino
+    sync()  # nothing new: the same file
+    assert views.stat().st_ino == first
+    sim.advance(60)
+    sim.add_operations(sim.project_ids()[0], 3)
+    sync()  # three new operations in a new file: rewritten
+    assert views.stat().st_ino != first
+    assert set(_ids_through_views_db(tmp_path / "d")) == set(sim.ground_truth())

@@ -230,6 +230,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "sync-options-load-check",  # issue 24: ~12 ms of every sync's start
+        "exporter/cli/_ops.py",
+        "        from exporter.core.timeutil import parse_duration  # not ops.check: sync never loads it\n",
+        "        from exporter.ops.check import parse_duration\n",
+        ("tests/test_import_costs.py::test_a_sync_s_duration_options_load_no_check_code",),
+    ),
+    Mutant(
         "overlap-check-skipped",  # issue 24: a page taken whole although it overlaps the last
         "exporter/engine/walk.py",
         "        if len(ids) == len(page_ids) and previous.isdisjoint(ids):\n",

@@ -38,7 +38,7 @@ class Duration(click.ParamType):
             return value
         if self.zero and str(value).strip() == "0":
             return dt.timedelta(0)
-        from exporter.ops.check import parse_duration
+        from exporter.core.timeutil import parse_duration  # not ops.check: sync never loads it
 
         try:
             return parse_duration(str(value))

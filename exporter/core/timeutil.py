@@ -10,6 +10,8 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from exporter.core.errors import ConfigError
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -29,6 +31,19 @@ def __getattr__(name: str) -> Any:
 
         return pa.timestamp("us", tz="UTC")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_duration(text: str) -> timedelta:
+    """`90s`, `30m`, `2h`, `7d`, `2w` as a timedelta; `ConfigError` otherwise. Here, not with
+    `ops.check` which uses it too: sync's options parse durations without loading `check`."""
+    m = _DURATION.match(text)
+    if not m:
+        raise ConfigError(f"{text!r} is not a duration: use a number and s, m, h, d or w (2h)")
+    return timedelta(**{_UNITS[m[2]]: int(m[1])})
 
 
 def parse_rfc3339(text: str) -> datetime:

@@ -35,6 +35,7 @@ from exporter.analytics.format import branch_failure_line, format_duration, json
 from exporter.core.errors import ConfigError, missing_data_dir
 from exporter.core.layout import STATE_FILE
 from exporter.core.model import Outcome, RunRow
+from exporter.core.timeutil import parse_duration
 from exporter.store.state import TERMINAL_STATUSES, StateDB
 
 __all__ = [
@@ -70,9 +71,6 @@ DEFAULT_STUCK_AFTER = dt.timedelta(hours=1)
 COVERAGE_MARGIN = dt.timedelta(days=14)
 
 
-_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
 # The threshold language (module docstring). One regular expression per form, matched in
 # full: anything else is refused with the forms spelled out.
 _ACTION = r"(?:\(\s*(?P<action>[A-Za-z0-9_.:-]+)\s*\))?"
@@ -104,14 +102,6 @@ DOCUMENTED_ACTIONS = (
     "timeline_archive",
     "timeline_unarchive",
 )
-
-
-def parse_duration(text: str) -> dt.timedelta:
-    """`90s`, `30m`, `2h`, `7d`, `2w` as a timedelta; `ConfigError` otherwise."""
-    m = _DURATION.match(text)
-    if not m:
-        raise ConfigError(f"{text!r} is not a duration: use a number and s, m, h, d or w (2h)")
-    return dt.timedelta(**{_UNITS[m[2]]: int(m[1])})
 
 
 @dataclass(frozen=True)

@@ -684,6 +684,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "catalog-relations-see-only-named-views",  # FROM pg_views listed 14 of 29 views
+        "exporter/analytics/views.py",
+        '_CATALOG_PREFIXES = ("duckdb_", "pragma", "pg_", "sqlite_")\n',
+        '_CATALOG_PREFIXES = ("duckdb_", "pragma")\n',
+        (
+            "tests/analytics/test_query_views.py::"
+            "test_a_catalog_relation_without_a_catalog_word_sees_every_view",
+        ),
+    ),
+    Mutant(
         "query-not-retried-over-every-view",  # query_table('sync_' || 'runs') a catalog error
         "exporter/cli/_query.py",
         "        if names is None or not is_missing_definition(exc):\n",

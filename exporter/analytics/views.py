@@ -133,6 +133,9 @@ def list_macros() -> list[str]:
 _CATALOG_WORDS = frozenset(
     {"show", "describe", "summarize", "information_schema", "pg_catalog", "sqlite_master"}
 )
+# ... and prefixes: duckdb_views(), pragma_show_tables(), and the pg_catalog and sqlite
+# relations DuckDB answers without their schema (pg_views, pg_class, sqlite_schema).
+_CATALOG_PREFIXES = ("duckdb_", "pragma", "pg_", "sqlite_")
 _WORD = re.compile(r"[a-z_][a-z0-9_]*")
 
 
@@ -145,7 +148,7 @@ def sql_files_for(sql: str) -> list[str] | None:
     or a comment loads one file too many, never one too few.
     """
     words = set(_WORD.findall(sql.lower()))
-    if words & _CATALOG_WORDS or any(w.startswith(("duckdb_", "pragma")) for w in words):
+    if words & _CATALOG_WORDS or any(w.startswith(_CATALOG_PREFIXES) for w in words):
         return None
     files = sql_files()
     defines = {
@@ -186,7 +189,7 @@ def sql_names_for(sql: str) -> frozenset[str] | None:
     is a catalog error, on which `opsaudit query` runs it again over every view.
     """
     words = set(_WORD.findall(sql.lower()))
-    if words & _CATALOG_WORDS or any(w.startswith(("duckdb_", "pragma")) for w in words):
+    if words & _CATALOG_WORDS or any(w.startswith(_CATALOG_PREFIXES) for w in words):
         return None
     bodies = {
         name: set(_WORD.findall(text.lower()))

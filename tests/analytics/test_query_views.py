@@ -126,3 +126,25 @@ def test_every_view_and_macro_answers_through_query(data_dir: Path) -> None:
     assert tables == set(list_views())
     assert list_macros()  # macros are loaded by name too (report_by_action above)
     assert _query(data_dir, "SELECT count(*) AS n FROM report_by_action()")[0]["n"] > 0
+
+
+# DuckDB's own views (duckdb_*, pragma_*, sqlite_*) left out without naming those prefixes.
+_OURS = "left({}, 3) NOT IN ('duc', 'pra', 'sql')"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        f"SELECT count(*) AS n FROM pg_views WHERE schemaname = 'main' AND {_OURS.format('viewname')}",
+        "SELECT count(*) AS n FROM pg_class WHERE relkind = 'v' AND relnamespace = "
+        f"(SELECT oid FROM pg_namespace WHERE nspname = 'main') AND {_OURS.format('relname')}",
+        f"SELECT count(*) AS n FROM sqlite_schema WHERE type = 'view' AND {_OURS.format('name')}",
+        f"SELECT count(*) AS n FROM sqlite_temp_master WHERE type = 'view' AND {_OURS.format('name')}",
+    ],
+)
+def test_a_catalog_relation_without_a_catalog_word_sees_every_view(
+    data_dir: Path, sql: str
+) -> None:
+    """DuckDB's pg_* and sqlite_* relations list the views too (pg_views, pg_class,
+    sqlite_schema): a query reading them must find every view defined, as SHOW TABLES does."""
+    assert _query(data_dir, sql) == [{"n": len(list_views())}]

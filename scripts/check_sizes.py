@@ -29,6 +29,8 @@ MODULE_EXCEPTIONS: dict[str, str] = {
     "exporter/engine/walk.py": "the walk and the refresh of open operations in one class",
     "exporter/store/lake/objects.py": "local and remote object stores and their credentials",
     "exporter/store/lake/tables.py": "the Delta tables: open, commit, snapshot, compact, vacuum",
+    "exporter/store/local/dataset.py": "the local store: staged commit with its two records, "
+    "their one-time migration, recovery, compaction",
     "exporter/simulator/_world.py": "the simulated platform's state: operations, names, controls",
 }
 

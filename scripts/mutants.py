@@ -37,6 +37,8 @@ SKIP_IDLE = "tests/sync/test_skip_idle.py"
 SCHEDULE = "tests/sync/test_schedule.py"
 SUPERSEDED = "tests/sync/test_superseded.py"
 SPILL = "tests/sync/test_spill.py"
+SUMMARY = "tests/sync/test_summary.py"
+REPORT_SUMMARY = "tests/analytics/test_report.py"
 LAKE_SUPERSEDED = "tests/lake/test_superseded_lake.py"
 LAKE_NAMES = "tests/lake/test_names_lake.py"
 NAMES = "tests/sync/test_names.py"
@@ -1006,9 +1008,9 @@ MUTANTS = [
     ),
     Mutant(
         "report-by-action-never-falls-back",  # issue 24: every version taken for the latest
-        "exporter/analytics/report.py",
-        '    if all([r.pop("exact") for r in records]):\n',
-        '    if [r.pop("exact") for r in records]:\n',
+        "exporter/analytics/report_figures.py",
+        '    if not all([r.pop("exact") for r in records]):\n',
+        '    if not [r.pop("exact") for r in records]:\n',
         (
             "tests/analytics/test_report.py::"
             "test_per_action_figures_when_a_finished_version_was_superseded",
@@ -1035,6 +1037,82 @@ MUTANTS = [
             "tests/analytics/test_report.py::"
             "test_first_created_at_when_only_a_superseded_version_held_it",
         ),
+    ),
+    # The report's summary record (issue 24): written with each commit, merged, migrated once.
+    Mutant(
+        "summary-not-written-at-commit",  # the report would miss every commit's versions
+        "exporter/store/local/dataset.py",
+        "        if summary.num_rows:\n",
+        "        if False:\n",
+        (f"{SUMMARY}::test_each_commit_records_the_summary_of_its_versions",),
+    ),
+    Mutant(
+        "summary-of-rows-written-ahead-dropped",  # a backfill's rows go through spill()
+        "exporter/store/local/dataset.py",
+        "        self._spilled_summary.append(summary_of(table))\n",
+        "        pass\n",
+        (f"{SUMMARY}::test_each_commit_records_the_summary_of_its_versions",),
+    ),
+    Mutant(
+        "summary-migration-writes-nothing",  # an old dataset marked summarised, empty
+        "exporter/store/local/summary.py",
+        "                summaries.append(summary_of(pa.Table.from_batches([batch])))\n",
+        "                pass\n",
+        (
+            f"{SUMMARY}::"
+            "test_a_dataset_written_before_the_record_reports_the_same_after_its_migration",
+        ),
+    ),
+    Mutant(
+        "summary-merge-across-months",  # compaction would sum months into one another
+        "exporter/store/local/summary.py",
+        '_KEYS = ["month", "measure", "project_id", "branch_id", "action", "ms"]\n',
+        '_KEYS = ["measure", "project_id", "branch_id", "action", "ms"]\n',
+        (f"{SUMMARY}::test_compaction_merges_the_summary_and_keeps_its_sums",),
+    ),
+    Mutant(
+        "summary-superseded-not-subtracted",  # every version counted as a latest state
+        "sql/90_report.sql",
+        "            -t::INTEGER, NULL, NULL\n        FROM gone\n",
+        "            -t::INTEGER, NULL, NULL\n        FROM gone WHERE false\n",
+        (
+            f"{REPORT_SUMMARY}::"
+            "test_per_action_figures_when_a_finished_version_was_superseded[summary]",
+        ),
+    ),
+    Mutant(
+        "summary-superseded-durations-kept",  # a finished version's duration, then changed
+        "sql/90_report.sql",
+        "        SELECT action, 'total_ms', total_duration_ms, -1\n        FROM gone\n",
+        "        SELECT action, 'total_ms', total_duration_ms, -1\n        FROM gone WHERE false\n",
+        (
+            f"{REPORT_SUMMARY}::"
+            "test_per_action_figures_when_a_finished_version_was_superseded[summary]",
+        ),
+    ),
+    Mutant(
+        "summary-first-created-unchecked",  # the first created_at of a superseded version
+        "exporter/analytics/report_figures.py",
+        "    if any(not _latest_at(con, bound, projects) for bound in doubtful if bound is not None):\n",
+        "    if False:\n",
+        (
+            f"{REPORT_SUMMARY}::"
+            "test_first_created_at_when_only_a_superseded_version_held_it[summary]",
+        ),
+    ),
+    Mutant(
+        "summary-quantiles-plain-arithmetic",  # DuckDB's interpolation is fused: last bits
+        "exporter/analytics/report_figures.py",
+        "                    between.append((r, name, point))\n",
+        '                    r[name] = point["lo"] + (point["hi"] - point["lo"]) * point["d"]\n',
+        (f"{SUMMARY}::test_quantiles_from_the_histograms_are_quantile_cont_to_the_last_bit",),
+    ),
+    Mutant(
+        "summary-whole-month-ignores-since",  # a month the window cuts read whole
+        "sql/90_report.sql",
+        "        OR make_date(m // 100, m % 100, 1)::TIMESTAMP >= (since::TIMESTAMPTZ AT TIME ZONE 'UTC'))\n",
+        "        OR true)\n",
+        (f"{SUMMARY}::test_each_commit_records_the_summary_of_its_versions",),
     ),
     Mutant(
         "report-problems-newest-first",  # on-call reads the oldest first
@@ -1196,9 +1274,9 @@ MUTANTS = [
     ),
     Mutant(
         "superseded-migration-empty",  # issue 24: a dataset from before migrated exactly
-        "exporter/store/local/dataset.py",
-        "        later = pa.concat_tables(parts) if parts else SUPERSEDED_SCHEMA.empty_table()\n",
-        "        later = SUPERSEDED_SCHEMA.empty_table()\n",
+        "exporter/store/local/spill.py",
+        "    later = pa.concat_tables(parts) if parts else SUPERSEDED_SCHEMA.empty_table()\n",
+        "    later = SUPERSEDED_SCHEMA.empty_table()\n",
         (
             f"{SUPERSEDED}::test_a_dataset_written_before_the_record_reads_the_same_after_its_migration",
         ),

@@ -20,7 +20,7 @@ CREATE OR REPLACE MACRO report_is_stuck(status, created_at, as_of, stuck_after) 
 CREATE OR REPLACE MACRO report_versions(since := NULL, until := NULL, projects := NULL) AS TABLE
 SELECT
     id, version, project_id, branch_id, action, status, failures_count, error,
-    total_duration_ms, created_at, updated_at
+    total_duration_ms, created_at, updated_at, created_date
 FROM stored_operation_versions  -- no names joined: one scan, the report's speed
 WHERE (since IS NULL OR created_date >= (since::TIMESTAMPTZ AT TIME ZONE 'UTC')::DATE)
   AND (since IS NULL OR created_at >= since::TIMESTAMPTZ)
@@ -33,16 +33,95 @@ SELECT v.*
 FROM report_versions(since := since, until := until, projects := projects) AS v
 ANTI JOIN read_parquet('superseded/*.parquet') AS s ON v.id = s.id AND v.version = s.version;
 
+-- The report's summary of a table of versions (`rel`, the columns of stored_operation_versions),
+-- per created month (year * 100 + month): a 'group' row per (project, branch, action) with
+-- every version's counts, first and last created_at; exact histograms of the terminal versions'
+-- total_duration_ms ('total_ms') and wall time ('wall_ms') per action (`ms` a value, `versions`
+-- how many). The sync writes the same rows when it commits the versions (the summary record,
+-- DESIGN.md; exporter/store/local/summary.py); this derives them where a dataset has none and
+-- for the partial months of a window.
+CREATE OR REPLACE MACRO report_summary_of(rel) AS TABLE
+WITH v AS (
+    SELECT
+        (year(created_date) * 100 + month(created_date))::INTEGER AS month,
+        project_id, branch_id, action, failures_count, total_duration_ms,
+        wall_ms(created_at, updated_at) AS wall, created_at, is_terminal(status) AS t
+    FROM query_table(rel)
+)
+SELECT
+    month, 'group' AS measure, project_id, branch_id, action, NULL::BIGINT AS ms,
+    count(*) AS versions,
+    count(*) FILTER (WHERE is_failed(failures_count)) AS failed,
+    coalesce(sum(failures_count), 0)::BIGINT AS retries,
+    count(*) FILTER (WHERE t) AS terminal,
+    min(created_at) AS first_created_at,
+    max(created_at) AS last_created_at
+FROM v
+GROUP BY month, project_id, branch_id, action
+UNION ALL
+SELECT
+    month, 'total_ms', NULL, NULL, action, total_duration_ms, count(*), NULL, NULL, NULL, NULL,
+    NULL
+FROM v
+WHERE t AND total_duration_ms IS NOT NULL
+GROUP BY month, action, total_duration_ms
+UNION ALL
+SELECT month, 'wall_ms', NULL, NULL, action, wall, count(*), NULL, NULL, NULL, NULL, NULL
+FROM v
+WHERE t AND wall IS NOT NULL
+GROUP BY month, action, wall;
+
+-- Whether the dataset has the summary record (written by the sync, DESIGN.md): a dataset
+-- without one (written before it and not migrated yet, object storage, several datasets read
+-- together) reads it as empty, and the report summarises its rows instead. An empty record
+-- counts as none: its dataset has no versions to summarise either way.
+CREATE OR REPLACE MACRO report_summary_recorded() AS
+    (SELECT count(*) > 0 FROM (SELECT 1 FROM read_parquet('summary/*.parquet') LIMIT 1));
+
+-- Whether a created month (year * 100 + month) is read from the summary record: the dataset has
+-- the record (`recorded`) and the month lies wholly in the window. A month the window cuts (and
+-- any month when the window names projects: the histograms are per action, not per project) is
+-- summarised from its rows.
+CREATE OR REPLACE MACRO report_whole_month(m, since, until, projects, recorded) AS
+    coalesce(recorded, report_summary_recorded())
+    AND projects IS NULL
+    AND (since IS NULL
+        OR make_date(m // 100, m % 100, 1)::TIMESTAMP >= (since::TIMESTAMPTZ AT TIME ZONE 'UTC'))
+    AND (until IS NULL
+        OR make_date(m // 100, m % 100, 1) + INTERVAL 1 MONTH
+            <= (until::TIMESTAMPTZ AT TIME ZONE 'UTC'));
+
+-- The summary of every version in the window: its whole months from the record, the rest from
+-- the rows (report_summary_of over report_versions). `recorded`: report_summary_recorded() (NULL:
+-- looked up), as a literal where it can be (`opsaudit report` passes one: then a window of whole
+-- months reads no row at all).
+CREATE OR REPLACE MACRO report_summary(
+    since := NULL, until := NULL, projects := NULL, recorded := NULL
+) AS TABLE
+WITH cut AS (
+    -- No month: these rows are summed into the window's figures directly, and grouping them by
+    -- month too would only make more groups.
+    SELECT * REPLACE (NULL::DATE AS created_date)
+    FROM report_versions(since := since, until := until, projects := projects)
+    WHERE NOT report_whole_month(
+        year(created_date) * 100 + month(created_date), since, until, projects, recorded
+    )
+)
+SELECT * FROM read_parquet('summary/*.parquet')
+WHERE report_whole_month(month, since, until, projects, recorded)
+UNION ALL
+FROM report_summary_of(cut);
+
 -- The few rows of the window the row-level sections read, from one scan and one probe of the
--- record: the superseded versions (the per-project and per-branch counts subtract theirs from
--- the counts of every version), the versions not terminal (failing or stuck, when latest) and
+-- record: the superseded versions (the counts and histograms subtract theirs from the summary
+-- of every version), the versions not terminal (failing or stuck, when latest) and
 -- the versions with an error text; `superseded` says which are not latest states. Reading every
 -- id costs the most of a scan: `opsaudit report` keeps these rows in a temporary table and
 -- passes it to the *_in macros below, so the ids are read once for these three sections.
 CREATE OR REPLACE MACRO report_rows(since := NULL, until := NULL, projects := NULL) AS TABLE
 SELECT
     v.id, v.version, v.project_id, v.branch_id, v.action, v.status, v.failures_count, v.error,
-    v.created_at, v.updated_at, s.id IS NOT NULL AS superseded
+    v.total_duration_ms, v.created_at, v.updated_at, s.id IS NOT NULL AS superseded
 FROM report_versions(since := since, until := until, projects := projects) AS v
 LEFT JOIN (SELECT DISTINCT id, version FROM read_parquet('superseded/*.parquet')) AS s
     ON v.id = s.id AND v.version = s.version
@@ -103,43 +182,13 @@ CREATE OR REPLACE MACRO report_errors(since := NULL, until := NULL, projects := 
 WITH r AS (FROM report_rows(since := since, until := until, projects := projects))
 FROM report_errors_in(r);
 
--- Failures per project, per branch and per branch and action, from one scan: failure_counts
--- (00_base.sql) per (project, branch, action), then rolled up over those few groups (GROUPING
--- SETS). grain: 'project', 'branch' (branch_id NULL: operations that name
--- no branch) or 'branch_action'. Branches by name (names, not ids): branch_name is the latest
--- known name (NULL: never listed), deleted_at set once a listing of its project no longer had
--- it; the join is on the few groups, not on the operations.
--- `rows`: report_rows of the same window. Counts are sums, so the latest states' counts are
--- every version's minus the superseded versions' (a group left with no operation is dropped):
--- the scan of every version reads no id and joins nothing.
-CREATE OR REPLACE MACRO report_failure_groups_in(
-    rows, since := NULL, until := NULL, projects := NULL
-) AS TABLE
-WITH every AS (
-    SELECT project_id, branch_id, action, failures_count, status
-    FROM report_versions(since := since, until := until, projects := projects)
-), gone AS (
-    SELECT project_id, branch_id, action, failures_count, status
-    FROM query_table(rows)
-    WHERE superseded
-), counts AS MATERIALIZED (
-    SELECT
-        project_id, branch_id, action,
-        sum(operations)::BIGINT AS operations,
-        sum(failed)::BIGINT AS failed,
-        sum(retries)::BIGINT AS retries,
-        sum(failing_now)::BIGINT AS failing_now
-    FROM (
-        SELECT project_id, branch_id, action, operations, failed, retries, failing_now
-        FROM failure_counts(every)
-        UNION ALL
-        SELECT
-            project_id, branch_id, action, -operations, -failed, -retries, -failing_now
-        FROM failure_counts(gone)
-    )
-    GROUP BY project_id, branch_id, action
-    HAVING sum(operations) > 0
-), groups AS (
+-- The failure counts per (project, branch, action) of a window (`counts`: operations, failed,
+-- retries, failing_now) rolled up per project, per branch and per branch and action (GROUPING
+-- SETS) over those few groups, each branch by name (the join is on the groups, not on the
+-- operations). grain: 'project', 'branch' (branch_id NULL: operations that name no branch) or
+-- 'branch_action'.
+CREATE OR REPLACE MACRO report_failure_rollup(counts) AS TABLE
+WITH groups AS (
     SELECT
         CASE grouping(branch_id, action)
             WHEN 3 THEN 'project' WHEN 1 THEN 'branch' ELSE 'branch_action'
@@ -149,7 +198,7 @@ WITH every AS (
         sum(failed)::BIGINT AS failed,
         sum(retries)::BIGINT AS retries,
         sum(failing_now)::BIGINT AS failing_now
-    FROM counts
+    FROM query_table(counts)
     GROUP BY GROUPING SETS ((project_id), (project_id, branch_id), (project_id, branch_id, action))
 )
 SELECT
@@ -160,10 +209,50 @@ FROM groups AS g
 LEFT JOIN branches AS b ON b.id = g.branch_id
 ORDER BY g.grain, g.failed DESC, g.operations DESC, g.project_id, g.branch_id, action;
 
+-- Failures per project, per branch and per branch and action: the summary's counts per
+-- (project, branch, action), then rolled up over those few groups (GROUPING SETS). grain:
+-- 'project', 'branch' (branch_id NULL: operations that name no branch) or 'branch_action'.
+-- Branches by name (names, not ids): branch_name is the latest known name (NULL: never listed),
+-- deleted_at set once a listing of its project no longer had it; the join is on the few
+-- groups, not on the operations.
+-- `rows`: report_rows of a window, `summary`: report_summary of the same window. Counts are
+-- sums, so the latest states' counts are every version's (the summary) minus the superseded
+-- versions' (a group left with no operation is dropped); failing now is counted on the latest
+-- states of `rows` (every failing version is one of them): nothing reads every version.
+CREATE OR REPLACE MACRO report_failure_groups_in(rows, summary) AS TABLE
+WITH counts AS MATERIALIZED (
+    SELECT
+        project_id, branch_id, action,
+        sum(operations)::BIGINT AS operations,
+        sum(failed)::BIGINT AS failed,
+        sum(retries)::BIGINT AS retries,
+        sum(failing_now)::BIGINT AS failing_now
+    FROM (
+        SELECT project_id, branch_id, action, versions AS operations, failed, retries,
+            0 AS failing_now
+        FROM query_table(summary)
+        WHERE measure = 'group'
+        UNION ALL
+        SELECT
+            project_id, branch_id, action, -1, -is_failed(failures_count)::INTEGER,
+            -coalesce(failures_count, 0), 0
+        FROM query_table(rows)
+        WHERE superseded
+        UNION ALL
+        SELECT project_id, branch_id, action, 0, 0, 0, 1
+        FROM query_table(rows)
+        WHERE NOT superseded AND is_failing(status)
+    )
+    GROUP BY project_id, branch_id, action
+    HAVING sum(operations) > 0
+)
+FROM report_failure_rollup(counts);
+
 CREATE OR REPLACE MACRO report_failure_groups(since := NULL, until := NULL, projects := NULL)
 AS TABLE
-WITH r AS (FROM report_rows(since := since, until := until, projects := projects))
-FROM report_failure_groups_in(r, since := since, until := until, projects := projects);
+WITH r AS (FROM report_rows(since := since, until := until, projects := projects)),
+s AS (FROM report_summary(since := since, until := until, projects := projects))
+FROM report_failure_groups_in(r, s);
 
 CREATE OR REPLACE MACRO report_projects(since := NULL, until := NULL, projects := NULL) AS TABLE
 SELECT project_id, operations, failed, failure_rate, retries, failing_now
@@ -233,14 +322,181 @@ FROM (
 )
 ORDER BY operations DESC, action;
 
--- report_by_action from report_rows (`rows`, the same window) without probing every id: the
--- counts are every version's minus the superseded versions' (as report_failure_groups_in);
--- durations, terminal counts and their maxima are every terminal version's, and first and last
--- created_at every version's. `exact` says whether that is the latest states' figure: no
--- superseded version of the window is terminal, and each extreme of created_at is held by more
--- versions than the superseded ones holding it (then one of them is a latest state). Where it
--- is false the caller runs report_by_action (`opsaudit report` does).
+-- report_by_action from report_rows (`rows`) and report_summary (`summary`) of the same window,
+-- without reading every version: the counts are the summary's minus the superseded versions'
+-- (as report_failure_groups_in); the quantiles come from the summary's exact histograms less
+-- the superseded terminal versions' values, located as quantile_cont locates them: over the n
+-- values sorted, position rn = (n - 1) * q for q in 0.5, 0.9, 0.99, its neighbours lo =
+-- floor(rn) and hi = ceil(rn); ms_points / wall_points hold per q the values there and d = rn -
+-- lo, and the caller interpolates them with quantile_cont itself (`quantile_cont([lo, hi], d)`,
+-- the same arithmetic to the last bit: DuckDB's interpolation may be fused, which SQL
+-- arithmetic cannot redo); maxima are the largest value left; failing now and stuck are
+-- counted on the latest states of `rows` (every version not terminal is one of them). first
+-- and last created_at are every version's in the window: first_exact / last_exact say whether
+-- each is held by a latest state for certain (no superseded version holds it); where one is
+-- false the caller checks it (`opsaudit report` does).
 CREATE OR REPLACE MACRO report_by_action_in(
+    rows, summary, as_of := NULL, stuck_after := NULL
+) AS TABLE
+WITH gone AS (
+    SELECT *, is_terminal(status) AS t FROM query_table(rows) WHERE superseded
+), counts AS (
+    SELECT
+        action,
+        sum(versions)::BIGINT AS operations,
+        sum(failed)::BIGINT AS failed,
+        sum(retries)::BIGINT AS retries,
+        sum(terminal)::BIGINT AS terminal,
+        min(first_created_at) AS first_created_at,
+        max(last_created_at) AS last_created_at
+    FROM (
+        SELECT action, versions, failed, retries, terminal, first_created_at, last_created_at
+        FROM query_table(summary)
+        WHERE measure = 'group'
+        UNION ALL
+        SELECT
+            action, -1, -is_failed(failures_count)::INTEGER, -coalesce(failures_count, 0),
+            -t::INTEGER, NULL, NULL
+        FROM gone
+    )
+    GROUP BY action
+), latest AS (
+    SELECT
+        action,
+        count(*) FILTER (WHERE is_failing(status)) AS failing_now,
+        count(*) FILTER (WHERE report_is_stuck(status, created_at, as_of, stuck_after)) AS stuck
+    FROM query_table(rows)
+    WHERE NOT superseded
+    GROUP BY action
+), hist AS (
+    SELECT action, measure, ms, sum(versions) AS n
+    FROM (
+        SELECT action, measure, ms, versions FROM query_table(summary) WHERE measure <> 'group'
+        UNION ALL
+        SELECT action, 'total_ms', total_duration_ms, -1
+        FROM gone
+        WHERE t AND total_duration_ms IS NOT NULL
+        UNION ALL
+        SELECT action, 'wall_ms', wall_ms(created_at, updated_at), -1
+        FROM gone
+        WHERE t AND wall_ms(created_at, updated_at) IS NOT NULL
+    )
+    GROUP BY action, measure, ms
+    HAVING sum(versions) > 0
+), cumulative AS (
+    SELECT
+        action, measure, ms,
+        sum(n) OVER (PARTITION BY action, measure ORDER BY ms) AS upto,
+        sum(n) OVER (PARTITION BY action, measure) AS total
+    FROM hist
+), positions AS (
+    SELECT action, measure, k, rn, floor(rn)::BIGINT AS lo, ceil(rn)::BIGINT AS hi
+    FROM (
+        SELECT
+            c.action, c.measure, q.k, (c.total - 1)::DOUBLE * q.q AS rn
+        FROM (SELECT DISTINCT action, measure, total FROM cumulative) AS c
+        CROSS JOIN (SELECT unnest([0.5, 0.9, 0.99]) AS q, unnest([1, 2, 3]) AS k) AS q
+    )
+), quantiles AS (
+    SELECT
+        p.action, p.measure,
+        list(
+            {'lo': p.lo_v, 'hi': p.hi_v, 'd': CASE WHEN p.lo = p.hi THEN 0 ELSE p.rn - p.lo END}
+            ORDER BY p.k
+        ) AS q,
+        max(p.max_v) AS max_v
+    FROM (
+        SELECT
+            p.action, p.measure, p.k, p.rn, p.lo, p.hi,
+            min(c.ms) FILTER (WHERE c.upto > p.lo) AS lo_v,
+            min(c.ms) FILTER (WHERE c.upto > p.hi) AS hi_v,
+            max(c.ms) AS max_v
+        FROM positions AS p
+        JOIN cumulative AS c
+            ON c.action IS NOT DISTINCT FROM p.action AND c.measure = p.measure
+        GROUP BY p.action, p.measure, p.k, p.rn, p.lo, p.hi
+    ) AS p
+    GROUP BY p.action, p.measure
+), extremes AS (
+    SELECT
+        c.action,
+        count(*) FILTER (WHERE g.created_at = c.first_created_at) AS at_first,
+        count(*) FILTER (WHERE g.created_at = c.last_created_at) AS at_last
+    FROM counts AS c
+    JOIN gone AS g ON g.action IS NOT DISTINCT FROM c.action
+    GROUP BY c.action
+)
+SELECT
+    c.action,
+    c.operations,
+    c.operations / sum(c.operations) OVER () AS share,
+    c.failed,
+    c.failed / c.operations AS failure_rate,
+    c.retries,
+    coalesce(l.failing_now, 0) AS failing_now,
+    coalesce(l.stuck, 0) AS stuck,
+    c.first_created_at,
+    c.last_created_at,
+    c.terminal,
+    d.q AS ms_points,
+    d.max_v AS max_ms,
+    w.q AS wall_points,
+    w.max_v AS wall_max_ms,
+    coalesce(e.at_first, 0) = 0 AS first_exact,
+    coalesce(e.at_last, 0) = 0 AS last_exact
+FROM counts AS c
+LEFT JOIN latest AS l ON l.action IS NOT DISTINCT FROM c.action
+LEFT JOIN quantiles AS d ON d.action IS NOT DISTINCT FROM c.action AND d.measure = 'total_ms'
+LEFT JOIN quantiles AS w ON w.action IS NOT DISTINCT FROM c.action AND w.measure = 'wall_ms'
+LEFT JOIN extremes AS e ON e.action IS NOT DISTINCT FROM c.action
+WHERE c.operations > 0
+ORDER BY c.operations DESC, c.action;
+
+-- report_failure_groups_in where the dataset has no summary record, or the window no whole
+-- month: failure_counts (00_base.sql) per (project, branch, action) from one scan of every
+-- version in the window, rolled up as report_failure_rollup says. `rows`: report_rows of the
+-- same window. Counts are sums, so the latest states' counts are every version's minus the
+-- superseded versions' (a group left with no operation is dropped): the scan of every version
+-- reads no id and joins nothing.
+CREATE OR REPLACE MACRO report_failure_groups_scan(
+    rows, since := NULL, until := NULL, projects := NULL
+) AS TABLE
+WITH every AS (
+    SELECT project_id, branch_id, action, failures_count, status
+    FROM report_versions(since := since, until := until, projects := projects)
+), gone AS (
+    SELECT project_id, branch_id, action, failures_count, status
+    FROM query_table(rows)
+    WHERE superseded
+), counts AS MATERIALIZED (
+    SELECT
+        project_id, branch_id, action,
+        sum(operations)::BIGINT AS operations,
+        sum(failed)::BIGINT AS failed,
+        sum(retries)::BIGINT AS retries,
+        sum(failing_now)::BIGINT AS failing_now
+    FROM (
+        SELECT project_id, branch_id, action, operations, failed, retries, failing_now
+        FROM failure_counts(every)
+        UNION ALL
+        SELECT
+            project_id, branch_id, action, -operations, -failed, -retries, -failing_now
+        FROM failure_counts(gone)
+    )
+    GROUP BY project_id, branch_id, action
+    HAVING sum(operations) > 0
+)
+FROM report_failure_rollup(counts);
+
+-- report_by_action_in where the dataset has no summary record, or the window no whole month,
+-- from report_rows (`rows`, the same window) and one scan of every version, without probing
+-- every id: the counts are every version's minus the superseded versions' (as
+-- report_failure_groups_scan); durations, terminal counts and their maxima are every terminal
+-- version's, and first and last created_at every version's. `exact` says whether that is the
+-- latest states' figure: no superseded version of the window is terminal, and each extreme of
+-- created_at is held by more versions than the superseded ones holding it (then one of them is
+-- a latest state). Where it is false the caller runs report_by_action (`opsaudit report` does).
+CREATE OR REPLACE MACRO report_by_action_scan(
     rows, since := NULL, until := NULL, projects := NULL, as_of := NULL, stuck_after := NULL
 ) AS TABLE
 WITH every AS (

@@ -12,6 +12,17 @@ from typing import Any
 import duckdb
 
 from exporter.analytics.format import branch_failure_line, branch_label, jsonable
+from exporter.analytics.report_figures import (
+    ROWS,
+    SUMMARY,
+    by_action,
+    by_action_scan,
+    fetch_records,
+    recorded,
+    string_list_literal,
+    timestamp_literal,
+    whole_months,
+)
 from exporter.analytics.views import execute
 from exporter.core.errors import ConfigError
 from exporter.core.timeutil import parse_rfc3339
@@ -231,22 +242,6 @@ def parse_until(text: str, *, now: dt.datetime | None = None) -> dt.datetime:
     return _parse_point(text, now=now, end_of_day=True)
 
 
-def _timestamp_literal(value: dt.datetime | None) -> str:
-    if value is None:
-        return "NULL"
-    if value.tzinfo is None:
-        raise ValueError("report bounds must be timezone-aware datetimes")
-    utc = value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
-    return f"TIMESTAMPTZ '{utc}+00'"
-
-
-def _string_list_literal(values: Sequence[str] | None) -> str:
-    if values is None:
-        return "NULL"
-    quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
-    return f"[{quoted}]::VARCHAR[]"
-
-
 def build_report(
     con: duckdb.DuckDBPyConnection,
     *,
@@ -265,23 +260,36 @@ def build_report(
     # Literals, not prepared parameters: the planner folds them, so the window prunes Hive
     # partitions and row groups (a parameter is unknown when the plan is made).
     window = (
-        f"since := {_timestamp_literal(since)}, until := {_timestamp_literal(until)}, "
-        f"projects := {_string_list_literal(projects)}"
+        f"since := {timestamp_literal(since)}, until := {timestamp_literal(until)}, "
+        f"projects := {string_list_literal(projects)}"
     )
     when = (
-        f"as_of := {_timestamp_literal(as_of)}, "
+        f"as_of := {timestamp_literal(as_of)}, "
         f"stuck_after := INTERVAL '{int(stuck_after.total_seconds() * 1_000_000)} microseconds'"
     )
-    # Every section starts from the few rows of `report_rows`, kept once: the ids are read
-    # once, not once per section (sql/90_report.sql).
-    execute(con, f"CREATE OR REPLACE TEMP TABLE {_ROWS} AS FROM report_rows({window})")
+    # Every section starts from the few rows of `report_rows`, kept once: the ids are read once
+    # (sql/90_report.sql). Where the dataset has the summary record and the window holds whole
+    # months, the counts and durations read it instead of every version.
+    execute(con, f"CREATE OR REPLACE TEMP TABLE {ROWS} AS FROM report_rows({window})")
     try:
-        records = _by_action(con, window, when)
-        failing, stuck, stuck_failing = _problems(con, f"{_ROWS}, {when}")
-        errors = _records(con, f"SELECT * FROM report_errors_in({_ROWS})")
-        groups = _failure_groups(con, f"{_ROWS}, {window}")
+        if projects is None and whole_months(since, until) and recorded(con):
+            # `recorded` as a literal: the planner then drops the scan of the rows of the whole
+            # months (sql/90_report.sql, report_summary).
+            execute(
+                con,
+                f"CREATE OR REPLACE TEMP TABLE {SUMMARY} AS "
+                f"FROM report_summary({window}, recorded := true)",
+            )
+            records, first, last = by_action(con, window, when, string_list_literal(projects))
+            groups = _failure_groups(con, f"report_failure_groups_in({ROWS}, {SUMMARY})")
+        else:
+            records, first, last = by_action_scan(con, window, when)
+            groups = _failure_groups(con, f"report_failure_groups_scan({ROWS}, {window})")
+        failing, stuck, stuck_failing = _problems(con, f"{ROWS}, {when}")
+        errors = fetch_records(con, f"SELECT * FROM report_errors_in({ROWS})")
     finally:
-        execute(con, f"DROP TABLE IF EXISTS {_ROWS}")
+        execute(con, f"DROP TABLE IF EXISTS {ROWS}")
+        execute(con, f"DROP TABLE IF EXISTS {SUMMARY}")
     failures = sorted(records, key=lambda r: (-r["failed"], -r["operations"], r["action"]))
     durations = [
         {"action": r["action"], "operations": r["terminal"]}
@@ -305,28 +313,17 @@ def build_report(
         errors=errors,
         **groups,
         freshness=_freshness(con, as_of),
-        first_created_at=min((r["first_created_at"] for r in records), default=None),
-        last_created_at=max((r["last_created_at"] for r in records), default=None),
+        first_created_at=first,
+        last_created_at=last,
         as_of=as_of,
         stuck_after=stuck_after,
     )
-
-
-_ROWS = "_opsaudit_report_rows"  # report_rows of one report (dropped once it is built)
 
 
 def _picker(columns: Sequence[str], names: Sequence[str]) -> Callable[[tuple[Any, ...]], Any]:
     """A row of `columns` to the dict of `names` (no dict of every column first)."""
     get = itemgetter(*(list(columns).index(c) for c in names))
     return lambda row: dict(zip(names, get(row)))
-
-
-def _by_action(con: duckdb.DuckDBPyConnection, window: str, when: str) -> list[dict[str, Any]]:
-    """Per action: every version minus the superseded ones where exact, else the latest states."""
-    records = _records(con, f"SELECT * FROM report_by_action_in({_ROWS}, {window}, {when})")
-    if all([r.pop("exact") for r in records]):
-        return records
-    return _records(con, f"SELECT * FROM report_by_action({window}, {when})")
 
 
 def _problems(
@@ -351,10 +348,10 @@ def _problems(
     return failing, stuck, stuck_failing
 
 
-def _failure_groups(con: duckdb.DuckDBPyConnection, args: str) -> dict[str, Any]:
+def _failure_groups(con: duckdb.DuckDBPyConnection, relation: str) -> dict[str, Any]:
     """Failures per project, per branch, and per branch and action that failed: one query
-    (`report_failure_groups_in(args)` rolls them up over its few groups)."""
-    columns, rows = execute(con, f"SELECT * FROM report_failure_groups_in({args})")
+    (`relation`, report_failure_groups_in or _scan, rolls them up over its few groups)."""
+    columns, rows = execute(con, f"SELECT * FROM {relation}")
     grain, branch, failed = (columns.index(c) for c in ("grain", "branch_id", "failed"))
     project, per_branch, per_action = (
         _picker(columns, names)
@@ -397,15 +394,10 @@ def with_branch(rows: list[dict[str, Any]], deleted: str = "deleted_at") -> list
     ]
 
 
-def _records(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
-    columns, rows = execute(con, sql)
-    return [dict(zip(columns, row)) for row in rows]
-
-
 def _freshness(con: duckdb.DuckDBPyConnection, as_of: dt.datetime) -> dict[str, Any]:
     """The last successful sync (outcome ok: every project in scope complete) and its lag at
     `as_of`; the newest run of any outcome and how many of its projects it completed."""
-    runs = _records(
+    runs = fetch_records(
         con,
         "SELECT finished_at, outcome, projects_ok, projects_total FROM sync_runs "
         "WHERE finished_at IS NOT NULL ORDER BY finished_at DESC",

@@ -24,6 +24,7 @@ from exporter.core.layout import (
     BASE_VIEWS,
     PROJECTS_FILE,
     SOURCES,
+    SUMMARY_GLOB,
     SUPERSEDED_GLOB,
     SYNC_RUNS_FILE,
     VERSIONS_GLOB,
@@ -75,6 +76,7 @@ def _source_schema(relative: str) -> pa.Schema:
     from exporter.core.names import schema
     from exporter.core.tables import (
         PROJECTS_SCHEMA,
+        SUMMARY_SCHEMA,
         SUPERSEDED_SCHEMA,
         SYNC_RUNS_SCHEMA,
         VERSIONS_SCHEMA,
@@ -83,6 +85,7 @@ def _source_schema(relative: str) -> pa.Schema:
     return {
         VERSIONS_GLOB: VERSIONS_SCHEMA.append(pa.field("created_month", pa.string())),
         SUPERSEDED_GLOB: SUPERSEDED_SCHEMA,
+        SUMMARY_GLOB: SUMMARY_SCHEMA,
         PROJECTS_FILE: PROJECTS_SCHEMA,
         SYNC_RUNS_FILE: SYNC_RUNS_SCHEMA,
         **{t.file: schema(t) for t in NAMES_TABLES},
@@ -268,7 +271,9 @@ def _load(
 
 def _dataset_sources(con: duckdb.DuckDBPyConnection, reader: Reader, tag: str) -> dict[str, Any]:
     """What each .sql source path reads for one dataset, as its storage says
-    (`store.base.Reader`); a superseded record it does not have is derived."""
+    (`store.base.Reader`); a superseded record it does not have is derived. A summary record it
+    does not have reads as empty: the report then summarises the rows themselves
+    (sql/90_report.sql, report_summary_recorded)."""
     return _derive_missing(reader.sources(con, tag))
 
 
@@ -276,6 +281,8 @@ def _derive_missing(given: dict[str, Source]) -> dict[str, Any]:
     sources: dict[str, Any] = dict(given)
     if sources.get(SUPERSEDED_GLOB) is None:
         sources[SUPERSEDED_GLOB] = _DERIVED_SUPERSEDED
+    if sources.get(SUMMARY_GLOB) is None:
+        sources[SUMMARY_GLOB] = []
     return sources
 
 
@@ -358,6 +365,7 @@ def _load_datasets(
     # The files load over placeholders of the right shape; the base views are then replaced.
     placeholder = {source: f"(SELECT * FROM d1.{view})" for source, view in BASE_VIEWS.items()}
     placeholder[SUPERSEDED_GLOB] = _DERIVED_SUPERSEDED
+    placeholder[SUMMARY_GLOB] = ""  # no record across datasets: the report reads the rows
     _load(con, placeholder, only)
     con.execute(
         _UNION_VIEWS.format(

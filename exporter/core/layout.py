@@ -28,6 +28,14 @@ SUPERSEDED_PARTITION = "superseded"  # the `files.partition` of its files (compa
 # one-time migration of a dataset written before it (`Dataset.record_superseded`); without it
 # readers derive the set from the versions themselves.
 SUPERSEDED_META = "superseded_recorded"
+# The report's summary record (issue 24, `store.local.summary`): every committed version's
+# counts and duration histograms per created month, written in the commit that adds the
+# versions; `SUMMARY_META` marks it complete (the one-time migration, `Dataset.record_summary`),
+# without which readers derive it from the versions (sql/90_report.sql, report_summary_of).
+SUMMARY_DIR = "summary"
+SUMMARY_GLOB = "summary/*.parquet"
+SUMMARY_PARTITION = "summary"
+SUMMARY_META = "summary_recorded"
 PROJECTS_FILE = "projects/projects.parquet"
 SYNC_RUNS_FILE = "sync_runs/sync_runs.parquet"
 STAGING_DIR = "_staging"
@@ -44,8 +52,8 @@ BASE_VIEWS = {
     SYNC_RUNS_FILE: "sync_runs",
     **{t.file: t.name for t in NAMES_TABLES},
 }
-# The paths the .sql files read: the base views' and the superseded record's (it has no view).
-SOURCES = (*BASE_VIEWS, SUPERSEDED_GLOB)
+# The paths the .sql files read: the base views' and the two records' (they have no view).
+SOURCES = (*BASE_VIEWS, SUPERSEDED_GLOB, SUMMARY_GLOB)
 
 
 def any_file(directory: Path, pattern: str) -> bool:

@@ -37,6 +37,28 @@ VERSIONS_SCHEMA = pa.schema(
 # The superseded record (DESIGN.md): `version` of operation `id` is no longer its latest state.
 SUPERSEDED_SCHEMA = pa.schema([("id", pa.string()), ("version", pa.int32())])
 
+# The report's summary record (DESIGN.md; `store.local.summary`): per created month, what the
+# report reads of every version, aggregated when the versions are committed. `measure` "group":
+# one row per (project_id, branch_id, action) with its versions, failed, retries, terminal and
+# the first and last created_at; "total_ms" / "wall_ms": an exact histogram of the terminal
+# versions' total_duration_ms / wall time per action (`ms` a value, `versions` how many).
+SUMMARY_SCHEMA = pa.schema(
+    [
+        ("month", pa.int32()),  # year * 100 + month of created_date
+        ("measure", pa.string()),
+        ("project_id", pa.string()),
+        ("branch_id", pa.string()),
+        ("action", pa.string()),
+        ("ms", pa.int64()),
+        ("versions", pa.int64()),
+        ("failed", pa.int64()),
+        ("retries", pa.int64()),
+        ("terminal", pa.int64()),
+        ("first_created_at", UTC_US),
+        ("last_created_at", UTC_US),
+    ]
+)
+
 PROJECTS_SCHEMA = pa.schema(
     [
         ("id", pa.string()),
@@ -86,4 +108,10 @@ SYNC_RUNS_SCHEMA = pa.schema(
     ]
 )
 
-__all__ = ["PROJECTS_SCHEMA", "SUPERSEDED_SCHEMA", "SYNC_RUNS_SCHEMA", "VERSIONS_SCHEMA"]
+__all__ = [
+    "PROJECTS_SCHEMA",
+    "SUMMARY_SCHEMA",
+    "SUPERSEDED_SCHEMA",
+    "SYNC_RUNS_SCHEMA",
+    "VERSIONS_SCHEMA",
+]

@@ -38,7 +38,10 @@ APPLICATION_ID = 0x4F505341  # "OPSA": marks the file as ours (PRAGMA applicatio
 # 8: names (issue 21): named, name_versions, unlisted, projects.names_read_us/names_due.
 # 9: event_batches.facts: a batch may hold what its events are built from instead of their JSON
 # (an older opsaudit would deliver its empty `lines`, so it must refuse).
-FORMAT_VERSION = 9
+# 10: the report's summary record (issue 24): `summary/` files registered in `files` with the
+# versions they sum up; an older opsaudit would add versions without it, so it must refuse.
+# Migrated by `Dataset.record_summary` (it reads the Parquet files), not here.
+FORMAT_VERSION = 10
 # `--skip-idle`: how far this host's clock may run ahead of the API's before activity marks
 # (the API's clock) could read as older than a walk's start (this host's clock).
 IDLE_SKEW_US = 60_000_000

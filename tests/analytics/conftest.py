@@ -41,6 +41,7 @@ from exporter.store.local.dataset import (
     SYNC_RUNS_SCHEMA,
     VERSIONS_SCHEMA,
 )
+from exporter.store.local.summary import summary_of
 
 UTC = dt.timezone.utc
 
@@ -129,6 +130,12 @@ def write_versions(data_dir: Path, specs: list[tuple[Any, ...]], run_id: str) ->
         ),
         data_dir / "superseded" / f"part-{run_id}-0.parquet",
     )
+    # ... and its summary record (DESIGN.md), from the same rows.
+    (data_dir / "summary").mkdir(exist_ok=True)
+    pq.write_table(
+        summary_of(pa.Table.from_pylist(later, schema=VERSIONS_SCHEMA)),
+        data_dir / "summary" / f"part-{run_id}-0.parquet",
+    )
 
 
 def write_dataset(data_dir: Path) -> Path:
@@ -165,10 +172,63 @@ def write_dataset(data_dir: Path) -> Path:
     return data_dir
 
 
+def as_synced(data_dir: Path) -> Path:
+    """`data_dir` as a sync leaves it: its versions files committed in a state, whose recovery
+    writes the superseded and summary records from them (the records written above, for a
+    directory without a state, are replaced). The report then reads the summary record."""
+    import shutil
+
+    from exporter.store.local.dataset import Dataset, StagedFile
+    from exporter.store.state import StateDB
+
+    for record in ("superseded", "summary"):
+        shutil.rmtree(data_dir / record)
+    files = sorted((data_dir / "operation_versions").glob("*/*.parquet"))
+    staged = [
+        StagedFile(
+            p.relative_to(data_dir).as_posix(),
+            p.relative_to(data_dir).as_posix(),
+            p.parent.name,
+            pq.read_metadata(p).num_rows,
+            p.stat().st_size,
+        )
+        for p in files
+    ]
+    state = StateDB(data_dir / "state.sqlite")
+    try:
+        with state.transaction() as con:
+            state.register_pending(con, staged, run_id="written")
+    finally:
+        state.close()
+    dataset = Dataset(data_dir)
+    try:
+        dataset.recover()
+    finally:
+        dataset.close()
+    return data_dir
+
+
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The fixed dataset (read-only: tests must not write into it)."""
     return write_dataset(tmp_path_factory.mktemp("analytics") / "data")
+
+
+@pytest.fixture(scope="session")
+def synced_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixed dataset as a sync leaves it (`as_synced`: with the summary record)."""
+    return as_synced(write_dataset(tmp_path_factory.mktemp("analytics") / "data"))
+
+
+@pytest.fixture(params=["every version", "summary record"])
+def report_con(request: pytest.FixtureRequest, data_dir: Path, synced_data_dir: Path):  # type: ignore[no-untyped-def]
+    """A connection to the fixed dataset, read both ways the report can: every version (no
+    summary record) and the summary record (sql/90_report.sql)."""
+    from exporter.analytics.views import connect
+
+    connection = connect(data_dir if request.param == "every version" else synced_data_dir)
+    yield connection
+    connection.close()
 
 
 @pytest.fixture

@@ -130,18 +130,27 @@ def test_parse_since_rejects(text: str) -> None:
         parse_since(text, now=NOW)
 
 
-def _dataset_with(tmp_path: Path, earlier: list[Any], later: list[Any]) -> Any:
+def _dataset_with(
+    tmp_path: Path, earlier: list[Any], later: list[Any], synced: bool = False
+) -> Any:
     """The fixed dataset plus one more operation: `earlier` versions in a third run, `later`
-    ones in a fourth (its superseded record lists the earlier ones)."""
-    from .conftest import write_dataset, write_versions
+    ones in a fourth (its superseded record lists the earlier ones); `synced`: as a sync
+    leaves it, with the summary record the report then reads."""
+    from .conftest import as_synced, write_dataset, write_versions
 
     data_dir = write_dataset(tmp_path / "data")
     write_versions(data_dir, earlier, "run-3")
     write_versions(data_dir, later, "run-4")
-    return connect(data_dir)
+    return connect(as_synced(data_dir) if synced else data_dir)
 
 
-def test_per_action_figures_when_a_finished_version_was_superseded(tmp_path: Path) -> None:
+SYNCED = pytest.mark.parametrize("synced", [False, True], ids=["every-version", "summary"])
+
+
+@SYNCED
+def test_per_action_figures_when_a_finished_version_was_superseded(
+    tmp_path: Path, synced: bool
+) -> None:
     """The per-action figures come from every version minus the superseded ones (issue 24);
     a superseded version that was terminal would count in the durations, so the report reads
     the latest states instead: t1 finished in 100 ms, then was cancelled at 5,000 ms."""
@@ -149,6 +158,7 @@ def test_per_action_figures_when_a_finished_version_was_superseded(tmp_path: Pat
         tmp_path,
         [("t1", "p1", "ep1", "start_compute", "finished", 0, 100, at(12, 7), 1, None, 1)],
         [("t1", "p1", "ep1", "start_compute", "cancelled", 0, 5000, at(12, 7), 9, None, 2)],
+        synced,
     )
     report = build_report(con, now=at(13, 0))
     start = next(r for r in report.durations if r["action"] == "start_compute")
@@ -158,13 +168,17 @@ def test_per_action_figures_when_a_finished_version_was_superseded(tmp_path: Pat
     assert report.operations == 13
 
 
-def test_first_created_at_when_only_a_superseded_version_held_it(tmp_path: Path) -> None:
+@SYNCED
+def test_first_created_at_when_only_a_superseded_version_held_it(
+    tmp_path: Path, synced: bool
+) -> None:
     """An operation whose created_at moved between versions: the first created_at of the
     report is the latest state's, though every version's minimum is the superseded one's."""
     con = _dataset_with(
         tmp_path,
         [("e1", "p2", None, "create_branch", "running", 0, 0, at(9, 8), 1, None, 1)],
         [("e1", "p2", None, "create_branch", "finished", 0, 30, at(10, 9), 1, None, 2)],
+        synced,
     )
     report = build_report(con, now=at(13, 0))
     assert report.first_created_at == at(10, 9)

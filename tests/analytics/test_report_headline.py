@@ -37,9 +37,9 @@ def invoke(*args: str) -> Result:
     ],
 )
 def test_headline_of_the_fixed_dataset(
-    con: Any, now: dt.datetime, stuck: int, stuck_failing: int
+    report_con: Any, now: dt.datetime, stuck: int, stuck_failing: int
 ) -> None:
-    headline = build_report(con, now=now).headline()
+    headline = build_report(report_con, now=now).headline()
     assert headline == {
         "operations": 12,
         "first_created_at": at(10, 10),  # o1
@@ -68,8 +68,8 @@ def test_headline_of_the_fixed_dataset(
     }
 
 
-def test_stuck_bound_is_a_parameter(con: Any) -> None:
-    report = build_report(con, now=at(12, 12, 30), stuck_after=dt.timedelta(hours=4))
+def test_stuck_bound_is_a_parameter(report_con: Any) -> None:
+    report = build_report(report_con, now=at(12, 12, 30), stuck_after=dt.timedelta(hours=4))
     # o7 (4.5 hours) and o5 (failing, 26.5 hours); o8 and o12 are younger.
     assert (report.headline()["stuck"], report.headline()["stuck_failing"]) == (1, 1)
     assert (
@@ -198,7 +198,8 @@ def test_other_formats_keep_every_row(wide: Path) -> None:
     assert "more with --all" not in markdown
 
 
-def test_on_call_tables_of_the_fixed_dataset(con: Any) -> None:
+def test_on_call_tables_of_the_fixed_dataset(report_con: Any) -> None:
+    con = report_con
     """Issue 23: what is failing and stuck (oldest first, each listed once), the error texts,
     failures per project; ages at `now`, hand-computed from the dataset's table."""
     report = build_report(con, now=at(12, 14))

@@ -50,7 +50,10 @@ def test_all_is_well(sim: Any, tmp_path: Path) -> None:
     assert run_sync(sim, data_dir).outcome == "ok"
     [(finished,)] = state_rows(data_dir, "SELECT finished_us FROM runs")
     orgs = ", ".join(f"{o['name']} ({o['id']})" for o in sim.world.orgs)
-    [(versions,)] = state_rows(data_dir, "SELECT sum(rows) FROM files WHERE state = 'live'")
+    [(versions,)] = state_rows(
+        data_dir,
+        "SELECT sum(rows) FROM files WHERE state = 'live' AND path LIKE 'operation_versions/%'",
+    )
     result = doctor(sim, data_dir, sim.personal_key)
     assert result.exit_code == 0, result.output
     assert lines_without_disk(result.stdout) == [

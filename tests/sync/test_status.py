@@ -53,11 +53,14 @@ def test_compact_command(make_sim: Any, tmp_path: Path, monkeypatch: Any) -> Non
         sim.add_operations(pid, 3)
         run_sync(sim, tmp_path, compact=False)
     part_files = lambda: sorted(tmp_path.glob("operation_versions/*/*.parquet"))  # noqa: E731
-    before = len(part_files())
+    # Each run's commit also wrote a summary file (the report's summary record), merged too.
+    summary_files = lambda: sorted(tmp_path.glob("summary/*.parquet"))  # noqa: E731
+    before, summaries = len(part_files()), len(summary_files())
     result = CliRunner().invoke(cli, ["compact", "--data-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     removed = int(result.output.split()[2])
-    assert removed >= 8 and len(part_files()) == before - removed
+    assert before - len(part_files()) >= 8 and len(summary_files()) == 1
+    assert removed == before - len(part_files()) + summaries - len(summary_files())
 
 
 def test_a_stray_file_is_named_by_status_and_ignored_by_query_and_report(

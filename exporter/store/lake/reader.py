@@ -6,7 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from exporter.core.layout import PROJECTS_FILE, SUPERSEDED_GLOB, SYNC_RUNS_FILE, VERSIONS_GLOB
+from exporter.core.layout import (
+    PROJECTS_FILE,
+    SUMMARY_GLOB,
+    SUPERSEDED_GLOB,
+    SYNC_RUNS_FILE,
+    VERSIONS_GLOB,
+)
 from exporter.core.names import TABLES as NAMES_TABLES
 from exporter.store.base import Source
 from exporter.store.lake.superseded import reader_filter
@@ -47,6 +53,8 @@ def lake_relations(con: Any, dataset: LakeDataset, tag: str = "") -> dict[str, S
         out[SUPERSEDED_GLOB] = (
             f"(SELECT id, version FROM _opsaudit_superseded{tag} WHERE {reader_filter(txn)})"
         )
+    # No summary record on object storage yet: the loader derives it from the versions.
+    out[SUMMARY_GLOB] = None
     # The names tables as of that snapshot's batch: written just before its commit, a newer
     # version belongs to a batch the reader does not see (exporter/store/lake/tables.py, Names).
     for source, name, upto in (

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from exporter.core.errors import StorageError
@@ -42,6 +41,9 @@ from exporter.core.layout import (
     PROJECTS_FILE,
     STAGING_DIR,
     STATE_FILE,
+    SUMMARY_DIR,
+    SUMMARY_META,
+    SUMMARY_PARTITION,
     SUPERSEDED_DIR,
     SUPERSEDED_META,
     SUPERSEDED_PARTITION,
@@ -53,6 +55,7 @@ from exporter.core.layout import (
 )
 from exporter.core.tables import (
     PROJECTS_SCHEMA,
+    SUMMARY_SCHEMA,
     SUPERSEDED_SCHEMA,
     SYNC_RUNS_SCHEMA,
     VERSIONS_SCHEMA,
@@ -60,11 +63,18 @@ from exporter.core.tables import (
 from exporter.store.base import BIG_FILE_ROWS, COMPACT_MIN_FILES, Committed, LocalDataset, Store
 from exporter.store.local.exports import SNAPSHOT_FILES
 from exporter.store.local.rows import run_rows
-from exporter.store.local.spill import Spill, by_month, superseded_record
+from exporter.store.local.spill import Spill, by_month, superseded_of, superseded_record
+from exporter.store.local.summary import merge_summaries, summary_of, summary_of_files
 from exporter.store.state import DataDirLock, StateDB
 
 log = logging.getLogger("opsaudit.storage")
 
+
+# The records written beside the versions (their files are not versions rows).
+_RECORDS = frozenset({SUPERSEDED_PARTITION, SUMMARY_PARTITION})
+# Summaries of chunks written ahead are merged once this many wait (a backfill's commit holds
+# hundreds of chunks).
+_SUMMARY_PARTS = 64
 
 _DICTIONARY_COLUMNS = [
     "project_id",
@@ -134,13 +144,17 @@ class Dataset:
                 )
             self.state = StateDB(state_path)
             self._superseded_recorded = False
+            self._summary_recorded = False
             self._spill = Spill(self.root, STAGING_DIR, _DICTIONARY_COLUMNS)
+            # The summary of the rows written ahead, committed with them (one file per commit).
+            self._spilled_summary: list[pa.Table] = []
         except BaseException:
             self._lock.release()
             raise
 
     def close(self) -> None:
         self._spill.discard()
+        self._spilled_summary.clear()
         self.state.close()
         self._lock.release()
 
@@ -179,21 +193,30 @@ class Dataset:
         """Stage (fsynced), register + apply in one state transaction, then publish.
 
         The rows' superseded record is staged with them and registered in the same transaction:
-        a reader sees version n+1 exactly when it sees version n marked superseded. The rows
-        `spill` wrote ahead are committed with them (exporter/store/local/spill.py)."""
+        a reader sees version n+1 exactly when it sees version n marked superseded. So is their
+        summary (exporter/store/local/summary.py): the report reads what it holds for exactly the
+        versions committed. The rows `spill` wrote ahead are committed with them
+        (exporter/store/local/spill.py)."""
         self.record_superseded()
+        self.record_summary()
         with _writing("writing rows to staging"):
             spilled = self._spill.close(tag)
         staged = [StagedFile(f.final, f.staged, f.partition, f.rows, f.bytes) for f in spilled]
+        summaries, self._spilled_summary = self._spilled_summary, []
         if table is not None:
             staged += self.stage_versions(table, tag) + self.stage_superseded(table, tag)
-        elif staged:
+            summaries.append(summary_of(table))
+        summary = merge_summaries(summaries)
+        if summary.num_rows:
+            final = f"{SUMMARY_DIR}/part-{tag}-{uuid.uuid4().hex[:8]}.parquet"
+            staged.append(self._write_staged([summary], final, SUMMARY_PARTITION, SUMMARY_SCHEMA))
+        if staged:
             self.sync_staging()
         with self.state.transaction() as con:
             self.state.register_pending(con, staged, run_id)
             apply(con)
         self.publish(staged)
-        versions = [f for f in staged if f.partition != SUPERSEDED_PARTITION]
+        versions = [f for f in staged if f.partition not in _RECORDS]
         return Committed(
             sum(f.rows for f in versions), len(staged), frozenset(f.partition for f in staged)
         )
@@ -207,12 +230,16 @@ class Dataset:
         """Write rows (and their superseded record) ahead of the commit that registers them,
         into open staging files per partition (exporter/store/local/spill.py)."""
         self.record_superseded()
+        self.record_summary()
         with _writing("writing rows to staging"):
             for partition, part in by_month(table):
                 self._spill.write(partition, f"{VERSIONS_DIR}/{partition}", VERSIONS_SCHEMA, part)
             record = superseded_record(table)
             if record.num_rows:
                 self._spill.write(SUPERSEDED_PARTITION, SUPERSEDED_DIR, SUPERSEDED_SCHEMA, record)
+        self._spilled_summary.append(summary_of(table))
+        if len(self._spilled_summary) >= _SUMMARY_PARTS:  # merged as they come: memory stays flat
+            self._spilled_summary = [merge_summaries(self._spilled_summary)]
         self._spill.rows += table.num_rows
         return True
 
@@ -239,43 +266,46 @@ class Dataset:
 
     def record_superseded(self) -> None:
         """Once per dataset: write the superseded record of every version committed before
-        there was one (state format < 6), from the versions' own (id, version) columns, and mark
+        there was one (state format < 7), from the versions' own (id, version) columns, and mark
         the record complete in the same state transaction. Readers derive the set until then,
         so they read the same rows before and after (tests/sync/test_superseded.py)."""
-        if self._superseded_recorded:
-            return
-        if self.state.get_meta(SUPERSEDED_META) == "1":
+        if not self._superseded_recorded:
+            self._record_once(SUPERSEDED_META, SUPERSEDED_DIR, SUPERSEDED_PARTITION, superseded_of)
             self._superseded_recorded = True
+
+    def record_summary(self) -> None:
+        """Once per dataset: write the summary record (exporter/store/local/summary.py) of every
+        version committed before there was one (state format < 10), and mark it complete in the
+        same state transaction. The report reads every version until then, so it reads the
+        same before and after (tests/sync/test_summary.py)."""
+        if not self._summary_recorded:
+            self._record_once(SUMMARY_META, SUMMARY_DIR, SUMMARY_PARTITION, summary_of_files)
+            self._summary_recorded = True
+
+    def _record_once(
+        self,
+        meta: str,
+        directory: str,
+        partition: str,
+        build: Callable[[list[Path]], pa.Table],
+    ) -> None:
+        """A record of the committed versions files (`build`), unless `meta` says it is there:
+        one file, written even when empty (its glob then matches in every synced dataset, so
+        the .sql files run as written from the data directory), registered with `meta` set."""
+        if self.state.get_meta(meta) == "1":
             return
-        versions = [p for p in self.state.live_files() if p.startswith(f"{VERSIONS_DIR}/")]
-        parts: list[pa.Table] = []
-        for path in versions:
-            with pq.ParquetFile(self.root / path, memory_map=True) as source:
-                ids = source.read(columns=["id", "version"], use_threads=False)
-            later = ids.filter(pc.greater(ids["version"], 1))
-            if later.num_rows:
-                parts.append(later)
-        # Written even when empty: `superseded/*.parquet` then matches in every synced dataset,
-        # so sql/00_base.sql runs as written from the data directory (DuckDB CLI).
-        later = pa.concat_tables(parts) if parts else SUPERSEDED_SCHEMA.empty_table()
-        record = pa.table(
-            [later["id"], pc.subtract(later["version"].cast(pa.int32()), 1)],
-            schema=SUPERSEDED_SCHEMA,
-        )
-        final = f"{SUPERSEDED_DIR}/part-migrated-{uuid.uuid4().hex[:8]}.parquet"
-        staged = [self._write_staged([record], final, SUPERSEDED_PARTITION, SUPERSEDED_SCHEMA)]
+        versions = [
+            self.root / p for p in self.state.live_files() if p.startswith(f"{VERSIONS_DIR}/")
+        ]
+        record = build(versions)
+        final = f"{directory}/part-migrated-{uuid.uuid4().hex[:8]}.parquet"
+        staged = [self._write_staged([record], final, partition, record.schema)]
         self.sync_staging()
         with self.state.transaction() as con:
             self.state.register_pending(con, staged, run_id="migration")
-            con.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (SUPERSEDED_META,)
-            )
+            con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (meta,))
         self.publish(staged)
-        self._superseded_recorded = True
-        log.info(
-            "recorded %d superseded versions of the existing dataset",
-            sum(part.num_rows for part in parts),
-        )
+        log.info("recorded %s of the existing dataset (%d rows)", directory, record.num_rows)
 
     def publish(self, files: Iterable[StagedFile]) -> None:
         """Rename committed files into place and mark them live (idempotent)."""
@@ -320,6 +350,7 @@ class Dataset:
             log.info("recovery: published %d committed files", len(pending))
         self.state.mark_killed_runs()
         self.record_superseded()
+        self.record_summary()
 
     def collect_garbage(self) -> int:
         """Delete the files a compaction replaced (readers no longer name them)."""
@@ -391,11 +422,19 @@ class Dataset:
 
     def _compact_files(self, partition: str, paths: list[str]) -> int:
         name = f"part-compact-{uuid.uuid4().hex[:12]}.parquet"
+        parts: Iterable[pa.Table | pa.RecordBatch]
         if partition == SUPERSEDED_PARTITION:
             final, schema = f"{SUPERSEDED_DIR}/{name}", SUPERSEDED_SCHEMA
+            parts = self._read_batches(paths, schema)
+        elif partition == SUMMARY_PARTITION:
+            # Rows of the same key summed: the record grows with its keys, not its commits.
+            final, schema = f"{SUMMARY_DIR}/{name}", SUMMARY_SCHEMA
+            batches = self._read_batches(paths, schema)
+            parts = [merge_summaries(pa.Table.from_batches([b]) for b in batches)]
         else:
             final, schema = f"{VERSIONS_DIR}/{partition}/{name}", VERSIONS_SCHEMA
-        staged = self._write_staged(self._read_batches(paths, schema), final, partition, schema)
+            parts = self._read_batches(paths, schema)
+        staged = self._write_staged(parts, final, partition, schema)
         self.sync_staging()
         state = self.state
         with state.transaction() as con:

@@ -11,6 +11,9 @@ from exporter.core.errors import QueryError, StorageError
 from exporter.core.layout import (
     SOURCES,
     STATE_FILE,
+    SUMMARY_DIR,
+    SUMMARY_GLOB,
+    SUMMARY_META,
     SUPERSEDED_DIR,
     SUPERSEDED_GLOB,
     SUPERSEDED_META,
@@ -69,20 +72,28 @@ def _open_state(data_dir: Path) -> StateDB | None:
         raise QueryError(str(exc)) from exc
 
 
-def _committed(data_dir: Path) -> tuple[list[str], list[str] | None] | None:
-    """The committed versions files and superseded files (None: the record is not complete
-    yet, readers derive it), from the state; None without a state file."""
+def _committed(
+    data_dir: Path,
+) -> tuple[list[str], list[str] | None, list[str] | None] | None:
+    """The committed versions files, superseded files and summary files (None: that record is
+    not complete yet, readers derive it), from the state; None without a state file."""
     state = _open_state(data_dir)
     if state is None:
         return None
     try:
-        files, recorded = state.live_files(), state.get_meta(SUPERSEDED_META) == "1"
+        files = state.live_files()
+        superseded = state.get_meta(SUPERSEDED_META) == "1"
+        summary = state.get_meta(SUMMARY_META) == "1"
     finally:
         state.close()
-    by_dir: dict[str, list[str]] = {VERSIONS_DIR: [], SUPERSEDED_DIR: []}
+    by_dir: dict[str, list[str]] = {VERSIONS_DIR: [], SUPERSEDED_DIR: [], SUMMARY_DIR: []}
     for f in files:
         by_dir[f.split("/", 1)[0]].append(f)
-    return by_dir[VERSIONS_DIR], by_dir[SUPERSEDED_DIR] if recorded else None
+    return (
+        by_dir[VERSIONS_DIR],
+        by_dir[SUPERSEDED_DIR] if superseded else None,
+        by_dir[SUMMARY_DIR] if summary else None,
+    )
 
 
 def _names_not_exported(data_dir: Path) -> list[tuple[Table, Any]]:
@@ -108,13 +119,14 @@ def local_sources(data_dir: Path, relative: bool = False) -> dict[str, Source]:
     committed = _committed(data_dir)
     if committed is None:
         versions = sorted(p.relative_to(data_dir).as_posix() for p in data_dir.glob(VERSIONS_GLOB))
-        superseded = None
+        superseded = summary = None
     else:
-        versions, superseded = committed
+        versions, superseded, summary = committed
     out[VERSIONS_GLOB] = [(base / f).as_posix() for f in versions]
     out[SUPERSEDED_GLOB] = (
         None if superseded is None else [(base / f).as_posix() for f in superseded]
     )
+    out[SUMMARY_GLOB] = None if summary is None else [(base / f).as_posix() for f in summary]
     for source in SOURCES:  # the single-file tables: projects, sync_runs, the names tables
         if source not in out:
             out[source] = [(base / source).as_posix()] if (data_dir / source).is_file() else []

@@ -160,4 +160,20 @@ def superseded_record(table: pa.Table) -> pa.Table:
     )
 
 
-__all__ = ["Spill", "Spilled", "by_month", "superseded_record"]
+def superseded_of(paths: Sequence[Path]) -> pa.Table:
+    """The superseded record of versions files (a dataset written before the record)."""
+    parts: list[pa.Table] = []
+    for path in paths:
+        with pq.ParquetFile(path, memory_map=True) as source:
+            ids = source.read(columns=["id", "version"], use_threads=False)
+        later = ids.filter(pc.greater(ids["version"], 1))
+        if later.num_rows:
+            parts.append(later)
+    later = pa.concat_tables(parts) if parts else SUPERSEDED_SCHEMA.empty_table()
+    return pa.table(
+        [later["id"], pc.subtract(later["version"].cast(pa.int32()), 1)],
+        schema=SUPERSEDED_SCHEMA,
+    )
+
+
+__all__ = ["Spill", "Spilled", "by_month", "superseded_of", "superseded_record"]

@@ -1,0 +1,163 @@
+"""The report's figures per action (`report.build_report`): from the summary record where the
+dataset has it and the window holds whole months, else from one scan of every version
+(sql/90_report.sql, DESIGN.md: the report's summary record); the first and last created_at of the
+latest states; the SQL literals of a window."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+
+from exporter.analytics.views import execute
+
+__all__ = [
+    "ROWS",
+    "SUMMARY",
+    "by_action",
+    "by_action_scan",
+    "fetch_records",
+    "recorded",
+    "string_list_literal",
+    "timestamp_literal",
+    "whole_months",
+]
+
+
+def timestamp_literal(value: dt.datetime | None) -> str:
+    if value is None:
+        return "NULL"
+    if value.tzinfo is None:
+        raise ValueError("report bounds must be timezone-aware datetimes")
+    utc = value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return f"TIMESTAMPTZ '{utc}+00'"
+
+
+def string_list_literal(values: Sequence[str] | None) -> str:
+    if values is None:
+        return "NULL"
+    quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+    return f"[{quoted}]::VARCHAR[]"
+
+
+ROWS = "_opsaudit_report_rows"  # report_rows of one report (dropped once it is built)
+SUMMARY = "_opsaudit_report_summary"  # report_summary of one report (likewise)
+
+
+def recorded(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the dataset has the summary record (sql/90_report.sql)."""
+    return bool(execute(con, "SELECT report_summary_recorded()")[1][0][0])
+
+
+def whole_months(since: dt.datetime | None, until: dt.datetime | None) -> bool:
+    """Whether the window [since, until) holds a whole calendar month (UTC): the summary
+    record serves those; a window of parts of months reads its rows in any case."""
+    if since is None or until is None:
+        return True
+    start = since.astimezone(dt.timezone.utc)
+    first = dt.datetime(start.year, start.month, 1, tzinfo=dt.timezone.utc)
+    if first < start:
+        first = _next_month(first)
+    return _next_month(first) <= until
+
+
+def _next_month(month: dt.datetime) -> dt.datetime:
+    return month.replace(year=month.year + month.month // 12, month=month.month % 12 + 1)
+
+
+def by_action_scan(
+    con: duckdb.DuckDBPyConnection, window: str, when: str
+) -> tuple[list[dict[str, Any]], dt.datetime | None, dt.datetime | None]:
+    """Per action without the summary record: every version minus the superseded ones where
+    exact, else the latest states (the probe of every id)."""
+    records = fetch_records(con, f"SELECT * FROM report_by_action_scan({ROWS}, {window}, {when})")
+    if not all([r.pop("exact") for r in records]):
+        records = fetch_records(con, f"SELECT * FROM report_by_action({window}, {when})")
+    first = min((r["first_created_at"] for r in records), default=None)
+    last = max((r["last_created_at"] for r in records), default=None)
+    return records, first, last
+
+
+def by_action(
+    con: duckdb.DuckDBPyConnection, window: str, when: str, projects: str
+) -> tuple[list[dict[str, Any]], dt.datetime | None, dt.datetime | None]:
+    """Per action, from the summary less the superseded versions; and the first and last
+    created_at of the latest states in the window."""
+    records = fetch_records(con, f"SELECT * FROM report_by_action_in({ROWS}, {SUMMARY}, {when})")
+    _quantiles(con, records)
+    first = min((r["first_created_at"] for r in records), default=None)
+    last = max((r["last_created_at"] for r in records), default=None)
+    # Every version's extremes: a latest state's unless only superseded versions hold one.
+    doubtful = [
+        bound
+        for bound, key, exact in (
+            (first, "first_created_at", "first_exact"),
+            (last, "last_created_at", "last_exact"),
+        )
+        if not all(r.pop(exact) for r in records if r[key] == bound)
+    ]
+    for r in records:
+        r.pop("first_exact", None)
+        r.pop("last_exact", None)
+    if any(not _latest_at(con, bound, projects) for bound in doubtful if bound is not None):
+        _, rows = execute(
+            con, f"SELECT min(created_at), max(created_at) FROM report_operations({window})"
+        )
+        first, last = rows[0]
+    return records, first, last
+
+
+# The quantile columns of report_by_action, and the points report_by_action_in gives for them.
+_QUANTILES = (
+    ("ms_points", ("p50_ms", "p90_ms", "p99_ms")),
+    ("wall_points", ("wall_p50_ms", "wall_p90_ms", "wall_p99_ms")),
+)
+
+
+def _quantiles(con: duckdb.DuckDBPyConnection, records: list[dict[str, Any]]) -> None:
+    """Each record's quantiles from its points (sql/90_report.sql, report_by_action_in): the
+    value at the position itself, or quantile_cont of the two values around it at the position's
+    fraction `d`, which interpolates them with quantile_cont's own arithmetic (all in one query)."""
+    between: list[tuple[dict[str, Any], str, dict[str, Any]]] = []
+    for r in records:
+        for points_column, names in _QUANTILES:
+            points = r.pop(points_column) or [None] * len(names)
+            for name, point in zip(names, points, strict=True):
+                if point is None:
+                    r[name] = None
+                elif point["d"] == 0:
+                    r[name] = float(point["lo"])
+                else:
+                    between.append((r, name, point))
+    if not between:
+        return
+    pairs = ", ".join(
+        f"({i}, {p['lo']}::BIGINT), ({i}, {p['hi']}::BIGINT)" for i, (_, _, p) in enumerate(between)
+    )
+    # A DOUBLE from its shortest repr parses back to the same bits.
+    interpolated = ", ".join(
+        f"quantile_cont(x, '{p['d']!r}'::DOUBLE) FILTER (WHERE i = {i})"
+        for i, (_, _, p) in enumerate(between)
+    )
+    _, rows = execute(con, f"SELECT {interpolated} FROM (VALUES {pairs}) AS t(i, x)")
+    for (r, name, _), value in zip(between, rows[0], strict=True):
+        r[name] = value
+
+
+def _latest_at(con: duckdb.DuckDBPyConnection, instant: dt.datetime, projects: str) -> bool:
+    """Whether a latest state of `projects` (a list literal) was created at `instant`, an
+    extreme of the window (a one-microsecond window: a day's rows at most are read)."""
+    narrow = (
+        f"since := {timestamp_literal(instant)}, "
+        f"until := {timestamp_literal(instant + dt.timedelta(microseconds=1))}, "
+        f"projects := {projects}"
+    )
+    _, rows = execute(con, f"SELECT count(*) FROM report_operations({narrow})")
+    return bool(rows[0][0])
+
+
+def fetch_records(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
+    columns, rows = execute(con, sql)
+    return [dict(zip(columns, row)) for row in rows]

@@ -1,0 +1,197 @@
+"""The report's summary record (issue 24): what `opsaudit report` reads of every version,
+aggregated when the versions are committed, so that a report reads thousands of rows per month
+instead of every version.
+
+Per created month (`year * 100 + month` of created_date, the versions' partition) and
+`core.tables.SUMMARY_SCHEMA`: a "group" row per (project_id, branch_id, action) with how many
+versions, how many failed at least once, their failures (retries), how many are terminal and
+the first and last created_at; and exact histograms of the terminal versions' total_duration_ms
+("total_ms") and wall time ("wall_ms", whole ms truncated as sql/00_base.sql's `wall_ms`) per
+action. Every version counts, latest or not: a version is immutable, so its contribution is a
+fact when it is committed, and readers subtract the superseded versions' (the report's
+`report_rows` finds them), as they subtract them from a scan (sql/90_report.sql).
+
+The same aggregates in SQL (`report_summary_of`) derive the record where a dataset has none and
+cover a window's partial months; tests hold the two equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from exporter.core.tables import SUMMARY_SCHEMA
+
+_TERMINAL = pa.array(["finished", "cancelled", "skipped"])  # sql/00_base.sql is_terminal
+_KEYS = ["month", "measure", "project_id", "branch_id", "action", "ms"]
+_SUM_ALL = pc.ScalarAggregateOptions(skip_nulls=True, min_count=0)  # no value: 0, as coalesce
+_COUNT_ALL = pc.CountOptions(mode="all")
+
+
+def summary_of(table: pa.Table) -> pa.Table:
+    """The summary rows of a versions table (`SUMMARY_SCHEMA`)."""
+    if table.num_rows == 0:
+        return SUMMARY_SCHEMA.empty_table()
+    dates = table["created_date"]
+    month = pc.add(pc.multiply(pc.year(dates), 100), pc.month(dates)).cast(pa.int32())
+    failures = table["failures_count"]
+    terminal = pc.fill_null(pc.is_in(table["status"], value_set=_TERMINAL), False)
+    base = pa.table(
+        {
+            "month": month,
+            "project_id": table["project_id"],
+            "branch_id": table["branch_id"],
+            "action": table["action"],
+            "failed": pc.fill_null(pc.greater(failures, 0), False).cast(pa.int64()),
+            "retries": failures,
+            "terminal": terminal.cast(pa.int64()),
+            "created_at": table["created_at"],
+        }
+    )
+    groups = base.group_by(["month", "project_id", "branch_id", "action"], use_threads=False)
+    grouped = groups.aggregate(
+        [
+            ("month", "count", _COUNT_ALL),
+            ("failed", "sum", _SUM_ALL),
+            ("retries", "sum", _SUM_ALL),
+            ("terminal", "sum", _SUM_ALL),
+            ("created_at", "min"),
+            ("created_at", "max"),
+        ]
+    )
+    n = grouped.num_rows
+    parts = [
+        _rows(
+            grouped["month"],
+            "group",
+            n,
+            project_id=grouped["project_id"],
+            branch_id=grouped["branch_id"],
+            action=grouped["action"],
+            versions=grouped["month_count"],
+            failed=grouped["failed_sum"],
+            retries=grouped["retries_sum"],
+            terminal=grouped["terminal_sum"],
+            first_created_at=grouped["created_at_min"],
+            last_created_at=grouped["created_at_max"],
+        )
+    ]
+    parts += _histograms(table.filter(terminal), month.filter(terminal))
+    return pa.concat_tables(parts)
+
+
+def _histograms(done: pa.Table, month: pa.ChunkedArray) -> list[pa.Table]:
+    """The "total_ms" and "wall_ms" rows of terminal versions `done` (created in `month`)."""
+    wall = pc.divide(
+        pc.subtract(done["updated_at"].cast(pa.int64()), done["created_at"].cast(pa.int64())),
+        1000,  # integer division truncates, as DuckDB's `//` in wall_ms
+    )
+    out = []
+    for measure, values in (("total_ms", done["total_duration_ms"]), ("wall_ms", wall)):
+        hist = (
+            pa.table({"month": month, "action": done["action"], "ms": values})
+            .filter(pc.is_valid(values))
+            .group_by(["month", "action", "ms"], use_threads=False)
+            .aggregate([("month", "count", _COUNT_ALL)])
+        )
+        out.append(
+            _rows(
+                hist["month"],
+                measure,
+                hist.num_rows,
+                action=hist["action"],
+                ms=hist["ms"],
+                versions=hist["month_count"],
+            )
+        )
+    return out
+
+
+def _rows(month: pa.ChunkedArray, measure: str, n: int, **columns: pa.ChunkedArray) -> pa.Table:
+    """Rows of `SUMMARY_SCHEMA`: the columns given, NULL in the others."""
+    arrays = []
+    for field in SUMMARY_SCHEMA:
+        if field.name == "month":
+            arrays.append(month.cast(field.type))
+        elif field.name == "measure":
+            arrays.append(pa.array([measure] * n, pa.string()))
+        elif field.name in columns:
+            arrays.append(columns[field.name].cast(field.type))
+        else:
+            arrays.append(pa.nulls(n, field.type))
+    return pa.table(arrays, schema=SUMMARY_SCHEMA)
+
+
+def merge_summaries(tables: Iterable[pa.Table]) -> pa.Table:
+    """Several summaries as one: rows of the same key summed (the histograms' counts too), the
+    first and last created_at the least and the greatest. Compaction merges the record's files
+    with it, so the record grows with the keys, not with the commits."""
+    parts = [t for t in tables if t.num_rows]
+    if not parts:
+        return SUMMARY_SCHEMA.empty_table()
+    merged = (
+        pa.concat_tables(parts)
+        .group_by(_KEYS, use_threads=False)
+        .aggregate(
+            [
+                ("versions", "sum"),
+                ("failed", "sum"),
+                ("retries", "sum"),
+                ("terminal", "sum"),
+                ("first_created_at", "min"),
+                ("last_created_at", "max"),
+            ]
+        )
+    )
+    return pa.table(
+        [
+            merged[f.name if f.name in _KEYS else f"{f.name}_{_AGGREGATE[f.name]}"].cast(f.type)
+            for f in SUMMARY_SCHEMA
+        ],
+        schema=SUMMARY_SCHEMA,
+    )
+
+
+_AGGREGATE = {
+    "versions": "sum",
+    "failed": "sum",
+    "retries": "sum",
+    "terminal": "sum",
+    "first_created_at": "min",
+    "last_created_at": "max",
+}
+
+# What the summary reads of a versions file.
+_COLUMNS = [
+    "project_id",
+    "branch_id",
+    "action",
+    "status",
+    "failures_count",
+    "created_at",
+    "updated_at",
+    "total_duration_ms",
+    "created_date",
+]
+
+
+def summary_of_files(paths: Sequence[Path]) -> pa.Table:
+    """The summary of versions files (a dataset written before the record), merged as it goes:
+    memory is a few batches' summaries, not the files'."""
+    summaries: list[pa.Table] = []
+    for path in paths:
+        with pq.ParquetFile(path, memory_map=True) as source:
+            for batch in source.iter_batches(
+                batch_size=262_144, columns=_COLUMNS, use_threads=False
+            ):
+                summaries.append(summary_of(pa.Table.from_batches([batch])))
+                if len(summaries) >= 8:
+                    summaries = [merge_summaries(summaries)]
+    return merge_summaries(summaries)
+
+
+__all__ = ["merge_summaries", "summary_of", "summary_of_files"]

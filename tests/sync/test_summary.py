@@ -1,0 +1,240 @@
+"""The report's summary record (issue 24, DESIGN.md): every commit writes the summary of the
+versions it adds (counts per project, branch and action; exact duration histograms per action;
+per created month) in the same state transaction, and `opsaudit report` reads it for the whole
+months of its window instead of every version. A dataset written before it is summarised once
+by the next sync's recovery; the report reads the same before and after, in every window."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import pyarrow as pa
+import pytest
+
+from exporter.analytics.report import REPORT_SQL, build_report
+from exporter.analytics.views import connect
+from exporter.core.layout import SUMMARY_META
+from exporter.core.tables import VERSIONS_SCHEMA
+from exporter.store.local.dataset import Dataset
+from exporter.store.local.summary import summary_of
+
+from .conftest import run_sync
+from .test_superseded import PRE_SUPERSEDED
+
+UTC = dt.timezone.utc
+
+
+def recorded_summary(data_dir: Path) -> list[tuple[Any, ...]]:
+    """The record's rows (the files the state lists), merged per key as a reader sums them."""
+    state = sqlite3.connect(data_dir / "state.sqlite")
+    try:
+        files = [
+            str(data_dir / path)
+            for (path,) in state.execute(
+                "SELECT path FROM files WHERE state = 'live' AND path LIKE 'summary/%'"
+            )
+        ]
+        flag = state.execute("SELECT value FROM meta WHERE key = ?", (SUMMARY_META,)).fetchone()
+    finally:
+        state.close()
+    assert flag == ("1",)
+    return duckdb.execute(_MERGED.format(source="read_parquet(?)"), [files]).fetchall()
+
+
+# Rows of the same key summed, as the report reads them (a summary may be spread over files).
+_MERGED = """
+SELECT month, measure, project_id, branch_id, action, ms, sum(versions), sum(failed),
+    sum(retries), sum(terminal), min(first_created_at), max(last_created_at)
+FROM {source}
+GROUP BY ALL
+ORDER BY ALL
+"""
+
+
+def derived_summary(data_dir: Path) -> list[tuple[Any, ...]]:
+    """What the record must hold: sql/90_report.sql's summary of every committed version."""
+    con = connect(data_dir, only=REPORT_SQL)
+    try:
+        return con.execute(
+            _MERGED.format(source="report_summary_of(stored_operation_versions)")
+        ).fetchall()
+    finally:
+        con.close()
+
+
+NOW = dt.datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def reports(data_dir: Path, windows: list[dict[str, Any]]) -> list[bytes]:
+    """The report (as JSON) of each window, at a fixed `now`."""
+    con = connect(data_dir, only=REPORT_SQL)
+    try:
+        return [orjson.dumps(build_report(con, now=NOW, **w).as_dict()) for w in windows]
+    finally:
+        con.close()
+
+
+def without_record(data_dir: Path, copy: Path) -> Path:
+    """A copy of the dataset whose state says it has no summary record: the report then reads
+    every version (the scan it had before the record), the reference to compare with."""
+    shutil.copytree(data_dir, copy)
+    state = sqlite3.connect(copy / "state.sqlite")
+    try:
+        with state:
+            state.execute("DELETE FROM meta WHERE key = ?", (SUMMARY_META,))
+    finally:
+        state.close()
+    return copy
+
+
+def windows_of(data_dir: Path) -> list[dict[str, Any]]:
+    """All time, windows cutting months and holding whole ones, and a project's."""
+    con = connect(data_dir, only=REPORT_SQL)
+    try:
+        first, last, project = con.execute(
+            "SELECT min(created_at), max(created_at), min(project_id) FROM operations"
+        ).fetchone()
+    finally:
+        con.close()
+    middle = first + (last - first) / 2
+    month = dt.datetime(middle.year, middle.month, 1, tzinfo=UTC)
+    return [
+        {},
+        {"since": middle},
+        {"until": middle},
+        {"since": month},
+        {"since": first + dt.timedelta(hours=5), "until": last - dt.timedelta(hours=5)},
+        {"since": month - dt.timedelta(days=40), "until": month + dt.timedelta(days=1)},
+        {"project_ids": [project]},
+    ]
+
+
+def test_a_dataset_written_before_the_record_reports_the_same_after_its_migration(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "data"
+    shutil.copytree(PRE_SUPERSEDED, data_dir)
+    windows = windows_of(data_dir)
+    before = reports(data_dir, windows)  # no record: every version read
+
+    dataset = Dataset(data_dir)  # what a sync does first, under the lock: recover + migrate
+    try:
+        dataset.recover()
+    finally:
+        dataset.close()
+
+    assert len(list((data_dir / "summary").glob("*.parquet"))) == 1
+    record = recorded_summary(data_dir)
+    assert record == derived_summary(data_dir)
+    assert sum(r[6] for r in record if r[1] == "group") == 542  # every version, latest or not
+    assert reports(data_dir, windows) == before
+
+    dataset = Dataset(data_dir)  # once: a second recovery writes nothing more
+    try:
+        dataset.recover()
+    finally:
+        dataset.close()
+    assert len(list((data_dir / "summary").glob("*.parquet"))) == 1
+
+
+@pytest.mark.parametrize("commit_rows", [20, 100_000])  # commits of rows, or rows written ahead
+def test_each_commit_records_the_summary_of_its_versions(
+    make_sim: Any, tmp_path: Path, commit_rows: int
+) -> None:
+    sim = make_sim(
+        seed=7,
+        projects=2,
+        shared_projects=0,
+        days=50,
+        ops_per_project_per_day=12,
+        live_ops_per_project_per_hour=40,
+    )
+    data_dir = tmp_path / "data"
+    for _ in range(4):
+        summary = run_sync(sim, data_dir, page_size=20, commit_rows=commit_rows)
+        assert summary.outcome == "ok"
+        sim.advance(900)
+
+    assert recorded_summary(data_dir) == derived_summary(data_dir)
+    windows = windows_of(data_dir)
+    reference = without_record(data_dir, tmp_path / "reference")
+    assert reports(data_dir, windows) == reports(reference, windows)
+
+
+def test_compaction_merges_the_summary_and_keeps_its_sums(make_sim: Any, tmp_path: Path) -> None:
+    """Many small summary files (one per commit) are merged by summing rows of the same key:
+    fewer rows, the same figures."""
+    sim = make_sim(
+        seed=11,
+        projects=1,
+        shared_projects=0,
+        days=3,
+        ops_per_project_per_day=40,
+        live_ops_per_project_per_hour=60,
+    )
+    data_dir = tmp_path / "data"
+    for _ in range(5):
+        run_sync(sim, data_dir, page_size=20, commit_rows=20)
+        sim.advance(600)
+    before = recorded_summary(data_dir)
+    dataset = Dataset(data_dir)
+    try:
+        files = dataset.state.live_files_by_partition()["summary"]
+        rows_before = sum(rows for _, rows in files)
+        assert len(files) >= 2
+        dataset._compact_files("summary", [path for path, _ in files])
+        dataset.collect_garbage()
+        merged = dataset.state.live_files_by_partition()["summary"]
+    finally:
+        dataset.close()
+    assert len(merged) == 1 and merged[0][1] < rows_before
+    assert recorded_summary(data_dir) == before == derived_summary(data_dir)
+
+
+def test_quantiles_from_the_histograms_are_quantile_cont_to_the_last_bit(tmp_path: Path) -> None:
+    """Durations whose interpolated quantiles DuckDB rounds as a fused multiply-add would (the
+    plain arithmetic differs in the last bit for some): the report from the summary equals the
+    report from every version, byte for byte."""
+    rng = random.Random(5)
+    start = dt.datetime(2026, 9, 1, tzinfo=UTC)
+    rows = []
+    for i in range(20_000):
+        created = start + dt.timedelta(seconds=rng.randrange(60 * 86_400))
+        action = f"action_{i % 7}"
+        rows.append(
+            {
+                "id": f"op-{i}",
+                "project_id": f"p-{i % 3}",
+                "branch_id": f"br-{i % 5}",
+                "action": action,
+                "status": "finished",
+                "failures_count": 0,
+                "created_at": created,
+                "updated_at": created + dt.timedelta(milliseconds=rng.randrange(400_000)),
+                "total_duration_ms": rng.randrange(400_000),
+                "raw": "{}",
+                "version": 1,
+                "observed_at": created,
+                "run_id": "r",
+                "created_date": created.date(),
+            }
+        )
+    table = pa.Table.from_pylist(rows, schema=VERSIONS_SCHEMA)
+    data_dir = tmp_path / "data"
+    dataset = Dataset(data_dir)
+    try:
+        dataset.recover()
+        dataset.commit(table, "t", "run-1", lambda con: None)
+    finally:
+        dataset.close()
+    windows = [{}, {"since": start + dt.timedelta(days=30)}]
+    reference = without_record(data_dir, tmp_path / "reference")
+    assert reports(data_dir, windows) == reports(reference, windows)
+    assert summary_of(table).num_rows > 10_000  # exact histograms, not buckets

@@ -1040,17 +1040,17 @@ MUTANTS = [
     ),
     # The report's summary record (issue 24): written with each commit, merged, migrated once.
     Mutant(
-        "summary-not-written-at-commit",  # the report would miss every commit's versions
+        "summary-not-written-at-commit",  # a commit of rows not written ahead (lake, events)
         "exporter/store/local/dataset.py",
-        "        if summary.num_rows:\n",
-        "        if False:\n",
-        (f"{SUMMARY}::test_each_commit_records_the_summary_of_its_versions",),
+        "                        [summary], final, _summary_partition(partition), SUMMARY_SCHEMA\n",
+        "                        [summary[:0]], final, _summary_partition(partition), SUMMARY_SCHEMA\n",
+        (f"{SUMMARY}::test_quantiles_from_the_histograms_are_quantile_cont_to_the_last_bit",),
     ),
     Mutant(
         "summary-of-rows-written-ahead-dropped",  # a backfill's rows go through spill()
         "exporter/store/local/dataset.py",
-        "        self._spilled_summary.append(summary_of(table))\n",
-        "        pass\n",
+        "            self._summary_waiting.append(table.select(SUMMARY_COLUMNS))\n",
+        "            pass\n",
         (f"{SUMMARY}::test_each_commit_records_the_summary_of_its_versions",),
     ),
     Mutant(

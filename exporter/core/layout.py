@@ -34,6 +34,8 @@ SUPERSEDED_META = "superseded_recorded"
 # without which readers derive it from the versions (sql/90_report.sql, report_summary_of).
 SUMMARY_DIR = "summary"
 SUMMARY_GLOB = "summary/*.parquet"
+# Its files' `files.partition`: "summary/created_month=YYYY-MM" per month (compacted per month:
+# merged, the rows of a key summed), "summary" for the one-time migration's file.
 SUMMARY_PARTITION = "summary"
 SUMMARY_META = "summary_recorded"
 PROJECTS_FILE = "projects/projects.parquet"

@@ -22,7 +22,7 @@ from exporter.analytics.report import REPORT_SQL, build_report
 from exporter.analytics.views import connect
 from exporter.core.layout import SUMMARY_META
 from exporter.core.tables import VERSIONS_SCHEMA
-from exporter.store.local.dataset import Dataset
+from exporter.store.local.dataset import SUMMARY_MERGE_FILES, Dataset
 from exporter.store.local.summary import summary_of
 
 from .conftest import run_sync
@@ -169,8 +169,9 @@ def test_each_commit_records_the_summary_of_its_versions(
 
 
 def test_compaction_merges_the_summary_and_keeps_its_sums(make_sim: Any, tmp_path: Path) -> None:
-    """Many small summary files (one per commit) are merged by summing rows of the same key:
-    fewer rows, the same figures."""
+    """A month's summary files (one per commit) are merged, whatever their size, once it has
+    SUMMARY_MERGE_FILES of them, by summing rows of the same key: fewer rows, the same
+    figures."""
     sim = make_sim(
         seed=11,
         projects=1,
@@ -180,21 +181,32 @@ def test_compaction_merges_the_summary_and_keeps_its_sums(make_sim: Any, tmp_pat
         live_ops_per_project_per_hour=60,
     )
     data_dir = tmp_path / "data"
-    for _ in range(5):
-        run_sync(sim, data_dir, page_size=20, commit_rows=20)
+    for _ in range(SUMMARY_MERGE_FILES + 1):
+        run_sync(sim, data_dir, page_size=20, commit_rows=20, compact=False)
         sim.advance(600)
     before = recorded_summary(data_dir)
     dataset = Dataset(data_dir)
     try:
-        files = dataset.state.live_files_by_partition()["summary"]
-        rows_before = sum(rows for _, rows in files)
-        assert len(files) >= 2
-        dataset._compact_files("summary", [path for path, _ in files])
+        months = {
+            partition: files
+            for partition, files in dataset.state.live_files_by_partition().items()
+            if partition.startswith("summary/created_month=")
+        }
+        rows_before = sum(rows for files in months.values() for _, rows in files)
+        assert max(len(files) for files in months.values()) >= SUMMARY_MERGE_FILES
+        assert dataset.compact() >= SUMMARY_MERGE_FILES - 1  # the month's files, whatever size
         dataset.collect_garbage()
-        merged = dataset.state.live_files_by_partition()["summary"]
+        merged = {
+            partition: files
+            for partition, files in dataset.state.live_files_by_partition().items()
+            if partition.startswith("summary/created_month=")
+        }
     finally:
         dataset.close()
-    assert len(merged) == 1 and merged[0][1] < rows_before
+    assert [len(merged[m]) for m in months if len(months[m]) >= SUMMARY_MERGE_FILES] == [
+        1 for m in months if len(months[m]) >= SUMMARY_MERGE_FILES
+    ]
+    assert sum(rows for files in merged.values() for _, rows in files) < rows_before
     assert recorded_summary(data_dir) == before == derived_summary(data_dir)
 
 
@@ -234,6 +246,7 @@ def test_quantiles_from_the_histograms_are_quantile_cont_to_the_last_bit(tmp_pat
         dataset.commit(table, "t", "run-1", lambda con: None)
     finally:
         dataset.close()
+    assert recorded_summary(data_dir) == derived_summary(data_dir)  # the commit's own rows
     windows = [{}, {"since": start + dt.timedelta(days=30)}]
     reference = without_record(data_dir, tmp_path / "reference")
     assert reports(data_dir, windows) == reports(reference, windows)

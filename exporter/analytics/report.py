@@ -272,7 +272,7 @@ def build_report(
     # months, the counts and durations read it instead of every version.
     execute(con, f"CREATE OR REPLACE TEMP TABLE {ROWS} AS FROM report_rows({window})")
     try:
-        if projects is None and whole_months(since, until) and recorded(con):
+        if projects is None and whole_months(since, until, as_of) and recorded(con):
             # `recorded` as a literal: the planner then drops the scan of the rows of the whole
             # months (sql/90_report.sql, report_summary).
             execute(

@@ -51,16 +51,18 @@ def recorded(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(execute(con, "SELECT report_summary_recorded()")[1][0][0])
 
 
-def whole_months(since: dt.datetime | None, until: dt.datetime | None) -> bool:
-    """Whether the window [since, until) holds a whole calendar month (UTC): the summary
-    record serves those; a window of parts of months reads its rows in any case."""
-    if since is None or until is None:
+def whole_months(since: dt.datetime | None, until: dt.datetime | None, as_of: dt.datetime) -> bool:
+    """Whether the window [since, until) holds a calendar month (UTC) the summary record
+    serves, one it holds whole: a month that starts at `since` or later and ends by `until`;
+    with no `until`, one that has begun by `as_of` (no operation is created later). A window of
+    parts of months (`--since 7d`) reads its rows in any case, as it did before the record."""
+    if since is None:
         return True
     start = since.astimezone(dt.timezone.utc)
     first = dt.datetime(start.year, start.month, 1, tzinfo=dt.timezone.utc)
     if first < start:
         first = _next_month(first)
-    return _next_month(first) <= until
+    return first <= as_of if until is None else _next_month(first) <= until
 
 
 def _next_month(month: dt.datetime) -> dt.datetime:

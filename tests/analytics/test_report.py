@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from exporter.analytics.report import build_report, parse_since, parse_until
+from exporter.analytics.report_figures import whole_months
 from exporter.analytics.report_text import render_report
 from exporter.analytics.views import connect
 from exporter.core.errors import ConfigError
@@ -142,6 +143,35 @@ def _dataset_with(
     write_versions(data_dir, earlier, "run-3")
     write_versions(data_dir, later, "run-4")
     return connect(as_synced(data_dir) if synced else data_dir)
+
+
+@pytest.mark.parametrize(
+    "since, until, expected",
+    [
+        (None, None, True),
+        (dt.datetime(2026, 10, 25, tzinfo=dt.timezone.utc), None, True),  # November, begun
+        (dt.datetime(2026, 11, 17, tzinfo=dt.timezone.utc), None, False),  # --since 7d
+        (dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc), None, True),
+        (
+            dt.datetime(2026, 8, 10, 7, 30, tzinfo=dt.timezone.utc),
+            dt.datetime(2026, 10, 1, tzinfo=dt.timezone.utc),
+            True,  # September
+        ),
+        (
+            dt.datetime(2026, 8, 10, tzinfo=dt.timezone.utc),
+            dt.datetime(2026, 9, 20, tzinfo=dt.timezone.utc),
+            False,
+        ),
+        (None, dt.datetime(2026, 9, 20, tzinfo=dt.timezone.utc), True),
+    ],
+)
+def test_which_windows_read_the_summary_record(
+    since: dt.datetime | None, until: dt.datetime | None, expected: bool
+) -> None:
+    """A window reads the summary record only where it holds a month whole: one of parts of
+    months reads its rows, as before the record (the summary would only add work)."""
+    as_of = dt.datetime(2026, 11, 24, 12, tzinfo=dt.timezone.utc)
+    assert whole_months(since, until, as_of) is expected
 
 
 SYNCED = pytest.mark.parametrize("synced", [False, True], ids=["every-version", "summary"])

@@ -1064,6 +1064,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "summary-migration-in-one-piece",  # the whole history's summary held at once (~1 GB/10M)
+        "exporter/store/local/dataset.py",
+        "        months.setdefault(path.parent.name, []).append(path)\n",
+        '        months.setdefault("created_month=all", []).append(path)\n',
+        (
+            f"{SUMMARY}::"
+            "test_a_dataset_written_before_the_record_reports_the_same_after_its_migration",
+        ),
+    ),
+    Mutant(
         "summary-merge-across-months",  # compaction would sum months into one another
         "exporter/store/local/summary.py",
         '_KEYS = ["month", "measure", "project_id", "branch_id", "action", "ms"]\n',

@@ -128,6 +128,19 @@ def _summary_partition(month: str) -> str:
     return f"{SUMMARY_PARTITION}/{month}"
 
 
+def _summaries_by_month(paths: Sequence[Path]) -> Iterator[tuple[str, pa.Table]]:
+    """The summary record of versions files written before there was one, a month at a time
+    (each file holds one created month, its directory's): the migration of a large dataset
+    holds one month's summary, not the whole history's (~1 GB at 10M operations)."""
+    months: dict[str, list[Path]] = {}
+    for path in paths:
+        months.setdefault(path.parent.name, []).append(path)
+    for month in sorted(months):
+        yield _summary_partition(month), summary_of_files(months[month])
+    if not months:
+        yield SUMMARY_PARTITION, summary_of_files([])
+
+
 class Dataset:
     """One data directory: its state database, its lock and its Parquet files (a `Store`,
     `exporter.store.base`)."""
@@ -301,7 +314,11 @@ class Dataset:
         the record complete in the same state transaction. Readers derive the set until then,
         so they read the same rows before and after (tests/sync/test_superseded.py)."""
         if not self._superseded_recorded:
-            self._record_once(SUPERSEDED_META, SUPERSEDED_DIR, SUPERSEDED_PARTITION, superseded_of)
+            self._record_once(
+                SUPERSEDED_META,
+                SUPERSEDED_DIR,
+                lambda paths: [(SUPERSEDED_PARTITION, superseded_of(paths))],
+            )
             self._superseded_recorded = True
 
     def record_summary(self) -> None:
@@ -310,33 +327,39 @@ class Dataset:
         same state transaction. The report reads every version until then, so it reads the
         same before and after (tests/sync/test_summary.py)."""
         if not self._summary_recorded:
-            self._record_once(SUMMARY_META, SUMMARY_DIR, SUMMARY_PARTITION, summary_of_files)
+            self._record_once(SUMMARY_META, SUMMARY_DIR, _summaries_by_month)
             self._summary_recorded = True
 
     def _record_once(
         self,
         meta: str,
         directory: str,
-        partition: str,
-        build: Callable[[list[Path]], pa.Table],
+        build: Callable[[list[Path]], Iterable[tuple[str, pa.Table]]],
     ) -> None:
-        """A record of the committed versions files (`build`), unless `meta` says it is there:
-        one file, written even when empty (its glob then matches in every synced dataset, so
-        the .sql files run as written from the data directory), registered with `meta` set."""
+        """A record of the committed versions files, unless `meta` says it is there: the
+        (partition, table) pieces `build` yields, each written as it comes (memory is one
+        piece), at least one file even when empty (its glob then matches in every synced
+        dataset, so the .sql files run as written from the data directory), all registered in
+        one transaction with `meta` set."""
         if self.state.get_meta(meta) == "1":
             return
         versions = [
             self.root / p for p in self.state.live_files() if p.startswith(f"{VERSIONS_DIR}/")
         ]
-        record = build(versions)
-        final = f"{directory}/part-migrated-{uuid.uuid4().hex[:8]}.parquet"
-        staged = [self._write_staged([record], final, partition, record.schema)]
+        staged: list[StagedFile] = []
+        rows = 0
+        for partition, record in build(versions):
+            if staged and record.num_rows == 0:
+                continue
+            final = f"{directory}/part-migrated-{uuid.uuid4().hex[:8]}.parquet"
+            staged.append(self._write_staged([record], final, partition, record.schema))
+            rows += record.num_rows
         self.sync_staging()
         with self.state.transaction() as con:
             self.state.register_pending(con, staged, run_id="migration")
             con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (meta,))
         self.publish(staged)
-        log.info("recorded %s of the existing dataset (%d rows)", directory, record.num_rows)
+        log.info("recorded %s of the existing dataset (%d rows)", directory, rows)
 
     def publish(self, files: Iterable[StagedFile]) -> None:
         """Rename committed files into place and mark them live (idempotent)."""

@@ -1308,10 +1308,25 @@ MUTANTS = [
     Mutant(
         "events-of-rows-written-ahead-dropped",  # issue 22: rows gone ahead make no event
         "exporter/engine/sync.py",
-        "                chunk.events = self.outbox.keep(chunk.table)  # before its rows leave the "
-        "chunk\n",
+        "                chunk.events = self.outbox.keep(chunk.table)\n",
         "                pass\n",
         (f"{SPILL}::test_with_events_rows_are_written_ahead_and_each_makes_one_event",),
+    ),
+    Mutant(
+        "events-kept-where-an-error-ends-the-committer",  # the run never ended (walks waited)
+        "exporter/engine/sync.py",
+        "        except BaseException as exc:\n"
+        '            log.debug("writing rows ahead failed: %s", exc)',
+        "        except OSError as exc:\n"
+        '            log.debug("writing rows ahead failed: %s", exc)',
+        (f"{EVENTS}::test_an_error_keeping_a_chunks_events_fails_the_run",),
+    ),
+    Mutant(
+        "events-backlog-error-ends-the-committer",  # the run never ended (walks waited)
+        "exporter/engine/sync.py",
+        "            except BaseException as exc:  # the backlog cannot be built (rows deleted)\n",
+        "            except OSError as exc:\n",
+        (f"{EVENTS}::test_a_backlog_that_cannot_be_built_fails_the_run",),
     ),
     Mutant(
         "events-waiting-unbounded",  # issue 22: a backfill's events all wait in memory

@@ -311,7 +311,13 @@ class _Committer(threading.Thread):
 
     def run(self) -> None:
         if self.follower is not None:
-            self.follower.start()
+            try:
+                self.follower.start()
+            except BaseException as exc:  # the backlog cannot be built (rows deleted)
+                # The run's error: the loop still takes the walks' chunks, committing none (a
+                # thread ended here left them waiting for it forever).
+                log.debug("events file: %s", exc)
+                self.error = exc
         waiting: list[Chunk] = []
         rows = events = 0
         oldest = 0.0
@@ -371,13 +377,15 @@ class _Committer(threading.Thread):
             return
         try:
             written = self.dataset.spill(chunk.table)
+            if written and self.outbox is not None:
+                # Before its rows leave the chunk; in the try: an error here ended the thread
+                # unseen, and the walks then waited forever for it to take their chunks.
+                chunk.events = self.outbox.keep(chunk.table)
         except BaseException as exc:
             log.debug("writing rows ahead failed: %s", exc)  # the run's error reports it once
             self.error = exc
             return
         if written:
-            if self.outbox is not None:
-                chunk.events = self.outbox.keep(chunk.table)  # before its rows leave the chunk
             chunk.table = None
         else:
             self.spilling = False

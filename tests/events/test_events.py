@@ -829,3 +829,55 @@ def test_pending_events_of_a_format_8_state_are_delivered_as_recorded(
     columns = [row[1] for row in con.execute("PRAGMA table_info(event_batches)")]
     con.close()
     assert version == (str(FORMAT_VERSION),) and FORMAT_VERSION >= 9 and "facts" in columns
+
+
+def _python_sync_output(sim: Any, data: Path, events_file: Path, patch: str) -> tuple[int, str]:
+    """`_python_sync`'s child, its exit code and stderr; a run that never ends fails the test
+    (the child is killed at the timeout) instead of hanging the suite."""
+    code = f"import os, signal, sys\n{patch}\nfrom exporter.cli import main\n"
+    code += "sys.argv = ['opsaudit', 'sync', '--max-rps', '0']\nmain()\n"
+    env = {
+        **os.environ,
+        "NEON_API_KEY": sim.personal_key,
+        "OPSAUDIT_BASE_URL": sim.base_url,
+        "OPSAUDIT_DATA_DIR": str(data),
+        "OPSAUDIT_EVENTS_FILE": str(events_file),
+        "PYTHONPATH": str(ROOT),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    return proc.returncode, proc.stderr
+
+
+def test_an_error_keeping_a_chunks_events_fails_the_run(make_sim: Any, tmp_path: Path) -> None:
+    """The committer takes each chunk's events (`Outbox.keep`) as it writes the chunk's rows
+    ahead: an error there (out of memory) must fail the run, not end the committer's thread
+    unseen while the walks wait forever for it to take their chunks (the run never ended)."""
+    sim = make_sim(seed=21, projects=2, days=1, ops_per_project_per_day=30)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    patch = (
+        "import exporter.events.outbox as o\n"
+        "def keep(self, table): raise MemoryError('no memory left for the events')\n"
+        "o.Outbox.keep = keep\n"
+    )
+    code, stderr = _python_sync_output(sim, data, events_file, patch)
+    assert code == 6, stderr
+    assert "writing the dataset failed: no memory left for the events" in stderr
+
+
+def test_a_backlog_that_cannot_be_built_fails_the_run(make_sim: Any, tmp_path: Path) -> None:
+    """The committer delivers the events file's backlog before it follows the commits: an
+    outbox whose rows were deleted outside opsaudit is the run's StorageError (exit 6) there,
+    not a committer thread ended unseen while the walks wait forever for it."""
+    sim = make_sim(seed=22, projects=2, days=1, ops_per_project_per_day=30)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    # A directory for a file: the events wait in the outbox.
+    waited = _sync(sim, data, file=tmp_path, backfill=True)
+    assert waited.versions_written
+    for path in (data / "operation_versions").rglob("*.parquet"):
+        path.unlink()
+    _changes(sim, random.Random(7))
+    code, stderr = _python_sync_output(sim, data, events_file, "")
+    assert code == 6, stderr
+    assert "cannot read the committed rows of waiting events" in stderr

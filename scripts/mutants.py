@@ -1074,6 +1074,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "summary-merge-forgets-earlier-rows",  # each merge step drops what the last ones merged
+        "exporter/store/local/dataset.py",
+        "                previous = [merged[action]] if action in merged else []\n",
+        "                previous = []\n",
+        (f"{SUMMARY}::test_compaction_merges_the_summary_and_keeps_its_sums",),
+    ),
+    Mutant(
         "summary-merge-across-months",  # compaction would sum months into one another
         "exporter/store/local/summary.py",
         '_KEYS = ["month", "measure", "project_id", "branch_id", "action", "ms"]\n',

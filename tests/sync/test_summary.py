@@ -22,6 +22,7 @@ from exporter.analytics.report import REPORT_SQL, build_report
 from exporter.analytics.views import connect
 from exporter.core.layout import SUMMARY_META
 from exporter.core.tables import VERSIONS_SCHEMA
+from exporter.store.local import dataset as dataset_module
 from exporter.store.local.dataset import SUMMARY_MERGE_FILES, Dataset
 from exporter.store.local.summary import summary_of
 
@@ -171,10 +172,16 @@ def test_each_commit_records_the_summary_of_its_versions(
     assert reports(data_dir, windows) == reports(reference, windows)
 
 
-def test_compaction_merges_the_summary_and_keeps_its_sums(make_sim: Any, tmp_path: Path) -> None:
+# The merge reads this many rows at a time into each action's merged rows: the default (one
+# step here), and a few rows (many steps, every action's rows merged again and again).
+@pytest.mark.parametrize("merge_rows", [dataset_module._SUMMARY_MERGE_ROWS, 7])
+def test_compaction_merges_the_summary_and_keeps_its_sums(
+    make_sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, merge_rows: int
+) -> None:
     """A month's summary files (one per commit) are merged, whatever their size, once it has
     SUMMARY_MERGE_FILES of them, by summing rows of the same key: fewer rows, the same
     figures."""
+    monkeypatch.setattr(dataset_module, "_SUMMARY_MERGE_ROWS", merge_rows)
     sim = make_sim(
         seed=11,
         projects=1,

@@ -586,6 +586,20 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "base-url-credentials-accepted",  # a password before the host taken and printed
+        "exporter/api/client.py",
+        '    if "@" in parts.netloc:\n',
+        "    if False:\n",
+        (f"{STORAGE}::test_a_secret_in_the_base_url_is_refused_and_never_printed",),
+    ),
+    Mutant(
+        "base-url-error-prints-it-whole",  # the error echoes a password or token as typed
+        "exporter/api/client.py",
+        '            f"--base-url {_shown(base_url)!r} {problem}; expected something like {',
+        '            f"--base-url {base_url!r} {problem}; expected something like {',
+        (f"{STORAGE}::test_a_secret_in_the_base_url_is_refused_and_never_printed",),
+    ),
+    Mutant(
         "base-url-port-unchecked",  # http://host:abc was a ValueError: exit 5, "a bug"
         "exporter/api/client.py",
         "    if port == 0:\n",

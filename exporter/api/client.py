@@ -175,9 +175,20 @@ def validate_base_url(base_url: str) -> str:
     problem = _base_url_problem(base_url)
     if problem is not None:
         raise ConfigError(
-            f"--base-url {base_url!r} {problem}; expected something like {DEFAULT_BASE_URL}"
+            f"--base-url {_shown(base_url)!r} {problem}; expected something like {DEFAULT_BASE_URL}"
         )
     return base_url.rstrip("/") + "/"
+
+
+def _shown(base_url: str) -> str:
+    """`base_url` as an error may print it: without credentials before the host, a query
+    string or a fragment (secrets, PRODUCT.md), whether or not the rest parses."""
+    scheme, sep, rest = base_url.partition("//")
+    if not sep:
+        return base_url.split("?")[0].split("#")[0]
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    host = rest[:end].rpartition("@")[2]
+    return f"{scheme}//{host}{rest[end:]}".split("?")[0].split("#")[0]
 
 
 def _base_url_problem(base_url: str) -> str | None:
@@ -187,6 +198,11 @@ def _base_url_problem(base_url: str) -> str | None:
         return "is not a valid URL"
     if parts.scheme not in ("http", "https") or not parts.netloc:
         return "is not an http(s) URL"
+    if "@" in parts.netloc:
+        # Never sent (the key goes in a header) and printed wherever the URL is: refused.
+        return "holds credentials before the host; the API key goes in NEON_API_KEY"
+    if parts.query or parts.fragment or base_url.endswith(("?", "#")):
+        return "has a query string or a fragment, which may hold tokens (not accepted)"
     if not parts.hostname:
         return "has no host"
     try:

@@ -150,6 +150,45 @@ def test_bad_base_url_is_usage_error(tmp_path: Path, url: str, problem: str) -> 
     assert not (tmp_path / "state.sqlite").exists()  # nothing started
 
 
+# A secret in --base-url (a password before the host, a token in a query string) is refused,
+# and the error does not print it, even when the rest of the URL does not parse (the port).
+@pytest.mark.parametrize(
+    ("url", "shown", "problem"),
+    [
+        (
+            "http://user:s3cr3t-pw@host:abc/api/v2",
+            "http://host:abc/api/v2",
+            "holds credentials before the host; the API key goes in NEON_API_KEY",
+        ),
+        (
+            "https://user:s3cr3t-pw@console.example/api/v2",
+            "https://console.example/api/v2",
+            "holds credentials before the host; the API key goes in NEON_API_KEY",
+        ),
+        (
+            "https://console.example/api/v2?token=s3cr3t-pw",
+            "https://console.example/api/v2",
+            "has a query string or a fragment, which may hold tokens (not accepted)",
+        ),
+        (
+            "https://console.example/api/v2#s3cr3t-pw",
+            "https://console.example/api/v2",
+            "has a query string or a fragment, which may hold tokens (not accepted)",
+        ),
+    ],
+)
+def test_a_secret_in_the_base_url_is_refused_and_never_printed(
+    tmp_path: Path, url: str, shown: str, problem: str
+) -> None:
+    for command in (["sync", "--data-dir", str(tmp_path)], ["doctor", "--data-dir", str(tmp_path)]):
+        result = CliRunner().invoke(
+            cli, [*command, "--base-url", url], env={"NEON_API_KEY": "key-of-the-url-test"}
+        )
+        assert "s3cr3t-pw" not in result.output
+        assert f"--base-url {shown!r} {problem}" in result.output
+    assert not (tmp_path / "state.sqlite").exists()
+
+
 def test_recover_publishes_committed_and_drops_uncommitted(tmp_path: Path) -> None:
     ds = Dataset(tmp_path)
     committed = ds.stage_versions(_table([_op(1)]), "a")

@@ -143,8 +143,8 @@ def _retry_after_seconds(response: Response) -> float | None:
     a wait longer than its budget), or None (backoff) for an HTTP date, a negative number or
     none at all (`nan`)."""
     value = response.headers.get("Retry-After")
-    if not value:
-        return None
+    if not value or "_" in value:
+        return None  # float() reads "1_000"; RFC 9110 delta-seconds are digits
     try:
         seconds = float(value)
     except ValueError:

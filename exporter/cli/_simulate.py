@@ -7,6 +7,7 @@ import threading
 import click
 
 from exporter.cli._group import short_help
+from exporter.cli._ops import FiniteFloatRange
 from exporter.core.errors import ConfigError
 
 
@@ -50,7 +51,7 @@ from exporter.core.errors import ConfigError
 @click.option("--retry-after/--no-retry-after", default=True, show_default=True)
 @click.option(
     "--time-scale",
-    type=float,
+    type=FiniteFloatRange(min=0, min_open=True),
     default=1.0,
     show_default=True,
     help="Divides the rate windows; with --live, simulated seconds per real second.",

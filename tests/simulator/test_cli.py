@@ -61,6 +61,8 @@ def test_ranges_are_checked_as_the_demo_checks_them() -> None:
         (["--days", "0"], "Invalid value for '--days': 0.0 is not in the range 0<x<=180."),
         (["--projects", "0"], "Invalid value for '--projects': 0 is not in the range 1<=x<=1000."),
         (["--port", "70000"], "Invalid value for '--port': 70000 is not in the range 0<=x<=65535."),
+        (["--time-scale", "nan"], "Invalid value for '--time-scale': 'nan' is not a finite number"),
+        (["--time-scale", "0"], "Invalid value for '--time-scale': 0.0 is not in the range x>0."),
     ):
         result = CliRunner().invoke(cli, ["simulate", *args], prog_name="opsaudit")
         assert result.exit_code == 2, args

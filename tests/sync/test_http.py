@@ -208,7 +208,9 @@ def test_a_retry_after_longer_than_the_retry_budget_fails_the_request_at_once(
         assert pacer.reserve("GET /projects") == pytest.approx(0.001)
 
 
-@pytest.mark.parametrize("header", ["nan", "-inf", "-5", "1e3x", "Wed, 21 Oct 2015 07:28:00 GMT"])
+@pytest.mark.parametrize(
+    "header", ["nan", "-inf", "-5", "1e3x", "Wed, 21 Oct 2015 07:28:00 GMT", "1_000"]
+)
 def test_a_retry_after_that_is_not_a_number_of_seconds_falls_back_to_backoff(
     server: Any, header: str
 ) -> None:

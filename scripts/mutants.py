@@ -1417,6 +1417,13 @@ MUTANTS = [
         (f"{BACKFILL}::test_a_sync_process_runs_as_if_numpy_were_not_installed",),
     ),
     Mutant(
+        "numpy-refused-where-opsaudit-does-not-own-the-process",  # a notebook lost numpy
+        "exporter/cli/_group.py",
+        "        if name in WITHOUT_NUMPY and self.owns_process:\n",
+        "        if name in WITHOUT_NUMPY:\n",
+        (f"{BACKFILL}::test_the_command_line_called_in_process_leaves_numpy_importable",),
+    ),
+    Mutant(
         "commit-chunks-unbounded",  # issue 24: 10,000 small projects unpaced, +55 MiB peak RSS
         "exporter/engine/sync.py",
         "                or (chunks is not None and len(waiting) >= chunks)\n",

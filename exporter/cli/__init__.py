@@ -51,4 +51,6 @@ def cli(ctx: click.Context, config_file: Path | None) -> None:
 
 
 def main() -> None:
+    """The console script and `python -m exporter`: the process is opsaudit's."""
+    cli.owns_process = True
     cli.main(prog_name="opsaudit")

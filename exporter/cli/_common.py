@@ -291,7 +291,8 @@ def numpy_out_of_reach() -> None:
     these commands never ask for: ~0.1 s of CPU and ~10 MiB per run (issue 24). Refused for
     the whole process, not only while pyarrow imports: pyarrow then knows numpy as absent, and
     a conversion asked for later fails with its ImportError rather than reaching a numpy that
-    pyarrow never initialised. A no-op once numpy is loaded (a notebook, a test process)."""
+    pyarrow never initialised. A no-op once numpy is loaded (a notebook, a test process); only
+    called where opsaudit owns the process (`OpsauditGroup.owns_process`)."""
     if "numpy" in sys.modules or any(isinstance(f, _NumpyOutOfReach) for f in sys.meta_path):
         return
     sys.meta_path.insert(0, _NumpyOutOfReach())

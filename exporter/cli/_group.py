@@ -48,6 +48,11 @@ class OpsauditGroup(click.Group):
 
     Its commands are those of COMMANDS, each imported when first asked for."""
 
+    # Whether opsaudit owns the process (the console script, `python -m exporter`): only then
+    # may a command change what the rest of the process can import. A notebook that calls the
+    # command line in-process keeps its numpy.
+    owns_process = False
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.commands, *COMMANDS})
 
@@ -69,7 +74,7 @@ class OpsauditGroup(click.Group):
             # option's callback may import it before the command's body calls lean_allocators
             # (the events options do): chosen here, before the command's options are parsed.
             os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-        if name in WITHOUT_NUMPY:
+        if name in WITHOUT_NUMPY and self.owns_process:
             numpy_out_of_reach()  # before an option's callback may import pyarrow
         return name, command, rest
 

@@ -177,6 +177,37 @@ def test_a_sync_process_never_imports_pandas(make_sim: Any, tmp_path: Path) -> N
     assert_matches_truth(sim, tmp_path / "d")
 
 
+def test_the_command_line_called_in_process_leaves_numpy_importable(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """A notebook that runs the command line's sync in-process (`cli.main`, not the console
+    script) keeps numpy: only a process opsaudit owns refuses it (it could never import numpy
+    again, and pyarrow's conversions failed)."""
+    sim = make_sim(seed=26, projects=2, shared_projects=0, days=2, ops_per_project_per_day=30)
+    script = (
+        "import sys\n"
+        "from exporter.cli import cli\n"
+        "try:\n"
+        "    cli.main(['sync', '--max-rps', '0'], prog_name='opsaudit')\n"
+        "except SystemExit as done:\n"
+        "    assert done.code in (0, None), done.code\n"
+        "import pyarrow as pa\n"
+        "print('to_numpy:', pa.array([1, 2]).to_numpy().tolist())\n"
+    )
+    env = {
+        **os.environ,
+        "NEON_API_KEY": sim.personal_key,
+        "OPSAUDIT_BASE_URL": sim.base_url,
+        "OPSAUDIT_DATA_DIR": str(tmp_path / "d"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "to_numpy: [1, 2]"
+    assert_matches_truth(sim, tmp_path / "d")
+
+
 def test_a_sync_process_runs_as_if_numpy_were_not_installed(make_sim: Any, tmp_path: Path) -> None:
     """numpy is no dependency, and pyarrow imports it when it can only to offer conversions a
     sync never asks for: ~0.1 s of CPU and ~10 MiB per run (issue 24,

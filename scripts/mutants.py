@@ -1089,17 +1089,44 @@ MUTANTS = [
     ),
     Mutant(
         "summary-merge-forgets-earlier-rows",  # each merge step drops what the last ones merged
-        "exporter/store/local/dataset.py",
-        "                previous = [merged[action]] if action in merged else []\n",
-        "                previous = []\n",
+        "exporter/store/local/summary.py",
+        "            previous = [merged[kind]] if kind in merged else []\n",
+        "            previous = []\n",
         (f"{SUMMARY}::test_compaction_merges_the_summary_and_keeps_its_sums",),
+    ),
+    Mutant(
+        "summary-merge-kind-shape-unchecked",  # a value where its kind has none: lost, unseen
+        "exporter/store/local/summary.py",
+        "        if any(rows[column].null_count != rows.num_rows for column in dropped):\n",
+        "        if False:\n",
+        (f"{SUMMARY}::test_the_merge_keeps_each_kind_of_row_in_its_columns_and_refuses_others",),
+    ),
+    Mutant(
+        "summary-merge-kind-loses-its-action",  # merged rows written without their action
+        "exporter/store/local/summary.py",
+        "    constants = dict(zip(_CONSTANTS, (measure, action), strict=True))\n",
+        "    constants = dict(zip(_CONSTANTS, (measure, None), strict=True))\n",
+        (
+            f"{SUMMARY}::test_compaction_merges_the_summary_and_keeps_its_sums",
+            f"{SUMMARY}::test_the_merge_keeps_each_kind_of_row_in_its_columns_and_refuses_others",
+        ),
+    ),
+    Mutant(
+        "summary-merge-histograms-across-ms",  # a histogram's counts summed over durations
+        "exporter/store/local/summary.py",
+        '_HISTOGRAM_KEYS = ["month", "ms"]\n',
+        '_HISTOGRAM_KEYS = ["month"]\n',
+        (
+            f"{SUMMARY}::test_compaction_merges_the_summary_and_keeps_its_sums",
+            f"{SUMMARY}::test_the_merge_keeps_each_kind_of_row_in_its_columns_and_refuses_others",
+        ),
     ),
     Mutant(
         "summary-merge-across-months",  # compaction would sum months into one another
         "exporter/store/local/summary.py",
-        '_KEYS = ["month", "measure", "project_id", "branch_id", "action", "ms"]\n',
-        '_KEYS = ["measure", "project_id", "branch_id", "action", "ms"]\n',
-        (f"{SUMMARY}::test_compaction_merges_the_summary_and_keeps_its_sums",),
+        '_HISTOGRAM_KEYS = ["month", "ms"]\n',
+        '_HISTOGRAM_KEYS = ["ms"]\n',
+        (f"{SUMMARY}::test_the_merge_keeps_each_kind_of_row_in_its_columns_and_refuses_others",),
     ),
     Mutant(
         "summary-superseded-not-subtracted",  # every version counted as a latest state

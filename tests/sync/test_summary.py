@@ -20,11 +20,12 @@ import pytest
 
 from exporter.analytics.report import REPORT_SQL, build_report
 from exporter.analytics.views import connect
+from exporter.core.errors import StorageError
 from exporter.core.layout import SUMMARY_META
-from exporter.core.tables import VERSIONS_SCHEMA
+from exporter.core.tables import SUMMARY_SCHEMA, VERSIONS_SCHEMA
 from exporter.store.local import dataset as dataset_module
 from exporter.store.local.dataset import SUMMARY_MERGE_FILES, Dataset
-from exporter.store.local.summary import summary_of
+from exporter.store.local.summary import merge_summaries, merged_summary, summary_of
 
 from .conftest import run_sync
 from .test_superseded import PRE_SUPERSEDED
@@ -218,6 +219,59 @@ def test_compaction_merges_the_summary_and_keeps_its_sums(
     ]
     assert sum(rows for files in merged.values() for _, rows in files) < rows_before
     assert recorded_summary(data_dir) == before == derived_summary(data_dir)
+
+
+def test_the_merge_keeps_each_kind_of_row_in_its_columns_and_refuses_others() -> None:
+    """Compaction's merge keeps a "group" row in its project, branch and counts and a histogram
+    row in its ms and count (the other columns are NULL by the record's format): merged one row
+    at a time, the rows equal `merge_summaries` of them all; a histogram row with a project
+    (which the merge would lose) stops it."""
+    at = dt.datetime(2026, 9, 1, tzinfo=UTC)
+    group = {"month": 202609, "measure": "group", "project_id": "p", "branch_id": "b"}
+    counts = {"failed": 1, "retries": 2, "terminal": 1}
+    rows = [
+        {
+            **group,
+            "action": "a",
+            "versions": 2,
+            **counts,
+            "first_created_at": at,
+            "last_created_at": at,
+        },
+        {
+            **group,
+            "action": "a",
+            "versions": 1,
+            "failed": 0,
+            "retries": 0,
+            "terminal": None,
+            "first_created_at": at - dt.timedelta(days=1),
+            "last_created_at": at,
+        },
+        {
+            **group,
+            "action": None,
+            "versions": 1,
+            **counts,
+            "first_created_at": at,
+            "last_created_at": at + dt.timedelta(days=1),
+        },
+        {"month": 202609, "measure": "total_ms", "action": "a", "ms": 5, "versions": 2},
+        {"month": 202609, "measure": "total_ms", "action": "a", "ms": 5, "versions": 3},
+        {"month": 202609, "measure": "total_ms", "action": "a", "ms": 6, "versions": 1},
+        {"month": 202609, "measure": "wall_ms", "action": "a", "ms": 5, "versions": 4},
+        {"month": 202608, "measure": "wall_ms", "action": "a", "ms": 5, "versions": 4},
+    ]
+    table = pa.Table.from_pylist(rows, schema=SUMMARY_SCHEMA)
+    everything = [(c, "ascending") for c in SUMMARY_SCHEMA.names]
+    merged = pa.concat_tables(merged_summary(table.to_batches(max_chunksize=1), step=1))
+    expected = merge_summaries([table]).sort_by(everything)
+    assert merged.sort_by(everything).to_pylist() == expected.to_pylist()
+    assert merged.num_rows == 6
+
+    odd = pa.Table.from_pylist([{**rows[3], "project_id": "p"}], schema=SUMMARY_SCHEMA)
+    with pytest.raises(StorageError, match="rows of measure 'total_ms' with values"):
+        list(merged_summary(pa.concat_tables([table, odd]).to_batches(), step=1))
 
 
 def test_quantiles_from_the_histograms_are_quantile_cont_to_the_last_bit(tmp_path: Path) -> None:

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from exporter.core.errors import StorageError
@@ -67,7 +66,7 @@ from exporter.store.local.rows import run_rows
 from exporter.store.local.spill import Spill, by_month, superseded_of, superseded_record
 from exporter.store.local.summary import (
     SUMMARY_COLUMNS,
-    merge_summaries,
+    merged_summary,
     summary_by_month,
     summary_of_files,
 )
@@ -81,8 +80,9 @@ _RECORDS = (SUPERSEDED_PARTITION, SUMMARY_PARTITION)
 # A month's summary files are merged (whatever their size) once it has this many: a reader sums
 # rows of the same key, so unmerged files cost it rows, not correctness.
 SUMMARY_MERGE_FILES = 8
-# ... reading this many rows at a time into the merged rows of their actions (memory: those and
-# the merged; 5M operations: peak RSS 239 -> 163 MiB, bench/README.md row 3).
+# ... reading this many rows at a time into the merged rows of their kind (summary.merged_summary;
+# memory: those and the merged; 5M operations: peak RSS 239 -> 163 MiB by action, bench/README.md
+# row 3, then ~30 MiB less in each kind's own columns).
 _SUMMARY_MERGE_ROWS = 65_536
 # Rows written ahead are summarised this many at a time: 2,000-row chunks one by one cost
 # ~1.1 us a row, 16k rows at once ~0.4 (issue 24).
@@ -489,7 +489,7 @@ class Dataset:
         elif partition.startswith(SUMMARY_PARTITION):
             # Rows of the same key summed: the record grows with its keys, not its commits.
             final, schema = f"{SUMMARY_DIR}/{name}", SUMMARY_SCHEMA
-            parts = self._merged_summary(paths)
+            parts = merged_summary(self._read_batches(paths, schema), _SUMMARY_MERGE_ROWS)
         else:
             final, schema = f"{VERSIONS_DIR}/{partition}/{name}", VERSIONS_SCHEMA
             parts = self._read_batches(paths, schema)
@@ -502,38 +502,6 @@ class Dataset:
         # one or the other, never both. A crash before it is finished by recover().
         self.publish([staged])
         return len(paths)
-
-    def _merged_summary(self, paths: list[str]) -> list[pa.Table]:
-        """The summary files `paths` as one, per action (rows of one key have one action): read
-        `_SUMMARY_MERGE_ROWS` at a time, each action's rows merged into that action's merged
-        rows. A month's merged record is ~150k rows at 1.4M versions a month; merging it whole at
-        each step (copies of it, the grouping's hash table) cost ~100 MiB of peak RSS at 5M
-        operations, one action's share of it a sixteenth."""
-        merged: dict[str | None, pa.Table] = {}
-        waiting: dict[str | None, list[pa.Table]] = {}
-        rows = 0
-
-        def merge_waiting() -> None:
-            for action, parts in waiting.items():
-                previous = [merged[action]] if action in merged else []
-                merged[action] = merge_summaries([*previous, *parts])
-            waiting.clear()
-
-        for batch in self._read_batches(paths, SUMMARY_SCHEMA):
-            table = pa.Table.from_batches([batch])
-            for action in pc.unique(table["action"]).to_pylist():
-                same = (
-                    pc.is_null(table["action"])
-                    if action is None
-                    else pc.equal(table["action"], action)
-                )
-                waiting.setdefault(action, []).append(table.filter(same))
-            rows += table.num_rows
-            if rows >= _SUMMARY_MERGE_ROWS:
-                merge_waiting()
-                rows = 0
-        merge_waiting()
-        return [merged[a] for a in sorted(merged, key=lambda a: (a is None, a or ""))]
 
     # -- small tables -----------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from exporter.core.errors import StorageError
 from exporter.core.tables import SUMMARY_SCHEMA
 
 _TERMINAL = pa.array(["finished", "cancelled", "skipped"])  # sql/00_base.sql is_terminal
@@ -175,6 +176,100 @@ _AGGREGATE = {
     "last_created_at": "max",
 }
 
+# A compaction's merge keeps each kind of row in the columns it has (the others are NULL in it by
+# construction, `summary_of`): a "group" row its project, branch and counts; a histogram row its
+# ms and count. ~85 % of a month's rows are histogram rows: 20 bytes each instead of ~100.
+_GROUP = "group"
+_GROUP_KEYS = ["month", "project_id", "branch_id"]
+_GROUP_COLUMNS = [*_GROUP_KEYS, *_AGGREGATE]
+_HISTOGRAM_KEYS = ["month", "ms"]
+_HISTOGRAM_COLUMNS = [*_HISTOGRAM_KEYS, "versions"]
+
+_CONSTANTS = ("measure", "action")  # one value in a kind's rows
+_Kind = tuple[str | None, str | None]  # (measure, action): the rows of one merged part
+
+
+def merged_summary(batches: Iterable[pa.RecordBatch], step: int) -> Iterator[pa.Table]:
+    """`merge_summaries` of a month's summary files, read as `batches`, in bounded memory: the
+    rows of each (measure, action) are kept in that kind's columns only and merged into that
+    kind's merged rows once `step` rows wait; yields the merged rows one kind at a time
+    (`SUMMARY_SCHEMA`), each kind's compact rows freed as it goes. A month of a 5M-operation
+    backfill: ~1M rows in, ~150k out (15.6 MiB as `SUMMARY_SCHEMA`, ~5 as kinds)."""
+    merged: dict[_Kind, pa.Table] = {}
+    waiting: dict[_Kind, list[pa.Table]] = {}
+    rows = 0
+
+    def merge_waiting() -> None:
+        for kind, parts in waiting.items():
+            previous = [merged[kind]] if kind in merged else []
+            merged[kind] = _merge_kind(kind[0], [*previous, *parts])
+        waiting.clear()
+
+    for batch in batches:
+        for kind, part in _kinds(pa.Table.from_batches([batch])):
+            waiting.setdefault(kind, []).append(part)
+        rows += batch.num_rows
+        if rows >= step:
+            merge_waiting()
+            rows = 0
+    merge_waiting()
+    for kind in sorted(merged, key=lambda k: tuple((v is None, v or "") for v in k)):
+        yield _in_schema(*kind, merged.pop(kind))
+
+
+def _same(column: pa.ChunkedArray, value: str | None) -> pa.ChunkedArray:
+    return pc.is_null(column) if value is None else pc.equal(column, value)
+
+
+def _kinds(table: pa.Table) -> Iterator[tuple[_Kind, pa.Table]]:
+    """The rows of a summary table per (measure, action), in their kind's columns only."""
+    for measure in pc.unique(table["measure"]).to_pylist():
+        kept = _GROUP_COLUMNS if measure == _GROUP else _HISTOGRAM_COLUMNS
+        rows = table.filter(_same(table["measure"], measure))
+        dropped = [c for c in rows.column_names if c not in kept and c not in _CONSTANTS]
+        if any(rows[column].null_count != rows.num_rows for column in dropped):
+            raise StorageError(
+                f"the summary record has rows of measure {measure!r} with values its format "
+                "leaves NULL: the dataset was changed outside opsaudit"
+            )
+        rows = rows.select(["action", *kept])
+        for action in pc.unique(rows["action"]).to_pylist():
+            yield (measure, action), rows.filter(_same(rows["action"], action)).select(kept)
+
+
+def _merge_kind(measure: str | None, tables: list[pa.Table]) -> pa.Table:
+    """Rows of one kind with the same key summed (as `merge_summaries`), in its columns."""
+    keys, kept = (
+        (_GROUP_KEYS, _GROUP_COLUMNS)
+        if measure == _GROUP
+        else (_HISTOGRAM_KEYS, _HISTOGRAM_COLUMNS)
+    )
+    values = [column for column in kept if column not in keys]
+    merged = (
+        pa.concat_tables(tables)
+        .group_by(keys, use_threads=False)
+        .aggregate([(column, _AGGREGATE[column]) for column in values])
+    )
+    return pa.table(
+        [merged[c] for c in keys] + [merged[f"{c}_{_AGGREGATE[c]}"] for c in values], names=kept
+    )
+
+
+def _in_schema(measure: str | None, action: str | None, part: pa.Table) -> pa.Table:
+    """A kind's merged rows as `SUMMARY_SCHEMA` rows (NULL in the columns it does not have)."""
+    n = part.num_rows
+    constants = dict(zip(_CONSTANTS, (measure, action), strict=True))
+    arrays = []
+    for field in SUMMARY_SCHEMA:
+        if field.name in constants:
+            arrays.append(pa.repeat(pa.scalar(constants[field.name], field.type), n))
+        elif field.name in part.column_names:
+            arrays.append(part[field.name].cast(field.type))
+        else:
+            arrays.append(pa.nulls(n, field.type))
+    return pa.table(arrays, schema=SUMMARY_SCHEMA)
+
+
 # What the summary reads of a versions table.
 SUMMARY_COLUMNS = [
     "project_id",
@@ -207,6 +302,7 @@ def summary_of_files(paths: Sequence[Path]) -> pa.Table:
 __all__ = [
     "SUMMARY_COLUMNS",
     "merge_summaries",
+    "merged_summary",
     "summary_by_month",
     "summary_of",
     "summary_of_files",

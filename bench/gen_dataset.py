@@ -6,8 +6,8 @@ One file per day under `operation_versions/created_month=YYYY-MM/`, the columns 
 DESIGN.md (the sync engine's VERSIONS_SCHEMA), plus `projects/projects.parquet` and an empty
 `sync_runs/sync_runs.parquet`. Vectorised numpy + pyarrow, one day at a time, so memory stays
 flat: 10M operations take about a minute. Then, as a synced dataset has, `state.sqlite` listing
-the files as committed and the superseded and summary records (written by the migration of a
-dataset from before them, `Dataset.recover`: readers use them as after a sync).
+the files as committed and the superseded, summary and flagged records (written by the migration
+of a dataset from before them, `Dataset.recover`: readers use them as after a sync).
 About 2 % of operations have 2 or 3 versions (running -> [failed ->] final state), the action
 mix is a compute-heavy account's, and a few actions and statuses are unknown values.
 """

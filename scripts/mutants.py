@@ -38,6 +38,7 @@ SCHEDULE = "tests/sync/test_schedule.py"
 SUPERSEDED = "tests/sync/test_superseded.py"
 SPILL = "tests/sync/test_spill.py"
 SUMMARY = "tests/sync/test_summary.py"
+FLAGGED = "tests/sync/test_flagged.py"
 REPORT_SUMMARY = "tests/analytics/test_report.py"
 LAKE_SUPERSEDED = "tests/lake/test_superseded_lake.py"
 LAKE_NAMES = "tests/lake/test_names_lake.py"
@@ -1127,6 +1128,55 @@ MUTANTS = [
         '_HISTOGRAM_KEYS = ["month", "ms"]\n',
         '_HISTOGRAM_KEYS = ["ms"]\n',
         (f"{SUMMARY}::test_the_merge_keeps_each_kind_of_row_in_its_columns_and_refuses_others",),
+    ),
+    # The report's flagged record (issue 24): written with each commit, migrated once, and the
+    # superseded versions it cannot hold read from the versions.
+    Mutant(
+        "flagged-not-written-at-commit",  # a commit of rows not written ahead (events, tests)
+        "exporter/store/local/dataset.py",
+        "        staged = [self._write_staged([record], final, FLAGGED_PARTITION, FLAGGED_SCHEMA)]\n",
+        "        staged = [self._write_staged([record[:0]], final, FLAGGED_PARTITION, FLAGGED_SCHEMA)]\n",
+        (
+            f"{FLAGGED}::"
+            "test_a_superseded_version_the_record_does_not_hold_is_read_from_the_versions",
+        ),
+    ),
+    Mutant(
+        "flagged-of-rows-written-ahead-dropped",  # a backfill's rows go through spill()
+        "exporter/store/local/dataset.py",
+        "            flagged = flagged_record(table)\n",
+        "            flagged = flagged_record(table)[:0]\n",
+        (f"{FLAGGED}::test_each_commit_records_its_flagged_versions",),
+    ),
+    Mutant(
+        "flagged-migration-writes-nothing",  # an old dataset marked recorded, empty
+        "exporter/store/local/dataset.py",
+        "        yield FLAGGED_PARTITION, flagged_of(months[month])\n",
+        "        yield FLAGGED_PARTITION, flagged_of([])\n",
+        (
+            f"{FLAGGED}::"
+            "test_a_dataset_written_before_the_record_reports_the_same_after_its_migration",
+        ),
+    ),
+    Mutant(
+        "flagged-record-without-errors",  # a finished version with an error text left out
+        "exporter/store/local/spill.py",
+        "    return table.select(FLAGGED_COLUMNS).filter(pc.or_(pc.invert(terminal), erred))\n",
+        "    return table.select(FLAGGED_COLUMNS).filter(pc.invert(terminal))\n",
+        (
+            f"{FLAGGED}::"
+            "test_a_dataset_written_before_the_record_reports_the_same_after_its_migration",
+        ),
+    ),
+    Mutant(
+        "flagged-unflagged-superseded-not-read",  # a superseded finished version never subtracted
+        "exporter/analytics/report_figures.py",
+        '        if execute(con, f"SELECT count(*) FROM {_UNFLAGGED}")[1][0][0]:\n',
+        "        if False:\n",
+        (
+            f"{FLAGGED}::"
+            "test_a_superseded_version_the_record_does_not_hold_is_read_from_the_versions",
+        ),
     ),
     Mutant(
         "summary-superseded-not-subtracted",  # every version counted as a latest state

@@ -13,20 +13,26 @@ CREATE OR REPLACE MACRO report_is_stuck(status, created_at, as_of, stuck_after) 
     AND created_at < coalesce(as_of::TIMESTAMPTZ, now())
         - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR);
 
+-- Whether a version (its created_date, created_at and project_id) lies in the window. Applied
+-- to created_date too, so whole partitions and row groups are skipped.
+CREATE OR REPLACE MACRO report_in_window(
+    created_date, created_at, project_id, since, until, projects
+) AS
+    (since IS NULL OR created_date >= (since::TIMESTAMPTZ AT TIME ZONE 'UTC')::DATE)
+    AND (since IS NULL OR created_at >= since::TIMESTAMPTZ)
+    AND (until IS NULL OR created_date <= (until::TIMESTAMPTZ AT TIME ZONE 'UTC')::DATE)
+    AND (until IS NULL OR created_at < until::TIMESTAMPTZ)
+    AND (projects IS NULL OR list_contains(projects::VARCHAR[], project_id));
+
 -- Latest states in the window: the versions in it minus the superseded record (00_base.sql's
--- `operations`, windowed). The window is applied to created_date too, so whole partitions and
--- row groups are skipped; the record is small and needs no window (a pair outside it matches
+-- `operations`, windowed). The record is small and needs no window (a pair outside it matches
 -- nothing).
 CREATE OR REPLACE MACRO report_versions(since := NULL, until := NULL, projects := NULL) AS TABLE
 SELECT
     id, version, project_id, branch_id, action, status, failures_count, error,
     total_duration_ms, created_at, updated_at, created_date
 FROM stored_operation_versions  -- no names joined: one scan, the report's speed
-WHERE (since IS NULL OR created_date >= (since::TIMESTAMPTZ AT TIME ZONE 'UTC')::DATE)
-  AND (since IS NULL OR created_at >= since::TIMESTAMPTZ)
-  AND (until IS NULL OR created_date <= (until::TIMESTAMPTZ AT TIME ZONE 'UTC')::DATE)
-  AND (until IS NULL OR created_at < until::TIMESTAMPTZ)
-  AND (projects IS NULL OR list_contains(projects::VARCHAR[], project_id));
+WHERE report_in_window(created_date, created_at, project_id, since, until, projects);
 
 CREATE OR REPLACE MACRO report_operations(since := NULL, until := NULL, projects := NULL) AS TABLE
 SELECT v.*
@@ -117,7 +123,8 @@ FROM report_summary_of(cut);
 -- of every version), the versions not terminal (failing or stuck, when latest) and
 -- the versions with an error text; `superseded` says which are not latest states. Reading every
 -- id costs the most of a scan: `opsaudit report` keeps these rows in a temporary table and
--- passes it to the *_in macros below, so the ids are read once for these three sections.
+-- passes it to the *_in macros below, so the ids are read once for these three sections (or
+-- never: where the dataset has the flagged record it reads them there, report_flagged_rows).
 CREATE OR REPLACE MACRO report_rows(since := NULL, until := NULL, projects := NULL) AS TABLE
 SELECT
     v.id, v.version, v.project_id, v.branch_id, v.action, v.status, v.failures_count, v.error,
@@ -126,6 +133,48 @@ FROM report_versions(since := since, until := until, projects := projects) AS v
 LEFT JOIN (SELECT DISTINCT id, version FROM read_parquet('superseded/*.parquet')) AS s
     ON v.id = s.id AND v.version = s.version
 WHERE s.id IS NOT NULL OR NOT is_terminal(v.status) OR (v.error IS NOT NULL AND v.error <> '');
+
+-- Whether the dataset has the flagged record (written by the sync, DESIGN.md: every version not
+-- terminal or with an error text, the rows report_rows keeps). As the summary record: one
+-- written before it and not migrated yet, object storage or several datasets read it as empty,
+-- and so does an empty record; the report then runs report_rows (the same rows, from every
+-- version).
+CREATE OR REPLACE MACRO report_flagged_recorded() AS
+    (SELECT count(*) > 0 FROM (SELECT 1 FROM read_parquet('flagged/*.parquet') LIMIT 1));
+
+-- report_rows from the flagged record instead of every version: the record's rows in the
+-- window, each probed against the superseded record (both small). It holds every row
+-- report_rows keeps but the superseded versions that are terminal and have no error text:
+-- report_superseded_unflagged lists those (normally none: a version is superseded while it
+-- runs), report_superseded_rows reads them from the versions (`opsaudit report` does both).
+CREATE OR REPLACE MACRO report_flagged_rows(since := NULL, until := NULL, projects := NULL)
+AS TABLE
+SELECT
+    f.id, f.version, f.project_id, f.branch_id, f.action, f.status, f.failures_count, f.error,
+    f.total_duration_ms, f.created_at, f.updated_at, s.id IS NOT NULL AS superseded
+FROM read_parquet('flagged/*.parquet') AS f
+LEFT JOIN (SELECT DISTINCT id, version FROM read_parquet('superseded/*.parquet')) AS s
+    ON f.id = s.id AND f.version = s.version
+WHERE report_in_window(f.created_date, f.created_at, f.project_id, since, until, projects);
+
+-- The superseded versions the flagged record does not hold (terminal, no error text), as
+-- (id, version) pairs of the whole dataset: two small records, no version read.
+CREATE OR REPLACE MACRO report_superseded_unflagged() AS TABLE
+SELECT DISTINCT s.id, s.version
+FROM read_parquet('superseded/*.parquet') AS s
+ANTI JOIN read_parquet('flagged/*.parquet') AS f ON s.id = f.id AND s.version = f.version;
+
+-- The versions of the window among `pairs` (report_superseded_unflagged, a table of them) as
+-- report_rows has them: what report_flagged_rows lacks. Reads every id of the window: run only
+-- when there are pairs.
+CREATE OR REPLACE MACRO report_superseded_rows(
+    pairs, since := NULL, until := NULL, projects := NULL
+) AS TABLE
+SELECT
+    v.id, v.version, v.project_id, v.branch_id, v.action, v.status, v.failures_count, v.error,
+    v.total_duration_ms, v.created_at, v.updated_at, true AS superseded
+FROM report_versions(since := since, until := until, projects := projects) AS v
+SEMI JOIN query_table(pairs) AS p ON v.id = p.id AND v.version = p.version;
 
 -- What on-call reads first: the operations failing now (latest status failed or error) and the
 -- stuck ones (not terminal, not failing, created longer than stuck_after before as_of: still

@@ -18,6 +18,7 @@ from exporter.analytics.report_figures import (
     by_action,
     by_action_scan,
     fetch_records,
+    keep_rows,
     recorded,
     string_list_literal,
     timestamp_literal,
@@ -267,11 +268,12 @@ def build_report(
         f"as_of := {timestamp_literal(as_of)}, "
         f"stuck_after := INTERVAL '{int(stuck_after.total_seconds() * 1_000_000)} microseconds'"
     )
-    # Every section starts from the few rows of `report_rows`, kept once: the ids are read once
-    # (sql/90_report.sql). Where the dataset has the summary record and the window holds whole
-    # months, the counts and durations read it instead of every version.
-    execute(con, f"CREATE OR REPLACE TEMP TABLE {ROWS} AS FROM report_rows({window})")
+    # Every section starts from the few rows of `report_rows`, kept once: from the flagged
+    # record where the dataset has one, else the ids are read once (sql/90_report.sql). Where
+    # the dataset has the summary record and the window holds whole months, the counts and
+    # durations read it instead of every version.
     try:
+        keep_rows(con, window)
         if projects is None and whole_months(since, until, as_of) and recorded(con):
             # `recorded` as a literal: the planner then drops the scan of the rows of the whole
             # months (sql/90_report.sql, report_summary).

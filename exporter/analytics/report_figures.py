@@ -19,6 +19,7 @@ __all__ = [
     "by_action",
     "by_action_scan",
     "fetch_records",
+    "keep_rows",
     "recorded",
     "string_list_literal",
     "timestamp_literal",
@@ -44,6 +45,25 @@ def string_list_literal(values: Sequence[str] | None) -> str:
 
 ROWS = "_opsaudit_report_rows"  # report_rows of one report (dropped once it is built)
 SUMMARY = "_opsaudit_report_summary"  # report_summary of one report (likewise)
+_UNFLAGGED = "_opsaudit_report_unflagged"  # report_superseded_unflagged (while rows are kept)
+
+
+def keep_rows(con: duckdb.DuckDBPyConnection, window: str) -> None:
+    """Keep the window's report_rows in the temporary table ROWS: from the flagged record where
+    the dataset has one (no version read, unless a superseded version is terminal without an
+    error text: then the window's versions are probed for those), else from every version
+    (sql/90_report.sql)."""
+    flagged = execute(con, "SELECT report_flagged_recorded()")[1][0][0]
+    if not flagged:
+        execute(con, f"CREATE OR REPLACE TEMP TABLE {ROWS} AS FROM report_rows({window})")
+        return
+    execute(con, f"CREATE OR REPLACE TEMP TABLE {ROWS} AS FROM report_flagged_rows({window})")
+    execute(con, f"CREATE OR REPLACE TEMP TABLE {_UNFLAGGED} AS FROM report_superseded_unflagged()")
+    try:
+        if execute(con, f"SELECT count(*) FROM {_UNFLAGGED}")[1][0][0]:
+            execute(con, f"INSERT INTO {ROWS} FROM report_superseded_rows({_UNFLAGGED}, {window})")
+    finally:
+        execute(con, f"DROP TABLE IF EXISTS {_UNFLAGGED}")
 
 
 def recorded(con: duckdb.DuckDBPyConnection) -> bool:

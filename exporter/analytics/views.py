@@ -22,6 +22,7 @@ import duckdb
 from exporter.core.errors import ConfigError, QueryError, ReadOnlyError
 from exporter.core.layout import (
     BASE_VIEWS,
+    FLAGGED_GLOB,
     PROJECTS_FILE,
     SOURCES,
     SUMMARY_GLOB,
@@ -75,6 +76,7 @@ def _source_schema(relative: str) -> pa.Schema:
 
     from exporter.core.names import schema
     from exporter.core.tables import (
+        FLAGGED_SCHEMA,
         PROJECTS_SCHEMA,
         SUMMARY_SCHEMA,
         SUPERSEDED_SCHEMA,
@@ -86,6 +88,7 @@ def _source_schema(relative: str) -> pa.Schema:
         VERSIONS_GLOB: VERSIONS_SCHEMA.append(pa.field("created_month", pa.string())),
         SUPERSEDED_GLOB: SUPERSEDED_SCHEMA,
         SUMMARY_GLOB: SUMMARY_SCHEMA,
+        FLAGGED_GLOB: FLAGGED_SCHEMA,
         PROJECTS_FILE: PROJECTS_SCHEMA,
         SYNC_RUNS_FILE: SYNC_RUNS_SCHEMA,
         **{t.file: schema(t) for t in NAMES_TABLES},
@@ -273,7 +276,8 @@ def _dataset_sources(con: duckdb.DuckDBPyConnection, reader: Reader, tag: str) -
     """What each .sql source path reads for one dataset, as its storage says
     (`store.base.Reader`); a superseded record it does not have is derived. A summary record it
     does not have reads as empty: the report then summarises the rows themselves
-    (sql/90_report.sql, report_summary_recorded)."""
+    (sql/90_report.sql, report_summary_recorded); so does a flagged record it does not have
+    (the report then finds those rows in every version: report_flagged_recorded)."""
     return _derive_missing(reader.sources(con, tag))
 
 
@@ -283,6 +287,8 @@ def _derive_missing(given: dict[str, Source]) -> dict[str, Any]:
         sources[SUPERSEDED_GLOB] = _DERIVED_SUPERSEDED
     if sources.get(SUMMARY_GLOB) is None:
         sources[SUMMARY_GLOB] = []
+    if sources.get(FLAGGED_GLOB) is None:
+        sources[FLAGGED_GLOB] = []
     return sources
 
 
@@ -366,6 +372,7 @@ def _load_datasets(
     placeholder = {source: f"(SELECT * FROM d1.{view})" for source, view in BASE_VIEWS.items()}
     placeholder[SUPERSEDED_GLOB] = _DERIVED_SUPERSEDED
     placeholder[SUMMARY_GLOB] = ""  # no record across datasets: the report reads the rows
+    placeholder[FLAGGED_GLOB] = ""
     _load(con, placeholder, only)
     con.execute(
         _UNION_VIEWS.format(

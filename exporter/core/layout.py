@@ -38,6 +38,15 @@ SUMMARY_GLOB = "summary/*.parquet"
 # merged, the rows of a key summed), "summary" for the one-time migration's file.
 SUMMARY_PARTITION = "summary"
 SUMMARY_META = "summary_recorded"
+# The report's flagged record (issue 24, `store.local.spill.flagged_record`): every committed
+# version that is not terminal or carries an error text, with the columns `report_rows` reads,
+# written in the commit that adds the versions; `FLAGGED_META` marks it complete (the one-time
+# migration, `Dataset.record_flagged`), without which the report reads every version for them
+# (sql/90_report.sql, report_rows).
+FLAGGED_DIR = "flagged"
+FLAGGED_GLOB = "flagged/*.parquet"
+FLAGGED_PARTITION = "flagged"  # the `files.partition` of its files (compacted apart)
+FLAGGED_META = "flagged_recorded"
 PROJECTS_FILE = "projects/projects.parquet"
 SYNC_RUNS_FILE = "sync_runs/sync_runs.parquet"
 STAGING_DIR = "_staging"
@@ -54,8 +63,8 @@ BASE_VIEWS = {
     SYNC_RUNS_FILE: "sync_runs",
     **{t.file: t.name for t in NAMES_TABLES},
 }
-# The paths the .sql files read: the base views' and the two records' (they have no view).
-SOURCES = (*BASE_VIEWS, SUPERSEDED_GLOB, SUMMARY_GLOB)
+# The paths the .sql files read: the base views' and the three records' (they have no view).
+SOURCES = (*BASE_VIEWS, SUPERSEDED_GLOB, SUMMARY_GLOB, FLAGGED_GLOB)
 
 
 def any_file(directory: Path, pattern: str) -> bool:

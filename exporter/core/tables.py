@@ -37,6 +37,24 @@ VERSIONS_SCHEMA = pa.schema(
 # The superseded record (DESIGN.md): `version` of operation `id` is no longer its latest state.
 SUPERSEDED_SCHEMA = pa.schema([("id", pa.string()), ("version", pa.int32())])
 
+# The report's flagged record (DESIGN.md): the versions not terminal or with an error text, with
+# the columns the report's row-level sections read (sql/90_report.sql, report_rows).
+FLAGGED_COLUMNS = (
+    "id",
+    "version",
+    "project_id",
+    "branch_id",
+    "action",
+    "status",
+    "failures_count",
+    "error",
+    "total_duration_ms",
+    "created_at",
+    "updated_at",
+    "created_date",
+)
+FLAGGED_SCHEMA = pa.schema([VERSIONS_SCHEMA.field(name) for name in FLAGGED_COLUMNS])
+
 # The report's summary record (DESIGN.md; `store.local.summary`): per created month, what the
 # report reads of every version, aggregated when the versions are committed. `measure` "group":
 # one row per (project_id, branch_id, action) with its versions, failed, retries, terminal and
@@ -109,6 +127,8 @@ SYNC_RUNS_SCHEMA = pa.schema(
 )
 
 __all__ = [
+    "FLAGGED_COLUMNS",
+    "FLAGGED_SCHEMA",
     "PROJECTS_SCHEMA",
     "SUMMARY_SCHEMA",
     "SUPERSEDED_SCHEMA",

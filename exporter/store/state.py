@@ -41,7 +41,10 @@ APPLICATION_ID = 0x4F505341  # "OPSA": marks the file as ours (PRAGMA applicatio
 # 10: the report's summary record (issue 24): `summary/` files registered in `files` with the
 # versions they sum up; an older opsaudit would add versions without it, so it must refuse.
 # Migrated by `Dataset.record_summary` (it reads the Parquet files), not here.
-FORMAT_VERSION = 10
+# 11: the report's flagged record (issue 24): `flagged/` files (the versions not terminal or with
+# an error text) registered in `files` with the versions; an older opsaudit would add versions
+# without it, so it must refuse. Migrated by `Dataset.record_flagged`, not here.
+FORMAT_VERSION = 11
 # `--skip-idle`: how far this host's clock may run ahead of the API's before activity marks
 # (the API's clock) could read as older than a walk's start (this host's clock).
 IDLE_SKEW_US = 60_000_000

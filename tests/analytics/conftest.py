@@ -35,6 +35,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from exporter.core.model import TERMINAL_STATUSES
+from exporter.core.tables import FLAGGED_COLUMNS
 from exporter.store.local.dataset import (
     PROJECTS_SCHEMA,
     SUPERSEDED_SCHEMA,
@@ -136,6 +138,15 @@ def write_versions(data_dir: Path, specs: list[tuple[Any, ...]], run_id: str) ->
         summary_of(pa.Table.from_pylist(later, schema=VERSIONS_SCHEMA)),
         data_dir / "summary" / f"part-{run_id}-0.parquet",
     )
+    # ... and its flagged record (DESIGN.md): the rows not terminal or with an error text.
+    (data_dir / "flagged").mkdir(exist_ok=True)
+    flagged = [r["status"] not in TERMINAL_STATUSES or bool(r["error"]) for r in later]
+    pq.write_table(
+        pa.Table.from_pylist(later, schema=VERSIONS_SCHEMA)
+        .select(FLAGGED_COLUMNS)
+        .filter(pa.array(flagged)),
+        data_dir / "flagged" / f"part-{run_id}-0.parquet",
+    )
 
 
 def write_dataset(data_dir: Path) -> Path:
@@ -174,14 +185,14 @@ def write_dataset(data_dir: Path) -> Path:
 
 def as_synced(data_dir: Path) -> Path:
     """`data_dir` as a sync leaves it: its versions files committed in a state, whose recovery
-    writes the superseded and summary records from them (the records written above, for a
+    writes the superseded, summary and flagged records from them (the records written above, for a
     directory without a state, are replaced). The report then reads the summary record."""
     import shutil
 
     from exporter.store.local.dataset import Dataset, StagedFile
     from exporter.store.state import StateDB
 
-    for record in ("superseded", "summary"):
+    for record in ("superseded", "summary", "flagged"):
         shutil.rmtree(data_dir / record)
     files = sorted((data_dir / "operation_versions").glob("*/*.parquet"))
     staged = [

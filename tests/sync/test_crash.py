@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .conftest import assert_matches_truth, assert_no_identical_versions, run_sync
+from .test_flagged import derived_flagged, recorded_flagged
 
 
 def _start_sync(sim: Any, data_dir: Path) -> subprocess.Popen[bytes]:
@@ -63,5 +64,7 @@ def test_kill_9_at_random_instants(make_sim: Any, tmp_path: Path) -> None:
     assert summary.outcome == "ok"
     assert_matches_truth(sim, tmp_path)
     assert_no_identical_versions(tmp_path)
+    # The flagged record holds exactly the committed versions' flagged rows: committed with them.
+    assert recorded_flagged(tmp_path) == derived_flagged(tmp_path)
     # Nothing left in staging, and every file on disk is registered (no orphans).
     assert list((tmp_path / "_staging").iterdir()) == []

@@ -269,10 +269,11 @@ def test_readers_see_each_row_once_at_every_step_of_a_compaction(
     ds = Dataset(tmp_path)
     for i in range(40):
         _commit(ds, [_op(i)], f"t{i}")
-    # The one-time records first (superseded, summary): their own publish would take the kill
+    # The one-time records first (superseded, summary, flagged): their own publish would take the kill
     # otherwise, and the compaction would never start.
     ds.record_superseded()
     ds.record_summary()
+    ds.record_flagged()
     publish(ds)
     expected = sorted(r["id"] for r in read_versions(tmp_path))
 

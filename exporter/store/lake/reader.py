@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.core.layout import (
+    FLAGGED_GLOB,
     PROJECTS_FILE,
     SUMMARY_GLOB,
     SUPERSEDED_GLOB,
@@ -53,8 +54,9 @@ def lake_relations(con: Any, dataset: LakeDataset, tag: str = "") -> dict[str, S
         out[SUPERSEDED_GLOB] = (
             f"(SELECT id, version FROM _opsaudit_superseded{tag} WHERE {reader_filter(txn)})"
         )
-    # No summary record on object storage yet: the loader derives it from the versions.
+    # No summary or flagged record on object storage yet: the report reads every version.
     out[SUMMARY_GLOB] = None
+    out[FLAGGED_GLOB] = None
     # The names tables as of that snapshot's batch: written just before its commit, a newer
     # version belongs to a batch the reader does not see (exporter/store/lake/tables.py, Names).
     for source, name, upto in (

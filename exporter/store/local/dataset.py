@@ -37,6 +37,9 @@ import pyarrow.parquet as pq
 
 from exporter.core.errors import StorageError
 from exporter.core.layout import (
+    FLAGGED_DIR,
+    FLAGGED_META,
+    FLAGGED_PARTITION,
     LOCK_FILE,
     PROJECTS_FILE,
     STAGING_DIR,
@@ -54,6 +57,7 @@ from exporter.core.layout import (
     replace_durably,
 )
 from exporter.core.tables import (
+    FLAGGED_SCHEMA,
     PROJECTS_SCHEMA,
     SUMMARY_SCHEMA,
     SUPERSEDED_SCHEMA,
@@ -63,7 +67,14 @@ from exporter.core.tables import (
 from exporter.store.base import BIG_FILE_ROWS, COMPACT_MIN_FILES, Committed, LocalDataset, Store
 from exporter.store.local.exports import SNAPSHOT_FILES
 from exporter.store.local.rows import run_rows
-from exporter.store.local.spill import Spill, by_month, superseded_of, superseded_record
+from exporter.store.local.spill import (
+    Spill,
+    by_month,
+    flagged_of,
+    flagged_record,
+    superseded_of,
+    superseded_record,
+)
 from exporter.store.local.summary import (
     SUMMARY_COLUMNS,
     merged_summary,
@@ -76,7 +87,7 @@ log = logging.getLogger("opsaudit.storage")
 
 
 # The records written beside the versions (their files are not versions rows).
-_RECORDS = (SUPERSEDED_PARTITION, SUMMARY_PARTITION)
+_RECORDS = (SUPERSEDED_PARTITION, SUMMARY_PARTITION, FLAGGED_PARTITION)
 # A month's summary files are merged (whatever their size) once it has this many: a reader sums
 # rows of the same key, so unmerged files cost it rows, not correctness.
 SUMMARY_MERGE_FILES = 8
@@ -130,17 +141,33 @@ def _summary_partition(month: str) -> str:
     return f"{SUMMARY_PARTITION}/{month}"
 
 
-def _summaries_by_month(paths: Sequence[Path]) -> Iterator[tuple[str, pa.Table]]:
-    """The summary record of versions files written before there was one, a month at a time
-    (each file holds one created month, its directory's): the migration of a large dataset
-    holds one month's summary, not the whole history's (~1 GB at 10M operations)."""
+def _files_by_month(paths: Sequence[Path]) -> dict[str, list[Path]]:
+    """Versions files per created month (each file holds one, its directory's)."""
     months: dict[str, list[Path]] = {}
     for path in paths:
         months.setdefault(path.parent.name, []).append(path)
+    return months
+
+
+def _summaries_by_month(paths: Sequence[Path]) -> Iterator[tuple[str, pa.Table]]:
+    """The summary record of versions files written before there was one, a month at a time:
+    the migration of a large dataset holds one month's summary, not the whole history's (~1 GB
+    at 10M operations)."""
+    months = _files_by_month(paths)
     for month in sorted(months):
         yield _summary_partition(month), summary_of_files(months[month])
     if not months:
         yield SUMMARY_PARTITION, summary_of_files([])
+
+
+def _flagged_by_month(paths: Sequence[Path]) -> Iterator[tuple[str, pa.Table]]:
+    """The flagged record of versions files written before there was one, a month at a time
+    (a file each: memory is one month's flagged rows)."""
+    months = _files_by_month(paths)
+    for month in sorted(months):
+        yield FLAGGED_PARTITION, flagged_of(months[month])
+    if not months:
+        yield FLAGGED_PARTITION, flagged_of([])
 
 
 class Dataset:
@@ -175,6 +202,7 @@ class Dataset:
             self.state = StateDB(state_path)
             self._superseded_recorded = False
             self._summary_recorded = False
+            self._flagged_recorded = False
             self._spill = Spill(self.root, STAGING_DIR, _DICTIONARY_COLUMNS)
             # The rows written ahead whose summary is not written yet (summary columns only).
             self._summary_waiting: list[pa.Table] = []
@@ -226,16 +254,19 @@ class Dataset:
         The rows' superseded record is staged with them and registered in the same transaction:
         a reader sees version n+1 exactly when it sees version n marked superseded. So is their
         summary (exporter/store/local/summary.py): the report reads what it holds for exactly the
-        versions committed. The rows `spill` wrote ahead are committed with them
-        (exporter/store/local/spill.py)."""
+        versions committed. So is their flagged record (the versions not terminal or with an
+        error: the report's row-level sections). The rows `spill` wrote ahead are committed with
+        them (exporter/store/local/spill.py)."""
         self.record_superseded()
         self.record_summary()
+        self.record_flagged()
         with _writing("writing rows to staging"):
             self._spill_summary()
             spilled = self._spill.close(tag)
         staged = [StagedFile(f.final, f.staged, f.partition, f.rows, f.bytes) for f in spilled]
         if table is not None:
             staged += self.stage_versions(table, tag) + self.stage_superseded(table, tag)
+            staged += self.stage_flagged(table, tag)
             for partition, summary in summary_by_month(table):
                 final = f"{SUMMARY_DIR}/part-{tag}-{uuid.uuid4().hex[:8]}.parquet"
                 staged.append(
@@ -264,6 +295,7 @@ class Dataset:
         into open staging files per partition (exporter/store/local/spill.py)."""
         self.record_superseded()
         self.record_summary()
+        self.record_flagged()
         with _writing("writing rows to staging"):
             for partition, part in by_month(table):
                 self._spill.write(partition, f"{VERSIONS_DIR}/{partition}", VERSIONS_SCHEMA, part)
@@ -276,6 +308,9 @@ class Dataset:
             record = superseded_record(table)
             if record.num_rows:
                 self._spill.write(SUPERSEDED_PARTITION, SUPERSEDED_DIR, SUPERSEDED_SCHEMA, record)
+            flagged = flagged_record(table)
+            if flagged.num_rows:
+                self._spill.write(FLAGGED_PARTITION, FLAGGED_DIR, FLAGGED_SCHEMA, flagged)
         self._spill.rows += table.num_rows
         return True
 
@@ -310,6 +345,16 @@ class Dataset:
         self.sync_staging()
         return staged
 
+    def stage_flagged(self, table: pa.Table, tag: str) -> list[StagedFile]:
+        """Stage the flagged record of a versions table (`spill.flagged_record`)."""
+        record = flagged_record(table)
+        if record.num_rows == 0:
+            return []
+        final = f"{FLAGGED_DIR}/part-{tag}-{uuid.uuid4().hex[:8]}.parquet"
+        staged = [self._write_staged([record], final, FLAGGED_PARTITION, FLAGGED_SCHEMA)]
+        self.sync_staging()
+        return staged
+
     def record_superseded(self) -> None:
         """Once per dataset: write the superseded record of every version committed before
         there was one (state format < 7), from the versions' own (id, version) columns, and mark
@@ -331,6 +376,15 @@ class Dataset:
         if not self._summary_recorded:
             self._record_once(SUMMARY_META, SUMMARY_DIR, _summaries_by_month)
             self._summary_recorded = True
+
+    def record_flagged(self) -> None:
+        """Once per dataset: write the flagged record of every version committed before there
+        was one (state format < 11), and mark it complete in the same state transaction. The
+        report reads every version for those rows until then, so it reads the same before and
+        after (tests/sync/test_flagged.py)."""
+        if not self._flagged_recorded:
+            self._record_once(FLAGGED_META, FLAGGED_DIR, _flagged_by_month)
+            self._flagged_recorded = True
 
     def _record_once(
         self,
@@ -407,6 +461,7 @@ class Dataset:
         self.state.mark_killed_runs()
         self.record_superseded()
         self.record_summary()
+        self.record_flagged()
 
     def collect_garbage(self) -> int:
         """Delete the files a compaction replaced (readers no longer name them)."""
@@ -485,6 +540,9 @@ class Dataset:
         parts: Iterable[pa.Table | pa.RecordBatch]
         if partition == SUPERSEDED_PARTITION:
             final, schema = f"{SUPERSEDED_DIR}/{name}", SUPERSEDED_SCHEMA
+            parts = self._read_batches(paths, schema)
+        elif partition == FLAGGED_PARTITION:
+            final, schema = f"{FLAGGED_DIR}/{name}", FLAGGED_SCHEMA
             parts = self._read_batches(paths, schema)
         elif partition.startswith(SUMMARY_PARTITION):
             # Rows of the same key summed: the record grows with its keys, not its commits.

@@ -9,6 +9,9 @@ from typing import Any
 
 from exporter.core.errors import QueryError, StorageError
 from exporter.core.layout import (
+    FLAGGED_DIR,
+    FLAGGED_GLOB,
+    FLAGGED_META,
     SOURCES,
     STATE_FILE,
     SUMMARY_DIR,
@@ -74,9 +77,9 @@ def _open_state(data_dir: Path) -> StateDB | None:
 
 def _committed(
     data_dir: Path,
-) -> tuple[list[str], list[str] | None, list[str] | None] | None:
-    """The committed versions files, superseded files and summary files (None: that record is
-    not complete yet, readers derive it), from the state; None without a state file."""
+) -> tuple[list[str], list[str] | None, list[str] | None, list[str] | None] | None:
+    """The committed versions files, superseded, summary and flagged files (None: that record
+    is not complete yet, readers derive it), from the state; None without a state file."""
     state = _open_state(data_dir)
     if state is None:
         return None
@@ -84,15 +87,22 @@ def _committed(
         files = state.live_files()
         superseded = state.get_meta(SUPERSEDED_META) == "1"
         summary = state.get_meta(SUMMARY_META) == "1"
+        flagged = state.get_meta(FLAGGED_META) == "1"
     finally:
         state.close()
-    by_dir: dict[str, list[str]] = {VERSIONS_DIR: [], SUPERSEDED_DIR: [], SUMMARY_DIR: []}
+    by_dir: dict[str, list[str]] = {
+        VERSIONS_DIR: [],
+        SUPERSEDED_DIR: [],
+        SUMMARY_DIR: [],
+        FLAGGED_DIR: [],
+    }
     for f in files:
         by_dir[f.split("/", 1)[0]].append(f)
     return (
         by_dir[VERSIONS_DIR],
         by_dir[SUPERSEDED_DIR] if superseded else None,
         by_dir[SUMMARY_DIR] if summary else None,
+        by_dir[FLAGGED_DIR] if flagged else None,
     )
 
 
@@ -119,14 +129,15 @@ def local_sources(data_dir: Path, relative: bool = False) -> dict[str, Source]:
     committed = _committed(data_dir)
     if committed is None:
         versions = sorted(p.relative_to(data_dir).as_posix() for p in data_dir.glob(VERSIONS_GLOB))
-        superseded = summary = None
+        superseded = summary = flagged = None
     else:
-        versions, superseded, summary = committed
+        versions, superseded, summary, flagged = committed
     out[VERSIONS_GLOB] = [(base / f).as_posix() for f in versions]
     out[SUPERSEDED_GLOB] = (
         None if superseded is None else [(base / f).as_posix() for f in superseded]
     )
     out[SUMMARY_GLOB] = None if summary is None else [(base / f).as_posix() for f in summary]
+    out[FLAGGED_GLOB] = None if flagged is None else [(base / f).as_posix() for f in flagged]
     for source in SOURCES:  # the single-file tables: projects, sync_runs, the names tables
         if source not in out:
             out[source] = [(base / source).as_posix()] if (data_dir / source).is_file() else []

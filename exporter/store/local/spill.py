@@ -30,7 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from exporter.core.tables import SUPERSEDED_SCHEMA
+from exporter.core.model import TERMINAL_STATUSES
+from exporter.core.tables import FLAGGED_COLUMNS, FLAGGED_SCHEMA, SUPERSEDED_SCHEMA
 
 
 @dataclass
@@ -160,6 +161,28 @@ def superseded_record(table: pa.Table) -> pa.Table:
     )
 
 
+# sql/00_base.sql is_terminal (an unknown status, or none, may still change).
+_TERMINAL = pa.array(sorted(TERMINAL_STATUSES))
+
+
+def flagged_record(table: pa.Table) -> pa.Table:
+    """The rows of a versions table the report lists or reads apart (`FLAGGED_SCHEMA`): not
+    terminal (sql/00_base.sql is_terminal), or with an error text."""
+    terminal = pc.fill_null(pc.is_in(table["status"], value_set=_TERMINAL), False)
+    erred = pc.fill_null(pc.not_equal(table["error"], ""), False)
+    return table.select(FLAGGED_COLUMNS).filter(pc.or_(pc.invert(terminal), erred))
+
+
+def flagged_of(paths: Sequence[Path]) -> pa.Table:
+    """The flagged record of versions files (a dataset written before the record)."""
+    parts: list[pa.Table] = []
+    for path in paths:
+        with pq.ParquetFile(path, memory_map=True) as source:
+            rows = source.read(columns=list(FLAGGED_COLUMNS), use_threads=False)
+        parts.append(flagged_record(rows.cast(FLAGGED_SCHEMA)))
+    return pa.concat_tables(parts) if parts else FLAGGED_SCHEMA.empty_table()
+
+
 def superseded_of(paths: Sequence[Path]) -> pa.Table:
     """The superseded record of versions files (a dataset written before the record)."""
     parts: list[pa.Table] = []
@@ -176,4 +199,12 @@ def superseded_of(paths: Sequence[Path]) -> pa.Table:
     )
 
 
-__all__ = ["Spill", "Spilled", "by_month", "superseded_of", "superseded_record"]
+__all__ = [
+    "Spill",
+    "Spilled",
+    "by_month",
+    "flagged_of",
+    "flagged_record",
+    "superseded_of",
+    "superseded_record",
+]

@@ -33,6 +33,7 @@ ROBUST = "tests/sync/test_robustness.py"
 STORAGE = "tests/sync/test_storage.py"
 BACKFILL = "tests/sync/test_backfill.py"
 EVENTS = "tests/events/test_events.py"
+RENDER = "tests/events/test_render.py"
 SKIP_IDLE = "tests/sync/test_skip_idle.py"
 SCHEDULE = "tests/sync/test_schedule.py"
 SUPERSEDED = "tests/sync/test_superseded.py"
@@ -946,9 +947,30 @@ MUTANTS = [
     Mutant(
         "events-json-ids-inlined-unescaped",  # an id with a quote breaks the event's JSON
         "exporter/events/render.py",
-        '    if plain_ids and table["id"].null_count == 0:  # the versions go inside the ids\' quotes\n',
-        "    if True:\n",
+        '        if plain_ids and table["id"].null_count == 0:  # the versions go inside the ids\' quotes\n',
+        "        if True:\n",
         (f"{EVENTS}::test_event_json_escapes_every_string_field",),
+    ),
+    Mutant(
+        "events-json-group-key-drops-a-column",  # events of one action get another's status
+        "exporter/events/render.py",
+        "        key = indices if key is None else pc.add(pc.multiply(key, size), indices)\n",
+        "        key = indices\n",
+        (RENDER,),
+    ),
+    Mutant(
+        "events-json-group-literals-dropped",  # the text between two grouped fields is lost
+        "exporter/events/render.py",
+        "            after += following\n",
+        "            pass\n",
+        (RENDER,),
+    ),
+    Mutant(
+        "events-json-fractions-cast-as-seconds",  # a column of some whole seconds loses the rest
+        "exporter/events/render.py",
+        "    if pc.all(whole).as_py() is True:\n",
+        "    if pc.any(whole).as_py() is True:\n",
+        (RENDER,),
     ),
     Mutant(
         "events-retry-removed",  # one failed attempt leaves the event for the next run

@@ -34,13 +34,26 @@ COLUMNS = [*_DATA_FIELDS, "observed_at"]  # what an event is made of
 def _rfc3339(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     """UTC timestamps as RFC 3339 text without the final `Z`: whole seconds as `...:04`, else
     `...:04.214837`. Cast as naive timestamps (the values are UTC): Arrow formats a zoned one
-    ~100 times slower, which was most of the cost of recording an event."""
-    naive = column.cast(pa.int64()).cast(pa.timestamp("us"))
-    text = pc.replace_substring(pc.cast(naive, pa.string()), " ", "T", max_replacements=1)
-    return pc.replace_substring(text, ".000000", "")
+    ~100 times slower, which was most of the cost of recording an event. A column of whole
+    seconds only (the API's created_at and updated_at) is cast as seconds, one of fractions
+    only as is: a pass deleting `.000000` saved."""
+    micros = column.cast(pa.int64())
+    fraction = pc.subtract(micros, pc.multiply(pc.divide(micros, 1_000_000), 1_000_000))
+    whole = pc.equal(fraction, 0)  # NULL for NULL: `all` and `any` skip them
+    naive = micros.cast(pa.timestamp("us"))
+    if pc.all(whole).as_py() is True:
+        text = pc.cast(naive.cast(pa.timestamp("s")), pa.string())
+    elif pc.any(whole).as_py() is True:
+        text = pc.replace_substring(pc.cast(naive, pa.string()), ".000000", "")
+    else:
+        text = pc.cast(naive, pa.string())
+    return pc.replace_substring(text, " ", "T", max_replacements=1)
 
 
-_STRINGS = frozenset({"id", "project_id", "branch_id", "endpoint_id", "action", "status", "error"})
+_STRINGS = frozenset(
+    {"id", "project_id", "branch_id", "endpoint_id", "action", "status", "error"}
+    | {"project_name", "branch_name", "endpoint_name"}
+)
 
 # A part of an event's line: literal text, or one value per event (joined by Arrow).
 Part: TypeAlias = str | pa.Array | pa.ChunkedArray
@@ -91,6 +104,14 @@ def _json_strings(column: pa.ChunkedArray | pa.Array, plain: bool | None = None)
 
 
 def _json_values(table: pa.Table, name: str, plain_ids: bool) -> list[Part]:
+    if name == "event_id":
+        version = pc.cast(table["version"], pa.string())
+        if plain_ids and table["id"].null_count == 0:  # the versions go inside the ids' quotes
+            return ['"', table["id"], ":", version, '"']
+        return _json_strings(pc.binary_join_element_wise(table["id"], pa.scalar(":"), version, ""))
+    if name == "type":
+        created = pc.equal(table["version"], 1)
+        return ['"', pc.if_else(created, pa.scalar("operation.created"), "operation.changed"), '"']
     if name in _STRINGS:
         return _json_strings(table[name], plain_ids if name == "id" else None)
     if name in _TIMESTAMPS:
@@ -124,55 +145,168 @@ def event_lines(
 def event_lines_buffer(
     table: pa.Table,
     project_names: pa.Array | str | None,
-    branch_names: list[str | None] | None = None,
-    endpoint_names: list[str | None] | None = None,
+    branch_names: list[str | None] | pa.Array | None = None,
+    endpoint_names: list[str | None] | pa.Array | None = None,
 ) -> pa.Buffer:
     """The events' JSON Lines of a versions table, in Arrow's buffer (PRODUCT.md,
     "Events": the row's columns under the API's names, its version, and the names where
     known). Not `raw` and the bookkeeping columns: they tripled an event's size, and with it
     the cost of a backfill with `--events-backfill`. The JSON text is assembled column by column
     by Arrow, not object by object in Python: a fraction of the CPU per event (bench/README.md);
-    over a whole commit at once, since each of the ~90 Arrow calls has a fixed cost.
+    over a whole commit at once, since each Arrow call has a fixed cost.
     `project_names`: one per row, or one for all.
     """
-    version = pc.cast(table["version"], pa.string())
-    kinds = pc.if_else(
-        pc.equal(table["version"], 1), pa.scalar("operation.created"), "operation.changed"
-    )
-    no_names = pa.nulls(table.num_rows, pa.string())
+    n = table.num_rows
     if not isinstance(project_names, (pa.Array, pa.ChunkedArray)):
-        project_names = pa.repeat(pa.scalar(project_names, pa.string()), table.num_rows)
-    branches = no_names if branch_names is None else pa.array(branch_names, pa.string())
-    endpoints = no_names if endpoint_names is None else pa.array(endpoint_names, pa.string())
-    plain_ids = _plain(table["id"])
-    if plain_ids and table["id"].null_count == 0:  # the versions go inside the ids' quotes
-        event_id: list[Part] = ['"', table["id"], ":", version, '"']
-    else:
-        event_id = _json_strings(
-            pc.binary_join_element_wise(table["id"], pa.scalar(":"), version, "")
+        project_names = pa.repeat(pa.scalar(project_names, pa.string()), n)
+    names = {"project_name": project_names}
+    for name, given in (("branch_name", branch_names), ("endpoint_name", endpoint_names)):
+        names[name] = (
+            pa.nulls(n, pa.string())
+            if given is None
+            else given
+            if isinstance(given, (pa.Array, pa.ChunkedArray))
+            else pa.array(given, pa.string())
         )
-    parts: list[Part] = [
-        '{"id":',
-        *event_id,
-        ',"type":"',
-        kinds,
-        '","timestamp":',
-        *_timestamps(table["observed_at"]),
-        ',"data":{',
-    ]
-    for n, name in enumerate(_DATA_FIELDS):
-        parts += [f'{"," if n else ""}"{name}":', *_json_values(table, name, plain_ids)]
-    parts += [
-        ',"project_name":',
-        *_json_strings(project_names),
-        ',"branch_name":',
-        *_json_strings(branches),
-        ',"endpoint_name":',
-        *_json_strings(endpoints),
-        "}}\n",
-    ]
+    columns = {c: _one_chunk(table[c]) for c in COLUMNS} | {
+        k: _one_chunk(v) for k, v in names.items()
+    }
+    rows = pa.table(columns)
+    plain_ids = _plain(rows["id"])
+    parts: list[Part | _Group] = []
+    for grouped, fields in _SEGMENTS:
+        if grouped:
+            parts.append(_Group(fields))
+        else:
+            for before, name in fields:
+                parts += [before, *_json_values(rows, name, plain_ids)]
+    parts.append("}}\n")
     # One buffer, straight from Arrow: no Python object per event (written to a file as is).
-    return _values(_join(parts))
+    return _values(_join(_render_groups(rows, parts, plain_ids)))
+
+
+class _Group:
+    """Adjacent fields of few distinct combinations of values (the names, an action and its
+    status, the run's observation times): their text is built once per distinct combination
+    and taken per event. The line's one join then has ~15 parts instead of ~40, and each part
+    costs it ~7 ns per event whatever its length (bench/README.md, "Issue 22")."""
+
+    def __init__(self, fields: list[tuple[str, str]]):
+        self.fields = fields
+
+
+def _render_groups(rows: pa.Table, parts: list[Part | _Group], plain_ids: bool) -> list[Part]:
+    """`parts` with each `_Group` rendered; the literal text on either side of a group goes
+    into its values (built once per distinct combination, not joined per event)."""
+    out: list[Part] = []
+    for i, part in enumerate(parts):
+        if not isinstance(part, _Group):
+            if not (isinstance(part, str) and _next_group(parts, i)):
+                out.append(part)
+            continue
+        before = ""
+        while out and isinstance(out[-1], str):
+            before = out.pop() + before
+        after = ""
+        for following in parts[i + 1 :]:
+            if not isinstance(following, str):
+                break
+            after += following
+        out += _grouped(rows, part.fields, before, after, plain_ids)
+    return out
+
+
+def _next_group(parts: list[Part | _Group], i: int) -> bool:
+    """Whether literal `parts[i]` is among those right after a group (taken into it)."""
+    for previous in reversed(parts[:i]):
+        if isinstance(previous, _Group):
+            return True
+        if not isinstance(previous, str):
+            return False
+    return False
+
+
+def _grouped(
+    rows: pa.Table, fields: list[tuple[str, str]], before: str, after: str, plain_ids: bool
+) -> list[Part]:
+    """The parts of a group's fields between literals `before` and `after`: one string per
+    event, taken from the text of each distinct combination; per event when most differ."""
+    flat = [before]
+    codes = _codes([rows[_KEYS.get(name, name)] for _, name in fields], rows.num_rows)
+    if codes is None:
+        for text, name in fields:
+            flat += [text, *_json_values(rows, name, plain_ids)]
+        return [*flat, after]
+    first, indices = codes
+    distinct = rows.take(first)
+    for text, name in fields:
+        flat += [text, *_json_values(distinct, name, plain_ids)]
+    return [_join([*flat, after]).take(indices)]
+
+
+def _codes(columns: list[pa.ChunkedArray], n: int) -> tuple[pa.Array, pa.Array] | None:
+    """For rows of these columns' values: the first row of each distinct combination, and
+    each row's combination (an index into those first rows); None when more than half of the
+    rows differ (then taking would cost more than it saves). NULL is a value of its own."""
+    if n == 0:
+        return None
+    key: pa.Array | None = None
+    distinct = 1
+    for column in columns:
+        encoded = pc.dictionary_encode(_one_chunk(column), null_encoding="encode")
+        indices = encoded.indices.cast(pa.int64())
+        size = len(encoded.dictionary)
+        key = indices if key is None else pc.add(pc.multiply(key, size), indices)
+        distinct *= size
+        if distinct > n:  # renumbered densely: the key stays below n * size
+            key = pc.dictionary_encode(key).indices.cast(pa.int64())
+            distinct = len(pc.unique(key))
+        if distinct > n // 2:
+            return None
+    assert key is not None
+    combined = pc.dictionary_encode(key)
+    if len(combined.dictionary) > n // 2:
+        return None
+    # Dictionary order is first-occurrence order: each value's first row.
+    return pc.index_in(combined.dictionary, value_set=key), combined.indices
+
+
+def _one_chunk(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(column, pa.ChunkedArray):
+        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    return column
+
+
+# The line, field by field: (the literal before the value, the field). A segment of
+# `_Group`ed fields is built per distinct combination of their values (`_grouped`).
+_SEGMENTS: list[tuple[bool, list[tuple[str, str]]]] = [
+    (False, [('{"id":', "event_id")]),
+    (True, [(',"type":', "type"), (',"timestamp":', "observed_at")]),
+    (False, [(',"data":{"id":', "id")]),
+    (
+        True,
+        [(f',"{name}":', name) for name in ("project_id", "branch_id", "endpoint_id")],
+    ),
+    (
+        True,
+        [
+            (f',"{name}":', name)
+            for name in ("action", "status", "failures_count", "error", "retry_at")
+        ],
+    ),
+    (
+        False,
+        [(f',"{name}":', name) for name in ("created_at", "updated_at", "total_duration_ms")],
+    ),
+    (
+        True,
+        [
+            (f',"{name}":', name)
+            for name in ("version", "project_name", "branch_name", "endpoint_name")
+        ],
+    ),
+]
+_KEYS = {"type": "version"}  # a field's value follows from this column's
 
 
 def _join(parts: list[Part]) -> pa.Array:

@@ -10,8 +10,10 @@ only read, and `opsaudit.duckdb` is replaced by rename, never opened for writing
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
@@ -40,6 +42,8 @@ from exporter.store.readers import open_readers
 if TYPE_CHECKING:
     import pyarrow as pa
 
+log = logging.getLogger("opsaudit.storage")
+
 __all__ = [
     "VIEWS_DB",
     "check_read_only",
@@ -49,6 +53,7 @@ __all__ = [
     "list_macros",
     "list_views",
     "memory_connection",
+    "source_definitions",
     "sql_dir",
     "sql_files",
     "sql_files_for",
@@ -673,13 +678,31 @@ def _held_by_another_connection(path: Path) -> bool:
 VIEWS_DB_STORAGE_VERSION = "v1.4.0"
 
 
-def write_views_database(data_dir: Path) -> Path | None:
+def source_definitions() -> frozenset[str]:
+    """The definitions of the .sql files that name a source's files (a `read_parquet` of a path
+    of `SOURCES`): all of `opsaudit.duckdb` that changes when only the committed files did."""
+    return frozenset(
+        name
+        for path in sql_files()
+        for name, text in _definitions(path)
+        if name is not None and any(m["path"] in SOURCES for m in _READ_PARQUET.finditer(text))
+    )
+
+
+def write_views_database(data_dir: Path, files_only: bool = False) -> Path | None:
     """Create or refresh `<data_dir>/opsaudit.duckdb` (views only), atomically.
 
     Its views name the files relative to the data directory, as the .sql files do: the file
     keeps working after the directory is copied, moved or restored, opened from it
     (`cd <data-dir> && duckdb opsaudit.duckdb`). Written in the storage format of
     `VIEWS_DB_STORAGE_VERSION` so the DuckDB CLI releases users have can open it.
+
+    `files_only`: the caller knows the file was written from the same .sql files and code, for
+    the same directory and the same sources with and without files (`analytics.views_db`): a
+    copy of it gets only the `source_definitions()` again, with the files committed now. The
+    others are kept as they were: a view is bound again when it is queried, and what they read
+    has the same columns. Creating them is most of the writing (~0.1 s of CPU, issue 24).
+    Without a file to copy (or with a WAL beside it) the whole file is written.
 
     Returns the path, or None when a program holds the file open for writing (a DuckDB shell,
     a notebook): the sync must never wait for a reader, and the next sync refreshes the file.
@@ -688,19 +711,32 @@ def write_views_database(data_dir: Path) -> Path | None:
     target = data_dir / VIEWS_DB
     if target.exists() and _held_by_another_connection(target):
         return None
+    # A WAL left by a crashed writer of the old file: its copy would lack what the WAL holds.
+    if files_only and target.is_file() and not Path(f"{target}.wal").exists():
+        try:
+            _write_views(data_dir, target, files_only=True)
+            return target
+        except (duckdb.Error, QueryError, OSError) as exc:  # not a file DuckDB opens (any more)
+            log.debug("opsaudit.duckdb written whole: %s", _first_line(exc))
+    _write_views(data_dir, target, files_only=False)
+    return target
+
+
+def _write_views(data_dir: Path, target: Path, files_only: bool) -> None:
     tmp = data_dir / f".{VIEWS_DB}.{uuid.uuid4().hex[:12]}.tmp"
     try:
+        if files_only:
+            shutil.copyfile(target, tmp)  # keeps the storage format it was written in
         con = duckdb.connect(":memory:")
         try:
-            con.execute(
-                f"ATTACH {_quote(str(tmp))} AS views_db "
-                f"(STORAGE_VERSION {_quote(VIEWS_DB_STORAGE_VERSION)})"
-            )
+            storage = "" if files_only else f" (STORAGE_VERSION {_quote(VIEWS_DB_STORAGE_VERSION)})"
+            con.execute(f"ATTACH {_quote(str(tmp))} AS views_db{storage}")
             con.execute("USE views_db")
             # Creating a view binds it: its relative paths must resolve here as they will
             # for a user in the data directory.
             con.execute(f"SET file_search_path = {_quote(data_dir.as_posix())}")
-            _load(con, _derive_missing(local_sources(data_dir, relative=True)), None)
+            sources = _derive_missing(local_sources(data_dir, relative=True))
+            _load(con, sources, None, source_definitions() if files_only else None)
             con.execute("USE memory")
             con.execute("CHECKPOINT views_db")
             con.execute("DETACH views_db")
@@ -712,17 +748,20 @@ def write_views_database(data_dir: Path) -> Path | None:
     finally:
         tmp.unlink(missing_ok=True)
         Path(f"{tmp}.wal").unlink(missing_ok=True)
-    return target
+    log.debug(
+        "opsaudit.duckdb written (%s)", "the definitions naming files" if files_only else "whole"
+    )
 
 
 def _views_database_main(argv: Sequence[str]) -> int:
-    """`python -m exporter.analytics.views DATA_DIR`: what the sync runs in a short child process, so that
-    DuckDB is never loaded into the sync (its peak memory, PRODUCT.md performance targets).
-    Exit 0: written; 3: held open by another program; 1: failed (the reason on stderr)."""
+    """`python -m exporter.analytics.views DATA_DIR [--files-only]`: what the sync runs in a short
+    child process, so that DuckDB is never loaded into the sync (its peak memory, PRODUCT.md
+    performance targets). Exit 0: written; 3: held open by another program; 1: failed (the
+    reason on stderr)."""
     import sys
 
     try:
-        written = write_views_database(Path(argv[0]))
+        written = write_views_database(Path(argv[0]), files_only="--files-only" in argv[1:])
     except Exception as exc:
         print(_first_line(exc), file=sys.stderr)
         return 1

@@ -1,5 +1,7 @@
 """Keeping `opsaudit.duckdb` current: rewritten after a run or a compaction when what it names
 changed (the committed files, which small tables exist, the .sql files, the loader's code).
+When only the files changed (its shape, `_views_shape`, is the one it was written with), only
+the definitions that name files are written again (`write_views_database(files_only=True)`).
 
 Written in a short child process unless DuckDB is loaded here already (a notebook, the tests):
 the sync never loads DuckDB (its peak memory, PRODUCT.md performance targets), so this module
@@ -18,11 +20,13 @@ from pathlib import Path
 from exporter.core.layout import VIEWS_DB, find_sql_dir
 from exporter.store.base import LocalDataset
 from exporter.store.local.exports import SNAPSHOT_FILES
+from exporter.store.local.reader import local_sources
 
 log = logging.getLogger("opsaudit.storage")
 
-# The state's meta key holding what the views database was last written from.
+# The state's meta keys holding what the views database was last written from, and its shape.
 _VIEWS_KEY = "views_database_key"
+_SHAPE_KEY = "views_database_shape"
 
 
 def _views_key(dataset: LocalDataset) -> str:
@@ -35,11 +39,30 @@ def _views_key(dataset: LocalDataset) -> str:
         h.update(b"\0f" + path.encode())
     for relative in SNAPSHOT_FILES.values():
         h.update(b"\0t" + relative.encode() + str((root / relative).is_file()).encode())
+    _code_digest(h)
+    return h.hexdigest()
+
+
+def _views_shape(dataset: LocalDataset) -> str:
+    """A digest of `opsaudit.duckdb` but for the names of the files: the directory, for each
+    source whether it reads files, no file yet (an empty relation) or a derived record, the .sql
+    files and the code. Two files of one shape differ only in the definitions that name files,
+    and what every other definition reads has the same columns."""
+    h = hashlib.sha256()
+    root = dataset.root.resolve()
+    h.update(str(root).encode())
+    for source, files in sorted(local_sources(root, relative=True).items()):
+        kind = "derived" if files is None else "files" if files else "none"
+        h.update(b"\0s" + source.encode() + b"=" + kind.encode())
+    _code_digest(h)
+    return h.hexdigest()
+
+
+def _code_digest(h: hashlib._Hash) -> None:
     sql = find_sql_dir()
     for text in sorted(sql.glob("[0-9][0-9]_*.sql")) if sql else []:
         h.update(b"\0s" + text.name.encode() + text.read_bytes())
     h.update((Path(__file__).resolve().parent / "views.py").read_bytes())
-    return h.hexdigest()
 
 
 def refresh_views_database(dataset: LocalDataset) -> bool:
@@ -50,8 +73,15 @@ def refresh_views_database(dataset: LocalDataset) -> bool:
     Returns whether it names exactly the live files now.
     """
     key = _views_key(dataset)
-    if (dataset.root / VIEWS_DB).is_file() and dataset.state.get_meta(_VIEWS_KEY) == key:
+    exists = (dataset.root / VIEWS_DB).is_file()
+    if exists and dataset.state.get_meta(_VIEWS_KEY) == key:
         return True
+    shape = _views_shape(dataset)
+    files_only = exists and dataset.state.get_meta(_SHAPE_KEY) == shape
+    if not files_only:
+        # Forgotten until the new file's is recorded: a file of another shape must never get
+        # only its definitions naming files rewritten.
+        dataset.state.set_meta(_SHAPE_KEY, "")
     if "duckdb" in sys.modules:
         # Imported here: only when DuckDB is loaded already (the sync itself never loads it,
         # its peak memory), and the analytics layer is optional for the sync.
@@ -60,12 +90,12 @@ def refresh_views_database(dataset: LocalDataset) -> bool:
         except ImportError:
             return False
         try:
-            written = write_views_database(dataset.root) is not None
+            written = write_views_database(dataset.root, files_only) is not None
         except Exception as exc:
             log.warning("could not refresh opsaudit.duckdb: %s", exc)
             return False
     else:
-        outcome = _write_views_in_child(dataset.root)
+        outcome = _write_views_in_child(dataset.root, files_only)
         if outcome is None:
             return False
         written = outcome
@@ -73,10 +103,11 @@ def refresh_views_database(dataset: LocalDataset) -> bool:
         log.warning("opsaudit.duckdb is open in another program; its views were not refreshed")
         return False
     dataset.state.set_meta(_VIEWS_KEY, key)
+    dataset.state.set_meta(_SHAPE_KEY, shape)
     return True
 
 
-def _write_views_in_child(root: Path) -> bool | None:
+def _write_views_in_child(root: Path, files_only: bool = False) -> bool | None:
     """`write_views_database` in a child process: True written, False held open elsewhere,
     None failed (logged)."""
     package_parent = str(Path(__file__).resolve().parents[2])  # the folder holding exporter/
@@ -84,7 +115,13 @@ def _write_views_in_child(root: Path) -> bool | None:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "exporter.analytics.views", str(root)],
+            [
+                sys.executable,
+                "-m",
+                "exporter.analytics.views",
+                str(root),
+                *(["--files-only"] if files_only else []),
+            ],
             env=env,
             capture_output=True,
             text=True,

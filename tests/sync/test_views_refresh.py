@@ -3,7 +3,9 @@ and only when what it names changed (issue 13)."""
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from exporter.analytics.views import write_views_database
 from exporter.analytics.views_db import _write_views_in_child, refresh_views_database
 from exporter.engine.publish import publish
 from exporter.store.local.dataset import Dataset
@@ -72,7 +75,7 @@ def test_a_failed_refresh_is_retried_by_the_next_run(
     try:
         _commit(ds, [_op(1)], "a")
         with monkeypatch.context() as m:
-            m.setattr("exporter.analytics.views_db._write_views_in_child", lambda root: None)
+            m.setattr("exporter.analytics.views_db._write_views_in_child", lambda *args: None)
             m.delitem(__import__("sys").modules, "duckdb")
             publish(ds)
         assert not (tmp_path / "opsaudit.duckdb").exists()
@@ -116,3 +119,67 @@ def test_a_sync_that_commits_no_new_file_leaves_the_views_database_alone(
     sync()  # three new operations in a new file: rewritten
     assert views.stat().st_ino != first
     assert set(_ids_through_views_db(tmp_path / "d")) == set(sim.ground_truth())
+
+
+def _every_view(data_dir: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every view's rows, read through `opsaudit.duckdb` as a user in the data directory."""
+    con = duckdb.connect(str(data_dir / "opsaudit.duckdb"), read_only=True)
+    try:
+        con.execute(f"SET file_search_path = '{data_dir}'")
+        views = [
+            r[0]
+            for r in con.execute(
+                "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name"
+            ).fetchall()
+        ]
+        return {v: con.execute(f'SELECT * FROM "{v}" ORDER BY ALL').fetchall() for v in views}
+    finally:
+        con.close()
+
+
+def test_when_only_the_files_changed_only_the_definitions_naming_them_are_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 24: the definitions that name no file (most of the ~0.1 s of CPU of writing the
+    views) are kept from the file written before while its shape is the same (the directory,
+    which sources have files, the .sql files, the code); every view reads as from a file
+    written whole."""
+    caplog.set_level(logging.DEBUG, logger="opsaudit.storage")
+    root = tmp_path / "d"
+    ds = Dataset(root)
+    try:
+        _commit(ds, [_op(1)], "a")
+        publish(ds)  # the first file: written whole
+        assert _written(caplog) == ["whole"]
+        _commit(ds, [_op(2), _op(3, month=2)], "b")  # new files in the same sources
+        publish(ds)
+        assert _written(caplog) == ["the definitions naming files"]
+        refreshed = _every_view(root)
+        assert refreshed["operation_versions"] and len(refreshed) > 20
+        assert [r[0] for r in refreshed["operations"]] == [_op(i)["id"] for i in (1, 2, 3)]
+        write_views_database(root)  # written whole from the same state: the same rows
+        assert _every_view(root) == refreshed
+        assert _written(caplog) == ["whole"]
+    finally:
+        ds.close()
+    moved = tmp_path / "moved"  # another directory: another shape, written whole
+    shutil.copytree(root, moved)
+    ds = Dataset(moved)
+    try:
+        _commit(ds, [_op(4)], "c")
+        publish(ds)
+        assert _written(caplog) == ["whole"]
+        assert _ids_through_views_db(moved) == [_op(i)["id"] for i in (1, 2, 3, 4)]
+    finally:
+        ds.close()
+
+
+def _written(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """How the views database was written since the last call (its debug line)."""
+    out = [
+        r.getMessage().removeprefix("opsaudit.duckdb written (").removesuffix(")")
+        for r in caplog.records
+        if r.getMessage().startswith("opsaudit.duckdb written (")
+    ]
+    caplog.clear()
+    return out

@@ -333,15 +333,18 @@ def _problems(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
     """The operations failing now and the stuck ones (`report_problems_in(args)`), oldest
     first, and how many of the failing ones are older than `stuck_after`."""
-    columns, rows = execute(con, f"SELECT * FROM report_problems_in({args})")
-    pick = _picker(columns, FAILING_COLUMNS)
-    kind, old, age = columns.index("kind"), columns.index("old"), columns.index("age")
+    # Ages as microseconds (not a timedelta per row), rounded as timedelta.total_seconds() does.
+    columns, rows = execute(
+        con, f"SELECT * EXCLUDE (age), epoch_us(age) AS age_us FROM report_problems_in({args})"
+    )
+    pick = _picker(columns, FAILING_COLUMNS[:-1])  # "age" last: it is added last
+    kind, old, age = columns.index("kind"), columns.index("old"), columns.index("age_us")
     failing: list[dict[str, Any]] = []
     stuck: list[dict[str, Any]] = []
     stuck_failing = 0
     for row in rows:
         r = pick(row)
-        r["age"] = dt.timedelta(seconds=round(row[age].total_seconds()))  # read, not computed with
+        r["age"] = dt.timedelta(seconds=round(row[age] / 1_000_000))  # read, not computed with
         if row[kind] == "failing":
             failing.append(r)
             stuck_failing += bool(row[old])
@@ -353,7 +356,8 @@ def _problems(
 def _failure_groups(con: duckdb.DuckDBPyConnection, relation: str) -> dict[str, Any]:
     """Failures per project, per branch, and per branch and action that failed: one query
     (`relation`, report_failure_groups_in or _scan, rolls them up over its few groups)."""
-    columns, rows = execute(con, f"SELECT * FROM {relation}")
+    kept = "grain <> 'branch_action' OR (branch_id IS NOT NULL AND failed <> 0)"  # as below
+    columns, rows = execute(con, f"SELECT * FROM {relation} WHERE {kept}")
     grain, branch, failed = (columns.index(c) for c in ("grain", "branch_id", "failed"))
     project, per_branch, per_action = (
         _picker(columns, names)

@@ -81,7 +81,9 @@ def summary_of(table: pa.Table) -> pa.Table:
             last_created_at=grouped["created_at_max"],
         )
     ]
-    parts += _histograms(table.filter(terminal), month.filter(terminal))
+    # Only the columns the histograms read are filtered (the whole table's strings: ~40 % more).
+    done = table.select(["action", "created_at", "updated_at", "total_duration_ms"])
+    parts += _histograms(done.filter(terminal), month.filter(terminal))
     return pa.concat_tables(parts)
 
 
@@ -129,7 +131,7 @@ def _rows(month: pa.ChunkedArray, measure: str, n: int, **columns: pa.ChunkedArr
         if field.name == "month":
             arrays.append(month.cast(field.type))
         elif field.name == "measure":
-            arrays.append(pa.array([measure] * n, pa.string()))
+            arrays.append(pa.repeat(pa.scalar(measure, pa.string()), n))
         elif field.name in columns:
             arrays.append(columns[field.name].cast(field.type))
         else:

@@ -868,8 +868,8 @@ MUTANTS = [
     Mutant(
         "events-names-not-filled",  # events say null where the branch's name is known
         "exporter/events/outbox.py",
-        "    return event_lines_buffer(table, names, branches, endpoints)\n",
-        "    return event_lines_buffer(table, names)\n",
+        "    return event_lines_buffer(table, _run_names(projects), branches, endpoints)\n",
+        "    return event_lines_buffer(table, _run_names(projects))\n",
         (f"{EVENTS}::test_one_event_per_new_version_after_the_backfill",),
     ),
     Mutant(
@@ -970,6 +970,20 @@ MUTANTS = [
         '        if plain_ids and table["id"].null_count == 0:  # the versions go inside the ids\' quotes\n',
         "        if True:\n",
         (f"{EVENTS}::test_event_json_escapes_every_string_field",),
+    ),
+    Mutant(
+        "events-file-piece-names-misaligned",  # a piece's events get the first piece's names
+        "exporter/events/outbox.py",
+        "            return event_lines_buffer(part, *(a.slice(start, PIECE_EVENTS) for a in names))\n",
+        "            return event_lines_buffer(part, *(a.slice(0, PIECE_EVENTS) for a in names))\n",
+        (f"{EVENTS}::test_a_commit_of_many_events_is_recorded_in_bounded_outbox_rows",),
+    ),
+    Mutant(
+        "events-file-pieces-skip-events",  # the file misses an event after each piece
+        "exporter/events/outbox.py",
+        "        return [functools.partial(piece, s) for s in range(0, rows.num_rows, PIECE_EVENTS)]\n",
+        "        return [functools.partial(piece, s) for s in range(0, rows.num_rows, PIECE_EVENTS + 1)]\n",
+        (f"{EVENTS}::test_a_commit_of_many_events_is_recorded_in_bounded_outbox_rows",),
     ),
     Mutant(
         "events-json-group-key-drops-a-column",  # events of one action get another's status
@@ -1485,10 +1499,8 @@ MUTANTS = [
     Mutant(
         "events-file-built-without-the-facts",  # issue 22: followed lines say null for names
         "exporter/events/outbox.py",
-        "        return _lines(batch.rows.combine_chunks(), f.projects, f.branches, f.endpoints)\n",
-        "        return _lines(\n"
-        "            batch.rows.combine_chunks(), f.projects, [None] * len(f.branches), f.endpoints\n"
-        "        )\n",
+        "                batch.rows, batch.names = part, names\n",
+        "                batch.rows, batch.names = part, (names[0], pa.nulls(n, pa.string()), names[2])\n",
         (f"{EVENTS}::test_one_event_per_new_version_after_the_backfill",),
     ),
     Mutant(

@@ -223,7 +223,7 @@ def _deliver_file(outbox: Outbox, path: Path) -> int:
 class FileFollower:
     """The events file appended by the committer right after each commit (bench/README.md,
     figure 9): the commit's outbox rows are in hand, so they are not read back from the state
-    (their JSON is built from the columns the chunks kept, `Outbox.lines`), and their mark rides
+    (their JSON is built from the columns the chunks kept, `Outbox.pieces`), and their mark rides
     in the next commit's transaction (the last one's in a transaction of its own). Exactly once
     as in `_deliver_file`: an append comes after the commit that recorded its events, and a
     kill between the append and its mark is what the tail reconciliation mends. Appends stay
@@ -263,8 +263,9 @@ class FileFollower:
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
-                for batch in batches:  # one row's JSON at a time: memory is one row's
-                    view = memoryview(self.outbox.lines(batch))
+                # One piece's JSON at a time (`Outbox.pieces`): memory is one piece's.
+                for build in (p for batch in batches for p in self.outbox.pieces(batch)):
+                    view = memoryview(build())
                     while view:
                         view = view[os.write(fd, view) :]
                 os.fsync(fd)

@@ -259,8 +259,8 @@ def _codes(columns: list[pa.ChunkedArray], n: int) -> tuple[pa.Array, pa.Array] 
         key = indices if key is None else pc.add(pc.multiply(key, size), indices)
         distinct *= size
         if distinct > n:  # renumbered densely: the key stays below n * size
-            key = pc.dictionary_encode(key).indices.cast(pa.int64())
-            distinct = len(pc.unique(key))
+            dense = pc.dictionary_encode(key)
+            key, distinct = dense.indices.cast(pa.int64()), len(dense.dictionary)
         if distinct > n // 2:
             return None
     assert key is not None

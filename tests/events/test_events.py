@@ -337,12 +337,14 @@ def test_a_commit_of_many_events_is_recorded_in_bounded_outbox_rows(
 ) -> None:
     # One commit of a whole backfill (rows written ahead), its events in outbox rows of at
     # most ROW_EVENTS: each row's events carry their own projects' names, in the file (built
-    # from the rows the commit had in hand) and at the webhook (built from the files later).
+    # from the rows the commit had in hand, PIECE_EVENTS at a time) and at the webhook (built
+    # from the files later).
     import sqlite3
 
     from exporter.events import outbox
 
     monkeypatch.setattr(outbox, "ROW_EVENTS", 7)
+    monkeypatch.setattr(outbox, "PIECE_EVENTS", 3)
     sim = make_sim(seed=22, projects=3, days=20, ops_per_project_per_day=2)
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
     key = read_webhook_secret(secret_file)

@@ -1056,9 +1056,21 @@ MUTANTS = [
     Mutant(
         "report-groups-superseded-not-subtracted",  # issue 24: counts of every version
         "sql/90_report.sql",
+        "    SELECT project_id, branch_id, action, failures_count, status\n"
         "    FROM query_table(rows)\n    WHERE superseded\n",
+        "    SELECT project_id, branch_id, action, failures_count, status\n"
         "    FROM query_table(rows)\n    WHERE false\n",
         ("tests/analytics/test_cli.py::test_report_json",),
+    ),
+    Mutant(
+        "report-groups-in-superseded-not-subtracted",  # the same, from the summary record
+        "sql/90_report.sql",
+        "        -coalesce(failures_count, 0), 0\n    FROM query_table(rows)\n    WHERE superseded\n",
+        "        -coalesce(failures_count, 0), 0\n    FROM query_table(rows)\n    WHERE false\n",
+        (
+            f"{REPORT_SUMMARY}::"
+            "test_per_action_figures_when_a_finished_version_was_superseded[summary]",
+        ),
     ),
     Mutant(
         "report-problems-superseded-listed",  # issue 24: a running version after it finished

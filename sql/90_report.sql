@@ -258,6 +258,24 @@ FROM groups AS g
 LEFT JOIN branches AS b ON b.id = g.branch_id
 ORDER BY g.grain, g.failed DESC, g.operations DESC, g.project_id, g.branch_id, action;
 
+-- The failure counts per (project, branch, action) of signed rows (`parts`: project_id,
+-- branch_id, action, operations, failed, retries, failing_now; a superseded version's
+-- subtracted), summed once, a group left with no operation dropped, then rolled up
+-- (report_failure_rollup): what report_failure_groups_in and _scan share.
+CREATE OR REPLACE MACRO report_failure_groups_of(parts) AS TABLE
+WITH counts AS MATERIALIZED (
+    SELECT
+        project_id, branch_id, action,
+        sum(operations)::BIGINT AS operations,
+        sum(failed)::BIGINT AS failed,
+        sum(retries)::BIGINT AS retries,
+        sum(failing_now)::BIGINT AS failing_now
+    FROM query_table(parts)
+    GROUP BY project_id, branch_id, action
+    HAVING sum(operations) > 0
+)
+FROM report_failure_rollup(counts);
+
 -- Failures per project, per branch and per branch and action: the summary's counts per
 -- (project, branch, action), then rolled up over those few groups (GROUPING SETS). grain:
 -- 'project', 'branch' (branch_id NULL: operations that name no branch) or 'branch_action'.
@@ -269,33 +287,23 @@ ORDER BY g.grain, g.failed DESC, g.operations DESC, g.project_id, g.branch_id, a
 -- versions' (a group left with no operation is dropped); failing now is counted on the latest
 -- states of `rows` (every failing version is one of them): nothing reads every version.
 CREATE OR REPLACE MACRO report_failure_groups_in(rows, summary) AS TABLE
-WITH counts AS MATERIALIZED (
+WITH parts AS (
+    SELECT project_id, branch_id, action, versions AS operations, failed, retries,
+        0 AS failing_now
+    FROM query_table(summary)
+    WHERE measure = 'group'
+    UNION ALL
     SELECT
-        project_id, branch_id, action,
-        sum(operations)::BIGINT AS operations,
-        sum(failed)::BIGINT AS failed,
-        sum(retries)::BIGINT AS retries,
-        sum(failing_now)::BIGINT AS failing_now
-    FROM (
-        SELECT project_id, branch_id, action, versions AS operations, failed, retries,
-            0 AS failing_now
-        FROM query_table(summary)
-        WHERE measure = 'group'
-        UNION ALL
-        SELECT
-            project_id, branch_id, action, -1, -is_failed(failures_count)::INTEGER,
-            -coalesce(failures_count, 0), 0
-        FROM query_table(rows)
-        WHERE superseded
-        UNION ALL
-        SELECT project_id, branch_id, action, 0, 0, 0, 1
-        FROM query_table(rows)
-        WHERE NOT superseded AND is_failing(status)
-    )
-    GROUP BY project_id, branch_id, action
-    HAVING sum(operations) > 0
+        project_id, branch_id, action, -1, -is_failed(failures_count)::INTEGER,
+        -coalesce(failures_count, 0), 0
+    FROM query_table(rows)
+    WHERE superseded
+    UNION ALL
+    SELECT project_id, branch_id, action, 0, 0, 0, 1
+    FROM query_table(rows)
+    WHERE NOT superseded AND is_failing(status)
 )
-FROM report_failure_rollup(counts);
+FROM report_failure_groups_of(parts);
 
 CREATE OR REPLACE MACRO report_failure_groups(since := NULL, until := NULL, projects := NULL)
 AS TABLE
@@ -517,25 +525,14 @@ WITH every AS (
     SELECT project_id, branch_id, action, failures_count, status
     FROM query_table(rows)
     WHERE superseded
-), counts AS MATERIALIZED (
-    SELECT
-        project_id, branch_id, action,
-        sum(operations)::BIGINT AS operations,
-        sum(failed)::BIGINT AS failed,
-        sum(retries)::BIGINT AS retries,
-        sum(failing_now)::BIGINT AS failing_now
-    FROM (
-        SELECT project_id, branch_id, action, operations, failed, retries, failing_now
-        FROM failure_counts(every)
-        UNION ALL
-        SELECT
-            project_id, branch_id, action, -operations, -failed, -retries, -failing_now
-        FROM failure_counts(gone)
-    )
-    GROUP BY project_id, branch_id, action
-    HAVING sum(operations) > 0
+), parts AS (
+    SELECT project_id, branch_id, action, operations, failed, retries, failing_now
+    FROM failure_counts(every)
+    UNION ALL
+    SELECT project_id, branch_id, action, -operations, -failed, -retries, -failing_now
+    FROM failure_counts(gone)
 )
-FROM report_failure_rollup(counts);
+FROM report_failure_groups_of(parts);
 
 -- report_by_action_in where the dataset has no summary record, or the window no whole month,
 -- from report_rows (`rows`, the same window) and one scan of every version, without probing

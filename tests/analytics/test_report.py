@@ -196,6 +196,15 @@ def test_per_action_figures_when_a_finished_version_was_superseded(
     assert (start["operations"], start["p50_ms"], start["max_ms"]) == (5, 300.0, 5000)
     assert mix(report)["start_compute"] == 7
     assert report.operations == 13
+    # The failure counts per project subtract the superseded versions too (o3's and t1's).
+    assert report.projects[0] == {
+        "project_id": "p1",
+        "operations": 8,
+        "failed": 2,
+        "failure_rate": 0.25,
+        "retries": 3,
+        "failing_now": 1,
+    }
 
 
 @SYNCED

@@ -80,6 +80,7 @@ def test_view_names() -> None:
         "report_errors_in",
         "report_errors",
         "report_failure_rollup",
+        "report_failure_groups_of",
         "report_failure_groups_in",
         "report_failure_groups",
         "report_projects",

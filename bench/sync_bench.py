@@ -7,6 +7,7 @@ bench/results/sync.jsonl.
 
     python bench/sync_bench.py requests            # backfill + no-change incremental ratios
     python bench/sync_bench.py cpu --ops 1000000   # CPU per exported operation
+    python bench/sync_bench.py cpu --ops 200000 --baseline-code OLD --runs 3  # OLD, this, ... x3
     python bench/sync_bench.py rss --ops 200000 1000000 2000000
     python bench/sync_bench.py paced --scale 10    # real limits (time-scaled): wall/floor, 429 share
 """
@@ -240,6 +241,13 @@ def bench_requests(args: argparse.Namespace) -> None:
 
 
 def bench_cpu(args: argparse.Namespace) -> None:
+    """CPU per exported operation of a backfill; with `--baseline-code OLD`, OLD's sync and this
+    checkout's alternate (OLD first) against one simulator per size, each run from its own root,
+    `--runs` times: before and after from one invocation, under the same load."""
+    codes: list[tuple[str, Path | None]] = [("this", None)]
+    if args.baseline_code is not None:
+        codes.insert(0, ("baseline", args.baseline_code.resolve()))
+    here = os.environ.get("PYTHONPATH")
     for total in args.ops:
         projects = args.projects
         per_day = max(1, total // (projects * args.days))
@@ -247,20 +255,36 @@ def bench_cpu(args: argparse.Namespace) -> None:
             {"seed": 2, "projects": projects, "days": args.days, "ops_per_project_per_day": per_day}
         )
         try:
-            with tempfile.TemporaryDirectory() as tmp:
-                res = run_sync(sim, Path(tmp), "--max-rps", "0", "--concurrency", "4")
-                n = res["summary"]["versions_written"]
-                record(
-                    "cpu",
-                    {
-                        "ops": n,
-                        "cpu_us_per_op": round(res["cpu_s"] / n * 1e6, 2),
-                        "ops_per_s": round(n / res["wall_s"]),
-                        **res,
-                    },
-                )
+            for _ in range(args.runs):
+                for label, code in codes:
+                    root = code if code is not None else ROOT
+                    _set_pythonpath(str(code) if code is not None else here)
+                    with tempfile.TemporaryDirectory() as tmp:
+                        res = run_sync(
+                            sim, Path(tmp), "--max-rps", "0", "--concurrency", "4", cwd=root
+                        )
+                    n = res["summary"]["versions_written"]
+                    record(
+                        "cpu",
+                        {
+                            **({"code": label, "root": str(root)} if len(codes) > 1 else {}),
+                            "ops": n,
+                            "cpu_us_per_op": round(res["cpu_s"] / n * 1e6, 2),
+                            "ops_per_s": round(n / res["wall_s"]),
+                            "load": round(os.getloadavg()[0], 2),
+                            **res,
+                        },
+                    )
         finally:
+            _set_pythonpath(here)
             sim.close()
+
+
+def _set_pythonpath(value: str | None) -> None:
+    if value is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = value
 
 
 def bench_paced(args: argparse.Namespace) -> None:
@@ -312,14 +336,13 @@ def main() -> None:
     p.add_argument("--projects", type=int, default=25)
     p.add_argument("--days", type=int, default=10)
     p.add_argument("--ops-per-day", type=int, default=300)
-    p = sub.add_parser("cpu")
-    p.add_argument("--ops", type=int, nargs="+", default=[500_000])
-    p.add_argument("--projects", type=int, default=20)
-    p.add_argument("--days", type=int, default=60)
-    p = sub.add_parser("rss")
-    p.add_argument("--ops", type=int, nargs="+", default=[200_000, 1_000_000, 2_000_000])
-    p.add_argument("--projects", type=int, default=20)
-    p.add_argument("--days", type=int, default=120)
+    for name, ops, days in (("cpu", [500_000], 60), ("rss", [200_000, 1_000_000, 2_000_000], 120)):
+        p = sub.add_parser(name)
+        p.add_argument("--ops", type=int, nargs="+", default=ops)
+        p.add_argument("--projects", type=int, default=20)
+        p.add_argument("--days", type=int, default=days)
+        p.add_argument("--baseline-code", type=Path, default=None, help="the other checkout")
+        p.add_argument("--runs", type=int, default=1, help="alternations per size")
     p = sub.add_parser("paced")
     p.add_argument("--scale", type=float, default=10.0)
     p.add_argument("--projects", type=int, default=60)

@@ -87,3 +87,23 @@ def test_benchmark_runs_at_a_tiny_size(tmp_path: Path, number: str, command: str
             "paced": ["paced"],
         }[mode]
         assert [json.loads(line)["bench"] for line in results] == expected
+
+
+def test_cpu_alternates_a_baseline_checkout_with_this_one(tmp_path: Path) -> None:
+    """`sync_bench.py cpu --baseline-code OLD --runs N`: OLD's sync, then this checkout's, N
+    times per size against one simulator, each run from its own root (before and after under
+    the same load)."""
+    work = tmp_path / "clone"
+    shutil.copytree(ROOT / "bench", work / "bench", ignore=shutil.ignore_patterns("results"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPSAUDIT_")}
+    env.pop("NEON_API_KEY", None)
+    argv = [sys.executable, "bench/sync_bench.py", "cpu", "--ops", "1500", "--projects", "2"]
+    argv += ["--days", "1", "--baseline-code", str(ROOT), "--runs", "2"]
+    done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    runs = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(r["code"], r["root"]) for r in runs] == [
+        ("baseline", str(ROOT)),
+        ("this", str(work)),
+    ] * 2
+    assert len({r["ops"] for r in runs}) == 1 and runs[0]["ops"] > 0

@@ -3,6 +3,7 @@
 
     python bench/events_bench.py delivery --ops 100000   # events/s and CPU per event
     python bench/events_bench.py backfill --ops 100000      # sync wall with vs without events
+    python bench/events_bench.py render --baseline-code OLD  # only the JSON build, µs per event
 
 `delivery` fills the outbox with a backfill whose sinks cannot take anything (an events file in
 a directory that does not exist, a webhook on a closed port, one attempt), then delivers a copy
@@ -224,6 +225,93 @@ def bench_backfill(args: argparse.Namespace) -> None:
         sim.close()
 
 
+_RENDER = """
+import glob, json, statistics, sys, time
+import pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq
+from exporter.events.render import COLUMNS, event_lines_buffer
+data, runs, piece = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+files = sorted(glob.glob(data + "/operation_versions/*/*.parquet"))
+table = pa.concat_tables([pq.read_table(f, columns=COLUMNS) for f in files])
+n = table.num_rows
+def names(kind, column):  # each row's project, branch or endpoint name, as the sync knows it
+    known = pq.read_table(f"{data}/{kind}/{kind}.parquet", columns=["id", "name"])
+    return known["name"].take(pc.index_in(table[column], value_set=known["id"])).to_pylist()
+projects = names("projects", "project_id")
+branches, endpoints = names("branches", "branch_id"), names("endpoints", "endpoint_id")
+def build():
+    size = 0
+    for s in range(0, n, piece):
+        rows = table.slice(s, piece).combine_chunks()
+        project = pa.array(projects[s : s + piece], pa.string())
+        out = event_lines_buffer(rows, project, branches[s : s + piece], endpoints[s : s + piece])
+        size += out.size
+    return size
+build()
+cpu, wall = [], []
+for _ in range(runs):
+    c, w = time.thread_time(), time.perf_counter()
+    size = build()
+    cpu.append(time.thread_time() - c)
+    wall.append(time.perf_counter() - w)
+print(json.dumps({"events": n, "bytes": size, "cpu_s": statistics.median(cpu),
+                  "wall_s": statistics.median(wall)}))
+"""
+
+
+def bench_render(args: argparse.Namespace) -> None:
+    """Only the events' JSON build (`event_lines_buffer`) over a backfill's rows, `--piece`
+    events a call, in a child process per checkout (each from its own root), alternating."""
+    sim = SimProcess(
+        {
+            "seed": 5,
+            "projects": args.projects,
+            "days": args.days,
+            "ops_per_project_per_day": max(1, args.ops // (args.projects * args.days)),
+        }
+    )
+    codes = {"": Path.cwd()}
+    if args.baseline_code is not None:
+        codes["baseline_"] = Path(args.baseline_code).resolve()
+    cpus: dict[str, list[float]] = {}
+    out: dict[str, Any] = {"piece": args.piece}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            data = Path(tmp) / "data"
+            run_sync(sim, data, "--max-rps", "0", "--no-compact")
+            for _ in range(args.rounds):
+                for prefix, root in codes.items():
+                    res = json.loads(
+                        subprocess.run(
+                            [
+                                sys.executable,
+                                "-c",
+                                _RENDER,
+                                str(data),
+                                str(args.runs),
+                                str(args.piece),
+                            ],
+                            capture_output=True,
+                            check=True,
+                            text=True,
+                            cwd=root,
+                            env={
+                                **os.environ,
+                                "PYTHONPATH": str(root),
+                                "ARROW_DEFAULT_MEMORY_POOL": "system",
+                            },
+                        ).stdout
+                    )
+                    cpus.setdefault(prefix, []).append(res["cpu_s"])
+                    out |= {"events": res["events"], f"{prefix}bytes": res["bytes"]}
+        for prefix, values in cpus.items():
+            out[f"{prefix}cpu_us_per_event"] = round(
+                statistics.median(values) / out["events"] * 1e6, 3
+            )
+        record("events-render", {**out, "cpus": cpus})
+    finally:
+        sim.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -240,9 +328,19 @@ def main() -> None:
     p.add_argument("--days", type=int, default=10)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--baseline-code", help="a checkout of older code to run alongside")
+    p = sub.add_parser("render")
+    p.add_argument("--ops", type=int, default=60_000)
+    p.add_argument("--projects", type=int, default=10)
+    p.add_argument("--days", type=int, default=10)
+    p.add_argument("--piece", type=int, default=10_000, help="events per build call")
+    p.add_argument("--runs", type=int, default=7, help="builds per child (median)")
+    p.add_argument("--rounds", type=int, default=5, help="children per checkout, alternating")
+    p.add_argument("--baseline-code", help="a checkout of older code to run alongside")
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    {"delivery": bench_delivery, "backfill": bench_backfill}[args.what](args)
+    {"delivery": bench_delivery, "backfill": bench_backfill, "render": bench_render}[args.what](
+        args
+    )
 
 
 if __name__ == "__main__":

@@ -834,15 +834,15 @@ MUTANTS = [
     Mutant(
         "views-db-newest-storage",  # the DuckDB CLI releases on PyPI cannot open the file
         "exporter/analytics/views.py",
-        '                f"(STORAGE_VERSION {_quote(VIEWS_DB_STORAGE_VERSION)})"\n',
-        '                ""\n',
+        '            storage = "" if files_only else f" (STORAGE_VERSION {_quote(VIEWS_DB_STORAGE_VERSION)})"\n',
+        '            storage = ""\n',
         ("tests/analytics/test_views_db.py::test_views_database_opens_in_the_duckdb_cli",),
     ),
     Mutant(
         "views-db-absolute-paths",  # a copied or moved data directory's views fail
         "exporter/analytics/views.py",
-        "            _load(con, _derive_missing(local_sources(data_dir, relative=True)), None)\n",
-        "            _load(con, _derive_missing(local_sources(data_dir)), None)\n",
+        "            sources = _derive_missing(local_sources(data_dir, relative=True))\n",
+        "            sources = _derive_missing(local_sources(data_dir))\n",
         (
             "tests/analytics/test_views_db.py::"
             "test_views_database_keeps_working_after_the_directory_is_moved",

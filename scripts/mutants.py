@@ -254,6 +254,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "views-shape-kept-through-a-whole-write",  # a killed run's file taken for the old shape
+        "exporter/analytics/views_db.py",
+        '        dataset.state.set_meta(_SHAPE_KEY, "")\n',
+        "        pass\n",
+        (
+            "tests/sync/test_views_refresh.py::"
+            "test_a_file_written_whole_by_a_killed_run_is_never_taken_for_one_of_its_old_shape",
+        ),
+    ),
+    Mutant(
         "sync-options-load-check",  # issue 24: ~12 ms of every sync's start
         "exporter/cli/_ops.py",
         "        from exporter.core.timeutil import parse_duration  # not ops.check: sync never loads it\n",

@@ -3,6 +3,7 @@ never blocked by a reader."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 import sys
@@ -35,8 +36,20 @@ def duckdb_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 VIEWS_SQL = "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name"
 
 
-def test_views_database_opens_in_the_duckdb_cli(own_data_dir: Path) -> None:
+@pytest.mark.parametrize("files_only", [False, True])
+def test_views_database_opens_in_the_duckdb_cli(
+    own_data_dir: Path, files_only: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Written whole, or (`files_only`) a copy of that file with its definitions naming files
+    written again: the copy keeps the storage format the CLI releases read (issue 24)."""
     path = write_views_database(own_data_dir)
+    if files_only:
+        caplog.set_level(logging.DEBUG, logger="opsaudit.storage")
+        path = write_views_database(own_data_dir, files_only=True)
+        written = [
+            r.getMessage() for r in caplog.records if "opsaudit.duckdb written" in r.getMessage()
+        ]
+        assert written == ["opsaudit.duckdb written (the definitions naming files)"]
     assert path == own_data_dir.resolve() / "opsaudit.duckdb"
     # The CLI release may be older than the duckdb Python package that wrote the file.
     out = duckdb_cli(

@@ -183,3 +183,69 @@ def _written(caplog: pytest.LogCaptureFixture) -> list[str]:
     ]
     caplog.clear()
     return out
+
+
+# A run killed right after `opsaudit.duckdb` was renamed into place, before the state recorded
+# what it was written from: the kill -9 lands in the child that writes the file in-process.
+_KILLED_AFTER_THE_RENAME = """
+import os, signal, sys
+from pathlib import Path
+import duckdb  # loaded: the file is written in this process
+import exporter.analytics.views as views
+from exporter.engine.publish import publish
+from exporter.store.local.dataset import Dataset
+from tests.sync.test_storage import _commit, _op
+
+def replace_then_die(src, dst):
+    os.rename(src, dst)
+    if str(dst).endswith("opsaudit.duckdb"):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+views.os.replace = replace_then_die
+ds = Dataset(Path(sys.argv[1]))
+_commit(ds, [_op(2)], "b")
+publish(ds)
+"""
+
+
+def test_a_file_written_whole_by_a_killed_run_is_never_taken_for_one_of_its_old_shape(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The shape the file was written with is forgotten before a file of another shape is
+    written: a run killed after writing it, before recording its shape, leaves a file the
+    state's old shape no longer describes, and the next run that finds that old shape again
+    (the directory moved back, the code put back) writes the file whole, not its definitions
+    naming files only (the others would be those of the other shape)."""
+    caplog.set_level(logging.DEBUG, logger="opsaudit.storage")
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    ds = Dataset(home)
+    try:
+        _commit(ds, [_op(1)], "a")
+        publish(ds)  # written whole; the state records its shape (of `home`)
+    finally:
+        ds.close()
+    shutil.copytree(home, elsewhere)  # another directory: another shape
+    repo = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")]),
+    }
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_AFTER_THE_RENAME, str(elsewhere)],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert child.returncode == -9, child.stderr  # killed right after the rename
+    shutil.rmtree(home)
+    elsewhere.rename(home)  # moved back: the shape the state recorded before the kill
+    caplog.clear()
+    ds = Dataset(home)
+    try:
+        _commit(ds, [_op(3)], "c")
+        publish(ds)
+        assert _written(caplog) == ["whole"]
+        assert _ids_through_views_db(home) == [_op(i)["id"] for i in (1, 2, 3)]
+    finally:
+        ds.close()

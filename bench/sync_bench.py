@@ -8,6 +8,7 @@ bench/results/sync.jsonl.
     python bench/sync_bench.py requests            # backfill + no-change incremental ratios
     python bench/sync_bench.py cpu --ops 1000000   # CPU per exported operation
     python bench/sync_bench.py cpu --ops 200000 --baseline-code OLD --runs 3  # OLD, this, ... x3
+    python bench/sync_bench.py cpu --ops 200000 --bytecode  # modules read from .pyc, as installed
     python bench/sync_bench.py rss --ops 200000 1000000 2000000
     python bench/sync_bench.py paced --scale 10    # real limits (time-scaled): wall/floor, 429 share
 """
@@ -15,6 +16,7 @@ bench/results/sync.jsonl.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import math
 import multiprocessing as mp
@@ -248,6 +250,12 @@ def bench_cpu(args: argparse.Namespace) -> None:
     if args.baseline_code is not None:
         codes.insert(0, ("baseline", args.baseline_code.resolve()))
     here = os.environ.get("PYTHONPATH")
+    if args.bytecode:
+        # As a pip install runs: each checkout's modules compiled once, read from .pyc (this box
+        # sets PYTHONDONTWRITEBYTECODE=1, so every run compiled opsaudit's ~80 modules again).
+        for _, code in codes:
+            compileall.compile_dir((code or ROOT) / "exporter", quiet=1)
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     for total in args.ops:
         projects = args.projects
         per_day = max(1, total // (projects * args.days))
@@ -272,6 +280,7 @@ def bench_cpu(args: argparse.Namespace) -> None:
                             "cpu_us_per_op": round(res["cpu_s"] / n * 1e6, 2),
                             "ops_per_s": round(n / res["wall_s"]),
                             "load": round(os.getloadavg()[0], 2),
+                            "bytecode": args.bytecode,
                             **res,
                         },
                     )
@@ -343,6 +352,9 @@ def main() -> None:
         p.add_argument("--days", type=int, default=days)
         p.add_argument("--baseline-code", type=Path, default=None, help="the other checkout")
         p.add_argument("--runs", type=int, default=1, help="alternations per size")
+        p.add_argument(
+            "--bytecode", action="store_true", help="compile the checkouts first, as pip does"
+        )
     p = sub.add_parser("paced")
     p.add_argument("--scale", type=float, default=10.0)
     p.add_argument("--projects", type=int, default=60)

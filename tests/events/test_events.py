@@ -328,6 +328,10 @@ def test_events_built_at_delivery_are_the_bytes_built_at_commit(
     _assert_in_order(receiver)
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def test_a_commit_of_many_events_is_recorded_in_bounded_outbox_rows(
     make_sim: Any,
     tmp_path: Path,
@@ -354,14 +358,16 @@ def test_a_commit_of_many_events_is_recorded_in_bounded_outbox_rows(
     con = sqlite3.connect(data / "state.sqlite")
     try:
         names = dict(con.execute("SELECT id, name FROM projects").fetchall())
-        outbox_rows = con.execute("SELECT events FROM event_batches ORDER BY seq").fetchall()
+        outbox_rows = con.execute("SELECT events, ids FROM event_batches ORDER BY seq").fetchall()
     finally:
         con.close()
     assert first.events_pending == len(expected) > 3 * 7
-    assert [n for (n,) in outbox_rows] == [7] * (len(expected) // 7) + (
+    assert [n for n, _ in outbox_rows] == [7] * (len(expected) // 7) + (
         [len(expected) % 7] if len(expected) % 7 else []
     )
     events = file_events(events_file)
+    # In the commit's order, as recorded (the tail reconciliation relies on it).
+    assert [e["id"] for e in events] == "\n".join(_text(ids) for _, ids in outbox_rows).split("\n")
     assert sorted(e["id"] for e in events) == sorted(expected)
     assert len({e["data"]["project_id"] for e in events}) >= 3
     assert all(e["data"]["project_name"] == names[e["data"]["project_id"]] for e in events)

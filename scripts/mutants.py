@@ -264,6 +264,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "views-db-killed-writers-copies-kept",  # each kill -9 mid-write leaves a copy for good
+        "exporter/analytics/views.py",
+        "        stale.unlink(missing_ok=True)\n",
+        "        pass\n",
+        (
+            "tests/sync/test_views_refresh.py::"
+            "test_a_views_database_write_killed_before_its_rename_leaves_nothing_behind_it",
+        ),
+    ),
+    Mutant(
         "sync-options-load-check",  # issue 24: ~12 ms of every sync's start
         "exporter/cli/_ops.py",
         "        from exporter.core.timeutil import parse_duration  # not ops.check: sync never loads it\n",

@@ -33,6 +33,7 @@ from exporter.core.layout import (
     VERSIONS_GLOB,
     VIEWS_DB,
     find_sql_dir,
+    fsync_dir,
 )
 from exporter.core.names import TABLES as NAMES_TABLES
 from exporter.store.base import Reader, Source
@@ -728,6 +729,11 @@ def write_views_database(data_dir: Path, files_only: bool = False) -> Path | Non
     target = data_dir / VIEWS_DB
     if target.exists() and _held_by_another_connection(target):
         return None
+    # What a writer killed before its rename left (its file and WAL, `_write_views`): one
+    # writer at a time (the dataset's lock), so any here is stale; killed runs would pile
+    # them up.
+    for stale in data_dir.glob(f".{VIEWS_DB}.*.tmp*"):
+        stale.unlink(missing_ok=True)
     # A WAL left by a crashed writer of the old file: its copy would lack what the WAL holds.
     if files_only and target.is_file() and not Path(f"{target}.wal").exists():
         try:
@@ -762,6 +768,9 @@ def _write_views(data_dir: Path, target: Path, files_only: bool) -> None:
         # A WAL left by a crashed writer of the old file would be replayed against the new one.
         Path(f"{target}.wal").unlink(missing_ok=True)
         os.replace(tmp, target)
+        # The rename made durable before the caller records what the file names (and then
+        # deletes the files it no longer names): power loss must not bring back the old one.
+        fsync_dir(data_dir)
     finally:
         tmp.unlink(missing_ok=True)
         Path(f"{tmp}.wal").unlink(missing_ok=True)

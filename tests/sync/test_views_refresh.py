@@ -185,9 +185,9 @@ def _written(caplog: pytest.LogCaptureFixture) -> list[str]:
     return out
 
 
-# A run killed right after `opsaudit.duckdb` was renamed into place, before the state recorded
-# what it was written from: the kill -9 lands in the child that writes the file in-process.
-_KILLED_AFTER_THE_RENAME = """
+# A run killed right before or right after `opsaudit.duckdb` is renamed into place (argv[2]):
+# the kill -9 lands in the process that writes the file (DuckDB loaded: in-process).
+_KILLED_AT_THE_RENAME = """
 import os, signal, sys
 from pathlib import Path
 import duckdb  # loaded: the file is written in this process
@@ -196,9 +196,11 @@ from exporter.engine.publish import publish
 from exporter.store.local.dataset import Dataset
 from tests.sync.test_storage import _commit, _op
 
-def replace_then_die(src, dst):
-    os.rename(src, dst)
-    if str(dst).endswith("opsaudit.duckdb"):
+def replace_then_die(src, dst):  # os.replace of every module: only the views' is cut
+    views_db = str(dst).endswith("opsaudit.duckdb")
+    if not views_db or sys.argv[2] == "after":
+        os.rename(src, dst)
+    if views_db:
         os.kill(os.getpid(), signal.SIGKILL)
 
 views.os.replace = replace_then_die
@@ -225,19 +227,7 @@ def test_a_file_written_whole_by_a_killed_run_is_never_taken_for_one_of_its_old_
     finally:
         ds.close()
     shutil.copytree(home, elsewhere)  # another directory: another shape
-    repo = Path(__file__).resolve().parents[2]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")]),
-    }
-    child = subprocess.run(
-        [sys.executable, "-c", _KILLED_AFTER_THE_RENAME, str(elsewhere)],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert child.returncode == -9, child.stderr  # killed right after the rename
+    _killed_writing_the_views(elsewhere, "after")
     shutil.rmtree(home)
     elsewhere.rename(home)  # moved back: the shape the state recorded before the kill
     caplog.clear()
@@ -249,3 +239,47 @@ def test_a_file_written_whole_by_a_killed_run_is_never_taken_for_one_of_its_old_
         assert _ids_through_views_db(home) == [_op(i)["id"] for i in (1, 2, 3)]
     finally:
         ds.close()
+
+
+def _killed_writing_the_views(data_dir: Path, when: str) -> None:
+    """A commit, then its publish killed -9 right `when` ("before", "after") the views
+    database is renamed into place."""
+    repo = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")]),
+    }
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_AT_THE_RENAME, str(data_dir), when],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert child.returncode == -9, child.stderr
+
+
+def test_a_views_database_write_killed_before_its_rename_leaves_nothing_behind_it(
+    tmp_path: Path,
+) -> None:
+    """A kill -9 while the views database was written aside leaves its temporary file (and
+    its WAL): the next write removes them (one writer at a time: the dataset's lock), so
+    killed runs do not pile up copies of the file in the data directory."""
+    ds = Dataset(tmp_path)
+    try:
+        _commit(ds, [_op(1)], "a")
+        publish(ds)
+    finally:
+        ds.close()
+    for _ in range(2):
+        _killed_writing_the_views(tmp_path, "before")
+    # The second killed writer removed what the first left: one temporary file, not two.
+    assert len(list(tmp_path.glob(".opsaudit.duckdb.*"))) == 1
+    ds = Dataset(tmp_path)
+    try:
+        _commit(ds, [_op(3)], "c")
+        publish(ds)
+    finally:
+        ds.close()
+    assert list(tmp_path.glob(".opsaudit.duckdb.*")) == []
+    assert _ids_through_views_db(tmp_path) == [_op(i)["id"] for i in (1, 2, 2, 3)]

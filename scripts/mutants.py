@@ -41,6 +41,7 @@ SPILL = "tests/sync/test_spill.py"
 SUMMARY = "tests/sync/test_summary.py"
 FLAGGED = "tests/sync/test_flagged.py"
 REPORT_SUMMARY = "tests/analytics/test_report.py"
+REPORT_JSON = "tests/analytics/test_report_json.py"
 LAKE_SUPERSEDED = "tests/lake/test_superseded_lake.py"
 LAKE_NAMES = "tests/lake/test_names_lake.py"
 NAMES = "tests/sync/test_names.py"
@@ -1265,6 +1266,24 @@ MUTANTS = [
             f"{FLAGGED}::"
             "test_a_superseded_version_the_record_does_not_hold_is_read_from_the_versions",
         ),
+    ),
+    # The report's failing and stuck lists written by DuckDB for --format json (issue 24).
+    Mutant(
+        "report-json-ages-rounded-half-up",  # an age of n.5 s: n + 1 where Python says even
+        "sql/90_report.sql",
+        "    + CASE WHEN rem > 500000 OR (rem = 500000 AND ((us - rem) // 1000000) % 2 <> 0)\n",
+        "    + CASE WHEN rem >= 500000\n",
+        (
+            f"{REPORT_JSON}::test_ages_round_half_to_even_as_python_does",
+            f"{REPORT_JSON}::test_the_lists_written_by_duckdb_are_the_bytes_orjson_writes[plain]",
+        ),
+    ),
+    Mutant(
+        "report-json-upper-case-escapes-kept",  # to_json's \\u000B where orjson writes \\u000b
+        "exporter/analytics/report_figures.py",
+        '    if any(b"\\\\u00" in text and _UPPER_ESCAPE.search(text) for text in (failing, stuck)):\n',
+        "    if False:\n",
+        (f"{REPORT_JSON}::test_the_lists_written_by_duckdb_are_the_bytes_orjson_writes[odd]",),
     ),
     Mutant(
         "summary-superseded-not-subtracted",  # every version counted as a latest state

@@ -200,6 +200,74 @@ FROM (
 LEFT JOIN branches AS b ON b.id = p.branch_id
 ORDER BY p.kind, p.age DESC, p.id;
 
+-- A value as orjson writes it in `opsaudit report --format json` (format.json_bytes): a string
+-- as to_json escapes it (the same bytes but the hex case of a few control characters' \u
+-- escapes, which the caller checks for), NULL as null.
+CREATE OR REPLACE MACRO report_json_text(v) AS coalesce(to_json(v::VARCHAR)::VARCHAR, 'null');
+
+-- An instant as format.jsonable writes it: ISO 8601 UTC with Z, microseconds only when there are.
+CREATE OR REPLACE MACRO report_json_instant(ts) AS
+    CASE WHEN ts IS NULL THEN 'null' ELSE
+        '"' || strftime(ts::TIMESTAMPTZ AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S')
+        || CASE WHEN (epoch_us(ts) % 1000000 + 1000000) % 1000000 = 0 THEN ''
+            ELSE '.' || lpad(((epoch_us(ts) % 1000000 + 1000000) % 1000000)::VARCHAR, 6, '0')
+        END || 'Z"'
+    END;
+
+-- An age as the report's JSON writes it (`sec`: whole seconds), "PT90S" or "-PT5S".
+CREATE OR REPLACE MACRO report_json_age(sec) AS
+    CASE WHEN sec < 0 THEN '"-PT' || (-sec) || 'S"' ELSE '"PT' || sec || 'S"' END;
+
+-- An age in microseconds (`us`) in whole seconds, rounded half to even as report_figures.problems
+-- rounds them (Python's round(us / 1e6)); `rem`: us modulo a second (0 to 999,999).
+CREATE OR REPLACE MACRO report_age_seconds(us, rem) AS
+    (us - rem) // 1000000
+    + CASE WHEN rem > 500000 OR (rem = 500000 AND ((us - rem) // 1000000) % 2 <> 0)
+        THEN 1 ELSE 0 END;
+
+-- report_problems_in as the JSON of `opsaudit report --format json` writes its two lists
+-- (orjson, two-space indent, the lists at depth 1), as UTF-8 (a BLOB: no Python str of 79 MB is
+-- made): per list its rows' objects, oldest first; and how many failing ones are older than
+-- stuck_after. 195k rows at 10M operations: one string each instead of a Python dict
+-- of nine values each (`report.build_report(lists_as_json=True)`).
+CREATE OR REPLACE MACRO report_problems_json(rows, as_of := NULL, stuck_after := NULL) AS TABLE
+WITH p AS (
+    SELECT
+        kind, id, age, old,
+        concat(
+            E'    {\n      "id": ', report_json_text(id),
+            E',\n      "project_id": ', report_json_text(project_id),
+            E',\n      "branch_id": ', report_json_text(branch_id),
+            E',\n      "branch_name": ', report_json_text(branch_name),
+            E',\n      "branch_deleted_at": ', report_json_instant(branch_deleted_at),
+            E',\n      "action": ', report_json_text(action),
+            E',\n      "status": ', report_json_text(status),
+            E',\n      "error": ', report_json_text(error),
+            E',\n      "age": ', report_json_age(report_age_seconds(us, rem)),
+            E'\n    }'
+        ) AS line
+    FROM (
+        SELECT *, (us % 1000000 + 1000000) % 1000000 AS rem
+        FROM (
+            SELECT *, epoch_us(age) AS us
+            FROM report_problems_in(rows, as_of := as_of, stuck_after := stuck_after)
+        )
+    )
+)
+SELECT
+    encode(coalesce(
+        E'[\n' || string_agg(line, E',\n' ORDER BY age DESC, id) FILTER (WHERE kind = 'failing')
+            || E'\n  ]',
+        '[]'
+    )) AS failing,
+    encode(coalesce(
+        E'[\n' || string_agg(line, E',\n' ORDER BY age DESC, id) FILTER (WHERE kind = 'stuck')
+            || E'\n  ]',
+        '[]'
+    )) AS stuck,
+    count(*) FILTER (WHERE kind = 'failing' AND old) AS stuck_failing
+FROM p;
+
 CREATE OR REPLACE MACRO report_problems(
     since := NULL, until := NULL, projects := NULL, as_of := NULL, stuck_after := NULL
 ) AS TABLE

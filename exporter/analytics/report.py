@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any
 
 import duckdb
+import orjson
 
 from exporter.analytics.format import branch_failure_line, branch_label, jsonable
 from exporter.analytics.report_figures import (
@@ -19,6 +19,9 @@ from exporter.analytics.report_figures import (
     by_action_scan,
     fetch_records,
     keep_rows,
+    picker,
+    problems,
+    problems_json,
     recorded,
     string_list_literal,
     timestamp_literal,
@@ -148,6 +151,9 @@ class Report:
     last_created_at: dt.datetime | None = None  # the newest operation in scope
     as_of: dt.datetime | None = None  # "now" for `stuck`
     stuck_after: dt.timedelta = STUCK_AFTER
+    # `build_report(lists_as_json=True)`: the failing and stuck lists as the JSON format writes
+    # them (`_problems_json`), and the two lists above left empty.
+    lists_json: tuple[bytes, bytes] | None = None
 
     def headline(self) -> dict[str, Any]:
         """The figures above the tables: scope, failure rate, failing now, stuck, the three
@@ -188,11 +194,20 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape: window, operations, the headline, then the three sections."""
-        return dict(jsonable(self.fields()))
+        values = self.fields()
+        for key in ("failing_operations", "stuck_operations"):
+            if isinstance(values[key], orjson.Fragment):
+                values[key] = orjson.loads(values[key].contents)
+        return dict(jsonable(values))
 
     def fields(self) -> dict[str, Any]:
         """`as_dict` with the values as computed (datetimes, intervals), not yet `jsonable`:
-        `format.json_bytes` writes it as `as_dict` reads, without copying every row first."""
+        `format.json_bytes` writes it as `as_dict` reads, without copying every row first (the
+        failing and stuck lists as written already where `lists_json` holds them)."""
+        failing: Any = self.failing_operations
+        stuck: Any = self.stuck_operations
+        if self.lists_json is not None:
+            failing, stuck = (orjson.Fragment(text) for text in self.lists_json)
         return {
             "since": self.since,
             "until": self.until,
@@ -200,8 +215,8 @@ class Report:
             "operations": self.operations,
             "freshness": self.freshness,
             "headline": self.headline(),
-            "failing_operations": self.failing_operations,
-            "stuck_operations": self.stuck_operations,
+            "failing_operations": failing,
+            "stuck_operations": stuck,
             "errors": self.errors,
             "projects_failures": self.projects,
             "branches_failures": self.branches,
@@ -251,10 +266,13 @@ def build_report(
     project_ids: Sequence[str] | None = None,
     now: dt.datetime | None = None,
     stuck_after: dt.timedelta = STUCK_AFTER,
+    lists_as_json: bool = False,
 ) -> Report:
     """Compute the report on a connection from `exporter.connect()`, in one pass over the data.
 
     `now` (default: the current time) is when an open operation's age is measured for `stuck`.
+    `lists_as_json`: the failing and stuck lists only as the JSON format writes them
+    (`Report.lists_json`; `opsaudit report --format json`), not as rows.
     """
     projects = list(project_ids) if project_ids else None
     as_of = now or dt.datetime.now(dt.timezone.utc)
@@ -287,7 +305,14 @@ def build_report(
         else:
             records, first, last = by_action_scan(con, window, when)
             groups = _failure_groups(con, f"report_failure_groups_scan({ROWS}, {window})")
-        failing, stuck, stuck_failing = _problems(con, f"{ROWS}, {when}")
+        failing: list[dict[str, Any]] = []
+        stuck: list[dict[str, Any]] = []
+        lists = problems_json(con, f"{ROWS}, {when}") if lists_as_json else None
+        if lists is not None:
+            lists_json, stuck_failing = lists
+        else:
+            lists_json = None
+            failing, stuck, stuck_failing = problems(con, f"{ROWS}, {when}", FAILING_COLUMNS)
         errors = fetch_records(con, f"SELECT * FROM report_errors_in({ROWS})")
     finally:
         execute(con, f"DROP TABLE IF EXISTS {ROWS}")
@@ -319,38 +344,8 @@ def build_report(
         last_created_at=last,
         as_of=as_of,
         stuck_after=stuck_after,
+        lists_json=lists_json,
     )
-
-
-def _picker(columns: Sequence[str], names: Sequence[str]) -> Callable[[tuple[Any, ...]], Any]:
-    """A row of `columns` to the dict of `names` (no dict of every column first)."""
-    get = itemgetter(*(list(columns).index(c) for c in names))
-    return lambda row: dict(zip(names, get(row)))
-
-
-def _problems(
-    con: duckdb.DuckDBPyConnection, args: str
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
-    """The operations failing now and the stuck ones (`report_problems_in(args)`), oldest
-    first, and how many of the failing ones are older than `stuck_after`."""
-    # Ages as microseconds (not a timedelta per row), rounded as timedelta.total_seconds() does.
-    columns, rows = execute(
-        con, f"SELECT * EXCLUDE (age), epoch_us(age) AS age_us FROM report_problems_in({args})"
-    )
-    pick = _picker(columns, FAILING_COLUMNS[:-1])  # "age" last: it is added last
-    kind, old, age = columns.index("kind"), columns.index("old"), columns.index("age_us")
-    failing: list[dict[str, Any]] = []
-    stuck: list[dict[str, Any]] = []
-    stuck_failing = 0
-    for row in rows:
-        r = pick(row)
-        r["age"] = dt.timedelta(seconds=round(row[age] / 1_000_000))  # read, not computed with
-        if row[kind] == "failing":
-            failing.append(r)
-            stuck_failing += bool(row[old])
-        else:
-            stuck.append(r)
-    return failing, stuck, stuck_failing
 
 
 def _failure_groups(con: duckdb.DuckDBPyConnection, relation: str) -> dict[str, Any]:
@@ -360,7 +355,7 @@ def _failure_groups(con: duckdb.DuckDBPyConnection, relation: str) -> dict[str, 
     columns, rows = execute(con, f"SELECT * FROM {relation} WHERE {kept}")
     grain, branch, failed = (columns.index(c) for c in ("grain", "branch_id", "failed"))
     project, per_branch, per_action = (
-        _picker(columns, names)
+        picker(columns, names)
         for names in (PROJECT_COLUMNS, BRANCH_COLUMNS, BRANCH_FAILURE_COLUMNS)
     )
     return {

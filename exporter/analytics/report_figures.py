@@ -6,7 +6,9 @@ latest states; the SQL literals of a window."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any
 
 import duckdb
@@ -20,6 +22,9 @@ __all__ = [
     "by_action_scan",
     "fetch_records",
     "keep_rows",
+    "picker",
+    "problems",
+    "problems_json",
     "recorded",
     "string_list_literal",
     "timestamp_literal",
@@ -178,6 +183,59 @@ def _latest_at(con: duckdb.DuckDBPyConnection, instant: dt.datetime, projects: s
     )
     _, rows = execute(con, f"SELECT count(*) FROM report_operations({narrow})")
     return bool(rows[0][0])
+
+
+def picker(columns: Sequence[str], names: Sequence[str]) -> Callable[[tuple[Any, ...]], Any]:
+    """A row of `columns` to the dict of `names` (no dict of every column first)."""
+    get = itemgetter(*(list(columns).index(c) for c in names))
+    return lambda row: dict(zip(names, get(row)))
+
+
+def problems(
+    con: duckdb.DuckDBPyConnection, args: str, names: Sequence[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """The operations failing now and the stuck ones (`report_problems_in(args)`), oldest
+    first, as dicts of `names` (report.FAILING_COLUMNS, "age" last), and how many of the
+    failing ones are older than `stuck_after`."""
+    # Ages as microseconds (not a timedelta per row), rounded as timedelta.total_seconds() does.
+    columns, rows = execute(
+        con, f"SELECT * EXCLUDE (age), epoch_us(age) AS age_us FROM report_problems_in({args})"
+    )
+    pick = picker(columns, names[:-1])  # "age" last: it is added last
+    kind, old, age = columns.index("kind"), columns.index("old"), columns.index("age_us")
+    failing: list[dict[str, Any]] = []
+    stuck: list[dict[str, Any]] = []
+    stuck_failing = 0
+    for row in rows:
+        r = pick(row)
+        r["age"] = dt.timedelta(seconds=round(row[age] / 1_000_000))  # read, not computed with
+        if row[kind] == "failing":
+            failing.append(r)
+            stuck_failing += bool(row[old])
+        else:
+            stuck.append(r)
+    return failing, stuck, stuck_failing
+
+
+# A \\u escape with an upper-case hex digit: to_json writes the control characters U+000B,
+# U+000E, U+000F and U+001A to U+001F so (orjson in lower case), and a text holding a backslash
+# and "u000B" has the same characters escaped.
+_UPPER_ESCAPE = re.compile(rb"\\u00(?:0[BEF]|1[A-F])")
+
+
+def problems_json(
+    con: duckdb.DuckDBPyConnection, args: str
+) -> tuple[tuple[bytes, bytes], int] | None:
+    """The failing and stuck lists of `problems` as `format.json_bytes` writes them in the
+    report's JSON (a list at depth 1: objects indented by four, `  ]`), built in DuckDB
+    (`report_problems_json`), and its count of old failing operations. None where a text holds
+    a character to_json escapes other than orjson (or what could be one): then the caller
+    builds the rows."""
+    _, rows = execute(con, f"SELECT * FROM report_problems_json({args})")
+    failing, stuck, stuck_failing = rows[0]
+    if any(b"\\u00" in text and _UPPER_ESCAPE.search(text) for text in (failing, stuck)):
+        return None
+    return (failing, stuck), stuck_failing
 
 
 def fetch_records(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:

@@ -227,28 +227,20 @@ def report_command(
     failures per project and per branch (by name, deleted ones marked), then failures,
     durations and action mix per action.
     """
-    from exporter.analytics.report import (
-        REPORT_SQL,
-        build_report,
-        empty_message,
-        parse_since,
-        parse_until,
-    )
+    from exporter.analytics.report import REPORT_SQL, build_report, empty_message
     from exporter.analytics.report_text import render_report
 
     if section is not None and fmt != "csv":
         raise click.UsageError("--section goes with --format csv")
-    window_since = parse_since(since) if since else None
-    window_until = parse_until(until) if until else None
-    if window_since is not None and window_until is not None and window_since >= window_until:
-        raise click.UsageError(
-            f"--since {since} is not before --until {until}: nothing can match (a --until date "
-            "includes that day)"
-        )
+    window_since, window_until = _report_window(since, until)
     with _open(data_dirs, storage_options, REPORT_SQL) as con:
         _warn_unknown_projects(con, projects)
         report = build_report(
-            con, since=window_since, until=window_until, project_ids=list(projects) or None
+            con,
+            since=window_since,
+            until=window_until,
+            project_ids=list(projects) or None,
+            lists_as_json=fmt == "json",  # the lists written by DuckDB, not built as rows
         )
         if fmt == "html":
             from exporter.analytics.html import render_html
@@ -265,6 +257,20 @@ def report_command(
         # Table and markdown say it in the report; json and csv stay machine-readable.
         click.echo(empty_message(report), err=True)
     emit(render_report(report, fmt, top=None if all_rows else top, section=section), output)
+
+
+def _report_window(since: str | None, until: str | None) -> tuple[Any, Any]:
+    """--since and --until as instants (None: no bound); a usage error if nothing can match."""
+    from exporter.analytics.report import parse_since, parse_until
+
+    window_since = parse_since(since) if since else None
+    window_until = parse_until(until) if until else None
+    if window_since is not None and window_until is not None and window_since >= window_until:
+        raise click.UsageError(
+            f"--since {since} is not before --until {until}: nothing can match (a --until date "
+            "includes that day)"
+        )
+    return window_since, window_until
 
 
 def _warn_unknown_projects(con: Any, projects: Sequence[str]) -> None:

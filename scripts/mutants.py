@@ -1281,7 +1281,7 @@ MUTANTS = [
     Mutant(
         "report-json-upper-case-escapes-kept",  # to_json's \\u000B where orjson writes \\u000b
         "exporter/analytics/report_figures.py",
-        '    if any(b"\\\\u00" in text and _UPPER_ESCAPE.search(text) for text in (failing, stuck)):\n',
+        '    if any(b"\\\\u00" in text and _UPPER_ESCAPE.search(text) for text in lists):\n',
         "    if False:\n",
         (f"{REPORT_JSON}::test_the_lists_written_by_duckdb_are_the_bytes_orjson_writes[odd]",),
     ),

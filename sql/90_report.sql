@@ -226,47 +226,33 @@ CREATE OR REPLACE MACRO report_age_seconds(us, rem) AS
         THEN 1 ELSE 0 END;
 
 -- report_problems_in as the JSON of `opsaudit report --format json` writes its two lists
--- (orjson, two-space indent, the lists at depth 1), as UTF-8 (a BLOB: no Python str of 79 MB is
--- made): per list its rows' objects, oldest first; and how many failing ones are older than
--- stuck_after. 195k rows at 10M operations: one string each instead of a Python dict
--- of nine values each (`report.build_report(lists_as_json=True)`).
+-- (orjson, two-space indent, the lists at depth 1): a row's object as UTF-8 (a BLOB: no Python
+-- str is made of it), in report_problems_in's order, with its kind and old. 195k rows at 10M
+-- operations: one value each instead of a Python dict of nine (`report.build_report(
+-- lists_as_json=True)` joins them, report_figures.problems_json).
 CREATE OR REPLACE MACRO report_problems_json(rows, as_of := NULL, stuck_after := NULL) AS TABLE
-WITH p AS (
-    SELECT
-        kind, id, age, old,
-        concat(
-            E'    {\n      "id": ', report_json_text(id),
-            E',\n      "project_id": ', report_json_text(project_id),
-            E',\n      "branch_id": ', report_json_text(branch_id),
-            E',\n      "branch_name": ', report_json_text(branch_name),
-            E',\n      "branch_deleted_at": ', report_json_instant(branch_deleted_at),
-            E',\n      "action": ', report_json_text(action),
-            E',\n      "status": ', report_json_text(status),
-            E',\n      "error": ', report_json_text(error),
-            E',\n      "age": ', report_json_age(report_age_seconds(us, rem)),
-            E'\n    }'
-        ) AS line
+SELECT
+    kind, old,
+    encode(concat(
+        E'    {\n      "id": ', report_json_text(id),
+        E',\n      "project_id": ', report_json_text(project_id),
+        E',\n      "branch_id": ', report_json_text(branch_id),
+        E',\n      "branch_name": ', report_json_text(branch_name),
+        E',\n      "branch_deleted_at": ', report_json_instant(branch_deleted_at),
+        E',\n      "action": ', report_json_text(action),
+        E',\n      "status": ', report_json_text(status),
+        E',\n      "error": ', report_json_text(error),
+        E',\n      "age": ', report_json_age(report_age_seconds(us, rem)),
+        E'\n    }'
+    )) AS line
+FROM (
+    SELECT *, (us % 1000000 + 1000000) % 1000000 AS rem
     FROM (
-        SELECT *, (us % 1000000 + 1000000) % 1000000 AS rem
-        FROM (
-            SELECT *, epoch_us(age) AS us
-            FROM report_problems_in(rows, as_of := as_of, stuck_after := stuck_after)
-        )
+        SELECT *, epoch_us(age) AS us
+        FROM report_problems_in(rows, as_of := as_of, stuck_after := stuck_after)
     )
 )
-SELECT
-    encode(coalesce(
-        E'[\n' || string_agg(line, E',\n' ORDER BY age DESC, id) FILTER (WHERE kind = 'failing')
-            || E'\n  ]',
-        '[]'
-    )) AS failing,
-    encode(coalesce(
-        E'[\n' || string_agg(line, E',\n' ORDER BY age DESC, id) FILTER (WHERE kind = 'stuck')
-            || E'\n  ]',
-        '[]'
-    )) AS stuck,
-    count(*) FILTER (WHERE kind = 'failing' AND old) AS stuck_failing
-FROM p;
+ORDER BY kind, age DESC, id;
 
 CREATE OR REPLACE MACRO report_problems(
     since := NULL, until := NULL, projects := NULL, as_of := NULL, stuck_after := NULL

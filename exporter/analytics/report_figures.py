@@ -227,15 +227,28 @@ def problems_json(
     con: duckdb.DuckDBPyConnection, args: str
 ) -> tuple[tuple[bytes, bytes], int] | None:
     """The failing and stuck lists of `problems` as `format.json_bytes` writes them in the
-    report's JSON (a list at depth 1: objects indented by four, `  ]`), built in DuckDB
-    (`report_problems_json`), and its count of old failing operations. None where a text holds
-    a character to_json escapes other than orjson (or what could be one): then the caller
-    builds the rows."""
-    _, rows = execute(con, f"SELECT * FROM report_problems_json({args})")
-    failing, stuck, stuck_failing = rows[0]
-    if any(b"\\u00" in text and _UPPER_ESCAPE.search(text) for text in (failing, stuck)):
+    report's JSON (a list at depth 1: objects indented by four, then `  ]`), each object
+    written by DuckDB (`report_problems_json`), and how many failing ones are old. None where a
+    text holds a character to_json escapes other than orjson (or what could be one): then the
+    caller builds the rows."""
+    _, rows = execute(con, f"SELECT kind, old, line FROM report_problems_json({args})")
+    failing = [line for kind, _, line in rows if kind == "failing"]
+    stuck = [line for kind, _, line in rows if kind != "failing"]
+    stuck_failing = sum(1 for kind, old, _ in rows if kind == "failing" and old)
+    del rows
+    lists = (_json_list(failing), _json_list(stuck))
+    if any(b"\\u00" in text and _UPPER_ESCAPE.search(text) for text in lists):
         return None
-    return (failing, stuck), stuck_failing
+    return lists, stuck_failing
+
+
+def _json_list(objects: list[bytes]) -> bytes:
+    """A list of JSON objects at depth 1 as orjson's two-space indent writes it (one copy)."""
+    if not objects:
+        return b"[]"
+    objects[0] = b"[\n" + objects[0]
+    objects[-1] += b"\n  ]"
+    return b",\n".join(objects)
 
 
 def fetch_records(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:

@@ -130,11 +130,12 @@ def jsonable(value: Any) -> Any:
 _JSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
-def json_bytes(value: Any, *, indent: bool = False) -> bytes:
+def json_bytes(value: Any, *, indent: bool = False, newline: bool = False) -> bytes:
     """`orjson.dumps(jsonable(value))`, byte for byte, without building the converted copy:
     only the values orjson does not write as `jsonable` would are converted (a report's
-    hundreds of thousands of rows are otherwise walked twice in Python)."""
+    hundreds of thousands of rows are otherwise walked twice in Python); `newline`: "\n" after."""
     option = _JSON_OPTIONS | (orjson.OPT_INDENT_2 if indent else 0)
+    option |= orjson.OPT_APPEND_NEWLINE if newline else 0
     return orjson.dumps(value, default=jsonable, option=option)
 
 

@@ -154,13 +154,17 @@ def output_options(formats: Sequence[str], help: str | None = None) -> Callable[
     return decorator
 
 
-def emit(text: str, output: Path | None) -> None:
-    """Print `text`, or write it to `output` (the `-o` of `output_options`)."""
+def emit(text: str | bytes, output: Path | None) -> None:
+    """Print `text`, or write it to `output` (the `-o` of `output_options`); bytes as they are
+    (UTF-8 already: the report's JSON)."""
     if output is None:
         click.echo(text, nl=False)
     else:
         try:
-            output.write_text(text, encoding="utf-8")
+            if isinstance(text, bytes):
+                output.write_bytes(text)
+            else:
+                output.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot write -o {output}: {exc.strerror}") from None
 

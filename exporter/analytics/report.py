@@ -195,9 +195,10 @@ class Report:
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape: window, operations, the headline, then the three sections."""
         values = self.fields()
-        for key in ("failing_operations", "stuck_operations"):
-            if isinstance(values[key], orjson.Fragment):
-                values[key] = orjson.loads(values[key].contents)
+        if self.lists_json is not None:  # the lists as written: read back
+            values["failing_operations"], values["stuck_operations"] = map(
+                orjson.loads, self.lists_json
+            )
         return dict(jsonable(values))
 
     def fields(self) -> dict[str, Any]:

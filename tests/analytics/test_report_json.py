@@ -73,6 +73,13 @@ def test_the_lists_written_by_duckdb_are_the_bytes_orjson_writes(
     by_duckdb = texts == PLAIN_TEXTS
     rows, written = _report_json(data_dir, now, by_duckdb)
     assert written == rows
+    con = connect(data_dir)
+    try:  # as_dict reads the lists back: the same values as from the rows
+        as_rows = build_report(con, now=now).as_dict()
+        assert build_report(con, now=now, lists_as_json=True).as_dict() == as_rows
+        assert len(as_rows["failing_operations"]) == len(texts) + 2  # o5, o8 and one a text
+    finally:
+        con.close()
     assert b'"id": "f0-quota \\"exceeded\\""' in rows  # the texts are in the lists
     for window in ({"since": at(12, 0)}, {"project_ids": ["p2"]}):
         rows, written = _report_json(data_dir, now, by_duckdb, **window)

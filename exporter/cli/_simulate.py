@@ -51,7 +51,9 @@ from exporter.core.errors import ConfigError
 @click.option("--retry-after/--no-retry-after", default=True, show_default=True)
 @click.option(
     "--time-scale",
-    type=FiniteFloatRange(min=0, min_open=True),
+    # At most 11.6 simulated days a second: --live's clock (microseconds, then datetimes) stays
+    # below year 9999 for days; 1e308 overflowed on its first tick and killed the clock.
+    type=FiniteFloatRange(min=0, min_open=True, max=1_000_000),
     default=1.0,
     show_default=True,
     help="Divides the rate windows; with --live, simulated seconds per real second.",

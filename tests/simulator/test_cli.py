@@ -62,7 +62,16 @@ def test_ranges_are_checked_as_the_demo_checks_them() -> None:
         (["--projects", "0"], "Invalid value for '--projects': 0 is not in the range 1<=x<=1000."),
         (["--port", "70000"], "Invalid value for '--port': 70000 is not in the range 0<=x<=65535."),
         (["--time-scale", "nan"], "Invalid value for '--time-scale': 'nan' is not a finite number"),
-        (["--time-scale", "0"], "Invalid value for '--time-scale': 0.0 is not in the range x>0."),
+        (
+            ["--time-scale", "0"],
+            "Invalid value for '--time-scale': 0.0 is not in the range 0<x<=1000000.",
+        ),
+        # A finite but astronomical scale: --live's first tick was an OverflowError that
+        # killed the clock's thread (a traceback, then a simulator that never advanced).
+        (
+            ["--time-scale", "1e308", "--live"],
+            "Invalid value for '--time-scale': 1e+308 is not in the range 0<x<=1000000.",
+        ),
     ):
         result = CliRunner().invoke(cli, ["simulate", *args], prog_name="opsaudit")
         assert result.exit_code == 2, args

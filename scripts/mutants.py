@@ -1146,8 +1146,8 @@ MUTANTS = [
     Mutant(
         "summary-not-written-at-commit",  # a commit of rows not written ahead (lake, events)
         "exporter/store/local/dataset.py",
-        "                        [summary], final, _summary_partition(partition), SUMMARY_SCHEMA\n",
-        "                        [summary[:0]], final, _summary_partition(partition), SUMMARY_SCHEMA\n",
+        "                    summary, SUMMARY_DIR, _summary_partition(partition), SUMMARY_SCHEMA, tag\n",
+        "                    summary[:0], SUMMARY_DIR, _summary_partition(partition), SUMMARY_SCHEMA, tag\n",
         (f"{SUMMARY}::test_quantiles_from_the_histograms_are_quantile_cont_to_the_last_bit",),
     ),
     Mutant(
@@ -1223,8 +1223,8 @@ MUTANTS = [
     Mutant(
         "flagged-not-written-at-commit",  # a commit of rows not written ahead (events, tests)
         "exporter/store/local/dataset.py",
-        "        staged = [self._write_staged([record], final, FLAGGED_PARTITION, FLAGGED_SCHEMA)]\n",
-        "        staged = [self._write_staged([record[:0]], final, FLAGGED_PARTITION, FLAGGED_SCHEMA)]\n",
+        "                flagged_record(table), FLAGGED_DIR, FLAGGED_PARTITION, FLAGGED_SCHEMA, tag\n",
+        "                flagged_record(table)[:0], FLAGGED_DIR, FLAGGED_PARTITION, FLAGGED_SCHEMA, tag\n",
         (
             f"{FLAGGED}::"
             "test_a_superseded_version_the_record_does_not_hold_is_read_from_the_versions",

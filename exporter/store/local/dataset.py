@@ -265,14 +265,20 @@ class Dataset:
             spilled = self._spill.close(tag)
         staged = [StagedFile(f.final, f.staged, f.partition, f.rows, f.bytes) for f in spilled]
         if table is not None:
-            staged += self.stage_versions(table, tag) + self.stage_superseded(table, tag)
-            staged += self.stage_flagged(table, tag)
+            staged += self.stage_versions(table, tag)
+            staged += self._stage_record(
+                superseded_record(table),
+                SUPERSEDED_DIR,
+                SUPERSEDED_PARTITION,
+                SUPERSEDED_SCHEMA,
+                tag,
+            )
+            staged += self._stage_record(
+                flagged_record(table), FLAGGED_DIR, FLAGGED_PARTITION, FLAGGED_SCHEMA, tag
+            )
             for partition, summary in summary_by_month(table):
-                final = f"{SUMMARY_DIR}/part-{tag}-{uuid.uuid4().hex[:8]}.parquet"
-                staged.append(
-                    self._write_staged(
-                        [summary], final, _summary_partition(partition), SUMMARY_SCHEMA
-                    )
+                staged += self._stage_record(
+                    summary, SUMMARY_DIR, _summary_partition(partition), SUMMARY_SCHEMA, tag
                 )
         if staged:
             self.sync_staging()
@@ -335,25 +341,16 @@ class Dataset:
         self.sync_staging()
         return staged
 
-    def stage_superseded(self, table: pa.Table, tag: str) -> list[StagedFile]:
-        """Stage the superseded record of a versions table (`_superseded_record`)."""
-        record = superseded_record(table)
+    def _stage_record(
+        self, record: pa.Table, directory: str, partition: str, schema: pa.Schema, tag: str
+    ) -> list[StagedFile]:
+        """Stage one record of a commit's versions (superseded, flagged, a month's summary) as a
+        file of its own, none when it is empty. `commit` syncs the staging directory once for
+        all it staged (each record synced it again before)."""
         if record.num_rows == 0:
             return []
-        final = f"{SUPERSEDED_DIR}/part-{tag}-{uuid.uuid4().hex[:8]}.parquet"
-        staged = [self._write_staged([record], final, SUPERSEDED_PARTITION, SUPERSEDED_SCHEMA)]
-        self.sync_staging()
-        return staged
-
-    def stage_flagged(self, table: pa.Table, tag: str) -> list[StagedFile]:
-        """Stage the flagged record of a versions table (`spill.flagged_record`)."""
-        record = flagged_record(table)
-        if record.num_rows == 0:
-            return []
-        final = f"{FLAGGED_DIR}/part-{tag}-{uuid.uuid4().hex[:8]}.parquet"
-        staged = [self._write_staged([record], final, FLAGGED_PARTITION, FLAGGED_SCHEMA)]
-        self.sync_staging()
-        return staged
+        final = f"{directory}/part-{tag}-{uuid.uuid4().hex[:8]}.parquet"
+        return [self._write_staged([record], final, partition, schema)]
 
     def record_superseded(self) -> None:
         """Once per dataset: write the superseded record of every version committed before

@@ -145,6 +145,21 @@ def test_both_shapes_of_a_page_past_the_end(make_sim: Any, tmp_path: Path, past_
     assert_no_identical_versions(tmp_path)
 
 
+def _run_python(script: str, sim: Any, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    """`script` in a fresh Python process set to sync `sim` into `data_dir`; it must succeed."""
+    env = {
+        **os.environ,
+        "NEON_API_KEY": sim.personal_key,
+        "OPSAUDIT_BASE_URL": sim.base_url,
+        "OPSAUDIT_DATA_DIR": str(data_dir),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_a_sync_process_never_imports_pandas(make_sim: Any, tmp_path: Path) -> None:
     """pyarrow imports pandas (when installed, as here) on its first array of a Python list
     only to ask whether it is a pandas object: ~0.25 s of CPU and ~40 MiB a sync never uses
@@ -163,16 +178,7 @@ def test_a_sync_process_never_imports_pandas(make_sim: Any, tmp_path: Path) -> N
         "import pyarrow as pa\n"
         "print('to_pandas rows:', len(pa.table({'a': [1, 2]}).to_pandas()))\n"
     )
-    env = {
-        **os.environ,
-        "NEON_API_KEY": sim.personal_key,
-        "OPSAUDIT_BASE_URL": sim.base_url,
-        "OPSAUDIT_DATA_DIR": str(tmp_path / "d"),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
+    done = _run_python(script, sim, tmp_path / "d")
     assert done.stdout.splitlines()[-2:] == ["pandas imported: False", "to_pandas rows: 2"]
     assert_matches_truth(sim, tmp_path / "d")
 
@@ -194,16 +200,7 @@ def test_the_command_line_called_in_process_leaves_numpy_importable(
         "import pyarrow as pa\n"
         "print('to_numpy:', pa.array([1, 2]).to_numpy().tolist())\n"
     )
-    env = {
-        **os.environ,
-        "NEON_API_KEY": sim.personal_key,
-        "OPSAUDIT_BASE_URL": sim.base_url,
-        "OPSAUDIT_DATA_DIR": str(tmp_path / "d"),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
+    done = _run_python(script, sim, tmp_path / "d")
     assert done.stdout.splitlines()[-1] == "to_numpy: [1, 2]"
     assert_matches_truth(sim, tmp_path / "d")
 
@@ -228,15 +225,6 @@ def test_a_sync_process_runs_as_if_numpy_were_not_installed(make_sim: Any, tmp_p
         "except ImportError:\n"
         "    print('to_numpy: ImportError')\n"
     )
-    env = {
-        **os.environ,
-        "NEON_API_KEY": sim.personal_key,
-        "OPSAUDIT_BASE_URL": sim.base_url,
-        "OPSAUDIT_DATA_DIR": str(tmp_path / "d"),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
+    done = _run_python(script, sim, tmp_path / "d")
     assert done.stdout.splitlines()[-2:] == ["numpy imported: False", "to_numpy: ImportError"]
     assert_matches_truth(sim, tmp_path / "d")

@@ -17,6 +17,7 @@ import pytest
 
 from exporter.events.delivery import read_webhook_secret
 from exporter.events.outbox import EventsConfig, parse_event_filter
+from tests.killing import KillWindow
 
 from .conftest import (
     SECRET,
@@ -610,7 +611,8 @@ def test_kill_9_at_random_instants_then_a_healthy_run(
     # leaving an unanswered event to deliver again. The kill always comes, as the webhook stops
     # a run only after an event's 3 attempts failed.
     timed_kills = receiver_kills = 0
-    for n in range(24):
+    when = KillWindow(rng, 0.3, 4.0)
+    for n in range(36):
         if timed_kills >= 5 and receiver_kills >= 6:
             break
         by_receiver = receiver_kills < 6 and (n % 2 == 1 or timed_kills >= 5)
@@ -623,10 +625,11 @@ def test_kill_9_at_random_instants_then_a_healthy_run(
             assert code == -signal.SIGKILL, f"the receiver's kill never came: exit {code}"
             receiver_kills += 1
         else:
-            time.sleep(rng.uniform(0.3, 4.0))
+            time.sleep(when.delay())
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGKILL)
                 timed_kills += 1
+            when.killed(proc.returncode is None)
             proc.wait()
         sim.advance(rng.uniform(0, 60))
     assert timed_kills >= 5 and receiver_kills == 6

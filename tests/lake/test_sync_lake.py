@@ -20,6 +20,8 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.killing import KillWindow
+
 from .conftest import Bucket, run_sync
 
 REPO = Path(__file__).resolve().parents[2]
@@ -163,8 +165,8 @@ def test_kill_9_at_random_instants_on_s3(
     prefix = "killed"
     url, opts = bucket.url(prefix), _opts(bucket)
     rng = random.Random(99)
-    kills, seen = 0, []
-    for _ in range(30):
+    kills, seen, when = 0, [], KillWindow(rng, 0.05, 1.4)
+    for _ in range(45):
         if kills >= 10:
             break
         proc = _start_sync(
@@ -182,10 +184,11 @@ def test_kill_9_at_random_instants_on_s3(
             if (_lease_holder(bucket, prefix) or "").endswith(f":{proc.pid}"):
                 break
             time.sleep(0.02)
-        time.sleep(rng.uniform(0.05, 1.4))
+        time.sleep(when.delay())
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             kills += 1
+        when.killed(proc.returncode is None)
         proc.wait()
         rows = table_rows(url, opts)
         keys = [(r["id"], r["version"]) for r in rows]

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.killing import KillWindow
+
 from .conftest import assert_matches_truth, assert_no_identical_versions, run_sync
 from .test_flagged import derived_flagged, recorded_flagged
 
@@ -47,15 +49,16 @@ def test_kill_9_at_random_instants(make_sim: Any, tmp_path: Path) -> None:
     # Slow responses stretch each run so that kills land mid-walk, mid-commit and mid-compaction.
     sim.faults = Faults(p_slow=0.3, slow_seconds=0.02, seed=4)
     rng = random.Random(1234)
-    kills = 0
-    for _ in range(40):  # bounded; stops after 12 kills (a run may finish before its kill)
+    kills, when = 0, KillWindow(rng, 0.1, 2.0)
+    for _ in range(60):  # bounded; stops after 12 kills (a run may finish before its kill)
         if kills >= 12:
             break
         proc = _start_sync(sim, tmp_path)
-        time.sleep(rng.uniform(0.3, 2.0))
+        time.sleep(when.delay())
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             kills += 1
+        when.killed(proc.returncode is None)
         proc.wait()
         sim.advance(rng.uniform(0, 90))  # the platform moves on between runs
     assert kills >= 10

@@ -962,10 +962,48 @@ MUTANTS = [
     ),
     Mutant(
         "events-file-followed-before-the-backlog",  # new events overtake the waiting ones
-        "exporter/events/delivery.py",
-        "            self.delivered += _deliver_file(self.outbox, self.path)\n",
+        "exporter/events/follower.py",
+        "            self.delivered += deliver_file(self.outbox, self.path)\n",
         "            pass\n",
         (f"{EVENTS}::test_a_backlog_reaches_the_file_before_the_new_events",),
+    ),
+    Mutant(
+        "events-delivery-alongside-not-awaited",  # the run returns before its delivery is done
+        "exporter/engine/sync.py",
+        "            delivery.join()\n",
+        "            pass\n",
+        (f"{EVENTS}::test_the_run_returns_once_its_delivery_alongside_the_record_is_done",),
+    ),
+    Mutant(
+        "events-delivery-failure-alongside-not-raised",  # exit 0 with the outbox unreadable
+        "exporter/engine/sync.py",
+        "exc)\n        delivery.raise_failure()\n",
+        "exc)\n",
+        (
+            f"{EVENTS}::test_a_committed_file_gone_while_events_wait_is_a_storage_error_then_"
+            "delivered",
+        ),
+    ),
+    Mutant(
+        "events-delivery-failure-alongside-not-recorded",  # the run's record says ok
+        "exporter/engine/sync.py",
+        "            self._finish(self.summary)  # the exported sync_runs said ok: they are "
+        "rewritten\n",
+        "            pass\n",
+        (
+            f"{EVENTS}::test_a_committed_file_gone_while_events_wait_is_a_storage_error_then_"
+            "delivered",
+        ),
+    ),
+    Mutant(
+        "events-file-last-append-not-awaited",  # the end-of-run delivery races the last append
+        "exporter/engine/sync.py",
+        "            committer.follower.finish()\n",
+        "            pass\n",
+        (
+            f"{EVENTS}::test_events_backfill_emits_the_first_walk",
+            f"{EVENTS}::test_the_run_returns_once_its_delivery_alongside_the_record_is_done",
+        ),
     ),
     Mutant(
         "events-file-follower-mark-lost",  # followed appends are appended again at the end

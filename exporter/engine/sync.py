@@ -48,7 +48,8 @@ from exporter.engine.publish import publish
 from exporter.engine.records import arrow_without_pandas, versions_table
 from exporter.engine.schedule import DEFAULT_EVERY_US, RefreshSchedule
 from exporter.engine.walk import Chunk, ProjectWalk, WalkLimits, WalkResult, now_us
-from exporter.events.delivery import FileFollower, deliver
+from exporter.events.delivery import deliver
+from exporter.events.follower import FileFollower
 from exporter.events.outbox import EventsConfig, Outbox
 from exporter.store.base import BIG_FILE_ROWS, Store
 from exporter.store.opener import open_store
@@ -357,11 +358,7 @@ class _Committer(threading.Thread):
                     log.debug("commit failed: %s", exc)  # the run's error reports it once
                     self.error = exc
                 waiting, rows, events = [], 0, 0
-        if self.follower is not None and self.error is None:
-            try:
-                self.follower.finish()
-            except BaseException as exc:
-                self.error = exc
+        # The follower's last append may go on: the run completes it (`_Run._deliver`).
 
     @property
     def commit_rows(self) -> int:
@@ -429,6 +426,29 @@ class _Committer(threading.Thread):
 
 
 _TICK = Chunk("")  # wakes the committer to check its timer
+
+
+class _Delivery(threading.Thread):
+    """The end-of-run delivery (`_Run._deliver`), on a thread of its own where the run's end
+    has something slow for it to go alongside: the views database of a local directory is
+    written in a child process while the events file's last append, or the webhook, goes on
+    (bench/README.md, figure 9). Where the store's state is uploaded with the run's record
+    (object storage), it runs first, in line."""
+
+    def __init__(self, run: _Run, committer: _Committer):
+        super().__init__(name="opsaudit-deliver", daemon=True)
+        self.owner, self.committer = run, committer
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.owner._deliver(self.committer)
+        except BaseException as exc:  # raised by the run (`raise_failure`)
+            self.failure = exc
+
+    def raise_failure(self) -> None:
+        if self.failure is not None:
+            raise self.failure
 
 
 class _CommitterFailed(StorageError):
@@ -504,9 +524,15 @@ class _Run:
         )
         committer = _Committer(dataset, summary.run_id, config, self.observer)
         failure: BaseException | None = None
+        delivery: _Delivery | None = None
         try:
             self._sync(client, committer)
-            self._deliver(committer)
+            delivery = _Delivery(self, committer)
+            if dataset.views_dataset() is None:
+                delivery.run()  # nothing to go alongside: the run's record waits for it
+                delivery.raise_failure()
+            else:
+                delivery.start()  # alongside the run's record and the views database
         except BaseException as exc:
             failure = exc
             raise
@@ -524,6 +550,7 @@ class _Run:
                 if failure is not None and summary.error is None:
                     summary.error = redact(str(failure) or type(failure).__name__)
             summary.finished_at = datetime.now(timezone.utc)
+            finish_error: Exception | None = None
             try:
                 # After a storage failure only the run's record is attempted: the exports
                 # would fail the same way and bury the message under more of their own.
@@ -531,9 +558,36 @@ class _Run:
             except Exception as exc:
                 # Never mask the error that ended the run with one from the clean-up.
                 if failure is None:
-                    raise
-                log.error("could not record the end of run %s: %s", summary.run_id, exc)
+                    finish_error = exc
+                else:
+                    log.error("could not record the end of run %s: %s", summary.run_id, exc)
+            self._settle(delivery, committer, failure or finish_error)
+            if finish_error is not None:
+                raise finish_error
         return summary
+
+    def _settle(
+        self, delivery: _Delivery | None, committer: _Committer, failure: BaseException | None
+    ) -> None:
+        """Wait for the delivery that went on alongside the run's record. Its failure (the
+        state cannot be written, the committed rows cannot be read) fails a run that had none:
+        the run is recorded again as failed, and the error raised."""
+        if delivery is None:
+            if committer.follower is not None:  # a failed run: the follower's last append
+                with contextlib.suppress(BaseException):
+                    committer.follower.wait()
+            return
+        if delivery.ident is not None:  # started (else it ran in line)
+            delivery.join()
+        if delivery.failure is None or failure is not None:
+            return
+        self.summary.outcome = Outcome.FAILED
+        self.summary.error = redact(str(delivery.failure) or type(delivery.failure).__name__)
+        try:
+            self._finish(self.summary)  # the exported sync_runs said ok: they are rewritten
+        except Exception as exc:  # never masks the delivery's error
+            log.error("could not record the end of run %s: %s", self.summary.run_id, exc)
+        delivery.raise_failure()
 
     def _sync(self, client: ApiClient, committer: _Committer) -> None:
         summary, config = self.summary, self.config
@@ -622,11 +676,13 @@ class _Run:
 
     def _deliver(self, committer: _Committer) -> None:
         """After the commits: hand the outbox to the sinks (whatever the run's outcome); the
-        events file has, as a rule, taken each commit's events already (`FileFollower`)."""
+        events file has, as a rule, taken each commit's events already (`FileFollower`), but
+        for its last append, which may still be under way."""
         events = self.config.events
         if events is None or not events.sinks:
             return
-
+        if committer.follower is not None:
+            committer.follower.finish()
         done = deliver(self.dataset.state, events, self.dataset.versions_reader())
         followed = committer.follower.delivered if committer.follower is not None else 0
         self.summary.events_delivered = sum(done.delivered.values()) + followed

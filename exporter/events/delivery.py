@@ -25,7 +25,6 @@ import hmac
 import http.client
 import logging
 import os
-import sqlite3
 import ssl
 import threading
 import time
@@ -38,13 +37,13 @@ from pathlib import Path
 import orjson
 
 from exporter.core.errors import ConfigError
-from exporter.events.outbox import Batch, EventsConfig, Outbox
+from exporter.events.outbox import EventsConfig, Outbox
 from exporter.store.base import VersionsReader
 
 __all__ = [
     "Delivery",
-    "FileFollower",
     "deliver",
+    "deliver_file",
     "read_webhook_secret",
     "safe_url",
     "sign",
@@ -131,7 +130,7 @@ def deliver(state: object, config: EventsConfig, rows: VersionsReader | None = N
     out = Delivery()
     if config.file is not None:
         try:
-            out.delivered["file"] = _deliver_file(outbox, config.file)
+            out.delivered["file"] = deliver_file(outbox, config.file)
         except OSError as exc:
             message = f"events file {config.file}: {exc.strerror or exc}; the events wait"
             log.warning("%s", message)
@@ -194,7 +193,7 @@ def _last_event_id(line: bytes | None) -> str | None:
     return event_id if isinstance(event_id, str) else None
 
 
-def _deliver_file(outbox: Outbox, path: Path) -> int:
+def deliver_file(outbox: Outbox, path: Path) -> int:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         last_id = _last_event_id(_repair_tail(fd))
@@ -218,71 +217,6 @@ def _deliver_file(outbox: Outbox, path: Path) -> int:
         return delivered
     finally:
         os.close(fd)
-
-
-class FileFollower:
-    """The events file appended by the committer right after each commit (bench/README.md,
-    figure 9): the commit's outbox rows are in hand, so they are not read back from the state
-    (their JSON is built from the columns the chunks kept, `Outbox.pieces`), and their mark rides
-    in the next commit's transaction (the last one's in a transaction of its own). Exactly once
-    as in `_deliver_file`: an append comes after the commit that recorded its events, and a
-    kill between the append and its mark is what the tail reconciliation mends. Appends stay
-    in commit order, which that reconciliation relies on, because the follower starts only
-    once the backlog is in the file; the first failure hands everything left to the
-    end-of-run delivery (which says why)."""
-
-    def __init__(self, outbox: Outbox, path: Path):
-        self.outbox = outbox
-        self.path = path
-        self.on = False
-        self.delivered = 0  # events appended and marked in this run
-        self._unmarked: tuple[int, int] | None = None  # (after, through) seq: appended, unmarked
-        self._marking = 0  # events marked in the open commit's transaction
-
-    def start(self) -> None:
-        """Deliver the backlog (torn tail, reconciliation, pending events), then follow."""
-        try:
-            self.delivered += _deliver_file(self.outbox, self.path)
-        except OSError as exc:
-            log.debug("events file: not followed in this run (%s)", exc.strerror or exc)
-            return
-        self.on = True
-
-    def mark(self, con: sqlite3.Connection) -> None:
-        """Inside a commit's transaction: mark the rows appended after the previous commit."""
-        span = self._unmarked
-        self._marking = 0 if span is None else self.outbox.mark_file(con, span[1], span[0])
-
-    def committed(self, batches: list[Batch]) -> None:
-        """After a commit: its mark is durable; append the events it recorded."""
-        if self._unmarked is not None:
-            self.delivered += self._marking
-            self._unmarked, self._marking = None, 0
-        if not self.on or not batches:
-            return
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                # One piece's JSON at a time (`Outbox.pieces`): memory is one piece's.
-                for build in (p for batch in batches for p in self.outbox.pieces(batch)):
-                    view = memoryview(build())
-                    while view:
-                        view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            self.on = False  # a cut append is mended by the end-of-run delivery
-            log.debug("events file: %s; the end-of-run delivery takes over", exc.strerror or exc)
-            return
-        self._unmarked = (batches[0].seq - 1, batches[-1].seq)
-
-    def finish(self) -> None:
-        """After the last commit: mark its append."""
-        if self._unmarked is not None:
-            with self.outbox.state.transaction() as con:
-                self.mark(con)
-            self.committed([])
 
 
 # -- the webhook --------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import datetime as dt
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pyarrow.parquet as pq
 import pytest
 
 from exporter.events.delivery import read_webhook_secret
@@ -169,6 +171,23 @@ def test_events_backfill_emits_the_first_walk(make_sim: Any, tmp_path: Path) -> 
         for e in events
     ]
     assert sum(b is not None for b, _ in got) > len(got) // 2
+
+
+def test_the_run_returns_once_its_delivery_alongside_the_record_is_done(
+    make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path
+) -> None:
+    """On a local directory the end-of-run delivery goes on alongside the run's record and the
+    views database; the run returns only once it is done, its summary counting every event."""
+    sim = make_sim(seed=41, projects=1, days=1, ops_per_project_per_day=4)
+    receiver.fail_first = 1  # every event waits one backoff (1 s) within the run
+    data = tmp_path / "data"
+    hook = _webhook(receiver, secret_file, webhook_backoff=1.0)
+    summary = _sync(sim, data, backfill=True, file=tmp_path / "events.jsonl", **hook)
+    expected = versions_after(data, set())
+    assert summary.events_pending == 0
+    assert summary.events_delivered == 2 * len(expected) > 0
+    assert sorted(receiver.ids()) == sorted(expected)
+    assert sorted(e["id"] for e in file_events(tmp_path / "events.jsonl")) == sorted(expected)
 
 
 def test_a_branch_first_listed_in_the_same_run_names_its_events(
@@ -435,6 +454,19 @@ def test_a_committed_file_gone_while_events_wait_is_a_storage_error_then_deliver
     with pytest.raises(StorageError, match="changed outside opsaudit") as failed:
         _sync(sim, data, **_webhook(receiver, secret_file))
     assert failed.value.exit_code == 6 and receiver.ids() == set()
+    # The delivery went on alongside the run's record: the record says failed all the same,
+    # in the state and in the exported sync_runs.
+    second = run_ids(data)[-1]
+    con = sqlite3.connect(data / "state.sqlite")
+    try:
+        [(outcome, error)] = con.execute(
+            "SELECT outcome, error FROM runs WHERE run_id = ?", (second,)
+        ).fetchall()
+    finally:
+        con.close()
+    assert outcome == "failed" and "changed outside opsaudit" in error
+    exported = pq.read_table(data / "sync_runs" / "sync_runs.parquet").to_pylist()
+    assert [r["outcome"] for r in exported if r["run_id"] == second] == ["failed"]
     aside.rename(moved)
     third = _sync(sim, data, **_webhook(receiver, secret_file))
     assert third.events_pending == 0 and sorted(receiver.ids()) == sorted(expected)
@@ -523,11 +555,11 @@ def test_kill_in_the_middle_of_an_append_then_a_healthy_run(make_sim: Any, tmp_p
     # The append stops half way through its data (mid-line), and the process dies.
     patch = (
         "import types\n"
-        "import exporter.events.delivery as d\n"
+        "import exporter.events.delivery as d, exporter.events.follower as f\n"
         "def half(fd, data):\n"
         "    os.write(fd, bytes(data[: len(data) // 2]))\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
-        "d.os = types.SimpleNamespace(**{k: getattr(os, k) for k in dir(os) "
+        "d.os = f.os = types.SimpleNamespace(**{k: getattr(os, k) for k in dir(os) "
         "if not k.startswith('__')})\n"
         "d.os.write = half\n"
     )

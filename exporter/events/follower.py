@@ -1,0 +1,109 @@
+"""The events file followed during the run (issue 22): each commit's events appended right
+after it, from the rows in hand, so an events backfill costs little more than one without
+(bench/README.md, figure 9). The end-of-run delivery (`exporter.events.delivery`) takes over
+whatever the follower could not append."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+from exporter.events.delivery import deliver_file
+from exporter.events.outbox import Batch, Outbox
+
+__all__ = ["FileFollower"]
+
+log = logging.getLogger("opsaudit.events")
+
+
+class FileFollower:
+    """The events file appended right after each commit (bench/README.md, figure 9): the
+    commit's outbox rows are in hand, so they are not read back from the state (their JSON is
+    built from the columns the chunks kept, `Outbox.pieces`), and their mark rides in the next
+    commit's transaction (the last one's in `finish`). Exactly once as in `deliver_file`: an
+    append comes after the commit that recorded its events, and a kill between the append and
+    its mark is what the tail reconciliation mends. An append runs on a thread of its own, one
+    at a time, in commit order (which that reconciliation relies on): the committer goes on
+    with the next commit, and the last append goes on alongside the end of the run (its record
+    and the views database) until `finish`. The follower starts once the backlog is in the
+    file; the first failure hands everything left to the end-of-run delivery (which says why)."""
+
+    def __init__(self, outbox: Outbox, path: Path):
+        self.outbox = outbox
+        self.path = path
+        self.on = False
+        self.delivered = 0  # events appended and marked in this run
+        self._unmarked: tuple[int, int] | None = None  # (after, through) seq: appended, unmarked
+        self._marking = 0  # events marked in the open commit's transaction
+        self._appending: threading.Thread | None = None
+        self._failure: BaseException | None = None  # of an append, other than the file's
+
+    def start(self) -> None:
+        """Deliver the backlog (torn tail, reconciliation, pending events), then follow."""
+        try:
+            self.delivered += deliver_file(self.outbox, self.path)
+        except OSError as exc:
+            log.debug("events file: not followed in this run (%s)", exc.strerror or exc)
+            return
+        self.on = True
+
+    def mark(self, con: sqlite3.Connection) -> None:
+        """Inside a commit's transaction: mark the rows appended after the previous commit."""
+        self.wait()
+        span = self._unmarked
+        self._marking = 0 if span is None else self.outbox.mark_file(con, span[1], span[0])
+
+    def committed(self, batches: list[Batch]) -> None:
+        """After a commit: its mark is durable; append the events it recorded."""
+        self.wait()
+        if self._unmarked is not None:
+            self.delivered += self._marking
+            self._unmarked, self._marking = None, 0
+        if not self.on or not batches:
+            return
+        self._appending = threading.Thread(
+            target=self._append, args=(batches,), name="opsaudit-events-file", daemon=True
+        )
+        self._appending.start()
+
+    def _append(self, batches: list[Batch]) -> None:
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                # One piece's JSON at a time (`Outbox.pieces`): memory is one piece's.
+                for build in (p for batch in batches for p in self.outbox.pieces(batch)):
+                    view = memoryview(build())
+                    while view:
+                        view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            self.on = False  # a cut append is mended by the end-of-run delivery
+            log.debug("events file: %s; the end-of-run delivery takes over", exc.strerror or exc)
+            return
+        except BaseException as exc:  # raised by `wait`, in the committer or the run
+            self._failure = exc
+            return
+        self._unmarked = (batches[0].seq - 1, batches[-1].seq)
+
+    def wait(self) -> None:
+        """Until the append under way (if any) is done; raises what it failed with, but for
+        the file's own errors (the end-of-run delivery takes those over)."""
+        if self._appending is not None:
+            self._appending.join()
+            self._appending = None
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure
+
+    def finish(self) -> None:
+        """After the last commit: wait for its append, then mark it."""
+        self.wait()
+        if self._unmarked is not None:
+            with self.outbox.state.transaction() as con:
+                self.mark(con)
+            self.committed([])

@@ -353,7 +353,7 @@ class _Committer(threading.Thread):
             )
             if waiting and due and self.error is None:
                 try:
-                    self._commit(waiting)
+                    self._commit(waiting, last=done)
                 except BaseException as exc:
                     log.debug("commit failed: %s", exc)  # the run's error reports it once
                     self.error = exc
@@ -387,7 +387,7 @@ class _Committer(threading.Thread):
         else:
             self.spilling = False
 
-    def _commit(self, chunks: list[Chunk]) -> None:
+    def _commit(self, chunks: list[Chunk], last: bool = False) -> None:
         tables = [c.table for c in chunks if c.table is not None]
         table = None
         if tables:
@@ -419,7 +419,9 @@ class _Committer(threading.Thread):
 
         done = self.dataset.commit(table, f"{self.run_id}-{self._seq:05d}", self.run_id, apply)
         if follower is not None:
-            follower.committed(recorded[0])  # delivery after the commit, never before
+            # Delivery after the commit, never before; the last commit's append goes on
+            # alongside the run's end (`_Delivery`).
+            follower.committed(recorded[0], alongside=last)
         self.versions_written += done.rows
         self.partitions.update(done.partitions)
         self.observer.committed(done.rows, done.files)

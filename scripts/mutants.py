@@ -46,6 +46,9 @@ LAKE_SUPERSEDED = "tests/lake/test_superseded_lake.py"
 LAKE_NAMES = "tests/lake/test_names_lake.py"
 NAMES = "tests/sync/test_names.py"
 NAMES_REPORT = "tests/sync/test_names_report.py"
+CTRL_C = (
+    f"{EVENTS}::test_ctrl_c_twice_at_the_run_end_stops_the_delivery_before_the_lock_is_released"
+)
 
 
 @dataclass(frozen=True)
@@ -970,9 +973,40 @@ MUTANTS = [
     Mutant(
         "events-delivery-alongside-not-awaited",  # the run returns before its delivery is done
         "exporter/engine/sync.py",
-        "            delivery.join()\n",
+        "            interrupted = _join_through_ctrl_c(delivery.ended.wait, delivery.stop)\n",
         "            pass\n",
         (f"{EVENTS}::test_the_run_returns_once_its_delivery_alongside_the_record_is_done",),
+    ),
+    Mutant(
+        # A second Ctrl-C while the run is recorded: the dataset closes (its lock released)
+        # with the delivery still writing the events file and the state.
+        "events-delivery-abandoned-when-the-record-is-interrupted",
+        "exporter/engine/sync.py",
+        "            except BaseException as exc:  # Ctrl-C again: raised once the delivery ended\n"
+        "                finish_error = exc\n",
+        "",
+        (CTRL_C + "[record]",),
+    ),
+    Mutant(
+        "events-delivery-await-ended-by-ctrl-c",  # the same, a Ctrl-C while it is awaited
+        "exporter/engine/sync.py",
+        "            join()\n            return interrupted\n",
+        "            join()\n            return None\n",
+        (CTRL_C + "[await]",),
+    ),
+    Mutant(
+        "events-delivery-await-by-thread-join",  # CPython 3.11: a Ctrl-C in a join ends it
+        "exporter/engine/sync.py",
+        "            interrupted = _join_through_ctrl_c(delivery.ended.wait, delivery.stop)\n",
+        "            interrupted = _join_through_ctrl_c(delivery.join, delivery.stop)\n",
+        (CTRL_C + "[await]",),
+    ),
+    Mutant(
+        "webhook-not-stopped-by-an-abort",  # a second Ctrl-C waits out every attempt left
+        "exporter/engine/sync.py",
+        "            if aborted:\n                delivery.stop.set()\n",
+        "",
+        (CTRL_C + "[record]",),
     ),
     Mutant(
         "events-delivery-failure-alongside-not-raised",  # exit 0 with the outbox unreadable

@@ -435,22 +435,46 @@ class _Delivery(threading.Thread):
     has something slow for it to go alongside: the views database of a local directory is
     written in a child process while the events file's last append, or the webhook, goes on
     (bench/README.md, figure 9). Where the store's state is uploaded with the run's record
-    (object storage), it runs first, in line."""
+    (object storage), it runs first, in line. `stop` ends the webhook at its next attempt
+    (a second Ctrl-C)."""
 
     def __init__(self, run: _Run, committer: _Committer):
         super().__init__(name="opsaudit-deliver", daemon=True)
         self.owner, self.committer = run, committer
         self.failure: BaseException | None = None
+        self.stop = threading.Event()
+        # Awaited rather than joined: a Ctrl-C in Thread.join takes a live thread for ended
+        # (CPython 3.11, bpo-45274's fix), and the next join returns at once.
+        self.ended = threading.Event()
 
     def run(self) -> None:
         try:
-            self.owner._deliver(self.committer)
+            self.owner._deliver(self.committer, self.stop)
         except BaseException as exc:  # raised by the run (`raise_failure`)
             self.failure = exc
+        finally:
+            self.ended.set()
 
     def raise_failure(self) -> None:
         if self.failure is not None:
             raise self.failure
+
+
+def _join_through_ctrl_c(
+    join: Callable[[], object], stop: threading.Event | None = None
+) -> KeyboardInterrupt | None:
+    """`join` (the end of a thread of the run) carried to its end: a Ctrl-C meanwhile sets
+    `stop` and is returned, to be raised once the thread ended (it writes the events file and
+    the state: it never outlives the dataset's close, which releases the lock)."""
+    interrupted: KeyboardInterrupt | None = None
+    while True:
+        try:
+            join()
+            return interrupted
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+            if stop is not None:
+                stop.set()
 
 
 class _CommitterFailed(StorageError):
@@ -552,7 +576,7 @@ class _Run:
                 if failure is not None and summary.error is None:
                     summary.error = redact(str(failure) or type(failure).__name__)
             summary.finished_at = datetime.now(timezone.utc)
-            finish_error: Exception | None = None
+            finish_error: BaseException | None = None
             try:
                 # After a storage failure only the run's record is attempted: the exports
                 # would fail the same way and bury the message under more of their own.
@@ -563,6 +587,8 @@ class _Run:
                     finish_error = exc
                 else:
                     log.error("could not record the end of run %s: %s", summary.run_id, exc)
+            except BaseException as exc:  # Ctrl-C again: raised once the delivery ended
+                finish_error = exc
             self._settle(delivery, committer, failure or finish_error)
             if finish_error is not None:
                 raise finish_error
@@ -571,17 +597,25 @@ class _Run:
     def _settle(
         self, delivery: _Delivery | None, committer: _Committer, failure: BaseException | None
     ) -> None:
-        """Wait for the delivery that went on alongside the run's record. Its failure (the
-        state cannot be written, the committed rows cannot be read) fails a run that had none:
-        the run is recorded again as failed, and the error raised."""
-        if delivery is None:
-            if committer.follower is not None:  # a failed run: the follower's last append
-                with contextlib.suppress(BaseException):
-                    committer.follower.wait()
-            return
-        if delivery.ident is not None:  # started (else it ran in line)
-            delivery.join()
-        if delivery.failure is None or failure is not None:
+        """Wait for the delivery that went on alongside the run's record, and for the events
+        file's last append (a failed run's, or one an interrupted delivery left), even through
+        a Ctrl-C (an abort stops the webhook at its next attempt; raised once they ended): they
+        write the events file and the state, which the dataset's close hands to the next run.
+        The delivery's failure (the state cannot be written, the committed rows cannot be read)
+        fails a run that had none: the run is recorded again as failed, and the error raised."""
+        aborted = failure is not None and not isinstance(failure, Exception)
+        interrupted = None
+        if delivery is not None and delivery.ident is not None:  # started (else ran in line)
+            if aborted:
+                delivery.stop.set()
+            interrupted = _join_through_ctrl_c(delivery.ended.wait, delivery.stop)
+        if committer.follower is not None:
+            # Its failure is the run's own error, or the delivery's.
+            ended = _join_through_ctrl_c(lambda: _quietly(committer.follower.wait))
+            interrupted = interrupted or ended
+        if interrupted is not None:
+            raise interrupted
+        if delivery is None or delivery.failure is None or failure is not None:
             return
         self.summary.outcome = Outcome.FAILED
         self.summary.error = redact(str(delivery.failure) or type(delivery.failure).__name__)
@@ -676,7 +710,7 @@ class _Run:
             _release_free_memory()
         summary.settle(self.budget.reached or self.budget.fell_short)
 
-    def _deliver(self, committer: _Committer) -> None:
+    def _deliver(self, committer: _Committer, stop: threading.Event | None = None) -> None:
         """After the commits: hand the outbox to the sinks (whatever the run's outcome); the
         events file has, as a rule, taken each commit's events already (`FileFollower`), but
         for its last append, which may still be under way."""
@@ -685,7 +719,7 @@ class _Run:
             return
         if committer.follower is not None:
             committer.follower.finish()
-        done = deliver(self.dataset.state, events, self.dataset.versions_reader())
+        done = deliver(self.dataset.state, events, self.dataset.versions_reader(), stop)
         followed = committer.follower.delivered if committer.follower is not None else 0
         self.summary.events_delivered = sum(done.delivered.values()) + followed
         self.summary.events_pending = done.pending  # why a sink stopped: logged by deliver
@@ -782,6 +816,11 @@ class _Run:
         if not exports:
             return
         publish(self.dataset)
+
+
+def _quietly(call: Callable[[], None]) -> None:
+    with contextlib.suppress(Exception):
+        call()
 
 
 def _release_free_memory() -> None:

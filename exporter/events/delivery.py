@@ -122,10 +122,16 @@ def sign(key: bytes, event_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(digest).decode()
 
 
-def deliver(state: object, config: EventsConfig, rows: VersionsReader | None = None) -> Delivery:
+def deliver(
+    state: object,
+    config: EventsConfig,
+    rows: VersionsReader | None = None,
+    stop: threading.Event | None = None,
+) -> Delivery:
     """Deliver what waits in the outbox to the run's sinks; never raises for a sink that
     fails (the events wait), only when the state cannot be written or the committed rows
-    read (`StorageError`). `rows`: the store's `versions_reader()`."""
+    read (`StorageError`). `rows`: the store's `versions_reader()`; `stop`, once set, ends
+    the webhook at its next attempt (an aborted run: the rest waits)."""
     outbox = Outbox(state, config, rows)
     out = Delivery()
     if config.file is not None:
@@ -136,7 +142,7 @@ def deliver(state: object, config: EventsConfig, rows: VersionsReader | None = N
             log.warning("%s", message)
             out.errors.append(message)
     if config.webhook_url and config.webhook_key:
-        sender = _Webhook(config)
+        sender = _Webhook(config, stop)
         try:
             out.delivered["webhook"], error = sender.deliver(outbox)
         finally:
@@ -223,9 +229,10 @@ def deliver_file(outbox: Outbox, path: Path) -> int:
 
 
 class _Webhook:
-    """POSTs events to the webhook with retries; the first event that exhausts them stops it."""
+    """POSTs events to the webhook with retries; the first event that exhausts them stops it
+    (`stop`, which its caller may set too)."""
 
-    def __init__(self, config: EventsConfig):
+    def __init__(self, config: EventsConfig, stop: threading.Event | None = None):
         assert config.webhook_url and config.webhook_key
         self.url = config.webhook_url
         self.shown = safe_url(config.webhook_url)
@@ -246,7 +253,7 @@ class _Webhook:
             self._headers["authorization"] = f"Basic {token}"
         self._local = threading.local()
         self._connections: list[http.client.HTTPConnection] = []
-        self.stop = threading.Event()
+        self.stop = stop if stop is not None else threading.Event()
         self.error: str | None = None
         self._error_lock = threading.Lock()
 

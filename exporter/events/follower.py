@@ -38,7 +38,7 @@ class FileFollower:
         self.delivered = 0  # events appended and marked in this run
         self._unmarked: tuple[int, int] | None = None  # (after, through) seq: appended, unmarked
         self._marking = 0  # events marked in the open commit's transaction
-        self._appending: threading.Thread | None = None
+        self._appending: threading.Event | None = None  # set once the append under way ended
         self._failure: BaseException | None = None  # of an append, other than the file's
 
     def start(self) -> None:
@@ -68,15 +68,23 @@ class FileFollower:
         if not self.on or not batches:
             return
         if not alongside:
-            self._append(batches)
-            self.wait()
+            self._write(batches)
+            self.wait()  # raises what the append failed with
             return
-        self._appending = threading.Thread(
-            target=self._append, args=(batches,), name="opsaudit-events-file", daemon=True
-        )
-        self._appending.start()
+        # Awaited by an event, not Thread.join: a Ctrl-C in a join takes a live thread for
+        # ended (CPython 3.11), and `wait` would then return with the append still going on.
+        self._appending = ended = threading.Event()
+        threading.Thread(
+            target=self._append, args=(batches, ended), name="opsaudit-events-file", daemon=True
+        ).start()
 
-    def _append(self, batches: list[Batch]) -> None:
+    def _append(self, batches: list[Batch], ended: threading.Event) -> None:
+        try:
+            self._write(batches)
+        finally:
+            ended.set()
+
+    def _write(self, batches: list[Batch]) -> None:
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
@@ -101,7 +109,7 @@ class FileFollower:
         """Until the append under way (if any) is done; raises what it failed with, but for
         the file's own errors (the end-of-run delivery takes those over)."""
         if self._appending is not None:
-            self._appending.join()
+            self._appending.wait()
             self._appending = None
         failure, self._failure = self._failure, None
         if failure is not None:

@@ -623,6 +623,81 @@ def _start_sync(sim: Any, data: Path, events_file: Path, url: str, secret: Path)
     )
 
 
+@pytest.mark.parametrize("phase", ["record", "await"])
+def test_ctrl_c_twice_at_the_run_end_stops_the_delivery_before_the_lock_is_released(
+    make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path, phase: str
+) -> None:
+    """A second Ctrl-C while the delivery goes on alongside the run's record (`record`: the
+    views database being written) or after it (`await`): the webhook stops at its next attempt
+    and the sync exits 130 once the delivery ended, never with it still writing the events
+    file and the state after the dataset's close (its lock released, another run could start)."""
+    sim = make_sim(seed=42, projects=2, days=1, ops_per_project_per_day=20)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    receiver.mode, receiver.hang_seconds = "hang", 3.0  # every attempt: no answer within 3 s
+    slow_record = (
+        "import exporter.engine.publish as p, time\n"
+        "views = p.refresh_views_database\n"
+        "def slow(dataset):\n"
+        "    time.sleep(5)\n"
+        "    return views(dataset)\n"
+        "p.refresh_views_database = slow\n"
+    )
+    code = (
+        "import sys, threading\n"
+        "import exporter.store.local.dataset as s\n"
+        + (slow_record if phase == "record" else "")
+        + "closing = s.Dataset.close\n"
+        "def close(self):\n"
+        "    alive = [t.name for t in threading.enumerate() if t.name.startswith('opsaudit-')]\n"
+        "    closing(self)\n"
+        "    sys.stderr.write(f'running at close: {sorted(alive)}\\n')\n"
+        "s.Dataset.close = close\n"
+        "from exporter.cli import main\n"
+        "sys.argv = ['opsaudit', 'sync', '--max-rps', '0', '--events-backfill',\n"
+        "            '--webhook-timeout', '10']\n"
+        "main()\n"
+    )
+    env = {
+        **os.environ,
+        "NEON_API_KEY": sim.personal_key,
+        "OPSAUDIT_BASE_URL": sim.base_url,
+        "OPSAUDIT_DATA_DIR": str(data),
+        "OPSAUDIT_EVENTS_FILE": str(events_file),
+        "OPSAUDIT_WEBHOOK_URL": receiver.url,
+        "OPSAUDIT_WEBHOOK_SECRET_FILE": str(secret_file),
+        "PYTHONPATH": str(ROOT),
+    }
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        # `await`: the views database is written, the run waits for its delivery.
+        while time.monotonic() < deadline and not (
+            receiver.attempts and (phase == "record" or (data / "opsaudit.duckdb").exists())
+        ):
+            time.sleep(0.02)
+        assert receiver.attempts and proc.poll() is None
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        aborted = time.monotonic()
+        _, err = proc.communicate(timeout=120)
+        elapsed = time.monotonic() - aborted
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert b"running at close: []\n" in err, err
+    # Stopped after the attempt in flight (3 s), not after every attempt (6, backoff: ~30 s).
+    assert elapsed < 9, f"{elapsed:.1f}s from the second Ctrl-C to the exit"
+    receiver.mode = "ok"
+    last = _sync(sim, data, file=events_file, **_webhook(receiver, secret_file))
+    expected = sorted(versions_after(data, set()))
+    assert last.outcome == "ok" and last.events_pending == 0 and expected
+    assert sorted(e["id"] for e in file_events(events_file)) == expected
+    assert sorted(receiver.ids()) == expected
+
+
 @pytest.mark.slow
 def test_kill_9_at_random_instants_then_a_healthy_run(
     make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path

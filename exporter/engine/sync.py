@@ -615,7 +615,14 @@ class _Run:
             interrupted = interrupted or ended
         if interrupted is not None:
             raise interrupted
-        if delivery is None or delivery.failure is None or failure is not None:
+        if delivery is None or delivery.failure is None:
+            return
+        if failure is not None:  # the run's own error is raised; the delivery's is said here
+            log.error(
+                "delivering the events of run %s failed too: %s",
+                self.summary.run_id,
+                redact(str(delivery.failure)),
+            )
             return
         self.summary.outcome = Outcome.FAILED
         self.summary.error = redact(str(delivery.failure) or type(delivery.failure).__name__)

@@ -553,12 +553,8 @@ class _Run:
         delivery: _Delivery | None = None
         try:
             self._sync(client, committer)
-            delivery = _Delivery(self, committer)
-            if dataset.views_dataset() is None:
-                delivery.run()  # nothing to go alongside: the run's record waits for it
-                delivery.raise_failure()
-            else:
-                delivery.start()  # alongside the run's record and the views database
+            if config.events is not None and config.events.sinks:
+                delivery = self._start_delivery(committer)
         except BaseException as exc:
             failure = exc
             raise
@@ -593,6 +589,17 @@ class _Run:
             if finish_error is not None:
                 raise finish_error
         return summary
+
+    def _start_delivery(self, committer: _Committer) -> _Delivery:
+        """The end-of-run delivery: alongside the run's record and the views database where
+        there is one (a local directory), else in line, before the run is recorded."""
+        delivery = _Delivery(self, committer)
+        if self.dataset.views_dataset() is None:
+            delivery.run()
+            delivery.raise_failure()
+        else:
+            delivery.start()
+        return delivery
 
     def _settle(
         self, delivery: _Delivery | None, committer: _Committer, failure: BaseException | None

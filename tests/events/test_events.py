@@ -512,16 +512,22 @@ def _python_sync(sim: Any, data: Path, events_file: Path, patch: str) -> int:
         "sys.argv = ['opsaudit', 'sync', '--max-rps', '0']\n"
         "main()\n"
     )
-    env = {
+    env = _child_env(sim, data, events_file)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=120)
+    return proc.returncode
+
+
+def _child_env(sim: Any, data: Path, events_file: Path, **more: str) -> dict[str, str]:
+    """The environment of a sync run by a child process of this checkout, to the events file."""
+    return {
         **os.environ,
         "NEON_API_KEY": sim.personal_key,
         "OPSAUDIT_BASE_URL": sim.base_url,
         "OPSAUDIT_DATA_DIR": str(data),
         "OPSAUDIT_EVENTS_FILE": str(events_file),
         "PYTHONPATH": str(ROOT),
+        **more,
     }
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=120)
-    return proc.returncode
 
 
 def test_kill_after_append_before_the_mark_does_not_repeat_lines(
@@ -593,16 +599,9 @@ def test_kill_right_after_the_commit_loses_no_event(make_sim: Any, tmp_path: Pat
 
 
 def _start_sync(sim: Any, data: Path, events_file: Path, url: str, secret: Path) -> Any:
-    env = {
-        **os.environ,
-        "NEON_API_KEY": sim.personal_key,
-        "OPSAUDIT_BASE_URL": sim.base_url,
-        "OPSAUDIT_DATA_DIR": str(data),
-        "OPSAUDIT_EVENTS_FILE": str(events_file),
-        "OPSAUDIT_WEBHOOK_URL": url,
-        "OPSAUDIT_WEBHOOK_SECRET_FILE": str(secret),
-        "PYTHONPATH": str(ROOT),
-    }
+    env = _child_env(
+        sim, data, events_file, OPSAUDIT_WEBHOOK_URL=url, OPSAUDIT_WEBHOOK_SECRET_FILE=str(secret)
+    )
     return subprocess.Popen(
         [
             sys.executable,
@@ -657,16 +656,13 @@ def test_ctrl_c_twice_at_the_run_end_stops_the_delivery_before_the_lock_is_relea
         "            '--webhook-timeout', '10']\n"
         "main()\n"
     )
-    env = {
-        **os.environ,
-        "NEON_API_KEY": sim.personal_key,
-        "OPSAUDIT_BASE_URL": sim.base_url,
-        "OPSAUDIT_DATA_DIR": str(data),
-        "OPSAUDIT_EVENTS_FILE": str(events_file),
-        "OPSAUDIT_WEBHOOK_URL": receiver.url,
-        "OPSAUDIT_WEBHOOK_SECRET_FILE": str(secret_file),
-        "PYTHONPATH": str(ROOT),
-    }
+    env = _child_env(
+        sim,
+        data,
+        events_file,
+        OPSAUDIT_WEBHOOK_URL=receiver.url,
+        OPSAUDIT_WEBHOOK_SECRET_FILE=str(secret_file),
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
@@ -954,14 +950,7 @@ def _python_sync_output(sim: Any, data: Path, events_file: Path, patch: str) -> 
     (the child is killed at the timeout) instead of hanging the suite."""
     code = f"import os, signal, sys\n{patch}\nfrom exporter.cli import main\n"
     code += "sys.argv = ['opsaudit', 'sync', '--max-rps', '0']\nmain()\n"
-    env = {
-        **os.environ,
-        "NEON_API_KEY": sim.personal_key,
-        "OPSAUDIT_BASE_URL": sim.base_url,
-        "OPSAUDIT_DATA_DIR": str(data),
-        "OPSAUDIT_EVENTS_FILE": str(events_file),
-        "PYTHONPATH": str(ROOT),
-    }
+    env = _child_env(sim, data, events_file)
     proc = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
     )

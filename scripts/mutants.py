@@ -42,6 +42,7 @@ SUMMARY = "tests/sync/test_summary.py"
 FLAGGED = "tests/sync/test_flagged.py"
 REPORT_SUMMARY = "tests/analytics/test_report.py"
 REPORT_JSON = "tests/analytics/test_report_json.py"
+HEADLINE = "tests/analytics/test_report_headline.py"
 LAKE_SUPERSEDED = "tests/lake/test_superseded_lake.py"
 LAKE_NAMES = "tests/lake/test_names_lake.py"
 NAMES = "tests/sync/test_names.py"
@@ -120,6 +121,21 @@ MUTANTS = [
         "{name: obj.get(name) for name in self.field_names}",
         "obj",
         (f"{NAMES}::test_moving_counters_add_no_version_and_unnamed_computes_stay_null",),
+    ),
+    # The table and the page fetch only the rows they show of the failing and stuck lists.
+    Mutant(
+        "report-shown-rows-total-ignored",  # "(10 of 10 rows)" for 10 of 195k
+        "exporter/analytics/report_text.py",
+        "_table_top(columns, _section_rows(rows, columns), top, total)",
+        "_table_top(columns, _section_rows(rows, columns), top)",
+        (f"{HEADLINE}::test_a_report_of_the_shown_rows_reads_as_the_whole_one",),
+    ),
+    Mutant(
+        "report-shown-rows-written-as-whole",  # json or csv of 10 rows of a list
+        "exporter/analytics/report.py",
+        '            raise ValueError(f"the report\'s lists hold only their first {self.top} rows")',
+        "            pass",
+        (f"{HEADLINE}::test_a_report_of_the_shown_rows_reads_as_the_whole_one",),
     ),
     # Names in the report and check (issue 21): by name, deleted marked, one row per id.
     Mutant(

@@ -289,12 +289,16 @@ def _table(columns: Sequence[str], rows: Sequence[dict[str, Any]], percent: str)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _top(columns: Sequence[str], rows: Sequence[dict[str, Any]], percent: str) -> list[str]:
-    """The first `TOP_ROWS` rows, then how many more (a page of 3,000 rows is not read)."""
+def _top(
+    columns: Sequence[str], rows: Sequence[dict[str, Any]], percent: str, total: int | None = None
+) -> list[str]:
+    """The first `TOP_ROWS` rows, then how many more of `total` (default: `rows` are all of
+    them; a page of 3,000 rows is not read)."""
+    total = len(rows) if total is None else total
     out = [_table(columns, rows[:TOP_ROWS], percent)]
-    if len(rows) > TOP_ROWS:
+    if total > TOP_ROWS:
         out.append(
-            f'<p class="more">{TOP_ROWS} of {len(rows):,} rows; all of them: '
+            f'<p class="more">{TOP_ROWS} of {total:,} rows; all of them: '
             "<code>opsaudit report --format json</code> (or <code>--all</code> in a terminal)</p>"
         )
     return out
@@ -370,6 +374,8 @@ def render_html(
     tables. `as_of` dates "stuck" (default: the report's own "now", as its headline)."""
     from plotly.offline import get_plotlyjs
 
+    if report.top is not None and report.top < TOP_ROWS:
+        report.whole_lists()  # the page shows TOP_ROWS of each list
     now = as_of or report.as_of or dt.datetime.now(dt.timezone.utc)
     title = f"opsaudit report: {report.operations:,} operations"
     window = html.escape(_describe(report))
@@ -391,9 +397,19 @@ def render_html(
         _headline(report),
         # What on-call reads first (issue 23): which operations, where, with what error.
         "<h2>Failing now (latest status failed or error), oldest first</h2>",
-        *_top(ON_CALL_SHOWN, with_branch(report.failing_operations, "branch_deleted_at"), ""),
+        *_top(
+            ON_CALL_SHOWN,
+            with_branch(report.failing_operations, "branch_deleted_at"),
+            "",
+            report.failing_total,
+        ),
         "<h2>Stuck: still running or waiting, oldest first</h2>",
-        *_top(ON_CALL_SHOWN, with_branch(report.stuck_operations, "branch_deleted_at"), ""),
+        *_top(
+            ON_CALL_SHOWN,
+            with_branch(report.stuck_operations, "branch_deleted_at"),
+            "",
+            report.stuck_total,
+        ),
         '<div class="tables"><div><h2>Top error texts</h2>',
         *_top(ERROR_COLUMNS, report.errors, ""),
         "</div><div><h2>Failures per project</h2>",

@@ -15,6 +15,7 @@ from exporter.analytics.format import branch_failure_line, branch_label, jsonabl
 from exporter.analytics.report_figures import (
     ROWS,
     SUMMARY,
+    Problems,
     by_action,
     by_action_scan,
     fetch_records,
@@ -154,6 +155,19 @@ class Report:
     # `build_report(lists_as_json=True)`: the failing and stuck lists as the JSON format writes
     # them (`_problems_json`), and the two lists above left empty.
     lists_json: tuple[bytes, bytes] | None = None
+    # `build_report(top=N)`: the two lists above hold their oldest N rows (for the terminal
+    # table and the HTML page, which show a few), and these how many there are in all.
+    top: int | None = None
+    failing_total: int | None = None  # None: the list's length
+    stuck_total: int | None = None
+
+    def whole_lists(self) -> None:
+        """Raise unless the failing and stuck lists are whole (every format but the table and
+        the HTML page writes every row)."""
+        if (self.failing_total or 0) > len(self.failing_operations) or (
+            self.stuck_total or 0
+        ) > len(self.stuck_operations):
+            raise ValueError(f"the report's lists hold only their first {self.top} rows")
 
     def headline(self) -> dict[str, Any]:
         """The figures above the tables: scope, failure rate, failing now, stuck, the three
@@ -205,6 +219,7 @@ class Report:
         """`as_dict` with the values as computed (datetimes, intervals), not yet `jsonable`:
         `format.json_bytes` writes it as `as_dict` reads, without copying every row first (the
         failing and stuck lists as written already where `lists_json` holds them)."""
+        self.whole_lists()
         failing: Any = self.failing_operations
         stuck: Any = self.stuck_operations
         if self.lists_json is not None:
@@ -268,12 +283,15 @@ def build_report(
     now: dt.datetime | None = None,
     stuck_after: dt.timedelta = STUCK_AFTER,
     lists_as_json: bool = False,
+    top: int | None = None,
 ) -> Report:
     """Compute the report on a connection from `exporter.connect()`, in one pass over the data.
 
     `now` (default: the current time) is when an open operation's age is measured for `stuck`.
     `lists_as_json`: the failing and stuck lists only as the JSON format writes them
     (`Report.lists_json`; `opsaudit report --format json`), not as rows.
+    `top`: the failing and stuck lists only as far as a table shows them, their oldest `top`
+    rows (`Report.top`; the table format and the HTML page), with their lengths.
     """
     projects = list(project_ids) if project_ids else None
     as_of = now or dt.datetime.now(dt.timezone.utc)
@@ -306,14 +324,13 @@ def build_report(
         else:
             records, first, last = by_action_scan(con, window, when)
             groups = _failure_groups(con, f"report_failure_groups_scan({ROWS}, {window})")
-        failing: list[dict[str, Any]] = []
-        stuck: list[dict[str, Any]] = []
         lists = problems_json(con, f"{ROWS}, {when}") if lists_as_json else None
         if lists is not None:
             lists_json, stuck_failing = lists
+            found = Problems([], [], stuck_failing, 0, 0)
         else:
             lists_json = None
-            failing, stuck, stuck_failing = problems(con, f"{ROWS}, {when}", FAILING_COLUMNS)
+            found = problems(con, f"{ROWS}, {when}", FAILING_COLUMNS, top)
         errors = fetch_records(con, f"SELECT * FROM report_errors_in({ROWS})")
     finally:
         execute(con, f"DROP TABLE IF EXISTS {ROWS}")
@@ -335,9 +352,9 @@ def build_report(
         durations=durations,
         action_mix=[{c: r[c] for c in MIX_COLUMNS} for r in records],
         stuck=sum(r["stuck"] for r in records),
-        stuck_failing=stuck_failing,
-        failing_operations=failing,
-        stuck_operations=stuck,
+        stuck_failing=found.stuck_failing,
+        failing_operations=found.failing,
+        stuck_operations=found.stuck,
         errors=errors,
         **groups,
         freshness=_freshness(con, as_of),
@@ -346,6 +363,9 @@ def build_report(
         as_of=as_of,
         stuck_after=stuck_after,
         lists_json=lists_json,
+        top=top,
+        failing_total=found.failing_total,
+        stuck_total=found.stuck_total,
     )
 
 

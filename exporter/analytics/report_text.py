@@ -135,16 +135,22 @@ def _headline(report: Report, fmt: str) -> str:
     return "".join(f"{name.ljust(width)}  {value}\n" for name, value in lines)
 
 
-def _table_top(columns: Sequence[str], rows: list[tuple[Any, ...]], top: int | None) -> str:
-    """A terminal table of the first `top` rows, saying how many more there are."""
-    if top is None or len(rows) <= top:
+def _table_top(
+    columns: Sequence[str], rows: list[tuple[Any, ...]], top: int | None, total: int | None = None
+) -> str:
+    """A terminal table of the first `top` rows, saying how many more there are of `total`
+    (default: `rows` are all of them)."""
+    total = len(rows) if total is None else total
+    if top is None or total <= top:
         return render(columns, rows, "table", thousands=True)
     shown = render(columns, rows[:top], "table", thousands=True).rstrip("\n").rsplit("\n", 1)[0]
-    more = len(rows) - top
-    return f"{shown}\n({top} of {len(rows)} rows; {more:,} more with --all or --top N)\n"
+    more = total - top
+    return f"{shown}\n({top} of {total} rows; {more:,} more with --all or --top N)\n"
 
 
 def _human(report: Report, fmt: str, top: int | None = None) -> str:
+    if fmt != "table" or top is None or report.top is None or top > report.top:
+        report.whole_lists()  # a table of `top` rows needs only that many
     heading = (lambda t: f"## {t}\n\n") if fmt == "markdown" else (lambda t: f"{t}\n")
     title = f"{report.operations:,} operations ({describe_window(report)})"
     out = [
@@ -191,10 +197,13 @@ def _human(report: Report, fmt: str, top: int | None = None) -> str:
         ),
         ("Action mix", share, _percent(report.action_mix, "share")),
     ]
-    for name, columns, rows in sections:
+    # The failing and stuck lists may hold only the rows shown (`build_report(top=N)`).
+    totals = [report.failing_total, report.stuck_total]
+    for i, (name, columns, rows) in enumerate(sections):
         out.append("\n" + heading(name))
         if fmt == "table":
-            out.append(_table_top(columns, _section_rows(rows, columns), top))
+            total = totals[i] if i < len(totals) else None
+            out.append(_table_top(columns, _section_rows(rows, columns), top, total))
         else:
             out.append(render(columns, _section_rows(rows, columns), fmt, thousands=True))
     return "".join(out)
@@ -222,6 +231,7 @@ def _sections(report: Report) -> list[tuple[str, list[dict[str, Any]], Sequence[
 
 
 def _csv(report: Report, section: str | None = None) -> str:
+    report.whole_lists()
     sections = _sections(report)
     if section is not None:
         # One table with its own columns, for a spreadsheet or a script.

@@ -95,6 +95,7 @@ def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool
 
 def _print_report(data_dir: Path) -> Path:
     """Print the text report; write the HTML one next to the data and return its path."""
+    from exporter.analytics.html import TOP_ROWS as PAGE_ROWS
     from exporter.analytics.html import render_html
     from exporter.analytics.report import build_report
     from exporter.analytics.report_text import TOP_ROWS, render_report
@@ -102,7 +103,7 @@ def _print_report(data_dir: Path) -> Path:
 
     con = connect(data_dir)
     try:
-        report = build_report(con)
+        report = build_report(con, top=max(TOP_ROWS, PAGE_ROWS))  # what both show
         click.echo(render_report(report, "table", top=TOP_ROWS))
         page = data_dir / "report.html"
         page.write_text(render_html(con, report), encoding="utf-8")

@@ -241,6 +241,7 @@ def report_command(
             until=window_until,
             project_ids=list(projects) or None,
             lists_as_json=fmt == "json",  # the lists written by DuckDB, not built as rows
+            top=_shown_rows(fmt, None if all_rows else top),  # only what a table shows
         )
         if fmt == "html":
             from exporter.analytics.html import render_html
@@ -260,6 +261,15 @@ def report_command(
         emit(report_json(report), output)
         return
     emit(render_report(report, fmt, top=None if all_rows else top, section=section), output)
+
+
+def _shown_rows(fmt: str, top: int | None) -> int | None:
+    """How many rows of the failing and stuck lists `fmt` shows (None: every row)."""
+    if fmt == "html":
+        from exporter.analytics.html import TOP_ROWS
+
+        return TOP_ROWS
+    return top if fmt == "table" else None
 
 
 def _report_window(since: str | None, until: str | None) -> tuple[Any, Any]:

@@ -295,3 +295,81 @@ def test_error_texts_name_the_three_actions_that_reported_them_most(tmp_path: Pa
         {"error": "bang", "operations": 1, "actions": "a1"}
         | {"last_seen": dt.datetime(2025, 1, 20, 0, 0, 1, tzinfo=UTC)},
     ]
+
+
+# Many operations failing now and stuck (more than a table shows), several created at the same
+# instant: their order is by age, then id.
+@pytest.fixture(scope="module")
+def on_call(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data_dir = tmp_path_factory.mktemp("on-call") / "data"
+    specs: list[tuple[Any, ...]] = []
+    start = dt.datetime(2025, 1, 20, tzinfo=UTC)
+    for k in range(60):
+        created = start + dt.timedelta(minutes=k // 3)  # three at each instant
+        status, fc, error = ("failed", 1, f"error {k % 4}") if k % 2 else ("running", 0, None)
+        project = f"p{k % 3}"
+        specs.append(
+            (
+                f"q{59 - k:02d}",
+                project,
+                "ep1",
+                "start_compute",
+                status,
+                fc,
+                None,
+                created,
+                5,
+                error,
+                1,
+            )
+        )
+    specs.append(("done", "p1", "ep1", "start_compute", "finished", 0, 7, start, 1, None, 1))
+    write_versions(data_dir, specs, "run-1")
+    return data_dir
+
+
+@pytest.mark.parametrize("top", [1, 3, 10, 29, 30, 31])
+def test_a_report_of_the_shown_rows_reads_as_the_whole_one(on_call: Path, top: int) -> None:
+    """`build_report(top=N)` (the table format, the HTML page) fetches only the rows a table
+    shows of the failing and stuck lists: the same text as from the whole lists."""
+    now = dt.datetime(2025, 1, 21, tzinfo=UTC)
+    con = connect(on_call)
+    try:
+        whole = build_report(con, now=now)
+        cut = build_report(con, now=now, top=top)
+    finally:
+        con.close()
+    assert (len(whole.failing_operations), len(whole.stuck_operations)) == (30, 30)
+    assert (len(cut.failing_operations), len(cut.stuck_operations)) == (min(top, 30),) * 2
+    assert (cut.failing_total, cut.stuck_total) == (30, 30)
+    assert cut.stuck_failing == whole.stuck_failing == 30
+    assert cut.failing_operations == whole.failing_operations[:top]
+    assert cut.stuck_operations == whole.stuck_operations[:top]
+    text = render_report(cut, "table", top=top)
+    assert text == render_report(whole, "table", top=top)
+    if top < 30:
+        assert text.count(f"({top} of 30 rows; {30 - top} more with --all or --top N)\n") == 2
+    if top < 30:
+        for fmt in ("json", "csv", "markdown"):  # these write every row: not from a cut report
+            with pytest.raises(ValueError, match=f"only their first {top} rows"):
+                render_report(cut, fmt)
+        with pytest.raises(ValueError, match="only their first"):
+            render_report(cut, "table", top=top + 1)
+    else:
+        assert render_report(cut, "json") == render_report(whole, "json")
+
+
+def test_the_page_of_the_shown_rows_reads_as_the_whole_one(on_call: Path) -> None:
+    from exporter.analytics.html import TOP_ROWS, render_html
+
+    now = dt.datetime(2025, 1, 21, tzinfo=UTC)
+    con = connect(on_call)
+    try:
+        whole = render_html(con, build_report(con, now=now))
+        page = render_html(con, build_report(con, now=now, top=TOP_ROWS))
+        with pytest.raises(ValueError, match="only their first 5 rows"):
+            render_html(con, build_report(con, now=now, top=5))
+    finally:
+        con.close()
+    assert page == whole
+    assert page.count(f"{TOP_ROWS} of 30 rows; all of them") == 2

@@ -47,6 +47,10 @@ LAKE_SUPERSEDED = "tests/lake/test_superseded_lake.py"
 LAKE_NAMES = "tests/lake/test_names_lake.py"
 NAMES = "tests/sync/test_names.py"
 NAMES_REPORT = "tests/sync/test_names_report.py"
+LAST_COMMIT = (
+    "tests/sync/test_interrupt.py::"
+    "test_ctrl_c_twice_during_the_last_commit_keeps_the_lock_until_it_ended"
+)
 CTRL_C = (
     f"{EVENTS}::test_ctrl_c_twice_at_the_run_end_stops_the_delivery_before_the_lock_is_released"
 )
@@ -1016,6 +1020,21 @@ MUTANTS = [
         "            interrupted = _join_through_ctrl_c(delivery.ended.wait, delivery.stop)\n",
         "            interrupted = _join_through_ctrl_c(delivery.join, delivery.stop)\n",
         (CTRL_C + "[await]",),
+    ),
+    # A second Ctrl-C during the run's last commit: the lock is held until that commit ended.
+    Mutant(
+        "lock-released-during-an-aborted-commit",  # another run may start beside the commit
+        "exporter/engine/sync.py",
+        "            run.committer.when_ended(dataset.close)\n",
+        "            dataset.close()\n",
+        (LAST_COMMIT,),
+    ),
+    Mutant(
+        "abort-waits-for-the-last-commit",  # a second Ctrl-C not at once
+        "exporter/engine/sync.py",
+        "            if committer.running and not aborted:\n",
+        "            if committer.running:\n",
+        (LAST_COMMIT,),
     ),
     Mutant(
         "webhook-not-stopped-by-an-abort",  # a second Ctrl-C waits out every attempt left

@@ -287,6 +287,13 @@ class _Committer(threading.Thread):
         self.follower: Any = None  # the events file appended after each commit (FileFollower)
         if self.outbox is not None and self.outbox.config.file is not None:
             self.follower = FileFollower(self.outbox, self.outbox.config.file)
+        # Awaited rather than joined: a Ctrl-C in Thread.join takes a live thread for ended
+        # (CPython 3.11), and the run then went on (and closed the dataset) with a commit
+        # still being written.
+        self.ended = threading.Event()
+        self._ending = threading.Lock()
+        self._at_end: list[Callable[[], None]] = []
+        self._abandoned = False
 
     def submit(self, chunk: Chunk) -> None:
         if self.error is not None:
@@ -307,10 +314,42 @@ class _Committer(threading.Thread):
         self.queue.put(chunk)
 
     def close(self) -> None:
+        """Commit what is queued and wait until that is done."""
         self.queue.put(None)
-        self.join()
+        self.ended.wait()
+
+    def abandon(self) -> None:
+        """Let it end after what is queued, without waiting (a run aborted: the queue may be
+        full, and a blocking put would wait for a commit)."""
+        self._abandoned = True
+        with contextlib.suppress(queue.Full):
+            self.queue.put_nowait(None)
+
+    @property
+    def running(self) -> bool:
+        return self.ident is not None and not self.ended.is_set()
+
+    def when_ended(self, then: Callable[[], None]) -> None:
+        """`then()` now, or once the committer has ended if it is still running (a run
+        aborted by a second Ctrl-C during a commit: the dataset is closed, and its lock
+        released, only after that commit)."""
+        with self._ending:
+            if self.running:
+                self._at_end.append(then)
+                return
+        then()
 
     def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            with self._ending:
+                self.ended.set()
+                at_end, self._at_end = self._at_end, []
+            for then in at_end:
+                then()
+
+    def _run(self) -> None:
         if self.follower is not None:
             try:
                 self.follower.start()
@@ -343,6 +382,8 @@ class _Committer(threading.Thread):
                 if self.spilling and self.error is None:
                     self._spill(item)
                 events += item.events.num_rows if item.events is not None else 0
+            # Abandoned with the queue full (no end marker fitted): ends once it is drained.
+            done = done or (self._abandoned and self.queue.empty())
             chunks = self.config.commit_chunks
             due = (
                 done
@@ -505,11 +546,16 @@ def sync(
     dataset = open_store(
         config.data_dir, config.storage_options, lock=True, wait=config.wait_for_lock
     )
+    run: _Run | None = None
     try:
         dataset.recover()
-        return _Run(dataset, config, observer or NullObserver(), stop).run()
+        run = _Run(dataset, config, observer or NullObserver(), stop)
+        return run.run()
     finally:
-        dataset.close()
+        if run is None or run.committer is None:
+            dataset.close()
+        else:
+            run.committer.when_ended(dataset.close)
 
 
 class _Run:
@@ -536,6 +582,7 @@ class _Run:
         self.budget = Budget(config.time_budget, config.max_requests, stop=self.stop)
         self.clock_started = time.monotonic()
         self.allowed_gets: set[str] | None = None
+        self.committer: _Committer | None = None
 
     def run(self) -> RunSummary:
         summary, dataset, config = self.summary, self.dataset, self.config
@@ -548,7 +595,7 @@ class _Run:
             retry=config.retry,
             max_connections=max(4, config.concurrency * 2),
         )
-        committer = _Committer(dataset, summary.run_id, config, self.observer)
+        committer = self.committer = _Committer(dataset, summary.run_id, config, self.observer)
         failure: BaseException | None = None
         delivery: _Delivery | None = None
         try:
@@ -560,35 +607,54 @@ class _Run:
             raise
         finally:
             self.cancel.set()
-            if committer.is_alive():
+            aborted = failure is not None and not isinstance(failure, Exception)
+            if committer.running and not aborted:
                 committer.close()
-            summary.versions_written = committer.versions_written
-            summary.requests = client.stats.requests
-            summary.responses_429 = client.stats.responses_429
-            summary.retries = client.stats.retries
-            client.close()
-            if summary.outcome is Outcome.RUNNING:
-                summary.outcome = Outcome.FAILED
-                if failure is not None and summary.error is None:
-                    summary.error = redact(str(failure) or type(failure).__name__)
-            summary.finished_at = datetime.now(timezone.utc)
-            finish_error: BaseException | None = None
-            try:
-                # After a storage failure only the run's record is attempted: the exports
-                # would fail the same way and bury the message under more of their own.
-                self._finish(summary, exports=not isinstance(failure, StorageError))
-            except Exception as exc:
-                # Never mask the error that ended the run with one from the clean-up.
-                if failure is None:
-                    finish_error = exc
-                else:
-                    log.error("could not record the end of run %s: %s", summary.run_id, exc)
-            except BaseException as exc:  # Ctrl-C again: raised once the delivery ended
-                finish_error = exc
-            self._settle(delivery, committer, failure or finish_error)
-            if finish_error is not None:
-                raise finish_error
+            if committer.running:
+                # Aborted (a second Ctrl-C) during a commit: left as a kill leaves it, the
+                # commit atomic and the run recorded by the next one's recovery; the dataset
+                # is closed once the commit ended (`sync`), so no other run starts meanwhile.
+                committer.abandon()
+                client.close()
+            else:
+                self._end(client, committer, delivery, failure)
         return summary
+
+    def _end(
+        self,
+        client: ApiClient,
+        committer: _Committer,
+        delivery: _Delivery | None,
+        failure: BaseException | None,
+    ) -> None:
+        """The run's end once its commits are done: the figures, the record, the delivery."""
+        summary = self.summary
+        summary.versions_written = committer.versions_written
+        summary.requests = client.stats.requests
+        summary.responses_429 = client.stats.responses_429
+        summary.retries = client.stats.retries
+        client.close()
+        if summary.outcome is Outcome.RUNNING:
+            summary.outcome = Outcome.FAILED
+            if failure is not None and summary.error is None:
+                summary.error = redact(str(failure) or type(failure).__name__)
+        summary.finished_at = datetime.now(timezone.utc)
+        finish_error: BaseException | None = None
+        try:
+            # After a storage failure only the run's record is attempted: the exports
+            # would fail the same way and bury the message under more of their own.
+            self._finish(summary, exports=not isinstance(failure, StorageError))
+        except Exception as exc:
+            # Never mask the error that ended the run with one from the clean-up.
+            if failure is None:
+                finish_error = exc
+            else:
+                log.error("could not record the end of run %s: %s", summary.run_id, exc)
+        except BaseException as exc:  # Ctrl-C again: raised once the delivery ended
+            finish_error = exc
+        self._settle(delivery, committer, failure or finish_error)
+        if finish_error is not None:
+            raise finish_error
 
     def _start_delivery(self, committer: _Committer) -> _Delivery:
         """The end-of-run delivery: alongside the run's record and the views database where

@@ -102,3 +102,94 @@ def test_a_signal_stops_the_sync_within_seconds_and_commits_what_was_read(
     sim.faults = Faults()
     assert run_sync(sim, data).outcome == "ok"
     assert_matches_truth(sim, data)
+
+
+# In a child process: a sync through the library API whose last commit (the one the end of the
+# walks asks for) gets a SIGINT (the second Ctrl-C: KeyboardInterrupt) at its start, in the main
+# thread waiting for it, and goes on once the main thread looked at the lock. Prints whether the
+# data directory was locked right after the abort, and whether it was free once the committer
+# ended.
+_ABORT_IN_THE_LAST_COMMIT = """
+import json, signal, sys, threading, time
+from pathlib import Path
+import exporter.engine.sync as S
+import exporter.store.local.dataset as D
+from exporter.core.errors import LockHeldError
+from exporter.store.state import DataDirLock
+
+data, base_url, key = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+main, closing, checked = threading.main_thread().ident, threading.Event(), threading.Event()
+close, commit = S._Committer.close, D.Dataset.commit
+
+
+def close_marked(self):
+    closing.set()
+    close(self)
+
+
+def slow_last_commit(self, *args, **kwargs):
+    if closing.is_set() and threading.current_thread().name == "opsaudit-committer":
+        signal.pthread_kill(main, signal.SIGINT)
+        checked.wait(10)  # the commit goes on once the lock was looked at
+    return commit(self, *args, **kwargs)
+
+
+S._Committer.close, D.Dataset.commit = close_marked, slow_last_commit
+
+
+def locked():
+    lock = DataDirLock(data / D.LOCK_FILE)
+    try:
+        lock.acquire(wait=False)
+    except LockHeldError:
+        return True
+    lock.release()
+    return False
+
+
+config = S.SyncConfig(data_dir=data, api_key=key, base_url=base_url, max_rps=None,
+                      commit_seconds=60, refresh_open_every=0)
+try:
+    S.sync(config)
+    aborted = False
+except KeyboardInterrupt:
+    aborted = True
+after_abort = locked()
+checked.set()
+deadline = time.monotonic() + 30
+while any(t.name == "opsaudit-committer" for t in threading.enumerate()):
+    assert time.monotonic() < deadline
+    time.sleep(0.02)
+print(json.dumps({"aborted": aborted, "locked_after_abort": after_abort,
+                  "locked_after_the_commit": locked()}))
+"""
+
+
+def test_ctrl_c_twice_during_the_last_commit_keeps_the_lock_until_it_ended(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """The second Ctrl-C aborts at once, even during the run's last commit, but the data
+    directory stays locked until that commit ended: before, CPython 3.11's `Thread.join`, cut
+    by the Ctrl-C, took the committer for ended, and the run recorded itself and released the
+    lock (another run could start) with the commit still being written. The next run is exact."""
+    sim = make_sim(seed=1916, projects=3, shared_projects=0, orgs=1, days=1)
+    data = tmp_path / "d"
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _ABORT_IN_THE_LAST_COMMIT,
+            str(data),
+            sim.base_url,
+            sim.personal_key,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.splitlines()[-1] == (
+        '{"aborted": true, "locked_after_abort": true, "locked_after_the_commit": false}'
+    ), child.stderr
+    assert run_sync(sim, data).outcome == "ok"
+    assert_matches_truth(sim, data)

@@ -1030,6 +1030,14 @@ MUTANTS = [
         (LAST_COMMIT,),
     ),
     Mutant(
+        "lock-released-during-an-aborted-runs-last-append",  # events file written unlocked
+        "exporter/engine/sync.py",
+        "            if self.follower is not None:\n                _quietly(self.follower.wait)\n"
+        "            then()\n",
+        "            then()\n",
+        (LAST_COMMIT + "[True]",),
+    ),
+    Mutant(
         "abort-waits-for-the-last-commit",  # a second Ctrl-C not at once
         "exporter/engine/sync.py",
         "            if committer.running and not aborted:\n",

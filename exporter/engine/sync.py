@@ -332,12 +332,18 @@ class _Committer(threading.Thread):
     def when_ended(self, then: Callable[[], None]) -> None:
         """`then()` now, or once the committer has ended if it is still running (a run
         aborted by a second Ctrl-C during a commit: the dataset is closed, and its lock
-        released, only after that commit)."""
+        released, only after that commit, and the events file's append it started)."""
+
+        def after() -> None:
+            if self.follower is not None:
+                _quietly(self.follower.wait)
+            then()
+
         with self._ending:
             if self.running:
-                self._at_end.append(then)
+                self._at_end.append(after)
                 return
-        then()
+        after()
 
     def run(self) -> None:
         try:

@@ -113,11 +113,13 @@ _ABORT_IN_THE_LAST_COMMIT = """
 import json, signal, sys, threading, time
 from pathlib import Path
 import exporter.engine.sync as S
+import exporter.events.follower as F
 import exporter.store.local.dataset as D
 from exporter.core.errors import LockHeldError
+from exporter.events.config import EventsConfig
 from exporter.store.state import DataDirLock
 
-data, base_url, key = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+data, base_url, key, events = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 main, closing, checked = threading.main_thread().ident, threading.Event(), threading.Event()
 close, commit = S._Committer.close, D.Dataset.commit
 
@@ -135,6 +137,18 @@ def slow_last_commit(self, *args, **kwargs):
 
 
 S._Committer.close, D.Dataset.commit = close_marked, slow_last_commit
+write, during_append = F.FileFollower._write, []
+
+
+def slow_last_append(self, batches):
+    # The last commit's events appended on a thread of their own, after the commit.
+    if threading.current_thread().name == "opsaudit-events-file":
+        time.sleep(0.5)  # the committer has ended meanwhile
+        during_append.append(locked())
+    write(self, batches)
+
+
+F.FileFollower._write = slow_last_append
 
 
 def locked():
@@ -147,8 +161,9 @@ def locked():
     return False
 
 
+sink = EventsConfig(file=data.parent / "events.jsonl", backfill=True) if events else None
 config = S.SyncConfig(data_dir=data, api_key=key, base_url=base_url, max_rps=None,
-                      commit_seconds=60, refresh_open_every=0)
+                      commit_seconds=60, refresh_open_every=0, events=sink)
 try:
     S.sync(config)
     aborted = False
@@ -157,21 +172,25 @@ except KeyboardInterrupt:
 after_abort = locked()
 checked.set()
 deadline = time.monotonic() + 30
-while any(t.name == "opsaudit-committer" for t in threading.enumerate()):
+while any(t.name in ("opsaudit-committer", "opsaudit-events-file")
+          for t in threading.enumerate()):
     assert time.monotonic() < deadline
     time.sleep(0.02)
 print(json.dumps({"aborted": aborted, "locked_after_abort": after_abort,
+                  "locked_during_the_last_append": during_append,
                   "locked_after_the_commit": locked()}))
 """
 
 
+@pytest.mark.parametrize("events", [False, True])
 def test_ctrl_c_twice_during_the_last_commit_keeps_the_lock_until_it_ended(
-    make_sim: Any, tmp_path: Path
+    make_sim: Any, tmp_path: Path, events: bool
 ) -> None:
     """The second Ctrl-C aborts at once, even during the run's last commit, but the data
-    directory stays locked until that commit ended: before, CPython 3.11's `Thread.join`, cut
-    by the Ctrl-C, took the committer for ended, and the run recorded itself and released the
-    lock (another run could start) with the commit still being written. The next run is exact."""
+    directory stays locked until that commit ended (and the events file's append it started,
+    `events`): before, CPython 3.11's `Thread.join`, cut by the Ctrl-C, took the committer for
+    ended, and the run recorded itself and released the lock (another run could start) with
+    the commit still being written. The next run is exact."""
     sim = make_sim(seed=1916, projects=3, shared_projects=0, orgs=1, days=1)
     data = tmp_path / "d"
     child = subprocess.run(
@@ -182,14 +201,17 @@ def test_ctrl_c_twice_during_the_last_commit_keeps_the_lock_until_it_ended(
             str(data),
             sim.base_url,
             sim.personal_key,
+            "events" if events else "",
         ],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert child.returncode == 0, child.stderr
+    appends = "[true]" if events else "[]"
     assert child.stdout.splitlines()[-1] == (
-        '{"aborted": true, "locked_after_abort": true, "locked_after_the_commit": false}'
+        '{"aborted": true, "locked_after_abort": true, '
+        f'"locked_during_the_last_append": {appends}, "locked_after_the_commit": false}}'
     ), child.stderr
     assert run_sync(sim, data).outcome == "ok"
     assert_matches_truth(sim, data)

@@ -1002,8 +1002,8 @@ MUTANTS = [
         # with the delivery still writing the events file and the state.
         "events-delivery-abandoned-when-the-record-is-interrupted",
         "exporter/engine/sync.py",
-        "            except BaseException as exc:  # Ctrl-C again: raised once the delivery ended\n"
-        "                finish_error = exc\n",
+        "        except BaseException as exc:  # Ctrl-C again: raised once the delivery ended\n"
+        "            finish_error = exc\n",
         "",
         (CTRL_C + "[record]",),
     ),

@@ -289,6 +289,24 @@ def _table(columns: Sequence[str], rows: Sequence[dict[str, Any]], percent: str)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _on_call(report: Report) -> list[str]:
+    """What on-call reads first (issue 23): which operations, where, with what error."""
+    if report.top is not None and report.top < TOP_ROWS:
+        report.whole_lists()  # the page shows TOP_ROWS of each list
+    failing = "Failing now (latest status failed or error), oldest first"
+    stuck = "Stuck: still running or waiting, oldest first"
+    parts: list[str] = []
+    for title, rows, total in (
+        (failing, report.failing_operations, report.failing_total),
+        (stuck, report.stuck_operations, report.stuck_total),
+    ):
+        parts += [
+            f"<h2>{title}</h2>",
+            *_top(ON_CALL_SHOWN, with_branch(rows, "branch_deleted_at"), "", total),
+        ]
+    return parts
+
+
 def _top(
     columns: Sequence[str], rows: Sequence[dict[str, Any]], percent: str, total: int | None = None
 ) -> list[str]:
@@ -374,8 +392,6 @@ def render_html(
     tables. `as_of` dates "stuck" (default: the report's own "now", as its headline)."""
     from plotly.offline import get_plotlyjs
 
-    if report.top is not None and report.top < TOP_ROWS:
-        report.whole_lists()  # the page shows TOP_ROWS of each list
     now = as_of or report.as_of or dt.datetime.now(dt.timezone.utc)
     title = f"opsaudit report: {report.operations:,} operations"
     window = html.escape(_describe(report))
@@ -395,21 +411,7 @@ def render_html(
         return "\n".join(parts) + "\n"
     parts += [
         _headline(report),
-        # What on-call reads first (issue 23): which operations, where, with what error.
-        "<h2>Failing now (latest status failed or error), oldest first</h2>",
-        *_top(
-            ON_CALL_SHOWN,
-            with_branch(report.failing_operations, "branch_deleted_at"),
-            "",
-            report.failing_total,
-        ),
-        "<h2>Stuck: still running or waiting, oldest first</h2>",
-        *_top(
-            ON_CALL_SHOWN,
-            with_branch(report.stuck_operations, "branch_deleted_at"),
-            "",
-            report.stuck_total,
-        ),
+        *_on_call(report),
         '<div class="tables"><div><h2>Top error texts</h2>',
         *_top(ERROR_COLUMNS, report.errors, ""),
         "</div><div><h2>Failures per project</h2>",

@@ -286,7 +286,9 @@ class _Committer(threading.Thread):
         )
         self.follower: Any = None  # the events file appended after each commit (FileFollower)
         if self.outbox is not None and self.outbox.config.file is not None:
-            self.follower = FileFollower(self.outbox, self.outbox.config.file)
+            self.follower = FileFollower(
+                self.outbox, self.outbox.config.file, dataset.child_handoff()
+            )
         # Awaited rather than joined: a Ctrl-C in Thread.join takes a live thread for ended
         # (CPython 3.11), and the run then went on (and closed the dataset) with a commit
         # still being written.
@@ -337,6 +339,7 @@ class _Committer(threading.Thread):
         def after() -> None:
             if self.follower is not None:
                 _quietly(self.follower.wait)
+                self.follower.close()
             then()
 
         with self._ending:
@@ -756,6 +759,9 @@ class _Run:
                 config.max_gets_per_run, lambda o: self.schedule.due(o, self.started)
             )
         self.load_checkpoint = state.checkpoints()
+        backfill = config.events is not None and config.events.backfill
+        if committer.follower is not None and backfill and state.any_unwalked(pids):
+            committer.follower.prepare()  # an events backfill: its appender started now
         summary.projects_total = len(found.ids)
         summary.projects_idle = len(found.ids) - len(pids)
         self.observer.discovered(len(pids), client.stats)

@@ -11,12 +11,18 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from exporter.events.appender import ChildAppender
 from exporter.events.delivery import deliver_file
 from exporter.events.outbox import Batch, Outbox
 
-__all__ = ["FileFollower"]
+__all__ = ["CHILD_EVENTS", "FileFollower"]
 
 log = logging.getLogger("opsaudit.events")
+
+# A commit's events from which the appends go to a child process (`events.appender`): the
+# JSON of an events backfill built outside the walks' GIL (bench/README.md, figure 9). Fewer
+# are not worth a process (~0.15 s of CPU to start, ~65 MiB).
+CHILD_EVENTS = 20_000
 
 
 class FileFollower:
@@ -31,7 +37,7 @@ class FileFollower:
     the backlog is in the file; the first failure hands everything left to the end-of-run
     delivery (which says why)."""
 
-    def __init__(self, outbox: Outbox, path: Path):
+    def __init__(self, outbox: Outbox, path: Path, handoff: tuple[int, Path] | None = None) -> None:
         self.outbox = outbox
         self.path = path
         self.on = False
@@ -40,6 +46,9 @@ class FileFollower:
         self._marking = 0  # events marked in the open commit's transaction
         self._appending: threading.Event | None = None  # set once the append under way ended
         self._failure: BaseException | None = None  # of an append, other than the file's
+        self._handoff = handoff  # the dataset's lock and scratch room, for a child appender
+        self._child: ChildAppender | None = None
+        self._acking: tuple[int, int] | None = None  # (after, through): the child's, unanswered
 
     def start(self) -> None:
         """Deliver the backlog (torn tail, reconciliation, pending events), then follow."""
@@ -66,6 +75,10 @@ class FileFollower:
             self.delivered += self._marking
             self._unmarked, self._marking = None, 0
         if not self.on or not batches:
+            return
+        kept = all(b.rows is not None and b.names is not None and b.facts for b in batches)
+        if kept and (self._child is not None or self._worth_a_child(batches)):
+            self._send(batches)  # answered in `wait`: the committer goes on meanwhile
             return
         if not alongside:
             self._write(batches)
@@ -105,19 +118,70 @@ class FileFollower:
             return
         self._unmarked = (batches[0].seq - 1, batches[-1].seq)
 
+    def prepare(self) -> None:
+        """Start the child appender ahead of an events backfill (its start, ~0.15 s, is then
+        not on the first append's way: the walks would wait for it)."""
+        if self._handoff is None or self._child is not None:
+            return
+        try:
+            self._child = ChildAppender(self.path, *self._handoff)
+        except OSError as exc:
+            log.debug("events file: no child appender (%s)", exc)
+
+    def _worth_a_child(self, batches: list[Batch]) -> bool:
+        events = sum(b.rows.num_rows for b in batches if b.rows is not None)
+        return self._handoff is not None and events >= CHILD_EVENTS
+
+    def _send(self, batches: list[Batch]) -> None:
+        """The batches' events to the child appender (each batch keeps its rows)."""
+        try:
+            if self._child is None:
+                assert self._handoff is not None
+                self._child = ChildAppender(self.path, *self._handoff)
+            self._child.append([p for batch in batches for p in self.outbox.piece_rows(batch)])
+        except OSError as exc:
+            self._child_gone(exc)
+            return
+        except BaseException as exc:  # raised by `wait`, in the committer or the run
+            self._failure = exc
+            self.close()
+            return
+        self._acking = (batches[0].seq - 1, batches[-1].seq)
+
+    def _child_gone(self, exc: OSError) -> None:
+        self.on = False  # what it cut is mended by the end-of-run delivery
+        self.close()
+        log.debug("events file: %s; the end-of-run delivery takes over", exc)
+
+    def close(self) -> None:
+        """The child appender, if any, ended (what it was sent is in the file)."""
+        child, self._child = self._child, None
+        if child is not None:
+            child.close()
+
     def wait(self) -> None:
         """Until the append under way (if any) is done; raises what it failed with, but for
         the file's own errors (the end-of-run delivery takes those over)."""
         if self._appending is not None:
             self._appending.wait()
             self._appending = None
+        if self._acking is not None:
+            span, self._acking = self._acking, None
+            try:
+                assert self._child is not None
+                self._child.ack()
+            except OSError as exc:
+                self._child_gone(exc)
+            else:
+                self._unmarked = span
         failure, self._failure = self._failure, None
         if failure is not None:
             raise failure
 
     def finish(self) -> None:
-        """After the last commit: wait for its append, then mark it."""
+        """After the last commit: wait for its append, then mark it; the child appender ends."""
         self.wait()
+        self.close()
         if self._unmarked is not None:
             with self.outbox.state.transaction() as con:
                 self.mark(con)

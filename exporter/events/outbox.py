@@ -258,10 +258,25 @@ class Outbox:
             return [lambda: self.build(batch.ids_blob, batch.facts or b"")]
 
         def piece(start: int) -> pa.Buffer:
-            part = rows.slice(start, PIECE_EVENTS).combine_chunks()
-            return event_lines_buffer(part, *(a.slice(start, PIECE_EVENTS) for a in names))
+            return event_lines_buffer(*self._piece_rows(rows, names, start))
 
         return [functools.partial(piece, s) for s in range(0, rows.num_rows, PIECE_EVENTS)]
+
+    def piece_rows(self, batch: Batch) -> list[tuple[pa.Table, pa.Array, pa.Array, pa.Array]]:
+        """What `pieces` builds each piece from (its rows and their three names), for a batch
+        that keeps its rows; else nothing (`pieces` then builds it from the state)."""
+        rows, names = batch.rows, batch.names
+        if batch.facts is None or rows is None or names is None:
+            return []
+        return [self._piece_rows(rows, names, s) for s in range(0, rows.num_rows, PIECE_EVENTS)]
+
+    @staticmethod
+    def _piece_rows(
+        rows: pa.Table, names: tuple[pa.Array, pa.Array, pa.Array], start: int
+    ) -> tuple[pa.Table, pa.Array, pa.Array, pa.Array]:
+        part = rows.slice(start, PIECE_EVENTS).combine_chunks()
+        project, branch, endpoint = (a.slice(start, PIECE_EVENTS) for a in names)
+        return part, project, branch, endpoint
 
     def _names(self, con: sqlite3.Connection, kind: str, table: pa.Table, column: str) -> pa.Array:
         """`StateDB.names_in_effect` of each row's id in `column` and its created_at: per

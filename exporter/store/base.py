@@ -88,6 +88,12 @@ class Store(Protocol):
         (`analytics.views_db`), or None when readers need no views database."""
         ...
 
+    def child_handoff(self) -> tuple[int, Path] | None:
+        """For a helper process of the run (`events.appender`): the file descriptor of the lock
+        held on the dataset, to inherit, and a scratch directory the dataset's recovery empties;
+        None when the lock is no descriptor (object storage's lease)."""
+        ...
+
     def collect_garbage(self) -> int:
         """Delete what no reader names any more (only once every reader names the committed files:
         `engine.publish`)."""

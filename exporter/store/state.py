@@ -483,6 +483,13 @@ class StateDB:
             project_id, rows[0] if rows else None, with_open=True, known=[r[0] for r in known]
         )
 
+    def any_unwalked(self, project_ids: Iterable[str]) -> bool:
+        """Whether one of these projects has no completed walk yet (its next is a backfill)."""
+        walked = {
+            p for p, synced in self.query("SELECT id, last_synced_us FROM projects") if synced
+        }
+        return any(p not in walked for p in project_ids)
+
     def checkpoints(self) -> Callable[[str], ProjectCheckpoint]:
         """A loader of checkpoints read in two queries for the whole account, not two per
         project (ten thousand projects: the state's lock is shared with the committer)."""
@@ -1098,6 +1105,11 @@ class DataDirLock:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
+
+    @property
+    def fd(self) -> int | None:
+        """The locked descriptor while held (a process that inherits it holds the lock too)."""
+        return self._fd
 
     def release(self) -> None:
         if self._fd is not None:

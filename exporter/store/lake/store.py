@@ -270,6 +270,10 @@ class LakeStore:
         """Readers of a lake open its Delta tables; there is no views database to keep."""
         return None
 
+    def child_handoff(self) -> None:
+        """The lease is no descriptor: the events file's appends stay in the run's process."""
+        return None
+
     def collect_garbage(self) -> int:
         """VACUUM (full: also orphans of killed commits) with the safe retention, after
         `opsaudit compact` or at most every VACUUM_EVERY during syncs."""

@@ -571,6 +571,10 @@ class Dataset:
     def views_dataset(self) -> LocalDataset:
         return self
 
+    def child_handoff(self) -> tuple[int, Path] | None:
+        fd = self._lock.fd
+        return None if fd is None else (fd, self.root / STAGING_DIR)
+
     def replace_file(self, relative: str, table: pa.Table) -> None:
         """Atomically replace a single-file table (projects, sync_runs)."""
         target = self.root / relative

@@ -485,10 +485,8 @@ class StateDB:
 
     def any_unwalked(self, project_ids: Iterable[str]) -> bool:
         """Whether one of these projects has no completed walk yet (its next is a backfill)."""
-        walked = {
-            p for p, synced in self.query("SELECT id, last_synced_us FROM projects") if synced
-        }
-        return any(p not in walked for p in project_ids)
+        synced = dict(self.query("SELECT id, last_synced_us FROM projects"))
+        return any(synced.get(p) is None for p in project_ids)
 
     def checkpoints(self) -> Callable[[str], ProjectCheckpoint]:
         """A loader of checkpoints read in two queries for the whole account, not two per

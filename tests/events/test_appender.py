@@ -35,6 +35,7 @@ def _sync(sim: Any, data: Path, events: EventsConfig, commit_seconds: float = 0.
             max_rps=None,
             retry=RetryPolicy(max_attempts=12, backoff_initial=0.01, backoff_max=0.05),
             commit_seconds=commit_seconds,
+            commit_chunks=1,  # a commit per chunk: appends before the last one
             events=events,
         )
     )
@@ -138,8 +139,11 @@ sys.exit(main(sys.argv[1]))
 """
 _KILLED_BEFORE_THE_ANSWER = """
 import os, signal, subprocess, sys, types
-import exporter.events.appender as a, exporter.events.follower as f
+import dataclasses
+import exporter.engine.sync as e, exporter.events.appender as a, exporter.events.follower as f
 f.CHILD_EVENTS = 1
+sync = e.sync
+e.sync = lambda config, *args: sync(dataclasses.replace(config, commit_chunks=1), *args)
 slow = sys.argv[1]
 def slow_appender(args, **kwargs):  # the same process options, the appender slowed
     return subprocess.Popen([sys.executable, "-c", slow, *args[3:]], **kwargs)

@@ -12,7 +12,7 @@ import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from exporter.core.names import TABLES as NAMES_TABLES
 
@@ -84,6 +84,14 @@ def find_sql_dir() -> Path | None:
         if candidate.is_dir() and any_file(candidate, "*.sql"):
             return candidate
     return None
+
+
+def write_all(fd: int, data: Any) -> None:
+    """Write every byte of `data` (bytes, or any buffer: Arrow's) to `fd`: `os.write` may
+    write only part of it."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def fsync_dir(path: Path) -> None:

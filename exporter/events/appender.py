@@ -96,6 +96,7 @@ class ChildAppender:
 
 def main(path: str) -> int:
     """The child: append what the parent hands over until the pipe closes."""
+    from exporter.core.layout import write_all
     from exporter.events.render import event_lines_buffer
 
     pa.set_memory_pool(pa.system_memory_pool())  # freed pieces go back to the OS
@@ -109,9 +110,7 @@ def main(path: str) -> int:
                     table = pa.ipc.open_stream(os.pread(scratch.fileno(), length, start)).read_all()
                     names = [table[n].combine_chunks() for n in _NAMES]
                     rows = table.drop_columns(list(_NAMES)).combine_chunks()
-                    view = memoryview(event_lines_buffer(rows, *names))
-                    while view:
-                        view = view[os.write(fd, view) :]
+                    write_all(fd, event_lines_buffer(rows, *names))
             os.fsync(fd)
             os.unlink(append["file"])
             stdout.write(b"ok\n")

@@ -37,6 +37,7 @@ from pathlib import Path
 import orjson
 
 from exporter.core.errors import ConfigError
+from exporter.core.layout import write_all
 from exporter.events.outbox import EventsConfig, Outbox
 from exporter.store.base import VersionsReader
 
@@ -212,11 +213,7 @@ def deliver_file(outbox: Outbox, path: Path) -> int:
         delivered = 0
         after = 0
         while batches := outbox.pending("file", after, _FILE_BATCH):
-            data = b"".join(b.file_data() for b in batches)
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            write_all(fd, b"".join(b.file_data() for b in batches))
             os.fsync(fd)
             delivered += outbox.delivered_through("file", batches[-1].seq, after)
             after = batches[-1].seq

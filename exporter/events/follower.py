@@ -11,6 +11,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from exporter.core.layout import write_all
 from exporter.events.appender import ChildAppender
 from exporter.events.delivery import deliver_file
 from exporter.events.outbox import Batch, Outbox
@@ -107,9 +108,7 @@ class FileFollower:
             try:
                 # One piece's JSON at a time (`Outbox.pieces`): memory is one piece's.
                 for build in (p for batch in batches for p in self.outbox.pieces(batch)):
-                    view = memoryview(build())
-                    while view:
-                        view = view[os.write(fd, view) :]
+                    write_all(fd, build())
                 os.fsync(fd)
             finally:
                 os.close(fd)

@@ -561,13 +561,13 @@ def test_kill_in_the_middle_of_an_append_then_a_healthy_run(make_sim: Any, tmp_p
     # The append stops half way through its data (mid-line), and the process dies.
     patch = (
         "import types\n"
-        "import exporter.events.delivery as d, exporter.events.follower as f\n"
+        "import exporter.core.layout as layout\n"
         "def half(fd, data):\n"
         "    os.write(fd, bytes(data[: len(data) // 2]))\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
-        "d.os = f.os = types.SimpleNamespace(**{k: getattr(os, k) for k in dir(os) "
+        "layout.os = types.SimpleNamespace(**{k: getattr(os, k) for k in dir(os) "
         "if not k.startswith('__')})\n"
-        "d.os.write = half\n"
+        "layout.os.write = half\n"
     )
     assert _python_sync(sim, data, events_file, patch) == -signal.SIGKILL
     torn = events_file.read_bytes()

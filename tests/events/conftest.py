@@ -208,3 +208,44 @@ def run_ids(data_dir: Path) -> list[str]:
         return [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY started_us")]
     finally:
         con.close()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sync_events(
+    sim: Any, data_dir: Path, sync_fields: dict[str, Any] | None = None, **events: Any
+) -> Any:
+    """One sync against the simulator, unpaced, with fast retries and a commit every 0.2 s
+    (`commit_seconds` among `events` for another; `sync_fields`: other SyncConfig fields), to
+    the sinks of `EventsConfig(**events)`."""
+    from exporter.api.client import RetryPolicy
+    from exporter.engine.sync import SyncConfig, sync
+    from exporter.events.config import EventsConfig
+
+    events.setdefault("webhook_backoff", 0.01)
+    commit_seconds = events.pop("commit_seconds", 0.2)
+    config = SyncConfig(
+        data_dir=data_dir,
+        api_key=sim.personal_key,
+        base_url=sim.base_url,
+        max_rps=None,
+        retry=RetryPolicy(max_attempts=12, backoff_initial=0.01, backoff_max=0.05),
+        commit_seconds=commit_seconds,
+        events=EventsConfig(**events),
+        **(sync_fields or {}),
+    )
+    return sync(config)
+
+
+def child_env(sim: Any, data: Path, events_file: Path, **more: str) -> dict[str, str]:
+    """The environment of a sync run by a child process of this checkout, to the events file."""
+    return {
+        **os.environ,
+        "NEON_API_KEY": sim.personal_key,
+        "OPSAUDIT_BASE_URL": sim.base_url,
+        "OPSAUDIT_DATA_DIR": str(data),
+        "OPSAUDIT_EVENTS_FILE": str(events_file),
+        "PYTHONPATH": str(ROOT),
+        **more,
+    }

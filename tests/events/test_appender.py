@@ -15,30 +15,12 @@ from typing import Any
 import orjson
 import pytest
 
-from exporter.api.client import RetryPolicy
-from exporter.engine.sync import SyncConfig, sync
 from exporter.events import appender, follower
 from exporter.events.delivery import read_webhook_secret
-from exporter.events.outbox import EventsConfig
 
-from .conftest import Receiver, file_events, versions_after
+from .conftest import Receiver, child_env, file_events, sync_events, versions_after
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _sync(sim: Any, data: Path, events: EventsConfig, commit_seconds: float = 0.05) -> Any:
-    return sync(
-        SyncConfig(
-            data_dir=data,
-            api_key=sim.personal_key,
-            base_url=sim.base_url,
-            max_rps=None,
-            retry=RetryPolicy(max_attempts=12, backoff_initial=0.01, backoff_max=0.05),
-            commit_seconds=commit_seconds,
-            commit_chunks=1,  # a commit per chunk: appends before the last one
-            events=events,
-        )
-    )
+PER_CHUNK = {"commit_chunks": 1}  # a commit per chunk: appends before the last one
 
 
 @pytest.fixture
@@ -75,7 +57,9 @@ def test_the_childs_appends_are_the_bytes_built_at_delivery(
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
     key = read_webhook_secret(secret_file)
     hook = {"webhook_url": receiver.url, "webhook_key": key, "webhook_backoff": 0.01}
-    first = _sync(sim, data, EventsConfig(file=events_file, backfill=True, **hook))
+    first = sync_events(
+        sim, data, PER_CHUNK, commit_seconds=0.05, file=events_file, backfill=True, **hook
+    )
     expected = versions_after(data, set())
     assert first.outcome == "ok" and first.events_pending == 0 and len(expected) > 100
     assert len(children) == 1 and children[0].proc.returncode == 0  # ended with the run
@@ -86,7 +70,7 @@ def test_the_childs_appends_are_the_bytes_built_at_delivery(
     assert sorted(receiver.ids()) == sorted(expected)
     assert all(r.body == by_id[r.id] for r in receiver.received)
     sim.add_operations(sim.project_ids()[0], 40, same_second=False)
-    second = _sync(sim, data, EventsConfig(file=events_file))
+    second = sync_events(sim, data, PER_CHUNK, commit_seconds=0.05, file=events_file)
     assert second.outcome == "ok" and second.events_pending == 0
     ids = [e["id"] for e in file_events(events_file)]
     assert len(ids) == len(set(ids))
@@ -115,7 +99,7 @@ def test_a_child_killed_mid_run_leaves_the_file_to_the_end_of_run_delivery(
     monkeypatch.setattr(appender.ChildAppender, "append", killed)
     sim = make_sim(seed=32, projects=3, days=10, ops_per_project_per_day=5)
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
-    summary = _sync(sim, data, EventsConfig(file=events_file, backfill=True), commit_seconds=60)
+    summary = sync_events(sim, data, PER_CHUNK, commit_seconds=60, file=events_file, backfill=True)
     assert len(children) == 1 and children[0].proc.returncode == -signal.SIGKILL
     assert summary.outcome == "ok" and summary.events_pending == 0
     ids = [e["id"] for e in file_events(events_file)]
@@ -171,14 +155,7 @@ def test_a_sync_killed_during_the_childs_append_then_a_healthy_run(
 
     sim = make_sim(seed=33, projects=2, days=5, ops_per_project_per_day=20)
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
-    env = {
-        **os.environ,
-        "NEON_API_KEY": sim.personal_key,
-        "OPSAUDIT_BASE_URL": sim.base_url,
-        "OPSAUDIT_DATA_DIR": str(data),
-        "OPSAUDIT_EVENTS_FILE": str(events_file),
-        "PYTHONPATH": str(ROOT),
-    }
+    env = child_env(sim, data, events_file)
     # Its output to a file: a pipe would be held open by the appender, which inherits it.
     with open(tmp_path / "stderr", "wb") as err:
         proc = subprocess.Popen(
@@ -203,7 +180,7 @@ def test_a_sync_killed_during_the_childs_append_then_a_healthy_run(
     lock.release()
     appended = [e["id"] for e in file_events(events_file)]
     assert appended, "killed before the append: the test would prove nothing"
-    last = _sync(sim, data, EventsConfig(file=events_file, backfill=True), commit_seconds=0.2)
+    last = sync_events(sim, data, PER_CHUNK, commit_seconds=0.2, file=events_file, backfill=True)
     assert last.outcome == "ok" and last.events_pending == 0
     ids = [e["id"] for e in file_events(events_file)]
     assert len(ids) == len(set(ids)), "an event was appended twice"

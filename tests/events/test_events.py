@@ -24,31 +24,15 @@ from tests.killing import KillWindow
 from .conftest import (
     SECRET,
     Receiver,
+    child_env,
     closed_port_url,
     file_events,
     run_ids,
+    sync_events,
     versions_after,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _sync(sim: Any, data_dir: Path, **events: Any) -> Any:
-    from exporter.api.client import RetryPolicy
-    from exporter.engine.sync import SyncConfig, sync
-
-    events.setdefault("webhook_backoff", 0.01)
-    commit_seconds = events.pop("commit_seconds", 0.2)
-    config = SyncConfig(
-        data_dir=data_dir,
-        api_key=sim.personal_key,
-        base_url=sim.base_url,
-        max_rps=None,
-        retry=RetryPolicy(max_attempts=12, backoff_initial=0.01, backoff_max=0.05),
-        commit_seconds=commit_seconds,
-        events=EventsConfig(**events),
-    )
-    return sync(config)
 
 
 def _webhook(receiver: Receiver, secret_file: Path, **kwargs: Any) -> dict[str, Any]:
@@ -89,12 +73,12 @@ def test_one_event_per_new_version_after_the_backfill(
     sim = make_sim(seed=5, projects=2, days=2, ops_per_project_per_day=40)
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
     sinks = {"file": events_file, **_webhook(receiver, secret_file)}
-    first = _sync(sim, data, **sinks)
+    first = sync_events(sim, data, **sinks)
     assert first.outcome == "ok" and first.versions_written > 0
     assert first.events_delivered == 0 and first.events_pending == 0
     assert file_events(events_file) == [] and receiver.received == []
     _changes(sim, random.Random(3))
-    second = _sync(sim, data, **sinks)
+    second = sync_events(sim, data, **sinks)
     assert second.outcome == "ok"
     expected = versions_after(data, {first.run_id})
     assert len(expected) == second.versions_written > 0
@@ -157,7 +141,7 @@ def test_events_backfill_emits_the_first_walk(make_sim: Any, tmp_path: Path) -> 
     sim = make_sim(seed=6, projects=2, days=1, ops_per_project_per_day=30)
     events_file = tmp_path / "events.jsonl"
     # A commit per chunk: names that came after the rows would be a commit late.
-    summary = _sync(sim, tmp_path / "data", file=events_file, backfill=True, commit_seconds=0)
+    summary = sync_events(sim, tmp_path / "data", file=events_file, backfill=True, commit_seconds=0)
     events = file_events(events_file)
     ids = [e["id"] for e in events]
     assert sorted(ids) == sorted(versions_after(tmp_path / "data", set()))
@@ -182,7 +166,7 @@ def test_the_run_returns_once_its_delivery_alongside_the_record_is_done(
     receiver.fail_first = 1  # every event waits one backoff (1 s) within the run
     data = tmp_path / "data"
     hook = _webhook(receiver, secret_file, webhook_backoff=1.0)
-    summary = _sync(sim, data, backfill=True, file=tmp_path / "events.jsonl", **hook)
+    summary = sync_events(sim, data, backfill=True, file=tmp_path / "events.jsonl", **hook)
     expected = versions_after(data, set())
     assert summary.events_pending == 0
     assert summary.events_delivered == 2 * len(expected) > 0
@@ -198,10 +182,10 @@ def test_a_branch_first_listed_in_the_same_run_names_its_events(
     # when the listing was committed after the operations).
     sim = make_sim(seed=8, projects=2, days=1, ops_per_project_per_day=20)
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
-    assert _sync(sim, data, file=events_file).outcome == "ok"
+    assert sync_events(sim, data, file=events_file).outcome == "ok"
     pid = sim.project_ids()[1]
     branch_id, endpoint_id, op_ids = sim.add_branch(pid, "preview/pr-7")
-    second = _sync(sim, data, file=events_file, commit_seconds=0)  # a commit per chunk
+    second = sync_events(sim, data, file=events_file, commit_seconds=0)  # a commit per chunk
     assert second.outcome == "ok" and second.new_operations >= 2
     endpoint_name = {e["id"]: e.get("name") for e in sim.endpoints(pid)}[endpoint_id]
     events = {e["id"]: e["data"] for e in file_events(events_file)}
@@ -224,14 +208,14 @@ def test_a_backlog_reaches_the_file_before_the_new_events(make_sim: Any, tmp_pat
     # the file stays in commit order, each event once.
     sim = make_sim(seed=9, projects=2, days=1, ops_per_project_per_day=20)
     data, events_file = tmp_path / "data", tmp_path / "later" / "events.jsonl"
-    backfill = _sync(sim, data, file=events_file)
+    backfill = sync_events(sim, data, file=events_file)
     _changes(sim, random.Random(4))
-    waiting = _sync(sim, data, file=events_file)  # no such directory: the events wait
+    waiting = sync_events(sim, data, file=events_file)  # no such directory: the events wait
     assert waiting.outcome == "ok" and waiting.events_delivered == 0
     assert waiting.events_pending == waiting.versions_written > 0
     events_file.parent.mkdir()
     _changes(sim, random.Random(5))
-    last = _sync(sim, data, file=events_file)
+    last = sync_events(sim, data, file=events_file)
     assert last.outcome == "ok" and last.events_pending == 0
     old = versions_after(data, {backfill.run_id, last.run_id})
     new = versions_after(data, {backfill.run_id, waiting.run_id})
@@ -249,7 +233,7 @@ def test_events_filter_keeps_only_matching_actions_and_statuses(
         parse_event_filter("status!=finished,skipped"),
         parse_event_filter("action=start_compute,suspend_compute,create_branch"),
     ]
-    _sync(sim, tmp_path / "data", file=events_file, backfill=True, filters=filters)
+    sync_events(sim, tmp_path / "data", file=events_file, backfill=True, filters=filters)
     rows = versions_after(tmp_path / "data", set())
     want = {
         k
@@ -270,7 +254,7 @@ def test_webhook_retries_failures_hangs_and_drops_within_the_run(
     receiver.fail_first = 1  # every event's first attempt fails ...
     receiver.weights = {"ok": 0.6, "hang": 0.15, "drop": 0.25}  # ... and later ones often
     receiver.hang_seconds = 1.0
-    summary = _sync(
+    summary = sync_events(
         sim,
         tmp_path / "data",
         backfill=True,
@@ -295,7 +279,7 @@ def test_receiver_down_for_a_whole_run_loses_nothing_and_check_reports_it(
     data = tmp_path / "data"
     key = read_webhook_secret(secret_file)
     down = {"webhook_url": closed_port_url(), "webhook_key": key, "webhook_attempts": 3}
-    first = _sync(sim, data, backfill=True, **down)
+    first = sync_events(sim, data, backfill=True, **down)
     expected = versions_after(data, set())
     assert first.outcome == "ok" and first.exit_code == 0
     assert first.events_pending == len(expected) > 0 and first.events_delivered == 0
@@ -315,7 +299,7 @@ def test_receiver_down_for_a_whole_run_loses_nothing_and_check_reports_it(
     assert f'opsaudit_events_pending{{sink="webhook"}} {len(expected)}\n' in metrics
     assert 'opsaudit_events_delivered_total{sink="webhook"} 0\n' in metrics
     # The next run, receiver up: everything, in order per operation.
-    second = _sync(sim, data, **_webhook(receiver, secret_file))
+    second = sync_events(sim, data, **_webhook(receiver, secret_file))
     assert second.events_pending == 0
     assert receiver.ids() == set(expected)
     _assert_in_order(receiver)
@@ -336,13 +320,13 @@ def test_events_built_at_delivery_are_the_bytes_built_at_commit(
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
     key = read_webhook_secret(secret_file)
     down = {"webhook_url": closed_port_url(), "webhook_key": key, "webhook_attempts": 1}
-    first = _sync(sim, data, file=events_file, backfill=True, **down)
+    first = sync_events(sim, data, file=events_file, backfill=True, **down)
     expected = versions_after(data, set())
     months = {row["created_at"].strftime("%Y-%m") for row in expected.values()}
     assert len(months) >= 3 and first.events_pending == len(expected) > 0
     lines = {orjson.loads(line)["id"]: line for line in events_file.read_bytes().splitlines()}
     assert sorted(lines) == sorted(expected)
-    second = _sync(sim, data, **_webhook(receiver, secret_file))
+    second = sync_events(sim, data, **_webhook(receiver, secret_file))
     assert second.events_pending == 0 and sorted(receiver.ids()) == sorted(expected)
     assert all(r.body == lines[r.id] for r in receiver.received)
     _assert_in_order(receiver)
@@ -373,7 +357,7 @@ def test_a_commit_of_many_events_is_recorded_in_bounded_outbox_rows(
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
     key = read_webhook_secret(secret_file)
     down = {"webhook_url": closed_port_url(), "webhook_key": key, "webhook_attempts": 1}
-    first = _sync(sim, data, file=events_file, backfill=True, commit_seconds=60, **down)
+    first = sync_events(sim, data, file=events_file, backfill=True, commit_seconds=60, **down)
     expected = versions_after(data, set())
     con = sqlite3.connect(data / "state.sqlite")
     try:
@@ -392,7 +376,7 @@ def test_a_commit_of_many_events_is_recorded_in_bounded_outbox_rows(
     assert len({e["data"]["project_id"] for e in events}) >= 3
     assert all(e["data"]["project_name"] == names[e["data"]["project_id"]] for e in events)
     lines = {orjson.loads(line)["id"]: line for line in events_file.read_bytes().splitlines()}
-    second = _sync(sim, data, **_webhook(receiver, secret_file))
+    second = sync_events(sim, data, **_webhook(receiver, secret_file))
     assert second.events_pending == 0 and sorted(receiver.ids()) == sorted(expected)
     assert all(r.body == lines[r.id] for r in receiver.received)
 
@@ -415,9 +399,9 @@ def test_events_built_at_delivery_after_compaction_moved_their_rows(
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
     key = read_webhook_secret(secret_file)
     down = {"webhook_url": closed_port_url(), "webhook_key": key, "webhook_attempts": 1}
-    _sync(sim, data, file=events_file, backfill=True, **down)
+    sync_events(sim, data, file=events_file, backfill=True, **down)
     _changes(sim, random.Random(22))
-    second = _sync(sim, data, file=events_file, **down)
+    second = sync_events(sim, data, file=events_file, **down)
     expected = versions_after(data, set())
     assert second.events_pending == len(expected) > 0
     monkeypatch.setattr(local_dataset, "COMPACT_MIN_FILES", 2)
@@ -428,7 +412,7 @@ def test_events_built_at_delivery_after_compaction_moved_their_rows(
         store.close()
     lines = {orjson.loads(line)["id"]: line for line in events_file.read_bytes().splitlines()}
     assert sorted(lines) == sorted(expected)
-    third = _sync(sim, data, **_webhook(receiver, secret_file))
+    third = sync_events(sim, data, **_webhook(receiver, secret_file))
     assert third.events_pending == 0 and sorted(receiver.ids()) == sorted(expected)
     assert all(r.body == lines[r.id] for r in receiver.received)
     _assert_in_order(receiver)
@@ -445,14 +429,14 @@ def test_a_committed_file_gone_while_events_wait_is_a_storage_error_then_deliver
     data = tmp_path / "data"
     key = read_webhook_secret(secret_file)
     down = {"webhook_url": closed_port_url(), "webhook_key": key, "webhook_attempts": 1}
-    first = _sync(sim, data, backfill=True, **down)
+    first = sync_events(sim, data, backfill=True, **down)
     expected = versions_after(data, set())
     assert first.events_pending == len(expected) > 0
     moved = sorted((data / "operation_versions").rglob("*.parquet"))[0]
     aside = tmp_path / "aside.parquet"
     moved.rename(aside)
     with pytest.raises(StorageError, match="changed outside opsaudit") as failed:
-        _sync(sim, data, **_webhook(receiver, secret_file))
+        sync_events(sim, data, **_webhook(receiver, secret_file))
     assert failed.value.exit_code == 6 and receiver.ids() == set()
     # The delivery went on alongside the run's record: the record says failed all the same,
     # in the state and in the exported sync_runs.
@@ -468,7 +452,7 @@ def test_a_committed_file_gone_while_events_wait_is_a_storage_error_then_deliver
     exported = pq.read_table(data / "sync_runs" / "sync_runs.parquet").to_pylist()
     assert [r["outcome"] for r in exported if r["run_id"] == second] == ["failed"]
     aside.rename(moved)
-    third = _sync(sim, data, **_webhook(receiver, secret_file))
+    third = sync_events(sim, data, **_webhook(receiver, secret_file))
     assert third.events_pending == 0 and sorted(receiver.ids()) == sorted(expected)
     _assert_in_order(receiver)
 
@@ -493,12 +477,12 @@ def _assert_in_order(receiver: Receiver) -> None:
 def test_torn_last_line_is_repaired(make_sim: Any, tmp_path: Path) -> None:
     sim = make_sim(seed=11, projects=1, days=1, ops_per_project_per_day=20)
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
-    first = _sync(sim, data, file=events_file, backfill=True)
+    first = sync_events(sim, data, file=events_file, backfill=True)
     # A kill in the middle of an append leaves half a line (and its event not marked).
     with events_file.open("ab") as fh:
         fh.write(b'{"id":"half-written-event:1","type":"operation.crea')
     _changes(sim, random.Random(4))
-    _sync(sim, data, file=events_file)
+    sync_events(sim, data, file=events_file)
     ids = [e["id"] for e in file_events(events_file)]
     assert sorted(ids) == sorted(versions_after(data, set())) and first.versions_written
 
@@ -512,22 +496,9 @@ def _python_sync(sim: Any, data: Path, events_file: Path, patch: str) -> int:
         "sys.argv = ['opsaudit', 'sync', '--max-rps', '0']\n"
         "main()\n"
     )
-    env = _child_env(sim, data, events_file)
+    env = child_env(sim, data, events_file)
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=120)
     return proc.returncode
-
-
-def _child_env(sim: Any, data: Path, events_file: Path, **more: str) -> dict[str, str]:
-    """The environment of a sync run by a child process of this checkout, to the events file."""
-    return {
-        **os.environ,
-        "NEON_API_KEY": sim.personal_key,
-        "OPSAUDIT_BASE_URL": sim.base_url,
-        "OPSAUDIT_DATA_DIR": str(data),
-        "OPSAUDIT_EVENTS_FILE": str(events_file),
-        "PYTHONPATH": str(ROOT),
-        **more,
-    }
 
 
 def test_kill_after_append_before_the_mark_does_not_repeat_lines(
@@ -535,7 +506,7 @@ def test_kill_after_append_before_the_mark_does_not_repeat_lines(
 ) -> None:
     sim = make_sim(seed=12, projects=2, days=1, ops_per_project_per_day=30)
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
-    _sync(sim, data, file=events_file)
+    sync_events(sim, data, file=events_file)
     _changes(sim, random.Random(5))
     # Every path that marks appended events goes through mark_file (the end-of-run delivery,
     # and the file following the commits, which marks in the next commit or at the end).
@@ -547,7 +518,7 @@ def test_kill_after_append_before_the_mark_does_not_repeat_lines(
     assert _python_sync(sim, data, events_file, patch) == -signal.SIGKILL
     appended = [e["id"] for e in file_events(events_file)]
     assert appended, "the kill came before the append: the test would prove nothing"
-    _sync(sim, data, file=events_file)
+    sync_events(sim, data, file=events_file)
     ids = [e["id"] for e in file_events(events_file)]
     assert len(ids) == len(set(ids)), "an event was appended twice"
     assert sorted(ids) == sorted(versions_after(data, set(run_ids(data)[:1])))
@@ -556,7 +527,7 @@ def test_kill_after_append_before_the_mark_does_not_repeat_lines(
 def test_kill_in_the_middle_of_an_append_then_a_healthy_run(make_sim: Any, tmp_path: Path) -> None:
     sim = make_sim(seed=18, projects=2, days=1, ops_per_project_per_day=30)
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
-    _sync(sim, data, file=events_file)
+    sync_events(sim, data, file=events_file)
     _changes(sim, random.Random(9))
     # The append stops half way through its data (mid-line), and the process dies.
     patch = (
@@ -572,7 +543,7 @@ def test_kill_in_the_middle_of_an_append_then_a_healthy_run(make_sim: Any, tmp_p
     assert _python_sync(sim, data, events_file, patch) == -signal.SIGKILL
     torn = events_file.read_bytes()
     assert torn.count(b"\n") >= 2 and not torn.endswith(b"\n"), "no torn append to test"
-    _sync(sim, data, file=events_file)
+    sync_events(sim, data, file=events_file)
     ids = [e["id"] for e in file_events(events_file)]
     assert len(ids) == len(set(ids)), "an event was appended twice"
     assert sorted(ids) == sorted(versions_after(data, set(run_ids(data)[:1])))
@@ -581,7 +552,7 @@ def test_kill_in_the_middle_of_an_append_then_a_healthy_run(make_sim: Any, tmp_p
 def test_kill_right_after_the_commit_loses_no_event(make_sim: Any, tmp_path: Path) -> None:
     sim = make_sim(seed=13, projects=2, days=1, ops_per_project_per_day=30)
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
-    _sync(sim, data, file=events_file)
+    sync_events(sim, data, file=events_file)
     _changes(sim, random.Random(6))
     # Dies as the first commit with rows returns from its state transaction (before publish).
     patch = (
@@ -592,14 +563,14 @@ def test_kill_right_after_the_commit_loses_no_event(make_sim: Any, tmp_path: Pat
     )
     assert _python_sync(sim, data, events_file, patch) == -signal.SIGKILL
     assert file_events(events_file) == []
-    _sync(sim, data, file=events_file)
+    sync_events(sim, data, file=events_file)
     ids = [e["id"] for e in file_events(events_file)]
     expected = versions_after(data, set(run_ids(data)[:1]))
     assert expected and sorted(ids) == sorted(expected)
 
 
 def _start_sync(sim: Any, data: Path, events_file: Path, url: str, secret: Path) -> Any:
-    env = _child_env(
+    env = child_env(
         sim, data, events_file, OPSAUDIT_WEBHOOK_URL=url, OPSAUDIT_WEBHOOK_SECRET_FILE=str(secret)
     )
     return subprocess.Popen(
@@ -656,7 +627,7 @@ def test_ctrl_c_twice_at_the_run_end_stops_the_delivery_before_the_lock_is_relea
         "            '--webhook-timeout', '10']\n"
         "main()\n"
     )
-    env = _child_env(
+    env = child_env(
         sim,
         data,
         events_file,
@@ -687,7 +658,7 @@ def test_ctrl_c_twice_at_the_run_end_stops_the_delivery_before_the_lock_is_relea
     # Stopped after the attempt in flight (3 s), not after every attempt (6, backoff: ~30 s).
     assert elapsed < 9, f"{elapsed:.1f}s from the second Ctrl-C to the exit"
     receiver.mode = "ok"
-    last = _sync(sim, data, file=events_file, **_webhook(receiver, secret_file))
+    last = sync_events(sim, data, file=events_file, **_webhook(receiver, secret_file))
     expected = sorted(versions_after(data, set()))
     assert last.outcome == "ok" and last.events_pending == 0 and expected
     assert sorted(e["id"] for e in file_events(events_file)) == expected
@@ -702,7 +673,7 @@ def test_kill_9_at_random_instants_then_a_healthy_run(
 
     sim = make_sim(seed=14, projects=4, days=2, ops_per_project_per_day=300)
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
-    first = _sync(sim, data, file=events_file, **_webhook(receiver, secret_file))
+    first = sync_events(sim, data, file=events_file, **_webhook(receiver, secret_file))
     assert first.outcome == "ok"
     sim.faults = Faults(p_slow=0.3, slow_seconds=0.02, seed=4)
     receiver.weights = {"ok": 0.85, "fail": 0.05, "hang": 0.05, "drop": 0.05}
@@ -738,7 +709,7 @@ def test_kill_9_at_random_instants_then_a_healthy_run(
     assert timed_kills >= 5 and receiver_kills == 6
     sim.faults = Faults()
     receiver.weights = None
-    last = _sync(sim, data, file=events_file, **_webhook(receiver, secret_file))
+    last = sync_events(sim, data, file=events_file, **_webhook(receiver, secret_file))
     assert last.outcome == "ok" and last.events_pending == 0
     expected = set(versions_after(data, {first.run_id}))
     ids = [e["id"] for e in file_events(events_file)]
@@ -819,7 +790,7 @@ def test_a_state_from_before_the_outbox_is_read_then_migrated(
 
     sim = make_sim(seed=16, projects=1, days=1, ops_per_project_per_day=10)
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
-    first = _sync(sim, data)
+    first = sync_events(sim, data)
     con = sqlite3.connect(data / "state.sqlite")
     con.execute("DROP TABLE event_batches")
     con.execute("UPDATE meta SET value = '2' WHERE key = 'format_version'")
@@ -827,7 +798,7 @@ def test_a_state_from_before_the_outbox_is_read_then_migrated(
     con.close()
     assert read_status(data).events["pending"] == {"file": 0, "webhook": 0}
     _changes(sim, random.Random(8))
-    second = _sync(sim, data, file=events_file)
+    second = sync_events(sim, data, file=events_file)
     assert second.outcome == "ok"
     ids = [e["id"] for e in file_events(events_file)]
     assert ids and sorted(ids) == sorted(versions_after(data, {first.run_id}))
@@ -840,7 +811,7 @@ def test_pending_events_of_the_one_row_per_event_outbox_are_carried_over(
 
     sim = make_sim(seed=17, projects=1, days=1, ops_per_project_per_day=10)
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
-    _sync(sim, data)
+    sync_events(sim, data)
     # State format 5: one row per event; one still waiting for the file, one for the webhook.
     con = sqlite3.connect(data / "state.sqlite")
     con.execute("DROP TABLE event_batches")
@@ -857,7 +828,7 @@ def test_pending_events_of_the_one_row_per_event_outbox_are_carried_over(
     con.execute("UPDATE meta SET value = '5' WHERE key = 'format_version'")
     con.commit()
     con.close()
-    summary = _sync(sim, data, file=events_file)
+    summary = sync_events(sim, data, file=events_file)
     assert [e["id"] for e in file_events(events_file)] == ["op-a:2"]
     assert summary.events_pending == 1  # op-b:1 waits for a webhook
 
@@ -950,7 +921,7 @@ def _python_sync_output(sim: Any, data: Path, events_file: Path, patch: str) -> 
     (the child is killed at the timeout) instead of hanging the suite."""
     code = f"import os, signal, sys\n{patch}\nfrom exporter.cli import main\n"
     code += "sys.argv = ['opsaudit', 'sync', '--max-rps', '0']\nmain()\n"
-    env = _child_env(sim, data, events_file)
+    env = child_env(sim, data, events_file)
     proc = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
     )
@@ -980,7 +951,7 @@ def test_a_backlog_that_cannot_be_built_fails_the_run(make_sim: Any, tmp_path: P
     sim = make_sim(seed=22, projects=2, days=1, ops_per_project_per_day=30)
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
     # A directory for a file: the events wait in the outbox.
-    waited = _sync(sim, data, file=tmp_path, backfill=True)
+    waited = sync_events(sim, data, file=tmp_path, backfill=True)
     assert waited.versions_written
     for path in (data / "operation_versions").rglob("*.parquet"):
         path.unlink()

@@ -291,8 +291,7 @@ def _table(columns: Sequence[str], rows: Sequence[dict[str, Any]], percent: str)
 
 def _on_call(report: Report) -> list[str]:
     """What on-call reads first (issue 23): which operations, where, with what error."""
-    if report.top is not None and report.top < TOP_ROWS:
-        report.whole_lists()  # the page shows TOP_ROWS of each list
+    report.check_lists(TOP_ROWS)
     failing = "Failing now (latest status failed or error), oldest first"
     stuck = "Stuck: still running or waiting, oldest first"
     parts: list[str] = []

@@ -155,9 +155,12 @@ class Report:
     failing_total: int | None = None  # None: the list's length
     stuck_total: int | None = None
 
-    def whole_lists(self) -> None:
-        """Raise unless the failing and stuck lists are whole (every format but the table and
-        the HTML page writes every row)."""
+    def check_lists(self, shown: int | None = None) -> None:
+        """Raise unless the failing and stuck lists hold what is shown of them: their first
+        `shown` rows (the table format, the HTML page), or every row (None: every other
+        format writes them whole)."""
+        if self.top is None or (shown is not None and shown <= self.top):
+            return
         if (self.failing_total or 0) > len(self.failing_operations) or (
             self.stuck_total or 0
         ) > len(self.stuck_operations):
@@ -213,7 +216,7 @@ class Report:
         """`as_dict` with the values as computed (datetimes, intervals), not yet `jsonable`:
         `format.json_bytes` writes it as `as_dict` reads, without copying every row first (the
         failing and stuck lists as written already where `lists_json` holds them)."""
-        self.whole_lists()
+        self.check_lists()
         failing: Any = self.failing_operations
         stuck: Any = self.stuck_operations
         if self.lists_json is not None:

@@ -149,8 +149,7 @@ def _table_top(
 
 
 def _human(report: Report, fmt: str, top: int | None = None) -> str:
-    if fmt != "table" or top is None or report.top is None or top > report.top:
-        report.whole_lists()  # a table of `top` rows needs only that many
+    report.check_lists(top if fmt == "table" else None)
     heading = (lambda t: f"## {t}\n\n") if fmt == "markdown" else (lambda t: f"{t}\n")
     title = f"{report.operations:,} operations ({describe_window(report)})"
     out = [
@@ -231,7 +230,7 @@ def _sections(report: Report) -> list[tuple[str, list[dict[str, Any]], Sequence[
 
 
 def _csv(report: Report, section: str | None = None) -> str:
-    report.whole_lists()
+    report.check_lists()
     sections = _sections(report)
     if section is not None:
         # One table with its own columns, for a spreadsheet or a script.

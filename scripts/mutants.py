@@ -136,6 +136,20 @@ MUTANTS = [
         (f"{HEADLINE}::test_a_report_of_the_shown_rows_reads_as_the_whole_one",),
     ),
     Mutant(
+        "report-shown-rows-every-failing-one-old",  # old: not counted, every row taken
+        "sql/90_report.sql",
+        "        kind, count(*) AS total, count(*) FILTER (WHERE old) AS old_total,\n",
+        "        kind, count(*) AS total, count(*) AS old_total,\n",
+        (f"{HEADLINE}::test_a_cut_report_counts_the_old_failing_ones_of_the_whole_list",),
+    ),
+    Mutant(
+        "report-shown-rows-branch-not-joined",  # the rows a table shows by branch id only
+        "sql/90_report.sql",
+        "LEFT JOIN branches AS sb ON sb.id = s.p.branch_id\n",
+        "LEFT JOIN branches AS sb ON false\n",
+        (f"{NAMES_REPORT}::test_report_failures_per_branch_by_name_deleted_marked",),
+    ),
+    Mutant(
         "report-shown-rows-written-as-whole",  # json or csv of 10 rows of a list
         "exporter/analytics/report.py",
         '            raise ValueError(f"the report\'s lists hold only their first {self.top} rows")',

@@ -178,27 +178,55 @@ SEMI JOIN query_table(pairs) AS p ON v.id = p.id AND v.version = p.version;
 
 -- What on-call reads first: the operations failing now (latest status failed or error) and the
 -- stuck ones (not terminal, not failing, created longer than stuck_after before as_of: still
--- running or waiting), oldest first. A failing operation is never also listed as stuck. Each
+-- running or waiting), as report_problems_in lists them but without their branches' names and
+-- in no order: kind ('failing' or 'stuck'), the row, age at as_of, old (created longer than
+-- stuck_after before as_of). Over report_rows (`rows`, a table or CTE of them).
+CREATE OR REPLACE MACRO report_problems_of(rows, as_of := NULL, stuck_after := NULL) AS TABLE
+SELECT
+    CASE WHEN is_failing(status) THEN 'failing' ELSE 'stuck' END AS kind,
+    id, project_id, branch_id, action, status, error,
+    coalesce(as_of::TIMESTAMPTZ, now()) - created_at AS age,
+    created_at < coalesce(as_of::TIMESTAMPTZ, now())
+        - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR) AS old
+FROM query_table(rows)
+WHERE NOT superseded AND (is_failing(status)
+   OR (NOT is_terminal(status) AND created_at < coalesce(as_of::TIMESTAMPTZ, now())
+        - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR)));
+
+-- The two lists, oldest first (a failing operation is never also listed as stuck), each row
 -- with its branch by name (the latest; branch_deleted_at once no longer listed), joined on the
--- few rows found, not on the operations. Over report_rows (`rows`, a table or CTE of them).
+-- few rows found, not on the operations.
 CREATE OR REPLACE MACRO report_problems_in(rows, as_of := NULL, stuck_after := NULL) AS TABLE
 SELECT
     p.kind, p.id, p.project_id, p.branch_id, b.name AS branch_name,
     b.deleted_at AS branch_deleted_at, p.action, p.status, p.error, p.age, p.old
-FROM (
-    SELECT
-        CASE WHEN is_failing(status) THEN 'failing' ELSE 'stuck' END AS kind,
-        id, project_id, branch_id, action, status, error,
-        coalesce(as_of::TIMESTAMPTZ, now()) - created_at AS age,
-        created_at < coalesce(as_of::TIMESTAMPTZ, now())
-            - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR) AS old
-    FROM query_table(rows)
-    WHERE NOT superseded AND (is_failing(status)
-       OR (NOT is_terminal(status) AND created_at < coalesce(as_of::TIMESTAMPTZ, now())
-            - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR)))
-) AS p
+FROM report_problems_of(rows, as_of := as_of, stuck_after := stuck_after) AS p
 LEFT JOIN branches AS b ON b.id = p.branch_id
 ORDER BY p.kind, p.age DESC, p.id;
+
+-- The first `n` (1 or more) rows of each list of report_problems_in, in its order, and per
+-- list how many rows it holds (`total`) and how many of them are old (`old_total`): what a
+-- terminal's table shows of 195k rows at 10M operations. One aggregate per list keeps its n
+-- oldest (min_by over age descending, then id: a heap, no sort of the list); the branches'
+-- names are joined on those rows. A list with no row has no row here.
+CREATE OR REPLACE MACRO report_problems_top(rows, n, as_of := NULL, stuck_after := NULL)
+AS TABLE
+WITH lists AS (
+    SELECT
+        kind, count(*) AS total, count(*) FILTER (WHERE old) AS old_total,
+        min_by(p, {'age': -epoch_us(age), 'id': id}, n) AS shown
+    FROM report_problems_of(rows, as_of := as_of, stuck_after := stuck_after) AS p
+    GROUP BY kind
+), shown AS (
+    SELECT kind, total, old_total, unnest(shown) AS p FROM lists
+)
+SELECT
+    s.kind, s.total, s.old_total, s.p.id, s.p.project_id, s.p.branch_id,
+    sb.name AS branch_name, sb.deleted_at AS branch_deleted_at, s.p.action, s.p.status,
+    s.p.error, s.p.age, s.p.old
+FROM shown AS s
+LEFT JOIN branches AS sb ON sb.id = s.p.branch_id
+ORDER BY s.kind, s.p.age DESC, s.p.id;
 
 -- A value as orjson writes it in `opsaudit report --format json` (format.json_bytes): a string
 -- as to_json escapes it (the same bytes but the hex case of a few control characters' \u

@@ -290,13 +290,13 @@ def build_report(
         else:
             records, first, last = by_action_scan(con, window, when)
             groups = _failure_groups(con, f"report_failure_groups_scan({ROWS}, {window})")
-        lists = problems_json(con, f"{ROWS}, {when}") if lists_as_json else None
+        lists = problems_json(con, when) if lists_as_json else None
         if lists is not None:
             lists_json, stuck_failing = lists
             found = Problems([], [], stuck_failing, 0, 0)
         else:
             lists_json = None
-            found = problems(con, f"{ROWS}, {when}", FAILING_COLUMNS, top)
+            found = problems(con, when, FAILING_COLUMNS, top)
         errors = fetch_records(con, f"SELECT * FROM report_errors_in({ROWS})")
     finally:
         execute(con, f"DROP TABLE IF EXISTS {ROWS}")

@@ -201,44 +201,39 @@ class Problems(NamedTuple):
 
 
 def problems(
-    con: duckdb.DuckDBPyConnection, args: str, names: Sequence[str], top: int | None = None
+    con: duckdb.DuckDBPyConnection, when: str, names: Sequence[str], top: int | None = None
 ) -> Problems:
-    """The operations failing now and the stuck ones (`report_problems_in(args)`), oldest
-    first, as dicts of `names` (report.FAILING_COLUMNS, "age" last), and how many of the
-    failing ones are older than `stuck_after`. `top`: only the oldest `top` of each list are
-    fetched (a terminal shows 10 of 195k at 10M operations: fetching them all cost ~0.5 s)."""
+    """The operations failing now and the stuck ones of ROWS (`report_problems_in`; `when`:
+    its as_of and stuck_after arguments), oldest first, as dicts of `names`
+    (report.FAILING_COLUMNS, "age" last), and how many of the failing ones are older than
+    `stuck_after`. `top`: only the oldest `top` of each list are fetched, with the lists'
+    lengths (`report_problems_top`, one aggregate: a terminal shows 10 of 195k at 10M
+    operations; fetching them all cost ~0.5 s, a top-N of each and a count 0.15 s)."""
+    if top is None:
+        relation = f"report_problems_in({ROWS}, {when})"
+    elif top < 1:
+        raise ValueError(f"top must be 1 or more, not {top}")
+    else:
+        relation = f"report_problems_top({ROWS}, {int(top)}, {when})"
     # Ages as microseconds (not a timedelta per row), rounded as timedelta.total_seconds() does.
-    select = f"SELECT * EXCLUDE (age), epoch_us(age) AS age_us FROM report_problems_in({args})"
-    if top is not None:
-        # Each list's first `top` in its order (a top-N each: a window over the lists cost
-        # several times fetching them all).
-        select = " UNION ALL ".join(
-            f"({select} WHERE kind = '{kind}' ORDER BY age_us DESC, id LIMIT {int(top)})"
-            for kind in ("failing", "stuck")
-        )
-    columns, rows = execute(con, select)
+    columns, rows = execute(con, f"SELECT * EXCLUDE (age), epoch_us(age) AS age_us FROM {relation}")
     pick = picker(columns, names[:-1])  # "age" last: it is added last
     kind, old, age = columns.index("kind"), columns.index("old"), columns.index("age_us")
-    failing: list[dict[str, Any]] = []
-    stuck: list[dict[str, Any]] = []
+    lists: dict[str, list[dict[str, Any]]] = {"failing": [], "stuck": []}
     stuck_failing = 0
     for row in rows:
         r = pick(row)
         r["age"] = dt.timedelta(seconds=round(row[age] / 1_000_000))  # read, not computed with
-        if row[kind] == "failing":
-            failing.append(r)
-            stuck_failing += bool(row[old])
-        else:
-            stuck.append(r)
+        lists[row[kind]].append(r)
+        stuck_failing += row[kind] == "failing" and bool(row[old])
+    failing, stuck = lists["failing"], lists["stuck"]
     if top is None:
         return Problems(failing, stuck, stuck_failing, len(failing), len(stuck))
-    _, counts = execute(
-        con,
-        "SELECT count(*) FILTER (WHERE kind = 'failing'), count(*) FILTER (WHERE kind = 'stuck'), "
-        f"count(*) FILTER (WHERE kind = 'failing' AND old) FROM report_problems_in({args})",
-    )
-    failing_total, stuck_total, stuck_failing = counts[0]
-    return Problems(failing, stuck, stuck_failing, failing_total, stuck_total)
+    # Every row of a list carries its length and how many of its rows are old.
+    total, old_total = columns.index("total"), columns.index("old_total")
+    counts = {row[kind]: (row[total], row[old_total]) for row in rows}
+    failing_total, stuck_failing = counts.get("failing", (0, 0))
+    return Problems(failing, stuck, stuck_failing, failing_total, counts.get("stuck", (0, 0))[0])
 
 
 # A \\u escape with an upper-case hex digit: to_json writes the control characters U+000B,
@@ -248,14 +243,14 @@ _UPPER_ESCAPE = re.compile(rb"\\u00(?:0[BEF]|1[A-F])")
 
 
 def problems_json(
-    con: duckdb.DuckDBPyConnection, args: str
+    con: duckdb.DuckDBPyConnection, when: str
 ) -> tuple[tuple[bytes, bytes], int] | None:
     """The failing and stuck lists of `problems` as `format.json_bytes` writes them in the
     report's JSON (a list at depth 1: objects indented by four, then `  ]`), each object
     written by DuckDB (`report_problems_json`), and how many failing ones are old. None where a
     text holds a character to_json escapes other than orjson (or what could be one): then the
     caller builds the rows."""
-    _, rows = execute(con, f"SELECT kind, old, line FROM report_problems_json({args})")
+    _, rows = execute(con, f"SELECT kind, old, line FROM report_problems_json({ROWS}, {when})")
     failing = [line for kind, _, line in rows if kind == "failing"]
     stuck = [line for kind, _, line in rows if kind != "failing"]
     stuck_failing = sum(1 for kind, old, _ in rows if kind == "failing" and old)

@@ -359,6 +359,27 @@ def test_a_report_of_the_shown_rows_reads_as_the_whole_one(on_call: Path, top: i
         assert render_report(cut, "json") == render_report(whole, "json")
 
 
+def test_a_cut_report_counts_the_old_failing_ones_of_the_whole_list(on_call: Path) -> None:
+    """At 01:10 the operations of 00:00-00:09 are older than an hour, those of 00:10-00:19 not:
+    a report of the first 3 rows counts the old failing ones (15 of 30) and the stuck ones
+    (15) over the whole lists, not over the rows it shows."""
+    now = dt.datetime(2025, 1, 20, 1, 10, tzinfo=UTC)
+    con = connect(on_call)
+    try:
+        whole = build_report(con, now=now)
+        cut = build_report(con, now=now, top=3)
+    finally:
+        con.close()
+    assert (whole.stuck_failing, len(whole.failing_operations), len(whole.stuck_operations)) == (
+        15,
+        30,
+        15,
+    )
+    assert (cut.stuck_failing, cut.failing_total, cut.stuck_total) == (15, 30, 15)
+    assert cut.failing_operations == whole.failing_operations[:3]
+    assert cut.stuck_operations == whole.stuck_operations[:3]
+
+
 def test_the_page_of_the_shown_rows_reads_as_the_whole_one(on_call: Path) -> None:
     from exporter.analytics.html import TOP_ROWS, render_html
 

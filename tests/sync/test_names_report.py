@@ -60,10 +60,10 @@ def _named_world(make_sim: Any, tmp_path: Path) -> dict[str, Any]:
     return {"project": pid, "preview": preview, "alice": alice}
 
 
-def _report(data_dir: Path) -> Any:
+def _report(data_dir: Path, top: int | None = None) -> Any:
     con = exporter.connect(data_dir)
     try:
-        return build_report(con, now=dt.datetime.now(dt.timezone.utc))
+        return build_report(con, now=dt.datetime.now(dt.timezone.utc), top=top)
     finally:
         con.close()
 
@@ -101,6 +101,11 @@ def test_report_failures_per_branch_by_name_deleted_marked(make_sim: Any, tmp_pa
         (r["action"], r["branch_id"], r["branch_name"], r["branch_deleted_at"])
         for r in report.failing_operations
     ] == [("start_compute", preview, "release/1.0", None)]
+    # ... as the table format fetches it (the first rows only: report_problems_top).
+    shown = _report(tmp_path, top=10).failing_operations  # a later now: the ages may differ
+    assert [r | {"age": None} for r in shown] == [
+        r | {"age": None} for r in report.failing_operations
+    ]
     table = render_report(report, "table")
     failing = table.split("Failing now (latest status failed or error), oldest first\n")[1]
     assert failing.splitlines()[0].split() == [

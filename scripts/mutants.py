@@ -131,7 +131,7 @@ MUTANTS = [
     Mutant(
         "report-shown-rows-total-ignored",  # "(10 of 10 rows)" for 10 of 195k
         "exporter/analytics/report_text.py",
-        "_table_top(columns, _section_rows(rows, columns), top, total)",
+        "_table_top(columns, _section_rows(rows, columns), top, totals.get(cut))",
         "_table_top(columns, _section_rows(rows, columns), top)",
         (f"{HEADLINE}::test_a_report_of_the_shown_rows_reads_as_the_whole_one",),
     ),
@@ -148,6 +148,13 @@ MUTANTS = [
         "LEFT JOIN branches AS sb ON sb.id = s.p.branch_id\n",
         "LEFT JOIN branches AS sb ON false\n",
         (f"{NAMES_REPORT}::test_report_failures_per_branch_by_name_deleted_marked",),
+    ),
+    Mutant(
+        "report-shown-groups-total-ignored",  # "Failures per project": 10 rows, no "of 5,000"
+        "exporter/analytics/report.py",
+        '            lists[f"{name}_total"] = counts.get(kind, 0)\n',
+        "            pass\n",
+        (f"{HEADLINE}::test_a_report_of_the_shown_rows_reads_as_the_whole_one",),
     ),
     Mutant(
         "report-shown-rows-written-as-whole",  # json or csv of 10 rows of a list

@@ -295,9 +295,10 @@ def _on_call(report: Report) -> list[str]:
     failing = "Failing now (latest status failed or error), oldest first"
     stuck = "Stuck: still running or waiting, oldest first"
     parts: list[str] = []
+    totals = report.totals()
     for title, rows, total in (
-        (failing, report.failing_operations, report.failing_total),
-        (stuck, report.stuck_operations, report.stuck_total),
+        (failing, report.failing_operations, totals["failing_operations"]),
+        (stuck, report.stuck_operations, totals["stuck_operations"]),
     ):
         parts += [
             f"<h2>{title}</h2>",
@@ -408,15 +409,16 @@ def render_html(
     if report.operations == 0:
         parts.append(f"<p>{html.escape(empty_message(report))}</p></body></html>")
         return "\n".join(parts) + "\n"
+    totals = report.totals()  # of the lists `build_report(top=N)` cut
     parts += [
         _headline(report),
         *_on_call(report),
         '<div class="tables"><div><h2>Top error texts</h2>',
         *_top(ERROR_COLUMNS, report.errors, ""),
         "</div><div><h2>Failures per project</h2>",
-        *_top(PROJECT_COLUMNS, report.projects, "failure_rate"),
+        *_top(PROJECT_COLUMNS, report.projects, "failure_rate", totals["projects"]),
         "</div><div><h2>Failures per branch (latest name; deleted: no longer listed)</h2>",
-        *_top(_BRANCH_TABLE, with_branch(report.branches), "failure_rate"),
+        *_top(_BRANCH_TABLE, with_branch(report.branches), "failure_rate", totals["branches"]),
         "</div></div>",
     ]
     figures = _figures(con, report, now)

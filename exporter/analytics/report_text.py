@@ -163,46 +163,55 @@ def _human(report: Report, fmt: str, top: int | None = None) -> str:
     project_rate = [c if c != "failure_rate" else "failure_rate_%" for c in PROJECT_COLUMNS]
     share = [c if c != "share" else "share_%" for c in MIX_COLUMNS]
     branch_rate = ["branch", *project_rate]
+    # Each with the name of its list where `build_report(top=N)` may have cut it.
     sections = [
         (
             "Failing now (latest status failed or error), oldest first",
             list(ON_CALL_SHOWN),
             with_branch(report.failing_operations, "branch_deleted_at"),
+            "failing_operations",
         ),
         (
             f"Stuck: still running or waiting {_span(report.stuck_after)} after creation, "
             "oldest first",
             list(ON_CALL_SHOWN),
             with_branch(report.stuck_operations, "branch_deleted_at"),
+            "stuck_operations",
         ),
-        ("Top error texts (operations that reported each)", list(ERROR_COLUMNS), report.errors),
-        ("Failures per project", project_rate, _percent(report.projects, "failure_rate")),
+        ("Top error texts (operations that reported each)", list(ERROR_COLUMNS), report.errors, ""),
+        (
+            "Failures per project",
+            project_rate,
+            _percent(report.projects, "failure_rate"),
+            "projects",
+        ),
         (
             "Failures per branch (latest name; deleted: no longer listed)",
             branch_rate,
             _percent(with_branch(report.branches), "failure_rate"),
+            "branches",
         ),
         (
             "Failures per action (failed = failed at least once; failing_now = status failed or "
             "error)",
             rate,
             _percent(report.failures, "failure_rate"),
+            "",
         ),
         (
             "Durations of terminal operations in ms (total_duration_ms; wall = updated_at - "
             "created_at)",
             list(DURATION_COLUMNS),
             _whole_ms(report.durations),
+            "",
         ),
-        ("Action mix", share, _percent(report.action_mix, "share")),
+        ("Action mix", share, _percent(report.action_mix, "share"), ""),
     ]
-    # The failing and stuck lists may hold only the rows shown (`build_report(top=N)`).
-    totals = [report.failing_total, report.stuck_total]
-    for i, (name, columns, rows) in enumerate(sections):
+    totals = report.totals()
+    for name, columns, rows, cut in sections:
         out.append("\n" + heading(name))
         if fmt == "table":
-            total = totals[i] if i < len(totals) else None
-            out.append(_table_top(columns, _section_rows(rows, columns), top, total))
+            out.append(_table_top(columns, _section_rows(rows, columns), top, totals.get(cut)))
         else:
             out.append(render(columns, _section_rows(rows, columns), fmt, thousands=True))
     return "".join(out)

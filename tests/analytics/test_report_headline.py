@@ -345,6 +345,19 @@ def test_a_report_of_the_shown_rows_reads_as_the_whole_one(on_call: Path, top: i
     assert cut.stuck_failing == whole.stuck_failing == 30
     assert cut.failing_operations == whole.failing_operations[:top]
     assert cut.stuck_operations == whole.stuck_operations[:top]
+    # Failures per project and per branch likewise (3 of each here); the pairs of branch and
+    # action at least as far as the headline names them (3).
+    assert (len(whole.projects), len(whole.branches), len(whole.branch_failures)) == (3, 3, 3)
+    assert cut.projects == whole.projects[:top]
+    assert cut.branches == whole.branches[:top]
+    assert cut.branch_failures == whole.branch_failures
+    assert cut.totals() == whole.totals() == {
+        "failing_operations": 30,
+        "stuck_operations": 30,
+        "projects": 3,
+        "branches": 3,
+        "branch_failures": 3,
+    }
     text = render_report(cut, "table", top=top)
     assert text == render_report(whole, "table", top=top)
     if top < 30:

@@ -1426,6 +1426,16 @@ MUTANTS = [
             "test_a_superseded_version_the_record_does_not_hold_is_read_from_the_versions",
         ),
     ),
+    Mutant(
+        "flagged-whole-unflagged-superseded-not-read",  # the same, all time (one join)
+        "exporter/analytics/report_figures.py",
+        '        unflagged = f"SELECT id, version FROM {ROWS} WHERE superseded IS NULL"\n',
+        '        unflagged = f"SELECT id, version FROM {ROWS} WHERE false"\n',
+        (
+            f"{FLAGGED}::"
+            "test_a_superseded_version_the_record_does_not_hold_is_read_from_the_versions",
+        ),
+    ),
     # The report's failing and stuck lists written by DuckDB for --format json (issue 24).
     Mutant(
         "report-json-ages-rounded-half-up",  # an age of n.5 s: n + 1 where Python says even

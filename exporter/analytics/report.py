@@ -293,7 +293,7 @@ def build_report(
     # the dataset has the summary record and the window holds whole months, the counts and
     # durations read it instead of every version.
     try:
-        keep_rows(con, window)
+        keep_rows(con, window, whole=since is None and until is None and projects is None)
         if projects is None and whole_months(since, until, as_of) and recorded(con):
             # `recorded` as a literal: the planner then drops the scan of the rows of the whole
             # months (sql/90_report.sql, report_summary).

@@ -54,19 +54,26 @@ SUMMARY = "_opsaudit_report_summary"  # report_summary of one report (likewise)
 _UNFLAGGED = "_opsaudit_report_unflagged"  # report_superseded_unflagged (while rows are kept)
 
 
-def keep_rows(con: duckdb.DuckDBPyConnection, window: str) -> None:
+def keep_rows(con: duckdb.DuckDBPyConnection, window: str, *, whole: bool = False) -> None:
     """Keep the window's report_rows in the temporary table ROWS: from the flagged record where
     the dataset has one (no version read, unless a superseded version is terminal without an
     error text: then the window's versions are probed for those), else from every version
-    (sql/90_report.sql)."""
+    (sql/90_report.sql). `whole`: the window is the whole dataset (all time, every project):
+    the record's rows and the superseded versions it lacks come from one join."""
     flagged = execute(con, "SELECT report_flagged_recorded()")[1][0][0]
     if not flagged:
         execute(con, f"CREATE OR REPLACE TEMP TABLE {ROWS} AS FROM report_rows({window})")
         return
-    execute(con, f"CREATE OR REPLACE TEMP TABLE {ROWS} AS FROM report_flagged_rows({window})")
-    execute(con, f"CREATE OR REPLACE TEMP TABLE {_UNFLAGGED} AS FROM report_superseded_unflagged()")
+    if whole:
+        execute(con, f"CREATE OR REPLACE TEMP TABLE {ROWS} AS FROM report_flagged_rows_whole()")
+        unflagged = f"SELECT id, version FROM {ROWS} WHERE superseded IS NULL"
+    else:
+        execute(con, f"CREATE OR REPLACE TEMP TABLE {ROWS} AS FROM report_flagged_rows({window})")
+        unflagged = "FROM report_superseded_unflagged()"
+    execute(con, f"CREATE OR REPLACE TEMP TABLE {_UNFLAGGED} AS {unflagged}")
     try:
         if execute(con, f"SELECT count(*) FROM {_UNFLAGGED}")[1][0][0]:
+            execute(con, f"DELETE FROM {ROWS} WHERE superseded IS NULL")
             execute(con, f"INSERT INTO {ROWS} FROM report_superseded_rows({_UNFLAGGED}, {window})")
     finally:
         execute(con, f"DROP TABLE IF EXISTS {_UNFLAGGED}")

@@ -73,6 +73,7 @@ def test_view_names() -> None:
         "report_rows",
         "report_flagged_recorded",
         "report_flagged_rows",
+        "report_flagged_rows_whole",
         "report_superseded_unflagged",
         "report_superseded_rows",
         "report_problems_of",

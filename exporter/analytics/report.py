@@ -18,6 +18,7 @@ from exporter.analytics.report_figures import (
     by_action,
     by_action_scan,
     fetch_records,
+    freshness,
     keep_rows,
     picker,
     problems,
@@ -340,7 +341,7 @@ def build_report(
         stuck_operations=found.stuck,
         errors=errors,
         **groups,
-        freshness=_freshness(con, as_of),
+        freshness=freshness(con, as_of),
         first_created_at=first,
         last_created_at=last,
         as_of=as_of,
@@ -419,28 +420,6 @@ def with_branch(rows: list[dict[str, Any]], deleted: str = "deleted_at") -> list
         | r
         for r in rows
     ]
-
-
-def _freshness(con: duckdb.DuckDBPyConnection, as_of: dt.datetime) -> dict[str, Any]:
-    """The last successful sync (outcome ok: every project in scope complete) and its lag at
-    `as_of`; the newest run of any outcome and how many of its projects it completed."""
-    runs = fetch_records(
-        con,
-        "SELECT finished_at, outcome, projects_ok, projects_total FROM sync_runs "
-        "WHERE finished_at IS NOT NULL ORDER BY finished_at DESC",
-    )
-    ok = next((r for r in runs if r["outcome"] == "ok"), None)
-    last = runs[0] if runs else {}
-    return {
-        "last_success_at": ok["finished_at"] if ok else None,
-        "lag": dt.timedelta(seconds=round((as_of - ok["finished_at"]).total_seconds()))
-        if ok
-        else None,
-        "last_run_at": last.get("finished_at"),
-        "last_run_outcome": last.get("outcome"),
-        "last_run_projects_ok": last.get("projects_ok"),
-        "last_run_projects": last.get("projects_total"),
-    }
 
 
 def window_parts(report: Report, *, since: str = "since", projects: str = "project") -> list[str]:

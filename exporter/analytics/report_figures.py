@@ -1,7 +1,7 @@
-"""The report's figures per action (`report.build_report`): from the summary record where the
+"""The report's figures (`report.build_report`): per action from the summary record where the
 dataset has it and the window holds whole months, else from one scan of every version
 (sql/90_report.sql, DESIGN.md: the report's summary record); the first and last created_at of the
-latest states; the SQL literals of a window."""
+latest states; the failing and stuck lists; freshness; the SQL literals of a window."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ __all__ = [
     "by_action",
     "by_action_scan",
     "fetch_records",
+    "freshness",
     "keep_rows",
     "picker",
     "problems",
@@ -275,6 +276,28 @@ def _json_list(objects: list[bytes]) -> bytes:
     objects[0] = b"[\n" + objects[0]
     objects[-1] += b"\n  ]"
     return b",\n".join(objects)
+
+
+def freshness(con: duckdb.DuckDBPyConnection, as_of: dt.datetime) -> dict[str, Any]:
+    """The last successful sync (outcome ok: every project in scope complete) and its lag at
+    `as_of`; the newest run of any outcome and how many of its projects it completed."""
+    runs = fetch_records(
+        con,
+        "SELECT finished_at, outcome, projects_ok, projects_total FROM sync_runs "
+        "WHERE finished_at IS NOT NULL ORDER BY finished_at DESC",
+    )
+    ok = next((r for r in runs if r["outcome"] == "ok"), None)
+    last = runs[0] if runs else {}
+    return {
+        "last_success_at": ok["finished_at"] if ok else None,
+        "lag": dt.timedelta(seconds=round((as_of - ok["finished_at"]).total_seconds()))
+        if ok
+        else None,
+        "last_run_at": last.get("finished_at"),
+        "last_run_outcome": last.get("outcome"),
+        "last_run_projects_ok": last.get("projects_ok"),
+        "last_run_projects": last.get("projects_total"),
+    }
 
 
 def fetch_records(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:

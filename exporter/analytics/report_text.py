@@ -159,12 +159,24 @@ def _human(report: Report, fmt: str, top: int | None = None) -> str:
         out.append("\n" + empty_message(report) + "\n")
         return "".join(out)
     out.append(("" if fmt == "markdown" else "\n") + _headline(report, fmt))
+    totals = report.totals()
+    for name, columns, rows, cut in _tables(report):
+        out.append("\n" + heading(name))
+        if fmt == "table":
+            out.append(_table_top(columns, _section_rows(rows, columns), top, totals.get(cut)))
+        else:
+            out.append(render(columns, _section_rows(rows, columns), fmt, thousands=True))
+    return "".join(out)
+
+
+def _tables(report: Report) -> list[tuple[str, list[str], list[dict[str, Any]], str]]:
+    """The tables below the headline: title, columns, rows and the name of the report's list
+    where `build_report(top=N)` may have cut it ("" where it cuts none)."""
     rate = [c if c != "failure_rate" else "failure_rate_%" for c in FAILURE_COLUMNS]
     project_rate = [c if c != "failure_rate" else "failure_rate_%" for c in PROJECT_COLUMNS]
     share = [c if c != "share" else "share_%" for c in MIX_COLUMNS]
     branch_rate = ["branch", *project_rate]
-    # Each with the name of its list where `build_report(top=N)` may have cut it.
-    sections = [
+    return [
         (
             "Failing now (latest status failed or error), oldest first",
             list(ON_CALL_SHOWN),
@@ -207,14 +219,6 @@ def _human(report: Report, fmt: str, top: int | None = None) -> str:
         ),
         ("Action mix", share, _percent(report.action_mix, "share"), ""),
     ]
-    totals = report.totals()
-    for name, columns, rows, cut in sections:
-        out.append("\n" + heading(name))
-        if fmt == "table":
-            out.append(_table_top(columns, _section_rows(rows, columns), top, totals.get(cut)))
-        else:
-            out.append(render(columns, _section_rows(rows, columns), fmt, thousands=True))
-    return "".join(out)
 
 
 def _whole_ms(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -351,13 +351,17 @@ def test_a_report_of_the_shown_rows_reads_as_the_whole_one(on_call: Path, top: i
     assert cut.projects == whole.projects[:top]
     assert cut.branches == whole.branches[:top]
     assert cut.branch_failures == whole.branch_failures
-    assert cut.totals() == whole.totals() == {
-        "failing_operations": 30,
-        "stuck_operations": 30,
-        "projects": 3,
-        "branches": 3,
-        "branch_failures": 3,
-    }
+    assert (
+        cut.totals()
+        == whole.totals()
+        == {
+            "failing_operations": 30,
+            "stuck_operations": 30,
+            "projects": 3,
+            "branches": 3,
+            "branch_failures": 3,
+        }
+    )
     text = render_report(cut, "table", top=top)
     assert text == render_report(whole, "table", top=top)
     if top < 30:

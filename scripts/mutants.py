@@ -1475,6 +1475,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "summary-quantiles-running-sum-not-per-histogram",  # positions off by those before
+        "sql/90_report.sql",
+        "    SELECT h.action, h.measure, h.ms, h.upto - g.before AS upto\n",
+        "    SELECT h.action, h.measure, h.ms, h.upto AS upto\n",
+        (f"{SUMMARY}::test_quantiles_from_the_histograms_are_quantile_cont_to_the_last_bit",),
+    ),
+    Mutant(
         "summary-first-created-unchecked",  # the first created_at of a superseded version
         "exporter/analytics/report_figures.py",
         "    if any(not _latest_at(con, bound, projects) for bound in doubtful if bound is not None):\n",

@@ -264,7 +264,8 @@ def report_command(
 
 
 def _shown_rows(fmt: str, top: int | None) -> int | None:
-    """How many rows of the failing and stuck lists `fmt` shows (None: every row)."""
+    """How many rows of each list (operations failing and stuck, projects, branches) `fmt`
+    shows (None: every row)."""
     if fmt == "html":
         from exporter.analytics.html import TOP_ROWS
 

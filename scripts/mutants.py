@@ -1255,8 +1255,8 @@ MUTANTS = [
     Mutant(
         "report-problems-superseded-listed",  # issue 24: a running version after it finished
         "sql/90_report.sql",
-        "    WHERE NOT superseded AND (is_failing(status)\n",
-        "    WHERE (is_failing(status)\n",
+        "WHERE NOT superseded AND (is_failing(status)\n",
+        "WHERE (is_failing(status)\n",
         ("tests/analytics/test_report_headline.py::test_on_call_tables_of_the_fixed_dataset",),
     ),
     Mutant(

@@ -166,8 +166,8 @@ SELECT
     coalesce(f.id, s.id) AS id, coalesce(f.version, s.version) AS version, f.project_id,
     f.branch_id, f.action, f.status, f.failures_count, f.error, f.total_duration_ms,
     f.created_at, f.updated_at,
-    CASE WHEN f.id IS NOT NULL THEN s.id IS NOT NULL END AS superseded
-FROM read_parquet('flagged/*.parquet') AS f
+    CASE WHEN f.present THEN s.id IS NOT NULL END AS superseded
+FROM (SELECT *, true AS present FROM read_parquet('flagged/*.parquet')) AS f
 FULL JOIN (SELECT DISTINCT id, version FROM read_parquet('superseded/*.parquet')) AS s
     ON f.id = s.id AND f.version = s.version;
 
@@ -218,11 +218,11 @@ FROM report_problems_of(rows, as_of := as_of, stuck_after := stuck_after) AS p
 LEFT JOIN branches AS b ON b.id = p.branch_id
 ORDER BY p.kind, p.age DESC, p.id;
 
--- The first `n` (1 or more) rows of each list of report_problems_in, in its order, and per
--- list how many rows it holds (`total`) and how many of them are old (`old_total`): what a
--- terminal's table shows of 195k rows at 10M operations. One aggregate per list keeps its n
--- oldest (min_by over age descending, then id: a heap, no sort of the list); the branches'
--- names are joined on those rows. A list with no row has no row here.
+-- The first `n` (1 to 999,999: min_by's bounds) rows of each list of report_problems_in, in its
+-- order, and per list how many rows it holds (`total`) and how many of them are old
+-- (`old_total`): what a terminal's table shows of 195k rows at 10M operations. One aggregate
+-- per list keeps its n oldest (min_by over age descending, then id: a heap, no sort of the
+-- list); the branches' names are joined on those rows. A list with no row has no row here.
 CREATE OR REPLACE MACRO report_problems_top(rows, n, as_of := NULL, stuck_after := NULL)
 AS TABLE
 WITH lists AS (

@@ -274,9 +274,13 @@ def build_report(
     `now` (default: the current time) is when an open operation's age is measured for `stuck`.
     `lists_as_json`: the failing and stuck lists only as the JSON format writes them
     (`Report.lists_json`; `opsaudit report --format json`), not as rows.
-    `top`: the failing and stuck lists only as far as a table shows them, their oldest `top`
-    rows (`Report.top`; the table format and the HTML page), with their lengths.
+    `top` (1 or more): the lists only as far as a table shows them (the table format and the
+    HTML page): the oldest `top` failing and stuck operations, the first `top` projects and
+    branches, the first `top` branch and action pairs (the headline's 3 at least), with each
+    list's length (`Report.top`, `Report.totals`).
     """
+    if top is not None and top < 1:
+        raise ValueError(f"top must be 1 or more, not {top}")
     projects = list(project_ids) if project_ids else None
     as_of = now or dt.datetime.now(dt.timezone.utc)
     # Literals, not prepared parameters: the planner folds them, so the window prunes Hive

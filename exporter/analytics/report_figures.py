@@ -200,6 +200,10 @@ def picker(columns: Sequence[str], names: Sequence[str]) -> Callable[[tuple[Any,
     return lambda row: dict(zip(names, get(row)))
 
 
+# report_problems_top's n is at most this less one (DuckDB's min_by with n).
+_TOP_MAX = 1_000_000
+
+
 class Problems(NamedTuple):
     failing: list[dict[str, Any]]  # oldest first (the oldest `top` with a `top`)
     stuck: list[dict[str, Any]]
@@ -217,10 +221,8 @@ def problems(
     `stuck_after`. `top`: only the oldest `top` of each list are fetched, with the lists'
     lengths (`report_problems_top`, one aggregate: a terminal shows 10 of 195k at 10M
     operations; fetching them all cost ~0.5 s, a top-N of each and a count 0.15 s)."""
-    if top is None:
+    if top is None or top >= _TOP_MAX:  # min_by takes n below a million: every row, then cut
         relation = f"report_problems_in({ROWS}, {when})"
-    elif top < 1:
-        raise ValueError(f"top must be 1 or more, not {top}")
     else:
         relation = f"report_problems_top({ROWS}, {int(top)}, {when})"
     # Ages as microseconds (not a timedelta per row), rounded as timedelta.total_seconds() does.
@@ -235,8 +237,8 @@ def problems(
         lists[row[kind]].append(r)
         stuck_failing += row[kind] == "failing" and bool(row[old])
     failing, stuck = lists["failing"], lists["stuck"]
-    if top is None:
-        return Problems(failing, stuck, stuck_failing, len(failing), len(stuck))
+    if top is None or top >= _TOP_MAX:
+        return Problems(failing[:top], stuck[:top], stuck_failing, len(failing), len(stuck))
     # Every row of a list carries its length and how many of its rows are old.
     total, old_total = columns.index("total"), columns.index("old_total")
     counts = {row[kind]: (row[total], row[old_total]) for row in rows}

@@ -328,10 +328,11 @@ def on_call(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return data_dir
 
 
-@pytest.mark.parametrize("top", [1, 3, 10, 29, 30, 31])
+@pytest.mark.parametrize("top", [1, 3, 10, 29, 30, 31, 1_000_000])
 def test_a_report_of_the_shown_rows_reads_as_the_whole_one(on_call: Path, top: int) -> None:
     """`build_report(top=N)` (the table format, the HTML page) fetches only the rows a table
-    shows of the failing and stuck lists: the same text as from the whole lists."""
+    shows of the failing and stuck lists: the same text as from the whole lists (a million:
+    beyond what DuckDB's min_by keeps, every row is read and cut)."""
     now = dt.datetime(2025, 1, 21, tzinfo=UTC)
     con = connect(on_call)
     try:
@@ -374,6 +375,15 @@ def test_a_report_of_the_shown_rows_reads_as_the_whole_one(on_call: Path, top: i
             render_report(cut, "table", top=top + 1)
     else:
         assert render_report(cut, "json") == render_report(whole, "json")
+
+
+def test_a_report_of_no_rows_shown_is_refused(on_call: Path) -> None:
+    con = connect(on_call)
+    try:
+        with pytest.raises(ValueError, match="top must be 1 or more, not 0"):
+            build_report(con, top=0)
+    finally:
+        con.close()
 
 
 def test_a_cut_report_counts_the_old_failing_ones_of_the_whole_list(on_call: Path) -> None:

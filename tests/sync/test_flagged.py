@@ -81,7 +81,7 @@ def kept_rows(data_dir: Path, windows: list[dict[str, Any]]) -> list[list[tuple[
     try:
         out = []
         for w in windows:
-            keep_rows(con, _window(w))
+            keep_rows(con, _window(w), whole=not w)  # all time: the one join of both records
             out.append(con.execute(f"FROM {ROWS} ORDER BY ALL").fetchall())
         return out
     finally:

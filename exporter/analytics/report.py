@@ -190,7 +190,7 @@ class Report:
         failed = sum(r["failed"] for r in self.failures)
         timed = sorted(
             (r for r in self.durations if r["p90_ms"] is not None),
-            key=lambda r: (-r["p90_ms"], r["action"]),
+            key=lambda r: (-r["p90_ms"], *_named_last(r["action"])),
         )
         return {
             "operations": self.operations,
@@ -323,14 +323,16 @@ def build_report(
     finally:
         execute(con, f"DROP TABLE IF EXISTS {ROWS}")
         execute(con, f"DROP TABLE IF EXISTS {SUMMARY}")
-    failures = sorted(records, key=lambda r: (-r["failed"], -r["operations"], r["action"]))
+    failures = sorted(
+        records, key=lambda r: (-r["failed"], -r["operations"], *_named_last(r["action"]))
+    )
     durations = [
         {"action": r["action"], "operations": r["terminal"]}
         | {c: r[c] for c in DURATION_COLUMNS[2:]}
         for r in records
         if r["terminal"]
     ]
-    durations.sort(key=lambda r: (-r["operations"], r["action"]))
+    durations.sort(key=lambda r: (-r["operations"], *_named_last(r["action"])))
     return Report(
         since=since,
         until=until,
@@ -355,6 +357,12 @@ def build_report(
         failing_total=found.failing_total,
         stuck_total=found.stuck_total,
     )
+
+
+def _named_last(action: str | None) -> tuple[bool, str]:
+    """An action as a sort key, none after every name (SQL's NULLS LAST: an operation whose
+    page had no action is stored without one)."""
+    return action is None, action or ""
 
 
 # Which rows of report_failure_groups_* the report keeps, each in its list: every project,

@@ -421,3 +421,26 @@ def test_the_page_of_the_shown_rows_reads_as_the_whole_one(on_call: Path) -> Non
         con.close()
     assert page == whole
     assert page.count(f"{TOP_ROWS} of 30 rows; all of them") == 2
+
+
+def test_an_operation_without_an_action_is_reported_last_among_equals(tmp_path: Path) -> None:
+    """An operation whose page had no action is stored with none (core.operation): the report
+    ranks it as SQL does (NULLS LAST) where its figures tie with another action's, instead of
+    comparing nothing with a name."""
+    start = dt.datetime(2025, 1, 20, tzinfo=UTC)
+    specs = [
+        (f"op-{i}", "p1", "ep1", action, "finished", 0, 500, start, 1, None, 1)
+        for i, action in enumerate([None, "start_compute"])
+    ]
+    write_versions(tmp_path / "data", specs, "run-1")
+    con = connect(tmp_path / "data")
+    try:
+        report = build_report(con, now=start + dt.timedelta(days=1))
+    finally:
+        con.close()
+    assert [r["action"] for r in report.failures] == ["start_compute", None]
+    assert [r["action"] for r in report.durations] == ["start_compute", None]
+    assert report.headline()["slowest_p90"] == {"action": "start_compute", "p90_ms": 500.0, "n": 1}
+    assert [r["action"] for r in report.action_mix] == ["start_compute", None]
+    text = render_report(report, "table")
+    assert "start_compute" in text

@@ -151,8 +151,8 @@ MUTANTS = [
     ),
     Mutant(
         "report-shown-groups-total-ignored",  # "Failures per project": 10 rows, no "of 5,000"
-        "exporter/analytics/report.py",
-        '            lists[f"{name}_total"] = counts.get(kind, 0)\n',
+        "exporter/analytics/report_figures.py",
+        '            found[f"{name}_total"] = counts.get(kind, 0)\n',
         "            pass\n",
         (f"{HEADLINE}::test_a_report_of_the_shown_rows_reads_as_the_whole_one",),
     ),

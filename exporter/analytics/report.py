@@ -12,15 +12,16 @@ import orjson
 
 from exporter.analytics.format import branch_failure_line, branch_label, jsonable
 from exporter.analytics.report_figures import (
+    HEADLINE_BRANCHES,
     ROWS,
     SUMMARY,
     Problems,
     by_action,
     by_action_scan,
+    failure_groups,
     fetch_records,
     freshness,
     keep_rows,
-    picker,
     problems,
     problems_json,
     recorded,
@@ -111,8 +112,13 @@ BRANCH_FAILURE_COLUMNS = (
     "project_id",
     "deleted_at",
 )
-# Lines of "start_compute failed 4 times on `preview/pr-42` (br-...)" in the headline.
-HEADLINE_BRANCHES = 3
+# The lists of failures per project, per branch and per branch and action: each grain of
+# report_failure_groups_* (report_figures.failure_groups), its list and its columns.
+_GROUPS = {
+    "project": ("projects", PROJECT_COLUMNS),
+    "branch": ("branches", BRANCH_COLUMNS),
+    "branch_action": ("branch_failures", BRANCH_FAILURE_COLUMNS),
+}
 # A headline figure over fewer operations than this shows its n (`p90 43,303 ms (n=24)`).
 SMALL_N = 100
 # The .sql files the report needs: `connect(data_dir, only=REPORT_SQL)` skips binding the rest.
@@ -308,10 +314,14 @@ def build_report(
                 f"FROM report_summary({window}, recorded := true)",
             )
             records, first, last = by_action(con, window, when, string_list_literal(projects))
-            groups = _failure_groups(con, f"report_failure_groups_in({ROWS}, {SUMMARY})", top)
+            groups = failure_groups(
+                con, f"report_failure_groups_in({ROWS}, {SUMMARY})", _GROUPS, top
+            )
         else:
             records, first, last = by_action_scan(con, window, when)
-            groups = _failure_groups(con, f"report_failure_groups_scan({ROWS}, {window})", top)
+            groups = failure_groups(
+                con, f"report_failure_groups_scan({ROWS}, {window})", _GROUPS, top
+            )
         lists = problems_json(con, when) if lists_as_json else None
         if lists is not None:
             lists_json, stuck_failing = lists
@@ -363,49 +373,6 @@ def _named_last(action: str | None) -> tuple[bool, str]:
     """An action as a sort key, none after every name (SQL's NULLS LAST: an operation whose
     page had no action is stored without one)."""
     return action is None, action or ""
-
-
-# Which rows of report_failure_groups_* the report keeps, each in its list: every project,
-# the branches (not the operations that name none) and the pairs of branch and action that
-# failed; the lists' order (report_failure_rollup's within each grain).
-_GROUP_KEPT = "grain = 'project' OR (branch_id IS NOT NULL AND (grain = 'branch' OR failed <> 0))"
-_GROUP_ORDER = "failed DESC, operations DESC, project_id, branch_id, action"
-_GROUP_LISTS = {"project": "projects", "branch": "branches", "branch_action": "branch_failures"}
-
-
-def _failure_groups(
-    con: duckdb.DuckDBPyConnection, relation: str, top: int | None = None
-) -> dict[str, Any]:
-    """Failures per project, per branch, and per branch and action that failed: one query
-    (`relation`, report_failure_groups_in or _scan, rolls them up over its few groups).
-    `top`: each list's first `top` rows (the headline's HEADLINE_BRANCHES of the branch and
-    action pairs at least) and its length (58k rows at 10M operations, of which a terminal
-    shows 10: fetching them all cost ~0.06 s)."""
-    select = f"SELECT * FROM {relation} WHERE {_GROUP_KEPT}"
-    if top is not None:
-        top = int(top)
-        shown = f"CASE grain WHEN 'branch_action' THEN {max(top, HEADLINE_BRANCHES)} ELSE {top} END"
-        select = (
-            f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY grain ORDER BY "
-            f"{_GROUP_ORDER}) AS shown_rank, count(*) OVER (PARTITION BY grain) AS total "
-            f"FROM ({select})) WHERE shown_rank <= {shown} ORDER BY grain, shown_rank"
-        )
-    columns, rows = execute(con, select)
-    grain = columns.index("grain")
-    pickers = {
-        "project": picker(columns, PROJECT_COLUMNS),
-        "branch": picker(columns, BRANCH_COLUMNS),
-        "branch_action": picker(columns, BRANCH_FAILURE_COLUMNS),
-    }
-    lists: dict[str, Any] = {name: [] for name in _GROUP_LISTS.values()}
-    for row in rows:
-        lists[_GROUP_LISTS[row[grain]]].append(pickers[row[grain]](row))
-    if top is not None:
-        total = columns.index("total")
-        counts = {row[grain]: row[total] for row in rows}
-        for kind, name in _GROUP_LISTS.items():
-            lists[f"{name}_total"] = counts.get(kind, 0)
-    return lists
 
 
 def branch_failure_text(row: dict[str, Any]) -> str:

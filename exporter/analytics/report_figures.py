@@ -1,13 +1,14 @@
 """The report's figures (`report.build_report`): per action from the summary record where the
 dataset has it and the window holds whole months, else from one scan of every version
 (sql/90_report.sql, DESIGN.md: the report's summary record); the first and last created_at of the
-latest states; the failing and stuck lists; freshness; the SQL literals of a window."""
+latest states; the failing and stuck lists; failures per project, branch and action; freshness;
+the SQL literals of a window."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -16,11 +17,13 @@ import duckdb
 from exporter.analytics.views import execute
 
 __all__ = [
+    "HEADLINE_BRANCHES",
     "ROWS",
     "SUMMARY",
     "Problems",
     "by_action",
     "by_action_scan",
+    "failure_groups",
     "fetch_records",
     "freshness",
     "keep_rows",
@@ -300,6 +303,50 @@ def freshness(con: duckdb.DuckDBPyConnection, as_of: dt.datetime) -> dict[str, A
         "last_run_projects_ok": last.get("projects_ok"),
         "last_run_projects": last.get("projects_total"),
     }
+
+
+# Lines of "start_compute failed 4 times on `preview/pr-42` (br-...)" in the headline.
+HEADLINE_BRANCHES = 3
+# Which rows of report_failure_groups_* the report keeps, each in its list: every project,
+# the branches (not the operations that name none) and the pairs of branch and action that
+# failed; the lists' order (report_failure_rollup's within each grain).
+_GROUP_KEPT = "grain = 'project' OR (branch_id IS NOT NULL AND (grain = 'branch' OR failed <> 0))"
+_GROUP_ORDER = "failed DESC, operations DESC, project_id, branch_id, action"
+
+
+def failure_groups(
+    con: duckdb.DuckDBPyConnection,
+    relation: str,
+    lists: Mapping[str, tuple[str, Sequence[str]]],
+    top: int | None = None,
+) -> dict[str, Any]:
+    """Failures per project, per branch, and per branch and action that failed: one query
+    (`relation`, report_failure_groups_in or _scan, rolls them up over its few groups), each
+    grain's rows as dicts of its columns in its list (`lists`: grain -> list, columns).
+    `top`: each list's first `top` rows (the branch and action pairs: the headline's
+    HEADLINE_BRANCHES at least) and its length (58k rows at 10M operations, of which a
+    terminal shows 10: fetching them all cost ~0.06 s)."""
+    select = f"SELECT * FROM {relation} WHERE {_GROUP_KEPT}"
+    if top is not None:
+        top = int(top)
+        shown = f"CASE grain WHEN 'branch_action' THEN {max(top, HEADLINE_BRANCHES)} ELSE {top} END"
+        select = (
+            f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY grain ORDER BY "
+            f"{_GROUP_ORDER}) AS shown_rank, count(*) OVER (PARTITION BY grain) AS total "
+            f"FROM ({select})) WHERE shown_rank <= {shown} ORDER BY grain, shown_rank"
+        )
+    columns, rows = execute(con, select)
+    grain = columns.index("grain")
+    pickers = {kind: picker(columns, names) for kind, (_, names) in lists.items()}
+    found: dict[str, Any] = {name: [] for name, _ in lists.values()}
+    for row in rows:
+        found[lists[row[grain]][0]].append(pickers[row[grain]](row))
+    if top is not None:
+        total = columns.index("total")
+        counts = {row[grain]: row[total] for row in rows}
+        for kind, (name, _) in lists.items():
+            found[f"{name}_total"] = counts.get(kind, 0)
+    return found
 
 
 def fetch_records(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:

@@ -172,15 +172,14 @@ def _quantiles(con: duckdb.DuckDBPyConnection, records: list[dict[str, Any]]) ->
                     between.append((r, name, point))
     if not between:
         return
-    pairs = ", ".join(
-        f"({i}, {p['lo']}::BIGINT), ({i}, {p['hi']}::BIGINT)" for i, (_, _, p) in enumerate(between)
-    )
-    # A DOUBLE from its shortest repr parses back to the same bits.
+    # The aggregate over each pair's list: quantile_cont's own code, a third of the time of
+    # filtered aggregates over a VALUES table. A DOUBLE from its shortest repr parses back to
+    # the same bits.
     interpolated = ", ".join(
-        f"quantile_cont(x, '{p['d']!r}'::DOUBLE) FILTER (WHERE i = {i})"
-        for i, (_, _, p) in enumerate(between)
+        f"list_aggregate([{p['lo']}, {p['hi']}]::BIGINT[], 'quantile_cont', '{p['d']!r}'::DOUBLE)"
+        for _, _, p in between
     )
-    _, rows = execute(con, f"SELECT {interpolated} FROM (VALUES {pairs}) AS t(i, x)")
+    _, rows = execute(con, f"SELECT {interpolated}")
     for (r, name, _), value in zip(between, rows[0], strict=True):
         r[name] = value
 

@@ -1475,6 +1475,36 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "summary-total-of-other-files-read",  # one name for every total: a stale one read
+        "exporter/core/layout.py",
+        '    digest = hashlib.sha256("\\n".join(sorted(summary_files)).encode()).hexdigest()[:32]\n',
+        '    digest = hashlib.sha256(b"").hexdigest()[:32]\n',
+        (
+            f"{SUMMARY}::"
+            "test_a_report_of_all_time_reads_the_total_of_the_summary_files_committed_now",
+        ),
+    ),
+    Mutant(
+        "summary-total-read-for-a-window",  # the total of all months for a window of some
+        "sql/90_report.sql",
+        "    since IS NULL AND until IS NULL AND projects IS NULL\n    AND coalesce(recorded,",
+        "    true\n    AND coalesce(recorded,",
+        (
+            f"{SUMMARY}::"
+            "test_a_report_of_all_time_reads_the_total_of_the_summary_files_committed_now",
+        ),
+    ),
+    Mutant(
+        "summary-total-older-ones-deleted-at-once",  # a report connected to the last one fails
+        "exporter/analytics/summary_total.py",
+        '    for stale in [*others[:-1], *current.parent.glob(".total-*.tmp")]:\n',
+        '    for stale in [*others, *current.parent.glob(".total-*.tmp")]:\n',
+        (
+            f"{SUMMARY}::"
+            "test_a_report_of_all_time_reads_the_total_of_the_summary_files_committed_now",
+        ),
+    ),
+    Mutant(
         "summary-quantiles-running-sum-not-per-histogram",  # positions off by those before
         "sql/90_report.sql",
         "    SELECT h.action, h.measure, h.ms, h.upto - g.before AS upto\n",

@@ -97,12 +97,39 @@ CREATE OR REPLACE MACRO report_whole_month(m, since, until, projects, recorded) 
         OR make_date(m // 100, m % 100, 1) + INTERVAL 1 MONTH
             <= (until::TIMESTAMPTZ AT TIME ZONE 'UTC'));
 
+-- The summary's total over all months (written after the commits,
+-- exporter/analytics/summary_total.py): the sum of exactly the summary files committed now, its
+-- rows without a month. Empty here: opsaudit's loader names the total of the files it reads
+-- (exporter/analytics/views.py), which a reader by hand cannot tell from an outdated one.
+CREATE OR REPLACE VIEW report_summary_total AS
+SELECT
+    NULL::INTEGER AS month, NULL::VARCHAR AS measure, NULL::VARCHAR AS project_id,
+    NULL::VARCHAR AS branch_id, NULL::VARCHAR AS action, NULL::BIGINT AS ms,
+    NULL::BIGINT AS versions, NULL::BIGINT AS failed, NULL::BIGINT AS retries,
+    NULL::BIGINT AS terminal, NULL::TIMESTAMPTZ AS first_created_at,
+    NULL::TIMESTAMPTZ AS last_created_at
+WHERE false;
+
+-- Whether the dataset has that total.
+CREATE OR REPLACE MACRO report_summary_total_recorded() AS
+    (SELECT count(*) > 0 FROM (SELECT 1 FROM report_summary_total LIMIT 1));
+
+-- Whether report_summary reads the total: a window of all time (no bound, every project) over a
+-- dataset with the record and its total (`recorded`, `total`: literals where they can be, so
+-- the planner drops the scan it does not read; NULL: looked up).
+CREATE OR REPLACE MACRO report_from_total(since, until, projects, recorded, total) AS
+    since IS NULL AND until IS NULL AND projects IS NULL
+    AND coalesce(recorded, report_summary_recorded())
+    AND coalesce(total, report_summary_total_recorded());
+
 -- The summary of every version in the window: its whole months from the record, the rest from
 -- the rows (report_summary_of over report_versions). `recorded`: report_summary_recorded() (NULL:
 -- looked up), as a literal where it can be (`opsaudit report` passes one: then a window of whole
--- months reads no row at all).
+-- months reads no row at all). A window of all time (no bound, every project) reads the record's
+-- total instead of its months where there is one (`total`: report_summary_total_recorded(),
+-- NULL: looked up; its rows have no month).
 CREATE OR REPLACE MACRO report_summary(
-    since := NULL, until := NULL, projects := NULL, recorded := NULL
+    since := NULL, until := NULL, projects := NULL, recorded := NULL, total := NULL
 ) AS TABLE
 WITH cut AS (
     -- No month: these rows are summed into the window's figures directly, and grouping them by
@@ -115,6 +142,10 @@ WITH cut AS (
 )
 SELECT * FROM read_parquet('summary/*.parquet')
 WHERE report_whole_month(month, since, until, projects, recorded)
+    AND NOT report_from_total(since, until, projects, recorded, total)
+UNION ALL
+SELECT * FROM report_summary_total
+WHERE report_from_total(since, until, projects, recorded, total)
 UNION ALL
 FROM report_summary_of(cut);
 

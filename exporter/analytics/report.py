@@ -27,6 +27,7 @@ from exporter.analytics.report_figures import (
     recorded,
     string_list_literal,
     timestamp_literal,
+    totalled,
     whole_months,
 )
 from exporter.analytics.views import execute
@@ -308,10 +309,15 @@ def build_report(
         if projects is None and whole_months(since, until, as_of) and recorded(con):
             # `recorded` as a literal: the planner then drops the scan of the rows of the whole
             # months (sql/90_report.sql, report_summary).
+            # All time: the record's total over every month where the dataset has one (a
+            # window rules it out itself: report_from_total).
+            total = "NULL"
+            if projects is None and since is None and until is None:
+                total = "true" if totalled(con) else "false"
             execute(
                 con,
                 f"CREATE OR REPLACE TEMP TABLE {SUMMARY} AS "
-                f"FROM report_summary({window}, recorded := true)",
+                f"FROM report_summary({window}, recorded := true, total := {total})",
             )
             records, first, last = by_action(con, window, when, string_list_literal(projects))
             groups = failure_groups(

@@ -33,6 +33,7 @@ __all__ = [
     "recorded",
     "string_list_literal",
     "timestamp_literal",
+    "totalled",
     "whole_months",
 ]
 
@@ -86,6 +87,11 @@ def keep_rows(con: duckdb.DuckDBPyConnection, window: str, *, whole: bool = Fals
 def recorded(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether the dataset has the summary record (sql/90_report.sql)."""
     return bool(execute(con, "SELECT report_summary_recorded()")[1][0][0])
+
+
+def totalled(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the dataset has the summary's total over all months (sql/90_report.sql)."""
+    return bool(execute(con, "SELECT report_summary_total_recorded()")[1][0][0])
 
 
 def whole_months(since: dt.datetime | None, until: dt.datetime | None, as_of: dt.datetime) -> bool:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from exporter.analytics.summary_total import delete_older_totals, write_summary_total
 from exporter.core.errors import ConfigError, QueryError, ReadOnlyError
 from exporter.core.layout import (
     BASE_VIEWS,
@@ -28,6 +29,7 @@ from exporter.core.layout import (
     PROJECTS_FILE,
     SOURCES,
     SUMMARY_GLOB,
+    SUMMARY_TOTAL_GLOB,
     SUPERSEDED_GLOB,
     SYNC_RUNS_FILE,
     VERSIONS_GLOB,
@@ -94,6 +96,7 @@ def _source_schema(relative: str) -> pa.Schema:
         VERSIONS_GLOB: VERSIONS_SCHEMA.append(pa.field("created_month", pa.string())),
         SUPERSEDED_GLOB: SUPERSEDED_SCHEMA,
         SUMMARY_GLOB: SUMMARY_SCHEMA,
+        SUMMARY_TOTAL_GLOB: SUMMARY_SCHEMA,
         FLAGGED_GLOB: FLAGGED_SCHEMA,
         PROJECTS_FILE: PROJECTS_SCHEMA,
         SYNC_RUNS_FILE: SYNC_RUNS_SCHEMA,
@@ -291,8 +294,25 @@ def _load(
             text = "".join(t for n, t in _definitions(path) if n is None or n in names)
         try:
             con.execute(_resolve(text, sources))
+            if path.name == _REPORT_SQL and (names is None or "report_summary_total" in names):
+                con.execute(_summary_total_view(sources.get(SUMMARY_TOTAL_GLOB)))
         except duckdb.Error as exc:
             raise QueryError(f"loading {path.name}: {_first_line(exc)}") from exc
+
+
+_REPORT_SQL = "90_report.sql"
+
+
+def _summary_total_view(files: Any) -> str:
+    """`report_summary_total` over the summary's total the dataset's reader named (the total of
+    exactly the summary files it reads), or empty: 90_report.sql defines it empty (what a
+    reader by hand gets), the loader names the file."""
+    relation = (
+        f"read_parquet({_quote(files[0])})"
+        if isinstance(files, list) and files
+        else _empty_relation(_source_schema(SUMMARY_TOTAL_GLOB))
+    )
+    return f"CREATE OR REPLACE VIEW report_summary_total AS SELECT * FROM {relation}"
 
 
 def _dataset_sources(con: duckdb.DuckDBPyConnection, reader: Reader, tag: str) -> dict[str, Any]:
@@ -310,6 +330,8 @@ def _derive_missing(given: dict[str, Source]) -> dict[str, Any]:
         sources[SUPERSEDED_GLOB] = _DERIVED_SUPERSEDED
     if sources.get(SUMMARY_GLOB) is None:
         sources[SUMMARY_GLOB] = []
+    if sources.get(SUMMARY_TOTAL_GLOB) is None:
+        sources[SUMMARY_TOTAL_GLOB] = []
     if sources.get(FLAGGED_GLOB) is None:
         sources[FLAGGED_GLOB] = []
     return sources
@@ -395,6 +417,7 @@ def _load_datasets(
     placeholder = {source: f"(SELECT * FROM d1.{view})" for source, view in BASE_VIEWS.items()}
     placeholder[SUPERSEDED_GLOB] = _DERIVED_SUPERSEDED
     placeholder[SUMMARY_GLOB] = ""  # no record across datasets: the report reads the rows
+    placeholder[SUMMARY_TOTAL_GLOB] = ""
     placeholder[FLAGGED_GLOB] = ""
     _load(con, placeholder, only)
     con.execute(
@@ -698,13 +721,14 @@ VIEWS_DB_STORAGE_VERSION = "v1.4.0"
 
 def source_definitions() -> frozenset[str]:
     """The definitions of the .sql files that name a source's files (a `read_parquet` of a path
-    of `SOURCES`): all of `opsaudit.duckdb` that changes when only the committed files did."""
+    of `SOURCES`, or the summary's total the loader names): all of `opsaudit.duckdb` that
+    changes when only the committed files did."""
     return frozenset(
         name
         for path in sql_files()
         for name, text in _definitions(path)
         if name is not None and any(m["path"] in SOURCES for m in _READ_PARQUET.finditer(text))
-    )
+    ) | {"report_summary_total"}
 
 
 def write_views_database(data_dir: Path, files_only: bool = False) -> Path | None:
@@ -727,6 +751,13 @@ def write_views_database(data_dir: Path, files_only: bool = False) -> Path | Non
     """
     data_dir = Path(data_dir).resolve()
     target = data_dir / VIEWS_DB
+    # The summary's total first (the report reads it even while this file is held open); the
+    # views name it (`local_sources`) once it is there.
+    try:
+        total = write_summary_total(data_dir)
+    except (duckdb.Error, OSError) as exc:  # the report reads the months, as before it
+        log.warning("could not write the summary's total: %s", _first_line(exc))
+        total = None
     if target.exists() and _held_by_another_connection(target):
         return None
     # What a writer killed before its rename left (its file and WAL, `_write_views`): one
@@ -735,13 +766,17 @@ def write_views_database(data_dir: Path, files_only: bool = False) -> Path | Non
     for stale in data_dir.glob(f".{VIEWS_DB}.*.tmp*"):
         stale.unlink(missing_ok=True)
     # A WAL left by a crashed writer of the old file: its copy would lack what the WAL holds.
+    written = False
     if files_only and target.is_file() and not Path(f"{target}.wal").exists():
         try:
             _write_views(data_dir, target, files_only=True)
-            return target
+            written = True
         except (duckdb.Error, QueryError, OSError) as exc:  # not a file DuckDB opens (any more)
             log.debug("opsaudit.duckdb written whole: %s", _first_line(exc))
-    _write_views(data_dir, target, files_only=False)
+    if not written:
+        _write_views(data_dir, target, files_only=False)
+    if total is not None:  # no older total is named here any more
+        delete_older_totals(total)
     return target
 
 

@@ -8,9 +8,10 @@ performance targets).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -38,6 +39,12 @@ SUMMARY_GLOB = "summary/*.parquet"
 # merged, the rows of a key summed), "summary" for the one-time migration's file.
 SUMMARY_PARTITION = "summary"
 SUMMARY_META = "summary_recorded"
+# ... and its total over all months, for a report of all time (issue 24): the sum of exactly the
+# summary files whose names its own name hashes (`summary_total_file`), written after the commits
+# by the analytics layer (`analytics.summary_total`); a reader uses it only when its name is that
+# of the summary files committed now (else there is none: the report reads the months).
+SUMMARY_TOTAL_DIR = "summary_total"
+SUMMARY_TOTAL_GLOB = "summary_total/*.parquet"
 # The report's flagged record (issue 24, `store.local.spill.flagged_record`): every committed
 # version that is not terminal or carries an error text, with the columns `report_rows` reads,
 # written in the commit that adds the versions; `FLAGGED_META` marks it complete (the one-time
@@ -64,7 +71,16 @@ BASE_VIEWS = {
     **{t.file: t.name for t in NAMES_TABLES},
 }
 # The paths the .sql files read: the base views' and the three records' (they have no view).
-SOURCES = (*BASE_VIEWS, SUPERSEDED_GLOB, SUMMARY_GLOB, FLAGGED_GLOB)
+SOURCES = (*BASE_VIEWS, SUPERSEDED_GLOB, SUMMARY_GLOB, SUMMARY_TOTAL_GLOB, FLAGGED_GLOB)
+
+
+def summary_total_file(summary_files: Iterable[str]) -> str:
+    """The path (relative to the data directory) of the summary's total over `summary_files`
+    (paths relative to it): named by a hash of their sorted names, so a total of other files
+    (older ones, before a commit or a merge) is never taken for it. Files are never rewritten
+    under the same name (each write has a new one), so the names say what they hold."""
+    digest = hashlib.sha256("\n".join(sorted(summary_files)).encode()).hexdigest()[:32]
+    return f"{SUMMARY_TOTAL_DIR}/total-{digest}.parquet"
 
 
 def any_file(directory: Path, pattern: str) -> bool:

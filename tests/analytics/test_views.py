@@ -54,6 +54,7 @@ def test_view_names() -> None:
         "compute_start_latency_histogram",
         "compute_start_latency_by_day",
         "compute_cycles",
+        "report_summary_total",
     ]
     assert list_macros() == [
         "is_terminal",
@@ -69,6 +70,8 @@ def test_view_names() -> None:
         "report_summary_of",
         "report_summary_recorded",
         "report_whole_month",
+        "report_summary_total_recorded",
+        "report_from_total",
         "report_summary",
         "report_rows",
         "report_flagged_recorded",

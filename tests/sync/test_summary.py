@@ -19,12 +19,14 @@ import pyarrow as pa
 import pytest
 
 from exporter.analytics.report import REPORT_SQL, build_report
+from exporter.analytics.report_figures import totalled
 from exporter.analytics.views import connect
 from exporter.core.errors import StorageError
-from exporter.core.layout import SUMMARY_META
+from exporter.core.layout import SUMMARY_META, summary_total_file
 from exporter.core.tables import SUMMARY_SCHEMA, VERSIONS_SCHEMA
 from exporter.store.local import dataset as dataset_module
 from exporter.store.local.dataset import SUMMARY_MERGE_FILES, Dataset
+from exporter.store.local.reader import committed_summary
 from exporter.store.local.summary import merge_summaries, merged_summary, summary_of
 
 from .conftest import run_sync
@@ -315,3 +317,53 @@ def test_quantiles_from_the_histograms_are_quantile_cont_to_the_last_bit(tmp_pat
     reference = without_record(data_dir, tmp_path / "reference")
     assert reports(data_dir, windows) == reports(reference, windows)
     assert summary_of(table).num_rows > 10_000  # exact histograms, not buckets
+
+
+def test_a_report_of_all_time_reads_the_total_of_the_summary_files_committed_now(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """After each sync the summary's total over every month is the sum of exactly the committed
+    summary files (named by them): a report of all time reads it, and reads what a scan of every
+    version reads, in every window; a total of other files (one the next commits outdated) is
+    never read: without the current one the report reads the months."""
+    sim = make_sim(
+        seed=13,
+        projects=2,
+        shared_projects=0,
+        days=70,
+        ops_per_project_per_day=10,
+        live_ops_per_project_per_hour=40,
+    )
+    data_dir = tmp_path / "data"
+    totals: list[str] = []
+    for i in range(3):
+        assert run_sync(sim, data_dir, page_size=20, commit_rows=20).outcome == "ok"
+        sim.advance(900)
+        total = data_dir / summary_total_file(committed_summary(data_dir) or [])
+        assert total.is_file()
+        totals.append(total.name)
+        # The total before it is kept (a report may have connected to it), older ones not.
+        assert sorted(p.name for p in total.parent.glob("*")) == sorted(totals[-2:])
+        committed = [str(data_dir / f) for f in committed_summary(data_dir) or []]
+        across_months = "(SELECT * REPLACE (NULL::INTEGER AS month) FROM read_parquet(?))"
+        assert duckdb.execute(
+            _MERGED.format(source="read_parquet(?)"), [str(total)]
+        ).fetchall() == (
+            duckdb.execute(_MERGED.format(source=across_months), [committed]).fetchall()
+        )
+        con = connect(data_dir, only=REPORT_SQL)
+        try:
+            assert totalled(con)
+        finally:
+            con.close()
+        windows = windows_of(data_dir)
+        reference = without_record(data_dir, tmp_path / f"reference-{i}")
+        assert reports(data_dir, windows) == reports(reference, windows)
+    assert len(set(totals)) == 3  # each sync committed summary files: a new total each time
+    total.unlink()  # the total of the files committed now gone: the older one is not read
+    con = connect(data_dir, only=REPORT_SQL)
+    try:
+        assert not totalled(con)
+    finally:
+        con.close()
+    assert reports(data_dir, windows) == reports(reference, windows)

@@ -17,11 +17,13 @@ from exporter.core.layout import (
     SUMMARY_DIR,
     SUMMARY_GLOB,
     SUMMARY_META,
+    SUMMARY_TOTAL_GLOB,
     SUPERSEDED_DIR,
     SUPERSEDED_GLOB,
     SUPERSEDED_META,
     VERSIONS_DIR,
     VERSIONS_GLOB,
+    summary_total_file,
 )
 from exporter.core.names import EXPORTED_META, Table, to_arrow
 from exporter.core.names import TABLES as NAMES_TABLES
@@ -62,6 +64,13 @@ def committed_files(data_dir: Path) -> list[str] | None:
     """
     committed = _committed(data_dir)
     return None if committed is None else committed[0]
+
+
+def committed_summary(data_dir: Path) -> list[str] | None:
+    """The committed files of the summary record (relative paths); None when the dataset has no
+    state or its record is not complete yet."""
+    committed = _committed(data_dir)
+    return None if committed is None else committed[2]
 
 
 def _open_state(data_dir: Path) -> StateDB | None:
@@ -137,6 +146,11 @@ def local_sources(data_dir: Path, relative: bool = False) -> dict[str, Source]:
         None if superseded is None else [(base / f).as_posix() for f in superseded]
     )
     out[SUMMARY_GLOB] = None if summary is None else [(base / f).as_posix() for f in summary]
+    # The summary's total over exactly these files, where one was written for them.
+    total = None if summary is None else summary_total_file(summary)
+    out[SUMMARY_TOTAL_GLOB] = (
+        [(base / total).as_posix()] if total and (data_dir / total).is_file() else None
+    )
     out[FLAGGED_GLOB] = None if flagged is None else [(base / f).as_posix() for f in flagged]
     for source in SOURCES:  # the single-file tables: projects, sync_runs, the names tables
         if source not in out:
@@ -184,4 +198,10 @@ def readable_parts(data_dir: Path) -> tuple[list[Path], list[Path]]:
     return directories, files
 
 
-__all__ = ["LocalReader", "committed_files", "local_sources", "readable_parts"]
+__all__ = [
+    "LocalReader",
+    "committed_files",
+    "committed_summary",
+    "local_sources",
+    "readable_parts",
+]

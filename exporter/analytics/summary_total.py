@@ -1,0 +1,77 @@
+"""The summary record's total over all months (issue 24): what a report of all time reads instead
+of every month's summary rows (444k group rows and 427k histogram rows at 10M operations, 79k and
+158k once summed across months: the report's aggregates over them cost a third less).
+
+Written after the commits, with `opsaudit.duckdb` (`views.write_views_database`, in the sync's
+child process): the sum of the summary files the state lists as committed, per measure, project,
+branch, action and ms, month NULL. Its name hashes those files' names
+(`core.layout.summary_total_file`), and a reader takes it only under the name of the files
+committed when it connects (`store.local.reader.local_sources`): a total of other files (a commit
+or a merge since, a run killed before this) is never read. Written aside and renamed, so a reader
+sees a whole file or none. Older totals are deleted once `opsaudit.duckdb` names the new one
+(`delete_older_totals`), but for the one before it (a report that connected before the rename may
+still read that).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+
+from exporter.core.layout import fsync_dir, summary_total_file
+from exporter.store.local.reader import committed_summary
+
+# The summary's rows of a key summed across months: sql/90_report.sql reads these columns.
+_TOTAL = """
+COPY (
+    SELECT
+        NULL::INTEGER AS month, measure, project_id, branch_id, action, ms,
+        sum(versions)::BIGINT AS versions, sum(failed)::BIGINT AS failed,
+        sum(retries)::BIGINT AS retries, sum(terminal)::BIGINT AS terminal,
+        min(first_created_at) AS first_created_at, max(last_created_at) AS last_created_at
+    FROM read_parquet(?)
+    GROUP BY measure, project_id, branch_id, action, ms
+) TO '{path}' (FORMAT parquet, COMPRESSION zstd)
+"""
+
+
+def write_summary_total(data_dir: Path) -> Path | None:
+    """Write the total of the summary files committed now unless it exists; the path of the
+    total readers take now (None: the dataset has no complete summary record, or no file)."""
+    summary = committed_summary(data_dir)
+    if not summary:
+        return None
+    target = data_dir / summary_total_file(summary)
+    if target.is_file():
+        return target
+    target.parent.mkdir(exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp"
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        files = [(data_dir / f).as_posix() for f in summary]
+        con.execute(_TOTAL.format(path=tmp.as_posix().replace("'", "''")), [files])
+    finally:
+        con.close()
+    with tmp.open("rb") as written:
+        os.fsync(written.fileno())
+    os.replace(tmp, target)
+    fsync_dir(target.parent)
+    return target
+
+
+def delete_older_totals(current: Path) -> None:
+    """Keep `current` and the total before it (a report that connected before `current` was
+    renamed in may still read that one); delete the rest and what a killed writer left. Only
+    once `opsaudit.duckdb` names `current`: it names the total of its time."""
+    others = sorted(
+        (p for p in current.parent.glob("total-*.parquet") if p != current),
+        key=lambda p: p.stat().st_mtime_ns,
+    )
+    for stale in [*others[:-1], *current.parent.glob(".total-*.tmp")]:
+        stale.unlink(missing_ok=True)
+
+
+__all__ = ["delete_older_totals", "write_summary_total"]

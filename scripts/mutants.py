@@ -1485,6 +1485,26 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "summary-total-added-to-one-of-merged-files",  # the merged rows counted twice
+        "exporter/analytics/summary_total.py",
+        "    if not summed or not summed <= summary:\n",
+        "    if not summed:\n",
+        (
+            f"{SUMMARY}::"
+            "test_a_report_of_all_time_reads_the_total_of_the_summary_files_committed_now",
+        ),
+    ),
+    Mutant(
+        "summary-total-previous-files-added-again",  # the previous total's files twice
+        "exporter/analytics/summary_total.py",
+        "for f in summary if f not in summed),\n",
+        "for f in summary),\n",
+        (
+            f"{SUMMARY}::"
+            "test_a_report_of_all_time_reads_the_total_of_the_summary_files_committed_now",
+        ),
+    ),
+    Mutant(
         "summary-total-read-for-a-window",  # the total of all months for a window of some
         "sql/90_report.sql",
         "    since IS NULL AND until IS NULL AND projects IS NULL\n    AND coalesce(recorded,",

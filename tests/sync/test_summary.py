@@ -336,21 +336,27 @@ def test_a_report_of_all_time_reads_the_total_of_the_summary_files_committed_now
     )
     data_dir = tmp_path / "data"
     totals: list[str] = []
-    for i in range(3):
-        assert run_sync(sim, data_dir, page_size=20, commit_rows=20).outcome == "ok"
+    committed: list[str] = []
+    # The first total sums every file; the next ones add the files committed since to the one
+    # before; the last follows a compaction that merged a month's files (SUMMARY_MERGE_FILES of
+    # them) the one before summed: it sums every file again.
+    for i, compact in enumerate([False] * SUMMARY_MERGE_FILES + [True]):
+        before = set(committed)
+        summary = run_sync(sim, data_dir, page_size=20, commit_rows=20, compact=compact)
+        assert summary.outcome == "ok"
         sim.advance(900)
-        total = data_dir / summary_total_file(committed_summary(data_dir) or [])
+        committed = committed_summary(data_dir) or []
+        assert (before <= set(committed)) is (not compact)
+        total = data_dir / summary_total_file(committed)
         assert total.is_file()
         totals.append(total.name)
         # The total before it is kept (a report may have connected to it), older ones not.
         assert sorted(p.name for p in total.parent.glob("*")) == sorted(totals[-2:])
-        committed = [str(data_dir / f) for f in committed_summary(data_dir) or []]
         across_months = "(SELECT * REPLACE (NULL::INTEGER AS month) FROM read_parquet(?))"
+        months = [str(data_dir / f) for f in committed]
         assert duckdb.execute(
             _MERGED.format(source="read_parquet(?)"), [str(total)]
-        ).fetchall() == (
-            duckdb.execute(_MERGED.format(source=across_months), [committed]).fetchall()
-        )
+        ).fetchall() == (duckdb.execute(_MERGED.format(source=across_months), [months]).fetchall())
         con = connect(data_dir, only=REPORT_SQL)
         try:
             assert totalled(con)
@@ -359,7 +365,7 @@ def test_a_report_of_all_time_reads_the_total_of_the_summary_files_committed_now
         windows = windows_of(data_dir)
         reference = without_record(data_dir, tmp_path / f"reference-{i}")
         assert reports(data_dir, windows) == reports(reference, windows)
-    assert len(set(totals)) == 3  # each sync committed summary files: a new total each time
+    assert len(set(totals)) == len(totals)  # each sync committed summary files: a new total
     total.unlink()  # the total of the files committed now gone: the older one is not read
     con = connect(data_dir, only=REPORT_SQL)
     try:

@@ -43,7 +43,7 @@ def write_summary_total(data_dir: Path) -> Path | None:
     """Write the total of the summary files committed now unless it exists; the path of the
     total readers take now (None: the dataset has no complete summary record, or no file).
     From the previous total and the files committed since where it sums none that are gone,
-    else from every file (10M operations: 0.16 s of CPU, 0.38 s summing all 888k rows)."""
+    else from every file (10M operations: 0.16 s of CPU, 0.29 s summing all 888k rows)."""
     summary = committed_summary(data_dir)
     if not summary:
         return None
@@ -55,6 +55,9 @@ def write_summary_total(data_dir: Path) -> Path | None:
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET TimeZone = 'UTC'")
+        # One thread: the child's peak memory (10M operations, every file summed: 151 MiB
+        # against 213 with two) and less CPU (0.29 s against 0.38) for a wall the run waits.
+        con.execute("SET threads = 1")
         read = [(data_dir / f).as_posix() for f in summary]
         previous = _previous_total(con, target.parent, set(summary))
         if previous is not None:

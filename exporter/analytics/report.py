@@ -304,15 +304,16 @@ def build_report(
     # record where the dataset has one, else the ids are read once (sql/90_report.sql). Where
     # the dataset has the summary record and the window holds whole months, the counts and
     # durations read it instead of every version.
+    all_time = since is None and until is None and projects is None
     try:
-        keep_rows(con, window, whole=since is None and until is None and projects is None)
+        keep_rows(con, window, whole=all_time)
         if projects is None and whole_months(since, until, as_of) and recorded(con):
             # `recorded` as a literal: the planner then drops the scan of the rows of the whole
             # months (sql/90_report.sql, report_summary).
             # All time: the record's total over every month where the dataset has one (a
             # window rules it out itself: report_from_total).
             total = "NULL"
-            if projects is None and since is None and until is None:
+            if all_time:
                 total = "true" if totalled(con) else "false"
             execute(
                 con,

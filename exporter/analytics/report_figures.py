@@ -229,10 +229,12 @@ def problems(
     `stuck_after`. `top`: only the oldest `top` of each list are fetched, with the lists'
     lengths (`report_problems_top`, one aggregate: a terminal shows 10 of 195k at 10M
     operations; fetching them all cost ~0.5 s, a top-N of each and a count 0.15 s)."""
-    if top is None or top >= _TOP_MAX:  # min_by takes n below a million: every row, then cut
-        relation = f"report_problems_in({ROWS}, {when})"
-    else:
-        relation = f"report_problems_top({ROWS}, {int(top)}, {when})"
+    every = top is None or top >= _TOP_MAX  # min_by takes n below a million: every row, cut
+    relation = (
+        f"report_problems_in({ROWS}, {when})"
+        if every
+        else f"report_problems_top({ROWS}, {int(top or 0)}, {when})"
+    )
     # Ages as microseconds (not a timedelta per row), rounded as timedelta.total_seconds() does.
     columns, rows = execute(con, f"SELECT * EXCLUDE (age), epoch_us(age) AS age_us FROM {relation}")
     pick = picker(columns, names[:-1])  # "age" last: it is added last
@@ -245,7 +247,7 @@ def problems(
         lists[row[kind]].append(r)
         stuck_failing += row[kind] == "failing" and bool(row[old])
     failing, stuck = lists["failing"], lists["stuck"]
-    if top is None or top >= _TOP_MAX:
+    if every:
         return Problems(failing[:top], stuck[:top], stuck_failing, len(failing), len(stuck))
     # Every row of a list carries its length and how many of its rows are old.
     total, old_total = columns.index("total"), columns.index("old_total")

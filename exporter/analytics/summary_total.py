@@ -82,7 +82,7 @@ def _previous_total(
 ) -> tuple[Path, set[str]] | None:
     """The newest total and the summary files it sums, where each of them is still committed
     (`summary`); None when there is none, or one of its files is gone."""
-    totals = sorted(folder.glob("total-*.parquet"), key=lambda p: p.stat().st_mtime_ns)
+    totals = _totals(folder)
     if not totals:
         return None
     rows = con.execute(
@@ -98,12 +98,14 @@ def delete_older_totals(current: Path) -> None:
     """Keep `current` and the total before it (a report that connected before `current` was
     renamed in may still read that one); delete the rest and what a killed writer left. Only
     once `opsaudit.duckdb` names `current`: it names the total of its time."""
-    others = sorted(
-        (p for p in current.parent.glob("total-*.parquet") if p != current),
-        key=lambda p: p.stat().st_mtime_ns,
-    )
+    others = [p for p in _totals(current.parent) if p != current]
     for stale in [*others[:-1], *current.parent.glob(".total-*.tmp")]:
         stale.unlink(missing_ok=True)
+
+
+def _totals(folder: Path) -> list[Path]:
+    """The totals in `folder`, oldest written first."""
+    return sorted(folder.glob("total-*.parquet"), key=lambda p: p.stat().st_mtime_ns)
 
 
 __all__ = ["delete_older_totals", "write_summary_total"]

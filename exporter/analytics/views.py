@@ -305,8 +305,9 @@ _REPORT_SQL = "90_report.sql"
 
 def _summary_total_view(files: Any) -> str:
     """`report_summary_total` over the summary's total the dataset's reader named (the total of
-    exactly the summary files it reads), or empty: 90_report.sql defines it empty (what a
-    reader by hand gets), the loader names the file."""
+    exactly the summary files it reads), or empty where it named none (object storage, several
+    datasets: no entry): 90_report.sql defines it empty (what a reader by hand gets), the
+    loader names the file."""
     relation = (
         f"read_parquet({_quote(files[0])})"
         if isinstance(files, list) and files
@@ -330,8 +331,6 @@ def _derive_missing(given: dict[str, Source]) -> dict[str, Any]:
         sources[SUPERSEDED_GLOB] = _DERIVED_SUPERSEDED
     if sources.get(SUMMARY_GLOB) is None:
         sources[SUMMARY_GLOB] = []
-    if sources.get(SUMMARY_TOTAL_GLOB) is None:
-        sources[SUMMARY_TOTAL_GLOB] = []
     if sources.get(FLAGGED_GLOB) is None:
         sources[FLAGGED_GLOB] = []
     return sources
@@ -417,7 +416,6 @@ def _load_datasets(
     placeholder = {source: f"(SELECT * FROM d1.{view})" for source, view in BASE_VIEWS.items()}
     placeholder[SUPERSEDED_GLOB] = _DERIVED_SUPERSEDED
     placeholder[SUMMARY_GLOB] = ""  # no record across datasets: the report reads the rows
-    placeholder[SUMMARY_TOTAL_GLOB] = ""
     placeholder[FLAGGED_GLOB] = ""
     _load(con, placeholder, only)
     con.execute(

@@ -7,7 +7,8 @@ DESIGN.md (the sync engine's VERSIONS_SCHEMA), plus `projects/projects.parquet` 
 `sync_runs/sync_runs.parquet`. Vectorised numpy + pyarrow, one day at a time, so memory stays
 flat: 10M operations take about a minute. Then, as a synced dataset has, `state.sqlite` listing
 the files as committed and the superseded, summary and flagged records (written by the migration
-of a dataset from before them, `Dataset.recover`: readers use them as after a sync).
+of a dataset from before them, `Dataset.recover`: readers use them as after a sync), the
+summary's total over all months and `opsaudit.duckdb`.
 About 2 % of operations have 2 or 3 versions (running -> [failed ->] final state), the action
 mix is a compute-heavy account's, and a few actions and statuses are unknown values.
 """
@@ -25,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from exporter.analytics.views import write_views_database
 from exporter.core.names import EXPORTED_META
 from exporter.store.local.dataset import (
     PROJECTS_SCHEMA,
@@ -296,6 +298,9 @@ def generate(
         dataset.recover()
     finally:
         dataset.close()
+    # What the end of a sync writes (the views child): the summary's total over every month
+    # and `opsaudit.duckdb`, which a report opens instead of creating every view.
+    write_views_database(out)
     return rows
 
 

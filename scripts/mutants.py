@@ -810,6 +810,26 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "read-not-again-when-a-sync-deleted-a-file",  # exit 7 while a sync compacts
+        "exporter/cli/_query.py",
+        "            if reads == _READS or not is_file_gone(exc):\n",
+        "            if True:\n",
+        (
+            "tests/sync/test_storage.py::"
+            "test_a_command_reads_again_when_a_sync_deletes_a_file_it_named",
+        ),
+    ),
+    Mutant(
+        "read-again-without-bound",  # a file removed by hand: connections until the last one
+        "exporter/cli/_query.py",
+        "_READS = 3\n",
+        "_READS = 4\n",
+        (
+            "tests/sync/test_storage.py::"
+            "test_a_file_removed_by_hand_fails_the_query_after_three_connections",
+        ),
+    ),
+    Mutant(
         "unexpected-error-escapes",  # finding 4: a traceback and exit 1 ("partial")
         "exporter/cli/_group.py",
         "            ctx.exit(int(ExitCode.FATAL))\n",

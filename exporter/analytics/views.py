@@ -52,6 +52,7 @@ __all__ = [
     "check_read_only",
     "connect",
     "execute",
+    "is_file_gone",
     "is_missing_definition",
     "list_macros",
     "list_views",
@@ -553,6 +554,18 @@ def is_missing_definition(exc: QueryError) -> bool:
     """True when `execute` failed on a name the catalog does not hold (a view or macro not
     defined on this connection, or no such name at all)."""
     return isinstance(exc.__cause__, duckdb.CatalogException)
+
+
+# What DuckDB says when a file a view names is not there (a list of files, then a single one).
+_GONE = ("No files found that match the pattern", "No such file or directory")
+
+
+def is_file_gone(exc: QueryError) -> bool:
+    """True when `execute` failed because a file the views name is no longer there: a sync that
+    ended since they were defined replaced it (a compaction, a month's merge) and deleted it
+    once `opsaudit.duckdb` named the replacement. Views defined now name what replaced it."""
+    cause = exc.__cause__
+    return isinstance(cause, duckdb.IOException) and any(text in str(cause) for text in _GONE)
 
 
 # Which statements `opsaudit query` runs (issue 15): reading ones only, decided by DuckDB's own

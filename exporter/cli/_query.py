@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import click
 
@@ -19,6 +19,8 @@ from exporter.cli._common import (
 )
 from exporter.cli._group import short_help
 from exporter.core.errors import QueryError
+
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -43,6 +45,37 @@ def _open(
         yield con
     finally:
         con.close()
+
+
+# Connections one command makes at most when a sync deletes files under it (`_read`).
+_READS = 3
+
+
+def _read(
+    data_dirs: Sequence[Path | str],
+    storage_options: Sequence[str],
+    run: Callable[[Any], T],
+    only: tuple[str, ...] | None = None,
+    fresh: Any = None,
+    names: frozenset[str] | None = None,
+) -> T:
+    """`run(con)` on a connection to the datasets (as `_open` makes); again on a new one when
+    a file the connection named was deleted meanwhile: a sync that ended while the command ran
+    replaced it and deleted it (`views.is_file_gone`). `run` reads and returns; it prints
+    nothing, so a run again says nothing twice. A file gone for another reason (removed by
+    hand) fails the same way each time: its error after `_READS` connections."""
+    from exporter.analytics.views import is_file_gone
+
+    reads = 1
+    while True:
+        try:
+            with _open(data_dirs, storage_options, only, fresh, names) as con:
+                return run(con)
+        except QueryError as exc:
+            if reads == _READS or not is_file_gone(exc):
+                raise
+        reads += 1
+        fresh = None  # closed with the connection it held the views of
 
 
 def _sql_text(sql: str | None, sql_file: IO[str] | None) -> str:
@@ -145,16 +178,18 @@ def query_command(
         fresh.close()
         raise
     files = tuple(only) if only is not None else None
+
+    def run(con: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
+        return execute(con, text, bound)
+
     try:
-        with _open(data_dirs, storage_options, files, fresh, names) as con:
-            columns, rows = execute(con, text, bound)
+        columns, rows = _read(data_dirs, storage_options, run, files, fresh, names)
     except QueryError as exc:
         if names is None or not is_missing_definition(exc):
             raise
         # A name the query builds at run time, or a typo: over every view the query runs, or
         # fails with DuckDB's own "Did you mean" among all of them.
-        with _open(data_dirs, storage_options) as con:
-            columns, rows = execute(con, text, bound)
+        columns, rows = _read(data_dirs, storage_options, run)
     emit(render(columns, rows, fmt, max_rows=max_rows or None), output)
 
 
@@ -233,8 +268,9 @@ def report_command(
     if section is not None and fmt != "csv":
         raise click.UsageError("--section goes with --format csv")
     window_since, window_until = _report_window(since, until)
-    with _open(data_dirs, storage_options, REPORT_SQL) as con:
-        _warn_unknown_projects(con, projects)
+
+    def run(con: Any) -> tuple[list[str], Any, str | None]:
+        unknown = _unknown_projects(con, projects)
         report = build_report(
             con,
             since=window_since,
@@ -243,17 +279,18 @@ def report_command(
             lists_as_json=fmt == "json",  # the lists written by DuckDB, not built as rows
             top=_shown_rows(fmt, None if all_rows else top),  # only what a table shows
         )
-        if fmt == "html":
-            from exporter.analytics.html import render_html
+        if fmt != "html":
+            return unknown, report, None
+        from exporter.analytics.html import render_html
 
-            if output is None and sys.stdout.isatty():
-                # Five megabytes of HTML on a terminal help nobody: write the file instead.
-                output = Path("report.html")
-                emit(render_html(con, report), output)
-                click.echo(f"Wrote {output.resolve()} (open it in a browser).")
-                return
-            emit(render_html(con, report), output)
-            return
+        return unknown, report, render_html(con, report)
+
+    unknown, report, page = _read(data_dirs, storage_options, run, REPORT_SQL)
+    for project in unknown:
+        click.echo(f"Warning: --project {project} is not in the dataset.", err=True)
+    if page is not None:
+        _emit_page(page, output)
+        return
     if report.operations == 0 and fmt in ("json", "csv"):
         # Table and markdown say it in the report; json and csv stay machine-readable.
         click.echo(empty_message(report), err=True)
@@ -261,6 +298,16 @@ def report_command(
         emit(report_json(report), output)
         return
     emit(render_report(report, fmt, top=None if all_rows else top, section=section), output)
+
+
+def _emit_page(page: str, output: Path | None) -> None:
+    if output is None and sys.stdout.isatty():
+        # Five megabytes of HTML on a terminal help nobody: write the file instead.
+        output = Path("report.html")
+        emit(page, output)
+        click.echo(f"Wrote {output.resolve()} (open it in a browser).")
+        return
+    emit(page, output)
 
 
 def _shown_rows(fmt: str, top: int | None) -> int | None:
@@ -287,16 +334,14 @@ def _report_window(since: str | None, until: str | None) -> tuple[Any, Any]:
     return window_since, window_until
 
 
-def _warn_unknown_projects(con: Any, projects: Sequence[str]) -> None:
-    """A warning for each --project the dataset has never seen (a typo reports nothing)."""
+def _unknown_projects(con: Any, projects: Sequence[str]) -> list[str]:
+    """The --project values the dataset has never seen (a typo reports nothing: warned of)."""
     if not projects:
-        return
+        return []
     from exporter.analytics.views import execute
 
     _, rows = execute(
         con, "SELECT id FROM projects UNION SELECT DISTINCT project_id FROM operations"
     )
     known = {r[0] for r in rows}
-    for project in projects:
-        if project not in known:
-            click.echo(f"Warning: --project {project} is not in the dataset.", err=True)
+    return [project for project in projects if project not in known]

@@ -336,3 +336,68 @@ def test_a_stray_parquet_file_among_the_data_is_never_read(tmp_path: Path) -> No
     (part / "copy.parquet").write_bytes(sorted(part.glob("part-*.parquet"))[0].read_bytes())
     assert _ids_through_query(tmp_path) == [_op(1)["id"], _op(2)["id"]]
     assert _ids_through_views_db(tmp_path) == [_op(1)["id"], _op(2)["id"]]
+
+
+# Each command reads again on a new connection (the views it named before are stale).
+_READERS = [
+    ("query", "--format", "csv", "SELECT id, total_duration_ms FROM operations ORDER BY id"),
+    ("report", "--format", "csv", "--section", "durations"),
+]
+
+
+@pytest.mark.parametrize("command", _READERS, ids=lambda c: c[0])
+def test_a_command_reads_again_when_a_sync_deletes_a_file_it_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: tuple[str, ...]
+) -> None:
+    """A sync that ends while `opsaudit query` or `report` runs deletes the files its compaction
+    replaced (once opsaudit.duckdb names the output): the command's views name them. It connects
+    again and answers as a command started after the sync, not with exit 7 (the SQL's failure)."""
+    ds = Dataset(tmp_path)
+    for i in range(40):
+        _commit(ds, [_op(i * 3 + k) for k in range(3)], f"t{i}")
+    args = [*command, "--data-dir", str(tmp_path)]
+    before = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert before.exit_code == 0, before.output
+    real_connect = connect
+    connections: list[int] = []
+
+    def connect_then_compact(*args: object, **kwargs: object) -> duckdb.DuckDBPyConnection:
+        con = real_connect(*args, **kwargs)  # type: ignore[arg-type]
+        connections.append(len(connections) + 1)
+        if len(connections) == 1:  # the sync ends after the views were defined
+            assert compact(ds) == 39
+            assert _glob_count(tmp_path) == 1
+        return con
+
+    monkeypatch.setattr("exporter.analytics.views.connect", connect_then_compact)
+    during = CliRunner().invoke(cli, args, catch_exceptions=False)
+    ds.close()
+    assert (during.exit_code, during.output) == (0, before.output)
+    assert connections == [1, 2]
+
+
+def test_a_file_removed_by_hand_fails_the_query_after_three_connections(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading again is for a sync's deletions: a committed file missing for good (removed by
+    hand) fails with DuckDB's message naming it, after a bounded number of connections."""
+    ds = Dataset(tmp_path)
+    for i in range(3):
+        _commit(ds, [_op(i)], f"t{i}")
+    ds.close()
+    gone = sorted((tmp_path / "operation_versions").glob("*/*.parquet"))[0]
+    gone.unlink()
+    real_connect = connect
+    connections: list[int] = []
+
+    def counted(*args: object, **kwargs: object) -> duckdb.DuckDBPyConnection:
+        connections.append(1)
+        return real_connect(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("exporter.analytics.views.connect", counted)
+    result = CliRunner().invoke(
+        cli, ["query", "--data-dir", str(tmp_path), "SELECT count(*) FROM operations"]
+    )
+    assert result.exit_code == 7, result.output
+    assert gone.name in result.output
+    assert len(connections) == 3

@@ -1495,6 +1495,24 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "summary-total-unreadable-previous-raises",  # no total written again, ever
+        "exporter/analytics/summary_total.py",
+        "    except duckdb.Error:  # not a Parquet file (a copy cut short): every file is summed\n"
+        "        return None\n",
+        "    except duckdb.Error:  # not a Parquet file (a copy cut short): every file is summed\n"
+        "        raise\n",
+        ("tests/sync/test_summary.py::test_a_damaged_total_is_summed_again_from_every_file",),
+    ),
+    Mutant(
+        "summary-total-damaged-previous-not-summed-again",
+        "exporter/analytics/summary_total.py",
+        "            except duckdb.Error:  # a damaged total (a copy cut short): not one to add to\n"
+        "                con.execute(total_of, [every])\n",
+        "            except duckdb.Error:  # a damaged total (a copy cut short): not one to add to\n"
+        "                raise\n",
+        ("tests/sync/test_summary.py::test_a_damaged_total_is_summed_again_from_every_file",),
+    ),
+    Mutant(
         "summary-total-of-other-files-read",  # one name for every total: a stale one read
         "exporter/core/layout.py",
         '    digest = hashlib.sha256("\\n".join(sorted(summary_files)).encode()).hexdigest()[:32]\n',
@@ -1517,8 +1535,8 @@ MUTANTS = [
     Mutant(
         "summary-total-previous-files-added-again",  # the previous total's files twice
         "exporter/analytics/summary_total.py",
-        "for f in summary if f not in summed),\n",
-        "for f in summary),\n",
+        "for f in summary if f not in summed]\n",
+        "for f in summary]\n",
         (
             f"{SUMMARY}::"
             "test_a_report_of_all_time_reads_the_total_of_the_summary_files_committed_now",

@@ -373,3 +373,42 @@ def test_a_report_of_all_time_reads_the_total_of_the_summary_files_committed_now
     finally:
         con.close()
     assert reports(data_dir, windows) == reports(reference, windows)
+
+
+@pytest.mark.parametrize("damage", ["not-parquet", "other-columns"])
+def test_a_damaged_total_is_summed_again_from_every_file(
+    make_sim: Any, tmp_path: Path, damage: str
+) -> None:
+    """The total the next one would add to is damaged (a copy of the directory cut short, or a
+    file of other columns under its name, naming the files committed): the next sync sums every
+    committed file instead of failing to write a total for ever (reports would read the months
+    at every run)."""
+    sim = make_sim(
+        seed=5,
+        projects=2,
+        shared_projects=0,
+        days=40,
+        ops_per_project_per_day=10,
+        live_ops_per_project_per_hour=40,
+    )
+    data_dir = tmp_path / "data"
+    assert run_sync(sim, data_dir, page_size=20, commit_rows=20).outcome == "ok"
+    committed = committed_summary(data_dir) or []
+    damaged = data_dir / summary_total_file(committed)
+    if damage == "not-parquet":
+        damaged.write_bytes(b"PAR1")
+    else:
+        names = "\n".join(sorted(committed))
+        duckdb.execute(
+            f"COPY (SELECT 1 AS x) TO '{damaged}' (FORMAT parquet, KV_METADATA {{files: '{names}'}})"
+        )
+    sim.advance(900)
+    assert run_sync(sim, data_dir, page_size=20, commit_rows=20).outcome == "ok"
+    committed = committed_summary(data_dir) or []
+    total = data_dir / summary_total_file(committed)
+    assert total != damaged and total.is_file()
+    across_months = "(SELECT * REPLACE (NULL::INTEGER AS month) FROM read_parquet(?))"
+    months = [str(data_dir / f) for f in committed]
+    assert duckdb.execute(_MERGED.format(source="read_parquet(?)"), [str(total)]).fetchall() == (
+        duckdb.execute(_MERGED.format(source=across_months), [months]).fetchall()
+    )

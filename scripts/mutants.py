@@ -830,6 +830,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "views-child-lock-not-inherited",  # a killed sync's child writes beside the next one's
+        "exporter/analytics/views_db.py",
+        "            pass_fds=() if lock_fd is None else (lock_fd,),\n",
+        "            pass_fds=(),\n",
+        (
+            "tests/sync/test_views_refresh.py::"
+            "test_a_sync_killed_while_its_child_writes_the_views_leaves_the_directory_locked",
+        ),
+    ),
+    Mutant(
         "unexpected-error-escapes",  # finding 4: a traceback and exit 1 ("partial")
         "exporter/cli/_group.py",
         "            ctx.exit(int(ExitCode.FATAL))\n",

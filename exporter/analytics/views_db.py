@@ -95,7 +95,10 @@ def refresh_views_database(dataset: LocalDataset) -> bool:
             log.warning("could not refresh opsaudit.duckdb: %s", exc)
             return False
     else:
-        outcome = _write_views_in_child(dataset.root, files_only)
+        handoff = dataset.child_handoff()
+        outcome = _write_views_in_child(
+            dataset.root, files_only, None if handoff is None else handoff[0]
+        )
         if outcome is None:
             return False
         written = outcome
@@ -107,9 +110,14 @@ def refresh_views_database(dataset: LocalDataset) -> bool:
     return True
 
 
-def _write_views_in_child(root: Path, files_only: bool = False) -> bool | None:
+def _write_views_in_child(
+    root: Path, files_only: bool = False, lock_fd: int | None = None
+) -> bool | None:
     """`write_views_database` in a child process: True written, False held open elsewhere,
-    None failed (logged)."""
+    None failed (logged). The child holds the data directory's lock too (`lock_fd` inherited):
+    a sync killed while it writes leaves the directory locked until it ended, so the next run's
+    child never writes alongside it (the last rename would win, naming an older state's files,
+    and the next run's garbage collection may have deleted some of them)."""
     package_parent = str(Path(__file__).resolve().parents[2])  # the folder holding exporter/
     env = {k: v for k, v in os.environ.items() if k != "NEON_API_KEY"}  # it needs no key
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
@@ -126,6 +134,7 @@ def _write_views_in_child(root: Path, files_only: bool = False) -> bool | None:
             capture_output=True,
             text=True,
             timeout=600,
+            pass_fds=() if lock_fd is None else (lock_fd,),
         )
     except (OSError, subprocess.SubprocessError) as exc:
         log.warning("could not refresh opsaudit.duckdb: %s", exc)

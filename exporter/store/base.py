@@ -113,6 +113,10 @@ class LocalDataset(Protocol):
         """The committed data files, relative to `root` (what readers read)."""
         ...
 
+    def child_handoff(self) -> tuple[int, Path] | None:
+        """As `Store.child_handoff`: the lock's descriptor for the views database's child."""
+        ...
+
 
 # What a reader's `sources` gives for one path of `core.layout.SOURCES`: the files to read (a
 # local directory; [] when there are none yet), the SQL of a relation registered in the

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -283,3 +284,67 @@ def test_a_views_database_write_killed_before_its_rename_leaves_nothing_behind_i
         ds.close()
     assert list(tmp_path.glob(".opsaudit.duckdb.*")) == []
     assert _ids_through_views_db(tmp_path) == [_op(i)["id"] for i in (1, 2, 2, 3)]
+
+
+# A process that writes the views database as a sync's end does (in a child: it never loads
+# DuckDB), with the child slowed (it sleeps before writing), and that is killed (SIGKILL) as
+# soon as the child started: the child writes alone, holding the data directory's lock.
+_KILLED_WHILE_ITS_CHILD_WRITES = """
+import os, signal, subprocess, sys, types
+from pathlib import Path
+import exporter.analytics.views_db as v
+from exporter.store.local.dataset import Dataset
+slowed = (
+    "import sys, time; time.sleep(1.5); from exporter.analytics.views import _views_database_main;"
+    " sys.exit(_views_database_main(sys.argv[1:]))"
+)
+def run_then_die(args, *, capture_output, text, timeout, **kwargs):
+    subprocess.Popen([sys.executable, "-c", slowed, *args[3:]], **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+v.subprocess = types.SimpleNamespace(**{**vars(subprocess), "run": run_then_die})
+assert "duckdb" not in sys.modules  # the child's path, as in a sync
+v.refresh_views_database(Dataset(Path(sys.argv[1]), lock=True))
+"""
+
+
+def test_a_sync_killed_while_its_child_writes_the_views_leaves_the_directory_locked(
+    tmp_path: Path,
+) -> None:
+    """The child holds the data directory's lock: a sync killed while it writes
+    `opsaudit.duckdb` leaves the directory locked until the child ended, so the next run's
+    child never writes alongside it (the last rename would win, naming an older state's files);
+    the child's file names the committed files."""
+    from exporter.core.errors import LockHeldError
+    from exporter.store.local.dataset import LOCK_FILE
+    from exporter.store.state import DataDirLock
+
+    ds = Dataset(tmp_path)
+    try:
+        _commit(ds, [_op(1), _op(2)], "a")
+    finally:
+        ds.close()
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    with open(tmp_path / "stderr", "wb") as err:  # a pipe would be held open by the child
+        proc = subprocess.run(
+            [sys.executable, "-c", _KILLED_WHILE_ITS_CHILD_WRITES, str(tmp_path)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            timeout=60,
+        )
+    assert proc.returncode == -9, (tmp_path / "stderr").read_text()
+    assert not (tmp_path / "opsaudit.duckdb").exists()  # the child is still asleep
+    lock = DataDirLock(tmp_path / LOCK_FILE)
+    with pytest.raises(LockHeldError):  # the writer is gone, its child writes
+        lock.acquire(wait=False)
+    deadline = time.monotonic() + 30
+    while True:  # held by the child until it ended
+        try:
+            lock.acquire(wait=False)
+            break
+        except LockHeldError:
+            assert time.monotonic() < deadline, "the child never ended"
+            time.sleep(0.01)
+    lock.release()
+    assert _ids_through_views_db(tmp_path) == [_op(1)["id"], _op(2)["id"]]

@@ -74,6 +74,12 @@ def test_corrupt_state_file_is_exit_6_and_left_untouched(tmp_path: Path) -> None
     assert code == 6
     assert "corrupt or not an opsaudit state file" in output
     assert state.read_bytes() == before
+    # The readers say so with the same code: the SQL's (7) would send one looking at the query.
+    for command in (["query", "SELECT 1"], ["report"], ["status"], ["check"]):
+        result = CliRunner().invoke(cli, [command[0], "--data-dir", str(tmp_path), *command[1:]])
+        assert (result.exit_code, command) == (6, command), result.output
+        assert "corrupt or not an opsaudit state file" in result.output
+    assert state.read_bytes() == before
 
 
 def test_foreign_sqlite_file_is_exit_6(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from exporter.core.errors import QueryError, StorageError
 from exporter.core.layout import (
     FLAGGED_DIR,
     FLAGGED_GLOB,
@@ -78,10 +77,8 @@ def _open_state(data_dir: Path) -> StateDB | None:
     state_path = data_dir / STATE_FILE
     if not state_path.is_file():
         return None
-    try:
-        return StateDB(state_path, read_only=True)
-    except StorageError as exc:
-        raise QueryError(str(exc)) from exc
+    # A corrupt, foreign or newer state is the state's error (exit 6), not the SQL's.
+    return StateDB(state_path, read_only=True)
 
 
 def _committed(

@@ -399,8 +399,8 @@ MUTANTS = [
     Mutant(
         "shared-listing-failure-swallowed",
         "exporter/api/discovery.py",
-        '            found.errors.append(f"listing shared projects failed: {exc}")\n',
-        "            pass\n",
+        '        found.errors.append(f"listing shared projects failed: {exc}")\n',
+        "        pass\n",
         (f"{EXACT}::test_4_failing_shared_listing_makes_the_run_partial",),
     ),
     Mutant(
@@ -837,6 +837,27 @@ MUTANTS = [
         (
             "tests/sync/test_views_refresh.py::"
             "test_a_sync_killed_while_its_child_writes_the_views_leaves_the_directory_locked",
+        ),
+    ),
+    Mutant(
+        "discovery-one-organization-fails-the-run",  # exit 5, nothing synced
+        "exporter/api/discovery.py",
+        "            failed.append(exc)\n",
+        "            raise\n",
+        (
+            "tests/sync/test_exactness.py::"
+            "test_4_one_organizations_failing_listing_makes_the_run_partial",
+        ),
+    ),
+    Mutant(
+        "discovery-no-organization-shared-not-listed",  # exit 0, operations missing
+        "exporter/api/discovery.py",
+        "        if listed_orgs:  # a personal key in no organization: others may share projects"
+        " with it\n",
+        "        if False:\n",
+        (
+            "tests/sync/test_exactness.py::"
+            "test_a_personal_key_in_no_organization_syncs_the_projects_shared_with_it",
         ),
     ),
     Mutant(

@@ -4,8 +4,11 @@
 API accepts: 400 per its OpenAPI document; where it answers 400 Bad Request to that, once, we fall
 back to 100 (the pagination guide's maximum, PRODUCT.md) and the caller remembers it. 10,000
 projects list in 25 requests, not 100. A personal key must name an organization (400 "org_id is
-required"), so its organizations are listed first; an organization key implies its org; a
-project-scoped key may not list at all, which is why `--project` works without any listing.
+required"), so its organizations are listed first, then the projects others shared with the
+user (`GET /projects/shared`; a personal key in no organization lists its own projects without
+`org_id`, then those); an organization key implies its org; a project-scoped key may not list at
+all, which is why `--project` works without any listing. A listing that fails leaves its
+projects unsynced: the run is partial (exit 1), unless every organization's failed.
 
 Listing pages are handed to `on_page` as they arrive (the sync records them in the state), so
 memory holds ids, not ten thousand listing objects.
@@ -139,12 +142,14 @@ def discover(
         return found
     lister = _Lister(client, found, on_page or (lambda projects, scope: None))
     orgs: list[str]
+    listed_orgs = False  # the key's organizations were listed (a personal key)
     if org_ids:
         orgs = list(org_ids)
     else:
         try:
             orgs = [o["id"] for o in client.list_organizations() if isinstance(o, dict)]
             found.listing_requests += 1
+            listed_orgs = True
         except AuthError:
             raise
         except ApiError as exc:
@@ -162,22 +167,45 @@ def discover(
             raise ApiError(
                 f"the key needs an organization to list projects ({exc}); pass --org-id"
             ) from exc
+        if listed_orgs:  # a personal key in no organization: others may share projects with it
+            _list_shared(lister, found)
         _add_unavailable(found)
         return found
-    for org in orgs:
-        lister.list(org_id=org, scope=org)
+    _list_organizations(lister, found, orgs)
     if not org_ids:
-        # Projects other users shared with this user belong to no org it lists. A failure
-        # here leaves projects unsynced: the run is partial, never silently complete.
+        _list_shared(lister, found)
+    _add_unavailable(found)
+    return found
+
+
+def _list_organizations(lister: _Lister, found: Discovery, orgs: list[str]) -> None:
+    """Each organization's projects. One whose listing fails leaves its projects unsynced, the
+    others synced: the run is partial, never silently complete. Every one failing is discovery
+    failing (an API that is down)."""
+    failed: list[ApiError] = []
+    for org in orgs:
         try:
-            lister.list(org_id=None, scope=SHARED, shared=True)
+            lister.list(org_id=org, scope=org)
         except AuthError:
             raise
         except ApiError as exc:
-            log.warning("listing shared projects failed: %s", exc)
-            found.errors.append(f"listing shared projects failed: {exc}")
-    _add_unavailable(found)
-    return found
+            log.warning("listing the projects of organization %s failed: %s", org, exc)
+            found.errors.append(f"listing the projects of organization {org} failed: {exc}")
+            failed.append(exc)
+    if failed and len(failed) == len(orgs):
+        raise failed[0]
+
+
+def _list_shared(lister: _Lister, found: Discovery) -> None:
+    """Projects other users shared with this user belong to no org it lists. A failure here
+    leaves projects unsynced: the run is partial, never silently complete."""
+    try:
+        lister.list(org_id=None, scope=SHARED, shared=True)
+    except AuthError:
+        raise
+    except ApiError as exc:
+        log.warning("listing shared projects failed: %s", exc)
+        found.errors.append(f"listing shared projects failed: {exc}")
 
 
 def _add_unavailable(found: Discovery) -> None:

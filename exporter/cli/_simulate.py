@@ -41,7 +41,13 @@ from exporter.core.errors import ConfigError
     show_default=True,
     help="Per project.",
 )
-@click.option("--orgs", type=click.IntRange(0, 100), default=2, show_default=True)
+@click.option(
+    "--orgs",
+    type=click.IntRange(0, 100),
+    default=2,
+    show_default=True,
+    help="Organizations the user is in (0: none, every project shared with the user).",
+)
 @click.option(
     "--rate-limits/--no-rate-limits",
     default=True,

@@ -739,8 +739,8 @@ class _Run:
             state.set_meta("projects_page_limit", str(found.page_limit))
         state.add_known(found.ids, self.started)
         state.mark_vanished(found.ids, found.complete_scopes, self.started)
-        for message in found.errors:
-            summary.errors[""] = message
+        for n, message in enumerate(found.errors, 1):
+            summary.errors["discovery" if n == 1 else f"discovery {n}"] = message
         self.budget.spend(client.stats.requests)
         if self.budget.requests_left is not None and self.budget.requests_left <= 0 and found.ids:
             # Every run would list, walk nothing and exit 0 `budget`, for ever (finding 10).

@@ -108,12 +108,13 @@ class SimServer(ThreadingHTTPServer):
         code = (502, 503, 504)[min(2, int(u[1] / f.p_5xx * 3))] if u[1] < f.p_5xx else None
         return u[0] < f.p_drop, code, u[2] < f.p_slow, u[3] < f.p_truncate
 
-    def take_scripted(self, path: str) -> int | None:
+    def take_scripted(self, path: str, query: str = "") -> int | None:
         """The status a scripted failure answers this path with, or None (see fail_requests)."""
         with self.fault_lock:
             for entry in self.scripted:
                 suffix, status, left, skip = entry
-                if not path.endswith(suffix) or left == 0:
+                ending, _, wanted = suffix.partition("?")
+                if not path.endswith(ending) or wanted not in query or left == 0:
                     continue
                 if skip > 0:
                     entry[3] -= 1
@@ -217,7 +218,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._count_status(code)
             self._send(code, html, request_id, content_type="text/html")
             return
-        scripted = srv.take_scripted(path)
+        scripted = srv.take_scripted(path, query)
         if scripted is not None:
             self._count_status(scripted)
             message = f"scripted failure {scripted}"

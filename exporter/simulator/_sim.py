@@ -293,7 +293,8 @@ class Simulator:
         """Requests whose path (without the query) ends with `path_suffix` answer `status` with
         a JSON error body: after the first `after` such requests pass, the next `times` (None:
         every one until clear_failures). E.g. "/projects/shared", f"/operations/{op_id}",
-        f"/projects/{pid}/operations" (the listing, not the single-operation GETs)."""
+        f"/projects/{pid}/operations" (the listing, not the single-operation GETs); after a `?`,
+        text the query must hold: f"/projects?org_id={org}" (one organization's listing)."""
         server = self._server
         lock = server.fault_lock if server is not None else threading.Lock()
         with lock:

@@ -98,10 +98,9 @@ class World:
         days_us = int(config.days * 86400 * US)
         n_ops = config.ops_per_project_per_day * config.days
         for n in range(config.projects + config.shared_projects):
-            shared = n >= config.projects
-            org = self.foreign_org if shared else self.orgs[n % max(1, config.orgs)]["id"]
-            if not self.orgs and not shared:
-                org = self.foreign_org
+            # Without organizations (`--orgs 0`) every project is another's, shared with the user.
+            shared = n >= config.projects or not self.orgs
+            org = self.foreign_org if shared else self.orgs[n % len(self.orgs)]["id"]
             p = self._new_project(org, None, shared, self.clock_us - days_us - 86400 * US)
             emitted = generate_history(
                 self.factory(p), self.clock_us - days_us, self.clock_us, n_ops

@@ -351,3 +351,42 @@ def test_17_in_place_change_right_after_finishing_is_stored(
     assert stored["total_duration_ms"] == 31, f"stored {orjson.dumps(stored).decode()}"
     assert_matches_truth(sim, tmp_path)
     assert_no_identical_versions(tmp_path)
+
+
+def test_4_one_organizations_failing_listing_makes_the_run_partial(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """One organization's listing fails: the others' projects and the shared ones are synced,
+    the run is partial (exit 1) naming it, not failed with nothing synced (exit 5); every
+    organization's failing is discovery failing."""
+    sim = make_sim(
+        seed=95, projects=4, shared_projects=1, orgs=2, days=1, ops_per_project_per_day=20
+    )
+    broken, healthy = sim.org_ids
+    sim.fail_requests(f"/projects?org_id={broken}", 503)
+    summary = run_sync(sim, tmp_path, retry=TWO_TRIES)
+    assert (summary.outcome, summary.exit_code) == ("partial", 1), summary.error
+    assert summary.errors["discovery"].startswith(
+        f"listing the projects of organization {broken} failed: "
+    )
+    assert_matches_truth(
+        sim, tmp_path, [*sim.project_ids(healthy), *sim.project_ids(sim.world.foreign_org)]
+    )
+    sim.fail_requests(f"/projects?org_id={healthy}", 503)
+    summary = run_sync(sim, tmp_path / "every", retry=TWO_TRIES)
+    assert (summary.outcome, summary.exit_code) == ("failed", 5), summary.error
+
+
+def test_a_personal_key_in_no_organization_syncs_the_projects_shared_with_it(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """A user in no organization: its key lists projects without `org_id`, and others may share
+    theirs with it (`GET /projects/shared`): all of them are synced (0 operations and exit 0
+    before)."""
+    sim = make_sim(
+        seed=96, projects=2, shared_projects=1, orgs=0, days=1, ops_per_project_per_day=20
+    )
+    assert len(sim.project_ids()) == 3
+    summary = run_sync(sim, tmp_path)
+    assert (summary.outcome, summary.exit_code) == ("ok", 0), summary.error
+    assert_matches_truth(sim, tmp_path)

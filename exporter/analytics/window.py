@@ -7,26 +7,39 @@ import datetime as dt
 import re
 
 from exporter.core.errors import ConfigError
-from exporter.core.timeutil import parse_rfc3339
+from exporter.core.timeutil import parse_duration, parse_rfc3339
 
 __all__ = ["parse_since", "parse_until"]
 
-_RELATIVE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_RELATIVE = re.compile(r"^\s*\d+\s*[smhdw]\s*$")
 _DATE = re.compile(r"^\s*\d{4}-\d{2}-\d{2}\s*$")
+# A window's bounds lie before this (a report counts whole months from them; nothing is
+# created in the year 9999).
+_LAST = dt.datetime(9999, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def _parse_point(text: str, *, now: dt.datetime | None, end_of_day: bool) -> dt.datetime:
+    point = _point(text, now=now, end_of_day=end_of_day)
+    if point >= _LAST:
+        raise ConfigError(f"{text!r} is past the year 9998: leave the bound out for none")
+    return point
+
+
+def _point(text: str, *, now: dt.datetime | None, end_of_day: bool) -> dt.datetime:
     now = now or dt.datetime.now(dt.timezone.utc)
-    m = _RELATIVE.match(text)
-    if m:
-        return now - dt.timedelta(**{_UNITS[m[2]]: int(m[1])})
+    if _RELATIVE.match(text):
+        try:
+            return now - parse_duration(text)
+        except OverflowError as exc:
+            raise ConfigError(f"{text!r} is further back than any date") from exc
     if _DATE.match(text):
         try:
             day = dt.date.fromisoformat(text.strip())
         except ValueError as exc:
             raise ConfigError(f"{text!r} is not a valid date") from exc
         start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc)
+        if start >= _LAST:
+            return start  # refused by the caller (the day after it may not exist)
         return start + dt.timedelta(days=1) if end_of_day else start
     try:
         return parse_rfc3339(text)

@@ -101,11 +101,23 @@ class OpsauditGroup(click.Group):
             logging.getLogger("opsaudit").info("unexpected error", exc_info=True)
             text = redact(f"{type(error).__name__}: {error}")
             click.echo(
-                f"Error: unexpected error ({text}). This is a bug in "
-                "opsaudit: run again with -v for the traceback and report it",
+                f"Error: unexpected error ({text}). This is a bug in opsaudit: {_hint(ctx)}",
                 err=True,
             )
             ctx.exit(int(ExitCode.FATAL))
+
+
+def _hint(ctx: click.Context) -> str:
+    """What to do about a bug: where the command has `-v` (its log), the traceback is there."""
+    name = ctx.invoked_subcommand
+    command = (
+        ctx.command.get_command(ctx, name)
+        if name and isinstance(ctx.command, click.Group)
+        else None
+    )
+    if command is not None and any(p.name == "verbose" for p in command.params):
+        return "run again with -v for the traceback and report it"
+    return "report it with the command that failed"
 
 
 __all__ = ["COMMANDS", "STREAMING", "OpsauditGroup", "short_help"]

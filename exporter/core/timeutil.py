@@ -43,7 +43,10 @@ def parse_duration(text: str) -> timedelta:
     m = _DURATION.match(text)
     if not m:
         raise ConfigError(f"{text!r} is not a duration: use a number and s, m, h, d or w (2h)")
-    return timedelta(**{_UNITS[m[2]]: int(m[1])})
+    try:
+        return timedelta(**{_UNITS[m[2]]: int(m[1])})
+    except OverflowError as exc:  # over 999,999,999 days
+        raise ConfigError(f"{text!r} is longer than any duration can be") from exc
 
 
 def parse_rfc3339(text: str) -> datetime:

@@ -6,6 +6,7 @@ import datetime as dt
 from pathlib import Path
 
 import orjson
+import pytest
 from click.testing import CliRunner, Result
 
 from exporter.cli import cli
@@ -449,6 +450,31 @@ def test_report_bad_since_is_a_usage_error(data_dir: Path) -> None:
     result = invoke("report", "--data-dir", str(data_dir), "--since", "last week")
     assert result.exit_code == 2
     assert result.stderr.startswith("Error: 'last week' is not a time: use a duration")
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--until", "9999-12-31", "'9999-12-31' is past the year 9998: leave the bound out"),
+        ("--since", "9999-12-31", "'9999-12-31' is past the year 9998: leave the bound out"),
+        ("--since", "9999-01-01T00:00:00Z", "'9999-01-01T00:00:00Z' is past the year 9998"),
+        ("--since", "99999999d", "'99999999d' is further back than any date"),
+        ("--since", "9999999999d", "'9999999999d' is longer than any duration can be"),
+    ],
+)
+def test_report_bounds_out_of_any_calendar_are_usage_errors(
+    data_dir: Path, option: str, value: str, message: str
+) -> None:
+    """Not an unexpected error (exit 5, "a bug in opsaudit") as before."""
+    result = invoke("report", "--data-dir", str(data_dir), option, value)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.startswith(f"Error: {message}")
+
+
+def test_a_duration_longer_than_any_is_a_usage_error(data_dir: Path) -> None:
+    result = invoke("check", "--data-dir", str(data_dir), "--max-age", "9999999999d")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert "'9999999999d' is longer than any duration can be" in result.stderr
 
 
 def test_report_inverted_range_is_a_usage_error(data_dir: Path) -> None:

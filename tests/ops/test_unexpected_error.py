@@ -13,6 +13,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
+from exporter.cli import cli
+from exporter.store.local.dataset import Dataset
 
 KEY = "unexpected-test-key-0123456789"
 # A listing the state cannot store: `region_id` is an object (seen on a proxy that wrapped
@@ -172,3 +176,22 @@ def test_a_retry_after_of_inf_fails_the_project_not_the_program(tmp_path: Path) 
         "r-9): the server asked to retry after inf s, longer than the retry budget of one "
         "request (300 s)"
     ) in done.stderr
+
+
+def test_a_command_without_v_is_not_told_to_run_with_v(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-v` is sync's: a bug in another command says to report it, not to pass an option the
+    command refuses ("No such option: -v")."""
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("exporter.analytics.report.build_report", broken)
+    Dataset(tmp_path).close()
+    result = CliRunner().invoke(cli, ["report", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 5
+    assert result.output == (
+        "Error: unexpected error (RuntimeError: a bug). This is a bug in opsaudit: report it "
+        "with the command that failed\n"
+    )

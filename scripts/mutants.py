@@ -861,6 +861,25 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "unknown-project-never-forgotten",  # check exits 8 for ever after one typo
+        "exporter/engine/sync.py",
+        "        if found.whole_account:\n",
+        "        if False:\n",
+        (
+            "tests/sync/test_unknown_project.py::test_a_mistyped_project_exits_1_named_and_check_flags_it",
+        ),
+    ),
+    Mutant(
+        "unknown-project-forgotten-by-one-organizations-run",  # not a listing of everything
+        "exporter/api/discovery.py",
+        "    found.whole_account = not org_ids and found.complete and not found.errors\n"
+        "    _add_unavailable(found)\n",
+        "    found.whole_account = True\n    _add_unavailable(found)\n",
+        (
+            "tests/sync/test_unknown_project.py::test_a_mistyped_project_exits_1_named_and_check_flags_it",
+        ),
+    ),
+    Mutant(
         "unexpected-error-escapes",  # finding 4: a traceback and exit 1 ("partial")
         "exporter/cli/_group.py",
         "            ctx.exit(int(ExitCode.FATAL))\n",

@@ -46,6 +46,9 @@ class Discovery:
     # The scopes (org ids, ALL, SHARED) listed in full: deletion marking stays within them.
     scopes_listed: list[str] = field(default_factory=list)
     explicit: bool = False  # scope given by --project: no listing at all
+    # Every listing of what the key sees ran in full (no --org-id, none failed or partial): a
+    # project none of them showed is not the key's.
+    whole_account: bool = False
     unavailable: list[str] = field(default_factory=list)
     # Listings that failed and left projects out: the run cannot be complete (exit 1).
     errors: list[str] = field(default_factory=list)
@@ -169,11 +172,13 @@ def discover(
             ) from exc
         if listed_orgs:  # a personal key in no organization: others may share projects with it
             _list_shared(lister, found)
+        found.whole_account = not org_ids and found.complete and not found.errors
         _add_unavailable(found)
         return found
     _list_organizations(lister, found, orgs)
     if not org_ids:
         _list_shared(lister, found)
+    found.whole_account = not org_ids and found.complete and not found.errors
     _add_unavailable(found)
     return found
 

@@ -739,6 +739,13 @@ class _Run:
             state.set_meta("projects_page_limit", str(found.page_limit))
         state.add_known(found.ids, self.started)
         state.mark_vanished(found.ids, found.complete_scopes, self.started)
+        if found.whole_account:
+            for pid in state.forget_never_read(found.ids):
+                log.warning(
+                    "project %s forgotten: no listing of what the key sees shows it, and "
+                    "nothing was ever read from it (a mistyped --project)",
+                    pid,
+                )
         for n, message in enumerate(found.errors, 1):
             summary.errors["discovery" if n == 1 else f"discovery {n}"] = message
         self.budget.spend(client.stats.requests)

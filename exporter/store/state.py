@@ -966,6 +966,21 @@ class StateDB:
             )
             con.execute("DELETE FROM _present")
 
+    def forget_never_read(self, present: Iterable[str]) -> list[str]:
+        """Forget the projects not in `present` (a listing of everything the key sees) that no
+        listing ever showed and nothing was ever read from: a mistyped `--project` (check would
+        flag it for ever). Returns their ids."""
+        listed = set(present)
+        with self.transaction() as con:
+            rows = con.execute(
+                "SELECT id FROM projects WHERE last_seen_us IS NULL AND last_synced_us IS NULL "
+                "AND checkpoint_us IS NULL AND walk_top_us IS NULL AND deleted_us IS NULL "
+                "AND id NOT IN (SELECT project_id FROM open_ops)"
+            ).fetchall()
+            gone = sorted(pid for (pid,) in rows if pid not in listed)
+            con.executemany("DELETE FROM projects WHERE id = ?", [(pid,) for pid in gone])
+        return gone
+
     def get_meta(self, key: str) -> str | None:
         rows = self.query("SELECT value FROM meta WHERE key = ?", (key,))
         return rows[0][0] if rows else None

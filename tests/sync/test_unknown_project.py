@@ -45,6 +45,19 @@ def test_a_mistyped_project_exits_1_named_and_check_flags_it(make_sim: Any, tmp_
     lines = check.stdout.splitlines()
     assert "project_not_synced: project nope-123 has never completed a sync" in lines
     assert f"project_error: project nope-123 failed its last sync: {MESSAGE}" in lines
+    # A run of one organization does not list everything the key sees: the id stays flagged.
+    done = _cli(sim, "sync", "--data-dir", data, "--max-rps", "0", "--org-id", sim.org_ids[0])
+    assert done.returncode == 0, done.stderr
+    assert _cli(sim, "check", "--data-dir", data).returncode == 8
+    # A later run lists everything the key sees, without it: it is forgotten, not flagged for
+    # ever (a mistyped id had no way out but a new data directory).
+    done = _cli(sim, "sync", "--data-dir", data, "--max-rps", "0")
+    assert done.returncode == 0, done.stderr
+    assert "project nope-123 forgotten: no listing of what the key sees shows it" in done.stderr
+    status = _cli(sim, "status", "--data-dir", data, "--format", "json")
+    assert [row["id"] for row in json.loads(status.stdout)["projects"]] == sim.project_ids()
+    check = _cli(sim, "check", "--data-dir", data)
+    assert check.returncode == 0, check.stdout + check.stderr
 
 
 def test_a_mistyped_project_beside_a_real_one_is_partial(make_sim: Any, tmp_path: Path) -> None:

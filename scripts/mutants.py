@@ -880,6 +880,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "freshness-of-the-freshest-dataset",  # a dataset whose sync stopped hides
+        "exporter/analytics/report_figures.py",
+        "        if stalest is None or _staler(entry, stalest):\n",
+        "        if stalest is None or _staler(stalest, entry):\n",
+        (
+            "tests/sync/test_read_together.py::"
+            "test_the_report_over_datasets_says_how_fresh_the_least_fresh_one_is",
+        ),
+    ),
+    Mutant(
         "unexpected-error-escapes",  # finding 4: a traceback and exit 1 ("partial")
         "exporter/cli/_group.py",
         "            ctx.exit(int(ExitCode.FATAL))\n",
@@ -902,9 +912,9 @@ MUTANTS = [
     ),
     Mutant(
         "budget-runs-never-fresh",  # finding 5: stale_sync for ever after budgeted runs
-        "exporter/ops/check.py",
-        "        and finished[-1].outcome in _STOPPED_OUTCOMES\n",
-        "        and False\n",
+        "exporter/core/model.py",
+        "    if finished and finished[-1][0] in STOPPED_OUTCOMES and walks and len(walks) == len(last_walks):\n",
+        "    if False:\n",
         (
             "tests/sync/test_budget_runs.py::test_budgeted_runs_count_as_fresh_once_every_project_is_walked",
         ),

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import duckdb
 
 from exporter.analytics.views import execute
+from exporter.core.model import STOPPED_OUTCOMES, last_current
 
 __all__ = [
     "HEADLINE_BRANCHES",
@@ -291,25 +292,68 @@ def _json_list(objects: list[bytes]) -> bytes:
 
 
 def freshness(con: duckdb.DuckDBPyConnection, as_of: dt.datetime) -> dict[str, Any]:
-    """The last successful sync (outcome ok: every project in scope complete) and its lag at
-    `as_of`; the newest run of any outcome and how many of its projects it completed."""
+    """When the trail was last known current (`core.model.last_current`, as `check` says: the
+    last run with outcome ok, or after budgeted or interrupted runs the oldest project's last
+    completed walk) and its lag at `as_of`; the newest run of any outcome and how many of its
+    projects it completed. Over several datasets, the least fresh one's (`dataset`: its data
+    dir; a dataset whose sync stopped must not hide behind the others')."""
+    columns, _ = execute(con, "SELECT * FROM sync_runs LIMIT 0")
+    several = "dataset" in columns
+    dataset = "dataset" if several else "NULL"
     runs = fetch_records(
         con,
-        "SELECT finished_at, outcome, projects_ok, projects_total FROM sync_runs "
-        "WHERE finished_at IS NOT NULL ORDER BY finished_at DESC",
+        f"SELECT {dataset} AS dataset, finished_at, outcome, projects_ok, projects_total "
+        "FROM sync_runs WHERE finished_at IS NOT NULL ORDER BY finished_at",
     )
-    ok = next((r for r in runs if r["outcome"] == "ok"), None)
-    last = runs[0] if runs else {}
-    return {
-        "last_success_at": ok["finished_at"] if ok else None,
-        "lag": dt.timedelta(seconds=round((as_of - ok["finished_at"]).total_seconds()))
-        if ok
-        else None,
-        "last_run_at": last.get("finished_at"),
-        "last_run_outcome": last.get("outcome"),
-        "last_run_projects_ok": last.get("projects_ok"),
-        "last_run_projects": last.get("projects_total"),
-    }
+    labels = sorted({r["dataset"] for r in runs}) or [None]
+    if several:  # a dataset that never finished a run is the least fresh of all
+        _, found = execute(con, "SELECT DISTINCT dataset FROM projects")
+        labels = sorted({*labels, *(d for (d,) in found)} - {None}) or [None]
+    stalest: dict[str, Any] | None = None
+    for label in labels:
+        own = [r for r in runs if r["dataset"] == label]
+        current = last_current(
+            [(r["outcome"], r["finished_at"]) for r in own], _last_walks(con, own, label)
+        )
+        last = own[-1] if own else {}
+        entry = {
+            "last_success_at": current,
+            "lag": None
+            if current is None
+            else dt.timedelta(seconds=round((as_of - current).total_seconds())),
+            "last_run_at": last.get("finished_at"),
+            "last_run_outcome": last.get("outcome"),
+            "last_run_projects_ok": last.get("projects_ok"),
+            "last_run_projects": last.get("projects_total"),
+        }
+        if several:
+            entry["dataset"] = label
+        if stalest is None or _staler(entry, stalest):
+            stalest = entry
+    assert stalest is not None
+    return stalest
+
+
+def _last_walks(
+    con: duckdb.DuckDBPyConnection, runs: Sequence[Mapping[str, Any]], label: str | None
+) -> list[dt.datetime | None]:
+    """Each live project's last completed walk, where the last run stopped early (budget,
+    signal); else none is needed."""
+    if not runs or runs[-1]["outcome"] not in STOPPED_OUTCOMES:
+        return []
+    where = "deleted_at IS NULL" + ("" if label is None else " AND dataset = ?")
+    _, rows = execute(
+        con,
+        f"SELECT last_synced_at FROM projects WHERE {where}",
+        None if label is None else [label],
+    )
+    return [r[0] for r in rows]
+
+
+def _staler(entry: Mapping[str, Any], than: Mapping[str, Any]) -> bool:
+    if entry["last_success_at"] is None or than["last_success_at"] is None:
+        return entry["last_success_at"] is None and than["last_success_at"] is not None
+    return bool(entry["last_success_at"] < than["last_success_at"])
 
 
 # Lines of "start_compute failed 4 times on `preview/pr-42` (br-...)" in the headline.

@@ -76,7 +76,8 @@ def _n(n: int) -> str:
 
 
 def freshness_text(report: Report) -> str:
-    """How fresh the data is, in words: the last successful sync and its lag, the last run."""
+    """How fresh the data is, in words: the last successful sync and its lag, the last run
+    (over several datasets, the least fresh one's)."""
     f = report.freshness
     if f.get("last_success_at") is None:
         text = "no successful sync yet"
@@ -89,6 +90,8 @@ def freshness_text(report: Report) -> str:
         text += f"; last run {_instant(f['last_run_at'])}: {f['last_run_outcome']}"
     if f.get("last_run_projects") is not None:
         text += f" ({f['last_run_projects_ok'] or 0:,} of {f['last_run_projects']:,} projects)"
+    if f.get("dataset") is not None:  # several datasets: the least fresh one's
+        text = f"least fresh dataset {f['dataset']}: {text}"
     return text
 
 

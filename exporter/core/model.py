@@ -11,9 +11,11 @@ imported `engine.walk` for `Chunk`, closing a cycle).
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -146,6 +148,32 @@ class ProjectRow(NamedTuple):
     open_operations: int
 
 
+# Runs that stopped early by design (a budget, a signal): consecutive ones cover the projects
+# in turn, stalest first.
+STOPPED_OUTCOMES = (Outcome.BUDGET, Outcome.INTERRUPTED)
+
+Instant = TypeVar("Instant", int, dt.datetime)
+
+
+def last_current(
+    finished: Sequence[tuple[str, Instant]], last_walks: Sequence[Instant | None]
+) -> Instant | None:
+    """When the trail was last known current, from the finished runs (outcome and when it
+    finished, oldest first) and each live project's last completed walk; None: never. What
+    `check` and the report's freshness both say.
+
+    A run with outcome ok finished with every project in scope complete. After budgeted or
+    interrupted runs, the trail is current as of the oldest project's last completed walk, once
+    every project has one (issue 19, finding 5: budgeted runs were never a success, `stale_sync`
+    for ever). A partial or failed last run adds nothing: a failing listing may hide projects
+    the state never saw."""
+    successes = [at for outcome, at in finished if outcome == Outcome.OK]
+    walks = [w for w in last_walks if w is not None]
+    if finished and finished[-1][0] in STOPPED_OUTCOMES and walks and len(walks) == len(last_walks):
+        successes.append(min(walks))
+    return max(successes, default=None)
+
+
 class RunRow(NamedTuple):
     """One `sync_runs` row, times in microseconds."""
 
@@ -174,10 +202,12 @@ class RunRow(NamedTuple):
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "STOPPED_OUTCOMES",
     "TERMINAL_STATUSES",
     "Chunk",
     "OpenOp",
     "Outcome",
     "ProjectRow",
     "RunRow",
+    "last_current",
 ]

@@ -34,7 +34,7 @@ from typing import Any
 from exporter.analytics.format import branch_failure_line, format_duration, jsonable
 from exporter.core.errors import ConfigError, missing_data_dir
 from exporter.core.layout import STATE_FILE
-from exporter.core.model import Outcome, RunRow
+from exporter.core.model import Outcome, RunRow, last_current
 from exporter.core.timeutil import parse_duration
 from exporter.store.state import TERMINAL_STATUSES, StateDB
 
@@ -250,32 +250,16 @@ def run_check(
 
 # Runs that commit what they read: each moves every checkpoint it reached.
 SYNCED_OUTCOMES = (Outcome.OK, Outcome.PARTIAL, Outcome.BUDGET, Outcome.INTERRUPTED)
+
+
 # Runs that stop early on purpose (`--time-budget`/`--max-requests`, a signal): whether the
 # trail is current is read from the projects' walks, not from the outcome's name.
-_STOPPED_OUTCOMES = (Outcome.BUDGET, Outcome.INTERRUPTED)
-
-
 def last_success_us(runs: Sequence[RunRow], last_walks: Sequence[int | None]) -> int | None:
     """When the trail was last known current (microseconds), from `runs` (oldest first) and each
-    project's last completed walk (deleted projects left out).
-
-    A run with outcome ok finished with every project in scope complete. After budgeted or
-    interrupted runs (consecutive runs cover the projects in turn, stalest first), the trail is
-    current as of the oldest project's last completed walk, once every project has one (issue
-    19, finding 5: budgeted runs were never a success, `stale_sync` for ever). A partial or
-    failed last run adds nothing: a failing listing may hide projects the state never saw."""
-    finished = [r for r in runs if r.finished_at is not None]
-    successes = [
-        r.finished_at for r in finished if r.outcome == Outcome.OK and r.finished_at is not None
-    ]
-    if (
-        finished
-        and finished[-1].outcome in _STOPPED_OUTCOMES
-        and last_walks
-        and all(w is not None for w in last_walks)
-    ):
-        successes.append(min(w for w in last_walks if w is not None))
-    return max(successes, default=None)
+    project's last completed walk (deleted projects left out): `core.model.last_current`."""
+    return last_current(
+        [(r.outcome, r.finished_at) for r in runs if r.finished_at is not None], last_walks
+    )
 
 
 def _check_state(

@@ -103,6 +103,9 @@ def test_budgeted_runs_count_as_fresh_once_every_project_is_walked(
     and the last-success metric is the oldest project's last walk."""
     from datetime import datetime, timedelta, timezone
 
+    from exporter.analytics.report import REPORT_SQL
+    from exporter.analytics.report_figures import freshness
+    from exporter.analytics.views import connect
     from exporter.ops.check import run_check
     from exporter.ops.metrics import collect_metrics
 
@@ -123,6 +126,12 @@ def test_budgeted_runs_count_as_fresh_once_every_project_is_walked(
     assert [f for f in report.findings if f.check in ("stale_sync", "project_not_synced")] == []
     oldest = datetime.fromtimestamp(min(walks) / 1e6, timezone.utc)
     assert report.last_success_at == oldest
+    # The report's headline says the same ("no successful sync yet" before).
+    con = connect(tmp_path, only=REPORT_SQL)
+    try:
+        assert freshness(con, datetime.now(timezone.utc))["last_success_at"] == oldest
+    finally:
+        con.close()
     metrics = {m.name: m for m in collect_metrics(tmp_path)}
     [(_, success)] = metrics["opsaudit_last_success_timestamp_seconds"].samples
     assert success == min(walks) / 1e6

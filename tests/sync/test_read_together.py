@@ -161,7 +161,15 @@ def test_the_report_over_datasets_equals_the_report_over_one_holding_the_same(
 
     together = report(dirs["a"], dirs["b"], dirs["all"])
     assert together["headline"]["operations"] > 0
-    assert together == report(dirs["all"])
+    alone = report(dirs["all"])
+    fresh = together.pop("freshness")
+    alone.pop("freshness")
+    assert together == alone
+    # How fresh: the least fresh dataset's, named (the freshest one's hid a dataset whose sync
+    # stopped), as its own report says it.
+    own = {str(d): report(d)["freshness"] for d in (dirs["a"], dirs["b"], dirs["all"])}
+    stalest = min(own, key=lambda d: own[d]["last_success_at"])
+    assert fresh == {**own[stalest], "dataset": stalest}
 
 
 def test_connect_takes_a_list_and_refuses_a_dataset_given_twice(accounts: Any) -> None:
@@ -180,3 +188,20 @@ def test_connect_takes_a_list_and_refuses_a_dataset_given_twice(accounts: Any) -
     )
     assert result.exit_code == 2
     assert "--data-dir nowhere does not exist" in result.output
+
+
+def test_the_report_over_datasets_says_how_fresh_the_least_fresh_one_is(
+    accounts: Any, tmp_path: Path
+) -> None:
+    """A dataset whose syncs never succeeded (a revoked key), read with one synced now: the
+    headline names it and says "no successful sync yet", not the other's freshness."""
+    sim, dirs = accounts
+    never = tmp_path / "never"
+    assert run_sync(sim, never, key="not-a-key").outcome == "auth_failed"
+    result = CliRunner().invoke(
+        cli, ["report", "--data-dir", str(dirs["all"]), "--data-dir", str(never)]
+    )
+    assert result.exit_code == 0, result.output
+    [data] = [line for line in result.stdout.splitlines() if line.startswith("Data ")]
+    assert f"least fresh dataset {never}: no successful sync yet; last run " in data
+    assert data.endswith(": auth_failed (0 of 0 projects)")

@@ -890,6 +890,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "check-names-never-read-unseen",  # check ok while operations have no names
+        "exporter/ops/check.py",
+        "    for (pid,) in unnamed:\n",
+        "    for (pid,) in []:\n",
+        ("tests/ops/test_check.py::test_names_never_read_are_a_finding_once_older_than_max_age",),
+    ),
+    Mutant(
         "unexpected-error-escapes",  # finding 4: a traceback and exit 1 ("partial")
         "exporter/cli/_group.py",
         "            ctx.exit(int(ExitCode.FATAL))\n",

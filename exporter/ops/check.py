@@ -149,8 +149,8 @@ def parse_threshold(text: str) -> Threshold:
 class Finding:
     """One thing that needs attention; `line()` is what `opsaudit check` prints."""
 
-    check: str  # stale_sync, project_not_synced, project_error, open_not_reread,
-    # retention_gap, retention_coverage, threshold, events_backlog
+    check: str  # stale_sync, project_not_synced, project_error, names_not_read,
+    # open_not_reread, retention_gap, retention_coverage, threshold, events_backlog
     subject: str | None  # the project id, or the threshold as written; None for the whole trail
     message: str
 
@@ -287,6 +287,13 @@ def _check_state(
             (_us(now - reread_max_age),),
         )
         backlog = read_backlog(state)
+        # Walked, but the branches and endpoints never listed, and first listed longer ago
+        # than --max-age: runs cut before the names (a time budget too short for them).
+        unnamed = state.query(
+            "SELECT id FROM projects WHERE deleted_us IS NULL AND names_read_us IS NULL "
+            "AND last_synced_us IS NOT NULL AND first_seen_us < ? ORDER BY id",
+            (_us(now - max_age),),
+        )
     finally:
         state.close()
 
@@ -355,6 +362,16 @@ def _check_state(
             find(Finding("project_error", pid, f"project {pid} failed its last sync: {error}"))
         if last is None:
             backfilling.add(pid)
+    for (pid,) in unnamed:
+        find(
+            Finding(
+                "names_not_read",
+                pid,
+                f"project {pid}: its branches and endpoints were never listed (its operations "
+                "have no names) though it was first listed longer ago than --max-age; runs end "
+                "before they are read: raise --time-budget or --max-requests",
+            )
+        )
 
     # Open operations the bounded refresh has not reached for too long.
     for pid, count, stale, oldest_checked_us in open_rows:

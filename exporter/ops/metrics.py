@@ -233,6 +233,7 @@ CHECKS = (
     "stale_sync",
     "project_not_synced",
     "project_error",
+    "names_not_read",
     "open_not_reread",
     "retention_gap",
     "retention_coverage",

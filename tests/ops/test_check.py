@@ -97,6 +97,28 @@ def test_failing_project(trail: tuple[Any, Path, dt.datetime]) -> None:
     ]
 
 
+def test_names_never_read_are_a_finding_once_older_than_max_age(
+    trail: tuple[Any, Path, dt.datetime],
+) -> None:
+    """A project walked whose branches and endpoints were never listed (runs cut before them,
+    a route a proxy lacks) has operations without names: `check` says so (it said ok)."""
+    _, data_dir, finished = trail
+    unnamed = sorted(synced_at(data_dir))[0]
+    state_write(data_dir, "UPDATE projects SET names_read_us = NULL WHERE id = ?", (unnamed,))
+    as_of = finished + dt.timedelta(minutes=10)
+    soon = invoke("check", "--data-dir", str(data_dir), "--as-of", iso(as_of))
+    assert soon.exit_code == 0, soon.stdout  # first listed less than --max-age ago
+    listed = int((finished - dt.timedelta(hours=3)).timestamp() * 1_000_000)
+    state_write(data_dir, "UPDATE projects SET first_seen_us = ? WHERE id = ?", (listed, unnamed))
+    result = invoke("check", "--data-dir", str(data_dir), "--as-of", iso(as_of))
+    assert result.exit_code == 8
+    assert result.stdout.splitlines() == [
+        f"names_not_read: project {unnamed}: its branches and endpoints were never listed (its "
+        "operations have no names) though it was first listed longer ago than --max-age; runs "
+        "end before they are read: raise --time-budget or --max-requests"
+    ]
+
+
 def test_open_operations_not_reread(trail: tuple[Any, Path, dt.datetime]) -> None:
     sim, data_dir, finished = trail
     open_by_project: dict[str, int] = {}

@@ -897,6 +897,15 @@ MUTANTS = [
         ("tests/ops/test_check.py::test_names_never_read_are_a_finding_once_older_than_max_age",),
     ),
     Mutant(
+        "metrics-file-not-checked-before-the-run",  # exit 2 after a run that synced
+        "exporter/cli/_common.py",
+        "        callback=_metrics_folder_writable,\n",
+        "",
+        (
+            "tests/ops/test_metrics.py::test_a_metrics_file_in_no_directory_is_refused_before_the_run",
+        ),
+    ),
+    Mutant(
         "unexpected-error-escapes",  # finding 4: a traceback and exit 1 ("partial")
         "exporter/cli/_group.py",
         "            ctx.exit(int(ExitCode.FATAL))\n",

@@ -169,12 +169,26 @@ def emit(text: str | bytes, output: Path | None) -> None:
             raise ConfigError(f"cannot write -o {output}: {exc.strerror}") from None
 
 
+def _metrics_folder_writable(_ctx: click.Context, _param: Any, value: Path | None) -> Any:
+    """Refused before any work (exit 2), not after the run did its work: the file is written
+    aside in its directory and renamed."""
+    if value is None:
+        return None
+    folder = value.parent
+    if not folder.is_dir():
+        raise click.BadParameter(f"{folder} is not a directory")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise click.BadParameter(f"{folder} is not writable")
+    return value
+
+
 def metrics_file_option(f: F) -> F:
     """`--metrics-file PATH`: Prometheus textfile-collector output, replaced atomically."""
     return click.option(
         "--metrics-file",
         type=click.Path(dir_okay=False, path_type=Path),
         default=None,
+        callback=_metrics_folder_writable,
         help="Also write Prometheus metrics to FILE (node_exporter textfile collector: "
         "name it *.prom in its directory); replaced atomically.",
     )(f)

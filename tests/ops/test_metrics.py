@@ -155,3 +155,23 @@ def test_partial_and_locked_runs_still_write_metrics(make_sim: Any, tmp_path: Pa
         os.close(fd)
     assert locked.exit_code == 4
     assert parse(prom)["opsaudit_last_success_timestamp_seconds"] == first
+
+
+def test_a_metrics_file_in_no_directory_is_refused_before_the_run(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """Exit 2 before any request, not after the run did its work (it had committed, then
+    exited 2: a supervisor saw a usage error for a run that synced)."""
+    sim = make_sim(seed=12, projects=1, shared_projects=0, orgs=1)
+    env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
+    prom = tmp_path / "nowhere" / "opsaudit.prom"
+    for command in ("sync", "check"):
+        result = invoke(
+            command, "--data-dir", str(tmp_path / "data"), "--metrics-file", str(prom), env=env
+        )
+        assert result.exit_code == 2, result.output
+        assert (
+            f"Invalid value for '--metrics-file': {prom.parent} is not a directory" in result.output
+        )
+    assert sim.stats()["requests"] == 0
+    assert not (tmp_path / "data").exists()

@@ -898,11 +898,21 @@ MUTANTS = [
     ),
     Mutant(
         "metrics-file-not-checked-before-the-run",  # exit 2 after a run that synced
-        "exporter/cli/_common.py",
+        "exporter/cli/_metrics.py",
         "        callback=_metrics_folder_writable,\n",
         "",
         (
             "tests/ops/test_metrics.py::test_a_metrics_file_in_no_directory_is_refused_before_the_run",
+        ),
+    ),
+    Mutant(
+        "lock-held-by-a-dead-runs-helper-exits-4",  # the next run after a kill exits 4
+        "exporter/store/state.py",
+        "            if not (_holder_gone(fd) and _await_lock(fd, HELPERS_WAIT_S)):\n",
+        "            if True:\n",
+        (
+            "tests/sync/test_views_refresh.py::"
+            "test_a_sync_killed_while_its_child_writes_the_views_leaves_the_directory_locked",
         ),
     ),
     Mutant(

@@ -88,10 +88,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from exporter.core.errors import LockHeldError  # noqa: E402
 from exporter.simulator import Faults, RateLimits, SimConfig, Simulator  # noqa: E402
-from exporter.store.local.dataset import LOCK_FILE  # noqa: E402
-from exporter.store.state import DataDirLock  # noqa: E402
 
 TERMINAL = frozenset({"finished", "cancelled", "skipped"})
 # What a bounded run (WalkLimits, max_gets_per_run) may GET: named in the report of a stale op.
@@ -712,10 +709,6 @@ class Soak:
         res.syncs += 1
         stderr = err_path.read_text(errors="replace")
         if killed_at is not None:
-            # What the killed run started may still hold the directory's lock (the views
-            # database's child, the events appender) until it ends: a cron's next run, minutes
-            # later, finds it free; one started at once would exit 4 (locked), as documented.
-            self._await_unlocked()
             res.kills += 1
             res.exit_codes["killed"] += 1
             self.events.append(
@@ -731,21 +724,6 @@ class Soak:
         if "Traceback" in stderr or rc not in (0, 1):
             res.anomalies.append(f"round {res.rounds - 1}: exit {rc}: {stderr.strip()[-400:]}")
         return Attempt(rc, seconds, None, stderr)
-
-    def _await_unlocked(self) -> None:
-        if not self.data_dir.is_dir():  # killed before it made the directory
-            return
-        lock = DataDirLock(self.data_dir / LOCK_FILE)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                lock.acquire(wait=False)
-                lock.release()
-                return
-            except LockHeldError:
-                if time.monotonic() > deadline:
-                    raise Mismatch("the directory stayed locked a minute after a kill") from None
-                time.sleep(0.01)
 
     def _kill(self, proc: subprocess.Popen[bytes], started: float, base: int) -> float | None:
         """SIGKILL `proc` at a random instant; returns when (seconds after start), or None when

@@ -98,10 +98,13 @@ def build_events_config(
 ) -> Any:
     """The run's `EventsConfig`, or None when neither a file nor a webhook is given;
     `ConfigError` (a usage error) for a webhook without a usable secret."""
+    from exporter.events.outbox import EventsConfig, parse_event_filter
+
+    # A malformed filter is an error with or without a sink (a typo is not silently ignored).
+    filters = [parse_event_filter(t) for t in events_filters]
     if events_file is None and not webhook:
         return None
     from exporter.events.delivery import read_webhook_secret, validate_webhook_url
-    from exporter.events.outbox import EventsConfig, parse_event_filter
 
     key = None
     if webhook:
@@ -117,7 +120,7 @@ def build_events_config(
         webhook_url=webhook or None,
         webhook_key=key,
         backfill=events_backfill,
-        filters=[parse_event_filter(t) for t in events_filters],
+        filters=filters,
         webhook_timeout=webhook_timeout,
         webhook_attempts=webhook_attempts,
     )

@@ -15,13 +15,12 @@ from exporter.cli._common import (
     data_dir_option,
     emit,
     local_data_dir_option,
-    metrics_file_option,
     output_options,
     read_key,
     storage_option_option,
-    write_metrics_file,
 )
 from exporter.cli._group import short_help
+from exporter.cli._metrics import metrics_file_option, write_metrics_file
 from exporter.core.errors import ConfigError, ExitCode
 
 

@@ -22,15 +22,14 @@ from exporter.cli._common import (
     emit,
     existing_data_dir,
     lean_allocators,
-    metrics_file_option,
     output_options,
     read_key,
     setup_logging,
     storage_option_option,
-    write_metrics_file,
 )
 from exporter.cli._events import events_options
 from exporter.cli._group import short_help
+from exporter.cli._metrics import metrics_file_option, write_metrics_file
 from exporter.cli._ops import Duration, FiniteFloatRange
 from exporter.core.errors import ConfigError, OpsauditError, StorageError
 

@@ -12,6 +12,7 @@ import fcntl
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1098,6 +1099,39 @@ class StateDB:
             con.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in paths])
 
 
+# How long a run waits for the helpers of a run that died (the views database's child, the
+# events appender: they inherit the lock and finish their work alone) before it says the
+# directory is locked.
+HELPERS_WAIT_S = 60.0
+
+
+def _holder_gone(fd: int) -> bool:
+    """Whether the run that took the lock (its pid, written in the lock file) is gone while the
+    lock is still held: then one of its helpers holds it, for a moment."""
+    try:
+        pid = int(os.pread(fd, 32, 0).decode().strip())
+    except (OSError, ValueError):
+        return False  # killed before it wrote its pid, or not ours: held, as far as we know
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
+
+
+def _await_lock(fd: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            time.sleep(0.01)
+    return False
+
+
 class DataDirLock:
     """An exclusive lock on the data directory (flock: released by the OS if we are killed)."""
 
@@ -1110,11 +1144,12 @@ class DataDirLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError as exc:
-            os.close(fd)
-            raise LockHeldError(
-                f"another opsaudit sync is running on this data directory (lock {self.path}); "
-                "it exits by itself, or use --wait to queue behind it"
-            ) from exc
+            if not (_holder_gone(fd) and _await_lock(fd, HELPERS_WAIT_S)):
+                os.close(fd)
+                raise LockHeldError(
+                    f"another opsaudit sync is running on this data directory (lock "
+                    f"{self.path}); it exits by itself, or use --wait to queue behind it"
+                ) from exc
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd

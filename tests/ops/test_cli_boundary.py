@@ -31,6 +31,17 @@ def test_bad_environment_value_is_a_usage_error_naming_the_variable(tmp_path: Pa
     assert list(tmp_path.iterdir()) == []  # nothing started
 
 
+def test_a_malformed_events_filter_is_refused_without_a_sink_too(tmp_path: Path) -> None:
+    """A typo in --events-filter is an error whether or not a sink is given (it was accepted,
+    and ignored, without one; refused with one)."""
+    result = invoke(
+        "sync", "--data-dir", str(tmp_path), "--events-filter", "foo=bar", env={"NEON_API_KEY": "k"}
+    )
+    assert result.exit_code == 2
+    assert "\nError: --events-filter 'foo=bar' is not a filter: write FIELD=V1,V2" in result.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing started
+
+
 MAX_RPS = "'--max-rps' (env var: 'OPSAUDIT_MAX_RPS')"
 
 

@@ -916,6 +916,15 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "killed-run-shown-running",  # status and doctor: running, while the lock is free
+        "exporter/store/state.py",
+        "    if not gone:\n        return runs\n",
+        "    if True:\n        return runs\n",
+        (
+            "tests/sync/test_status.py::test_a_run_whose_process_is_gone_shows_as_killed_not_running",
+        ),
+    ),
+    Mutant(
         "unexpected-error-escapes",  # finding 4: a traceback and exit 1 ("partial")
         "exporter/cli/_group.py",
         "            ctx.exit(int(ExitCode.FATAL))\n",

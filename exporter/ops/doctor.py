@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from exporter.analytics.format import jsonable
 from exporter.core.errors import ApiError, AuthError, ConfigError, StorageError
 from exporter.core.layout import LOCK_FILE, STATE_FILE, VIEWS_DB
-from exporter.store.state import FORMAT_VERSION, StateDB
+from exporter.store.state import FORMAT_VERSION, StateDB, settled_runs
 
 __all__ = ["DoctorFinding", "DoctorReport", "run_doctor"]
 
@@ -476,7 +476,7 @@ def _check_state(report: DoctorReport, path: Path, now: dt.datetime) -> None:
         return
     try:
         version = state.query("SELECT value FROM meta WHERE key = 'format_version'")[0][0]
-        runs = state.runs_rows()
+        runs = settled_runs(state.runs_rows(), path.parent / LOCK_FILE)
     finally:
         state.close()
     report.add("state", "ok", f"state format {version} (this opsaudit reads {FORMAT_VERSION})")

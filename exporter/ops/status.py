@@ -16,8 +16,8 @@ import orjson
 
 from exporter.analytics.format import jsonable, render
 from exporter.core.errors import StorageError, missing_data_dir
-from exporter.core.layout import STATE_FILE, VERSIONS_DIR
-from exporter.store.state import StateDB
+from exporter.core.layout import LOCK_FILE, STATE_FILE, VERSIONS_DIR
+from exporter.store.state import StateDB, settled_runs
 
 __all__ = ["PROJECT_COLUMNS", "RUN_COLUMNS", "Status", "read_status", "render_status"]
 
@@ -94,7 +94,7 @@ def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = No
     state = StateDB(path, read_only=True)
     try:
         project_rows = state.projects_rows()
-        run_rows = state.runs_rows()
+        run_rows = settled_runs(state.runs_rows(), data_dir / LOCK_FILE)
         cov = state.coverage(int(now.timestamp() * 1_000_000))
         by_last_read = state.open_by_last_read(int(now.timestamp() * 1_000_000))
         known = state.known_files()

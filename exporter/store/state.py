@@ -1121,6 +1121,25 @@ def _holder_gone(fd: int) -> bool:
     return False
 
 
+def settled_runs(runs: list[RunRow], lock_path: Path) -> list[RunRow]:
+    """`runs` as a reader should show them: a run still `running` whose process is gone (the
+    pid the lock file names: it took the lock last) was killed; the next sync's recovery
+    records it so (`mark_killed_runs`). Nothing is locked or written."""
+    if not any(r.outcome == Outcome.RUNNING for r in runs):
+        return runs
+    try:
+        fd = os.open(lock_path, os.O_RDONLY)
+    except OSError:
+        return runs
+    try:
+        gone = _holder_gone(fd)
+    finally:
+        os.close(fd)
+    if not gone:
+        return runs
+    return [r._replace(outcome=Outcome.KILLED) if r.outcome == Outcome.RUNNING else r for r in runs]
+
+
 def _await_lock(fd: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -1174,4 +1193,5 @@ __all__ = [
     "ProjectCheckpoint",
     "StateDB",
     "ids_json",
+    "settled_runs",
 ]

@@ -94,3 +94,36 @@ def test_a_stray_file_is_named_by_status_and_ignored_by_query_and_report(
     assert json.loads(status.output)["stray_files"] == [relative]
     text = runner.invoke(cli, ["status", *args])
     assert f"are never read (remove them): {relative}" in text.output
+
+
+def test_a_run_whose_process_is_gone_shows_as_killed_not_running(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """A sync killed (kill -9) leaves its run `running` until the next sync's recovery: status
+    and doctor show it killed once the process the lock file names is gone (they showed it
+    running while doctor said the lock was free); a run whose process lives is running."""
+    import os
+    import sqlite3
+    import subprocess
+    import sys
+
+    sim = make_sim(seed=3, projects=1, shared_projects=0, orgs=1, days=1)
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    con = sqlite3.connect(tmp_path / "state.sqlite")
+    with con:
+        con.execute("UPDATE runs SET outcome = 'running', finished_us = NULL")
+    con.close()
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    for pid, shown in ((int(gone.stdout), "killed"), (os.getpid(), "running")):
+        (tmp_path / ".lock").write_text(f"{pid}\n")
+        result = CliRunner().invoke(
+            cli, ["status", "--data-dir", str(tmp_path), "--format", "json"]
+        )
+        assert result.exit_code == 0, result.output
+        assert [r["outcome"] for r in json.loads(result.stdout)["runs"]] == [shown]
+        doctor = CliRunner().invoke(
+            cli, ["doctor", "--data-dir", str(tmp_path)], env={"NEON_API_KEY": ""}
+        )
+        assert f": {shown}" in doctor.output, doctor.output

@@ -925,6 +925,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "names-left-read-after-the-page",  # a short --time-budget never reads them
+        "exporter/engine/walk.py",
+        "            if self._names_left_before():\n",
+        "            if False:\n",
+        (
+            "tests/sync/test_budget_runs.py::"
+            "test_names_left_by_runs_cut_short_are_read_first_and_finish_under_a_short_time_budget",
+        ),
+    ),
+    Mutant(
         "unexpected-error-escapes",  # finding 4: a traceback and exit 1 ("partial")
         "exporter/cli/_group.py",
         "            ctx.exit(int(ExitCode.FATAL))\n",

@@ -144,3 +144,34 @@ def test_budgeted_runs_count_as_fresh_once_every_project_is_walked(
     gaps = [f.message for f in later.findings if f.check == "retention_gap"]
     assert len(gaps) == 1 and gaps[0].startswith("the last run that synced finished ")
     assert_matches_truth(sim, tmp_path)
+
+
+def test_names_left_by_runs_cut_short_are_read_first_and_finish_under_a_short_time_budget(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """Walks complete, their names left (a budget too short for them): each later run reads
+    the names of such a project before its page, while it has time. After the page, a
+    --time-budget that fits a page and one listing per walker cut them in every run, for ever
+    (a new user's first hour: every run exit 0, most operations without names)."""
+    sim = _sim(make_sim, 1907, projects=4)
+    # The listing and the four pages: every walk completes, the names of most are left.
+    first = run_sync(sim, tmp_path, max_requests=7)
+    assert first.outcome == "budget"
+    assert None in _names_read(tmp_path)
+    # About eleven requests a run (5 a second and the pacer's burst): the listing, a page and
+    # one listing per walker: before, the four branches listings of every run were dropped.
+    for _ in range(12):  # two or three runs on a quiet box; a busy one fits fewer requests
+        sim.advance(60)
+        run_sync(sim, tmp_path, max_rps=5, concurrency=4, time_budget=1.3)
+        if None not in _names_read(tmp_path):
+            break
+    assert None not in _names_read(tmp_path)
+    assert_matches_truth(sim, tmp_path)
+
+
+def _names_read(data_dir: Path) -> list[int | None]:
+    con = sqlite3.connect(data_dir / "state.sqlite")
+    try:
+        return [r[0] for r in con.execute("SELECT names_read_us FROM projects ORDER BY id")]
+    finally:
+        con.close()

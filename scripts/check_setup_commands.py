@@ -97,7 +97,7 @@ def run(command: str, expected: str, timeout: float) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", type=int, choices=(1, 2), help="run only this command")
-    parser.add_argument("--timeout", type=float, default=1200.0, help="seconds per command")
+    parser.add_argument("--timeout", type=float, default=2400.0, help="seconds per command")
     args = parser.parse_args(argv)
     commands = setup_commands((ROOT / "README.md").read_text())
     if len(commands) != 2:

@@ -320,7 +320,7 @@ def _report_summary(summary: RunSummary, log_format: str, quiet: bool = False) -
             echo_error(message, project_id=pid)
     else:
         for pid, message in errors[:20]:
-            click.echo(f"  {pid}: {message}", err=True)
+            click.echo(f"  {pid or 'discovery'}: {message}", err=True)  # "": the listings
         if len(errors) > 20:
             click.echo(f"  ... and {len(errors) - 20} more", err=True)
     if summary.error:

@@ -746,8 +746,8 @@ class _Run:
                     "nothing was ever read from it (a mistyped --project)",
                     pid,
                 )
-        for n, message in enumerate(found.errors, 1):
-            summary.errors["discovery" if n == 1 else f"discovery {n}"] = message
+        if found.errors:  # keyed "" (no project): every listing that failed, in one entry
+            summary.errors[""] = "; ".join(found.errors)
         self.budget.spend(client.stats.requests)
         if self.budget.requests_left is not None and self.budget.requests_left <= 0 and found.ids:
             # Every run would list, walk nothing and exit 0 `budget`, for ever (finding 10).

@@ -366,9 +366,7 @@ def test_4_one_organizations_failing_listing_makes_the_run_partial(
     sim.fail_requests(f"/projects?org_id={broken}", 503)
     summary = run_sync(sim, tmp_path, retry=TWO_TRIES)
     assert (summary.outcome, summary.exit_code) == ("partial", 1), summary.error
-    assert summary.errors[""].startswith(
-        f"listing the projects of organization {broken} failed: "
-    )
+    assert summary.errors[""].startswith(f"listing the projects of organization {broken} failed: ")
     assert_matches_truth(
         sim, tmp_path, [*sim.project_ids(healthy), *sim.project_ids(sim.world.foreign_org)]
     )

@@ -83,7 +83,9 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(_LAZY[name]), name)
     if name == "connect":
         from exporter.analytics.views import connect
+        from exporter.core.duck import whole_package
 
+        whole_package()  # a notebook's connection has DuckDB's whole API (`.sql(...).df()`)
         return connect
     if name == "check_read_only":
         from exporter.analytics.views import check_read_only

@@ -2021,6 +2021,33 @@ MUTANTS = [
             "test_rendered_operations_cost_their_length_not_a_render_buffer",
         ),
     ),
+    Mutant(
+        "duckdb-package-imported-by-the-commands",  # issue 24: ~70-100 ms of query's start-up
+        "exporter/core/duck.py",
+        "    import _duckdb as duckdb\n",
+        "    import duckdb\n",
+        (
+            "tests/test_import_costs.py::"
+            "test_query_and_report_load_the_engine_without_the_duckdb_package",
+        ),
+    ),
+    Mutant(
+        "names-not-exported-scanned-by-the-bare-engine",  # query fails while a sync runs
+        "exporter/store/local/reader.py",
+        "            whole_package()  # DuckDB scans an Arrow table through the package's readers\n",
+        "            pass\n",
+        (
+            "tests/test_import_costs.py::"
+            "test_names_the_files_lag_behind_are_read_without_the_duckdb_package_loaded",
+        ),
+    ),
+    Mutant(
+        "notebook-connection-without-the-relation-api",  # exporter.connect().sql(...) fails
+        "exporter/__init__.py",
+        "        whole_package()  # a notebook's connection has DuckDB's whole API (`.sql(...).df()`)\n",
+        "        pass\n",
+        ("tests/test_import_costs.py::test_a_notebook_s_connection_has_the_whole_duckdb_api",),
+    ),
 ]
 
 

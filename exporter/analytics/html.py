@@ -21,8 +21,6 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-import duckdb
-
 from exporter.analytics.format import jsonable, readable_interval
 from exporter.analytics.report import (
     BRANCH_COLUMNS,
@@ -41,6 +39,7 @@ from exporter.analytics.report import (
 )
 from exporter.analytics.report_text import freshness_text
 from exporter.analytics.views import execute
+from exporter.core.duck import duckdb
 
 __all__ = ["CHARTS", "HTML_SQL", "render_html"]
 

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import duckdb
 import orjson
 
 from exporter.analytics.format import branch_failure_line, branch_label, jsonable
@@ -32,6 +31,7 @@ from exporter.analytics.report_figures import (
 )
 from exporter.analytics.views import execute
 from exporter.analytics.window import parse_since, parse_until
+from exporter.core.duck import duckdb
 
 __all__ = [
     "BRANCH_COLUMNS",

@@ -12,9 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-import duckdb
-
 from exporter.analytics.views import execute
+from exporter.core.duck import duckdb
 from exporter.core.model import STOPPED_OUTCOMES, last_current
 
 __all__ = [

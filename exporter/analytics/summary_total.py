@@ -18,8 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import duckdb
-
+from exporter.core.duck import duckdb
 from exporter.core.layout import fsync_dir, summary_total_file
 from exporter.store.local.reader import committed_summary
 

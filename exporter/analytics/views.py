@@ -19,9 +19,8 @@ from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import duckdb
-
 from exporter.analytics.summary_total import delete_older_totals, write_summary_total
+from exporter.core.duck import duckdb
 from exporter.core.errors import ConfigError, QueryError, ReadOnlyError
 from exporter.core.layout import (
     BASE_VIEWS,

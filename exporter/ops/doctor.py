@@ -515,7 +515,7 @@ def _check_views(report: DoctorReport, data_dir: Path) -> None:
     path = data_dir / VIEWS_DB
     if not path.is_file():
         return  # written by the first sync
-    import duckdb
+    from exporter.core.duck import duckdb
 
     try:
         con = duckdb.connect(str(path), read_only=True)

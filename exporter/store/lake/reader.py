@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from exporter.core.duck import whole_package
 from exporter.core.layout import (
     FLAGGED_GLOB,
     PROJECTS_FILE,
@@ -39,6 +40,7 @@ def lake_relations(con: Any, dataset: LakeDataset, tag: str = "") -> dict[str, S
     snapshot (a pyarrow dataset) in DuckDB connection `con` (under names ending in `tag`) and
     return, per source path the .sql files read, the relation that replaces their
     `read_parquet(...)` ("" for a table not written yet: the loader's empty relation)."""
+    whole_package()  # DuckDB scans the snapshots through the package's Arrow readers
     out: dict[str, Source] = {}
     versions, superseded, txn = dataset.versions_snapshot()
     if versions is not None:

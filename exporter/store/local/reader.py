@@ -44,6 +44,9 @@ class LocalReader:
         # or killed after its commits and before its export): the operations read are the
         # state's committed files, so their names must be the state's too (issue 21).
         for table, rows in _names_not_exported(root):
+            from exporter.core.duck import whole_package  # not in a sync: no engine there
+
+            whole_package()  # DuckDB scans an Arrow table through the package's readers
             relation = f"_opsaudit_{table.name}{tag}"
             con.register(relation, rows)
             out[table.file] = f"(SELECT * FROM {relation})"

@@ -1,0 +1,30 @@
+"""DuckDB for opsaudit's own commands: the engine, without the `duckdb` package's Python layer.
+
+`import duckdb` (2.x) builds its relation API in Python (some forty dataclasses) and asks
+`importlib.metadata` for its own version: ~70-100 ms of every `opsaudit query`, `report` and
+views-database child (bench/README.md, row 11). The commands only connect, execute and fetch,
+which the engine's extension module `_duckdb` serves alone; `duckdb` re-exports the very same
+classes and exceptions, so `duck.duckdb.Error` is `duckdb.Error`.
+
+Two things need the package on top (`whole_package`): scanning a Python Arrow object
+(`con.register`, which calls back into readers the package installs on import) and the relation
+API a notebook uses on `exporter.connect()`'s connection (`.sql(...).df()`). A DuckDB without a
+separate engine module gets the package itself.
+"""
+
+from __future__ import annotations
+
+try:
+    import _duckdb as duckdb
+except ImportError:  # DuckDB releases before the engine moved to its own module
+    import duckdb  # type: ignore[no-redef]
+
+
+def whole_package() -> None:
+    """Load the `duckdb` package over the engine (once per process; every connection, made
+    before or after, gains what it adds): before `con.register` of an Arrow object, and for a
+    connection handed to a notebook."""
+    import duckdb as _package  # noqa: F401
+
+
+__all__ = ["duckdb", "whole_package"]

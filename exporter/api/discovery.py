@@ -163,7 +163,11 @@ def discover(
                 raise
             log.info("no organization listing for this key (%s); listing its projects", exc)
             orgs = []
-    if not orgs:
+    if orgs:
+        _list_organizations(lister, found, orgs)
+        if not org_ids:
+            _list_shared(lister, found)
+    else:
         try:
             lister.list(org_id=None, scope=ALL)
         except ScopeError as exc:
@@ -172,12 +176,6 @@ def discover(
             ) from exc
         if listed_orgs:  # a personal key in no organization: others may share projects with it
             _list_shared(lister, found)
-        found.whole_account = not org_ids and found.complete and not found.errors
-        _add_unavailable(found)
-        return found
-    _list_organizations(lister, found, orgs)
-    if not org_ids:
-        _list_shared(lister, found)
     found.whole_account = not org_ids and found.complete and not found.errors
     _add_unavailable(found)
     return found

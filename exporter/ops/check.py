@@ -252,11 +252,11 @@ def run_check(
 SYNCED_OUTCOMES = (Outcome.OK, Outcome.PARTIAL, Outcome.BUDGET, Outcome.INTERRUPTED)
 
 
-# Runs that stop early on purpose (`--time-budget`/`--max-requests`, a signal): whether the
-# trail is current is read from the projects' walks, not from the outcome's name.
 def last_success_us(runs: Sequence[RunRow], last_walks: Sequence[int | None]) -> int | None:
     """When the trail was last known current (microseconds), from `runs` (oldest first) and each
-    project's last completed walk (deleted projects left out): `core.model.last_current`."""
+    project's last completed walk (deleted projects left out): `core.model.last_current`, the
+    one definition the report's freshness shares (a run stopped early on purpose counts by the
+    walks it completed, not by its outcome's name)."""
     return last_current(
         [(r.outcome, r.finished_at) for r in runs if r.finished_at is not None], last_walks
     )

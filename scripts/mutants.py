@@ -1816,8 +1816,8 @@ MUTANTS = [
     Mutant(
         "config-file-not-read",
         "exporter/cli/_config.py",
-        "        if values:\n            out[name] = values\n",
-        "        pass\n",
+        "            if values:\n                out[name] = values\n",
+        "            pass\n",
         (
             "tests/ops/test_cli_boundary.py::"
             "test_a_config_file_sets_defaults_and_flags_and_environment_win",
@@ -2047,6 +2047,13 @@ MUTANTS = [
         "        whole_package()  # a notebook's connection has DuckDB's whole API (`.sql(...).df()`)\n",
         "        pass\n",
         ("tests/test_import_costs.py::test_a_notebook_s_connection_has_the_whole_duckdb_api",),
+    ),
+    Mutant(
+        "config-after-the-command-loses-to-the-one-before",  # the nearer file must win
+        "exporter/cli/_config.py",
+        "        ctx.default_map = {**(ctx.default_map or {}), **values}\n",
+        "        ctx.default_map = {**values, **(ctx.default_map or {})}\n",
+        ("tests/ops/test_cli_boundary.py::test_config_after_the_command_as_before_it",),
     ),
 ]
 

@@ -37,14 +37,9 @@ __all__ = ["cli", "main"]
 @click.pass_context
 def cli(ctx: click.Context, config_file: Path | None) -> None:
     """Export a hosted-Postgres platform's operation history to Parquet and query it with DuckDB."""
-    from exporter.cli._config import default_map, find_config, read_config
+    from exporter.cli._config import default_map, find_config, named_config, read_config
 
-    if config_file is not None:
-        if not config_file.is_file():
-            raise click.BadParameter(f"{config_file} does not exist", param_hint="'--config'")
-        found: tuple[Path, bool] | None = (config_file, config_file.name == "pyproject.toml")
-    else:
-        found = find_config(Path.cwd())
+    found = find_config(Path.cwd()) if config_file is None else named_config(config_file)
     if found is not None:
         # click consults the default map only for what neither a flag nor the environment set.
         ctx.default_map = default_map(cli, read_config(*found))

@@ -22,7 +22,16 @@ import click
 
 from exporter.core.errors import ConfigError
 
-__all__ = ["CONFIG_FILE", "KEYS", "default_map", "find_config", "read_config"]
+__all__ = [
+    "CONFIG_FILE",
+    "KEYS",
+    "command_config_option",
+    "configured",
+    "default_map",
+    "find_config",
+    "named_config",
+    "read_config",
+]
 
 CONFIG_FILE = "opsaudit.toml"
 # Each key of the file and the parameter names it sets, in every command that has them.
@@ -49,6 +58,14 @@ def find_config(directory: Path) -> tuple[Path, bool] | None:
     if project.is_file() and "[tool.opsaudit]" in project.read_text(errors="replace"):
         return project, True
     return None
+
+
+def named_config(path: Path) -> tuple[Path, bool]:
+    """The file `--config` names (True: a pyproject.toml, whose values are under
+    [tool.opsaudit]); a usage error when there is none."""
+    if not path.is_file():
+        raise click.BadParameter(f"{path} does not exist", param_hint="'--config'")
+    return path, path.name == "pyproject.toml"
 
 
 def read_config(path: Path, in_pyproject: bool = False) -> dict[str, Any]:
@@ -81,16 +98,45 @@ def default_map(group: click.Group, settings: dict[str, Any]) -> dict[str, dict[
     ctx = click.get_current_context()
     for name in group.list_commands(ctx):
         command = group.get_command(ctx, name)
-        if name in _NOT_CONFIGURED or command is None:
-            continue
-        values: dict[str, Any] = {}
-        for key, value in settings.items():
-            for param in command.params:
-                if param.name in KEYS[key]:
-                    multiple = getattr(param, "multiple", False)
-                    if multiple:
-                        value = list(value) if isinstance(value, list) else [value]
-                    values[param.name] = value
-        if values:
-            out[name] = values
+        if configured(name) and command is not None:
+            values = _command_defaults(command, settings)
+            if values:
+                out[name] = values
     return out
+
+
+def configured(name: str) -> bool:
+    """Whether command `name` reads the configuration file."""
+    return name not in _NOT_CONFIGURED
+
+
+def _command_defaults(command: click.Command, settings: dict[str, Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, value in settings.items():
+        for param in command.params:
+            if param.name in KEYS[key]:
+                multiple = getattr(param, "multiple", False)
+                if multiple:
+                    value = list(value) if isinstance(value, list) else [value]
+                values[param.name] = value
+    return values
+
+
+def command_config_option() -> click.Option:
+    """`--config FILE` after a command's name (`opsaudit sync --config FILE`), as the group's
+    before it: the file's settings become the command's defaults, over the group's file's.
+    Eager, so its callback sets them before click reads any other parameter's default."""
+    return click.Option(
+        ["--config", "config_file"],
+        type=click.Path(dir_okay=False, path_type=Path),
+        is_eager=True,
+        expose_value=False,
+        callback=_use_command_config,
+        help="Settings file, as `opsaudit --config FILE` before the command; this one wins.",
+    )
+
+
+def _use_command_config(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
+    if value is not None:
+        values = _command_defaults(ctx.command, read_config(*named_config(value)))
+        ctx.default_map = {**(ctx.default_map or {}), **values}

@@ -61,7 +61,13 @@ class OpsauditGroup(click.Group):
             import importlib
 
             module, function, _ = COMMANDS[cmd_name]
+            from exporter.cli._config import command_config_option, configured
+
             command = getattr(importlib.import_module(f"exporter.cli.{module}"), function)
+            if configured(
+                cmd_name
+            ):  # `opsaudit sync --config FILE` as `opsaudit --config FILE sync`
+                command.params.append(command_config_option())
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
 

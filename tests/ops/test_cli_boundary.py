@@ -347,6 +347,45 @@ def test_a_config_file_sets_defaults_and_flags_and_environment_win(
     assert invoke("--config", "other.toml", "query", "--format", "csv", sql).stdout == "n\n12\n"
 
 
+def test_config_after_the_command_as_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`opsaudit query --config FILE` (a new user's first try) reads FILE as `opsaudit --config
+    FILE query` does; after the command it wins over the file before it, and flags over both."""
+    from .conftest import analytics_dataset
+
+    analytics_dataset(tmp_path / "full")  # 12 operations
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "full.toml").write_text('data_dir = "full"\n')
+    (tmp_path / "empty.toml").write_text('data_dir = "empty"\nmax_age = "1h"\n')
+    sql = "SELECT count(*) AS n FROM operations"
+
+    def count(*args: str) -> str:
+        result = invoke(*args)
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    assert count("query", "--config", "full.toml", "--format", "csv", sql) == "n\n12\n"
+    assert count("query", "--format", "csv", "--config", "full.toml", sql) == "n\n12\n"
+    both = ("--config", "empty.toml", "query", "--config", "full.toml", "--format", "csv", sql)
+    assert count(*both) == "n\n12\n"
+    flag = ("query", "--config", "full.toml", "--data-dir", "empty", "--format", "csv", sql)
+    assert count(*flag) == "n\n0\n"
+    missing = invoke("status", "--config", "nowhere.toml")
+    assert (missing.exit_code, missing.stdout) == (2, "")
+    assert "Invalid value for '--config': nowhere.toml does not exist" in missing.stderr
+    (tmp_path / "bad.toml").write_text('data-dir = "typo"\n')
+    typo = invoke("check", "--config", "bad.toml")
+    assert (typo.exit_code, typo.stderr) == (
+        2,
+        "Error: unknown setting data-dir in bad.toml; known: data_dir, base_url, max_rps, "
+        "fail_on, max_age\n",
+    )
+    assert "--config" in invoke("sync", "--help").stdout
+    assert "--config" not in invoke("demo", "--help").stdout  # the demo reads no settings
+
+
 def test_a_bad_config_file_is_a_usage_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1857,6 +1857,26 @@ MUTANTS = [
         (f"{SUPERSEDED}::test_each_commit_records_what_its_later_versions_supersede",),
     ),
     Mutant(
+        # issue 24: the report joins the record as it is (no DISTINCT): each pair written once
+        "superseded-pair-recorded-twice",
+        "exporter/store/local/spill.py",
+        '    later = table.filter(pc.greater(table["version"], 1))\n',
+        '    later = table.filter(pc.greater(table["version"], 1))\n'
+        "    later = pa.concat_tables([later, later])\n",
+        (
+            f"{SUPERSEDED}::test_each_commit_records_what_its_later_versions_supersede",
+            f"{FLAGGED}::test_each_commit_records_its_flagged_versions",
+        ),
+    ),
+    Mutant(
+        # issue 24: a report's connection defines only the names its queries call
+        "report-calls-incomplete",
+        "exporter/analytics/report.py",
+        '    "report_errors_in",\n',
+        "",
+        (f"{REPORT_SUMMARY}::test_report_calls_name_every_definition_the_reports_queries_mention",),
+    ),
+    Mutant(
         "superseded-migration-empty",  # issue 24: a dataset from before migrated exactly
         "exporter/store/local/spill.py",
         "    later = pa.concat_tables(parts) if parts else SUPERSEDED_SCHEMA.empty_table()\n",

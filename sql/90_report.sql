@@ -178,13 +178,16 @@ CREATE OR REPLACE MACRO report_flagged_recorded() AS
 -- report_rows keeps but the superseded versions that are terminal and have no error text:
 -- report_superseded_unflagged lists those (normally none: a version is superseded while it
 -- runs), report_superseded_rows reads them from the versions (`opsaudit report` does both).
+-- The record is joined as it is, not made distinct first: it holds each pair once (the one
+-- commit that numbers version n+1 writes (id, n), DESIGN.md), as the record read here is one
+-- dataset's (several read it as empty); a DISTINCT cost 0.02-0.03 s of a report at 10M.
 CREATE OR REPLACE MACRO report_flagged_rows(since := NULL, until := NULL, projects := NULL)
 AS TABLE
 SELECT
     f.id, f.version, f.project_id, f.branch_id, f.action, f.status, f.failures_count, f.error,
     f.total_duration_ms, f.created_at, f.updated_at, s.id IS NOT NULL AS superseded
 FROM read_parquet('flagged/*.parquet') AS f
-LEFT JOIN (SELECT DISTINCT id, version FROM read_parquet('superseded/*.parquet')) AS s
+LEFT JOIN read_parquet('superseded/*.parquet') AS s
     ON f.id = s.id AND f.version = s.version
 WHERE report_in_window(f.created_date, f.created_at, f.project_id, since, until, projects);
 
@@ -199,7 +202,7 @@ SELECT
     f.created_at, f.updated_at,
     CASE WHEN f.present THEN s.id IS NOT NULL END AS superseded
 FROM (SELECT *, true AS present FROM read_parquet('flagged/*.parquet')) AS f
-FULL JOIN (SELECT DISTINCT id, version FROM read_parquet('superseded/*.parquet')) AS s
+FULL JOIN read_parquet('superseded/*.parquet') AS s
     ON f.id = s.id AND f.version = s.version;
 
 -- The superseded versions the flagged record does not hold (terminal, no error text), as

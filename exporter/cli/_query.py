@@ -262,7 +262,7 @@ def report_command(
     failures per project and per branch (by name, deleted ones marked), then failures,
     durations and action mix per action.
     """
-    from exporter.analytics.report import REPORT_SQL, build_report, empty_message
+    from exporter.analytics.report import REPORT_SQL, build_report, empty_message, report_names
     from exporter.analytics.report_text import render_report, report_json
 
     if section is not None and fmt != "csv":
@@ -285,7 +285,7 @@ def report_command(
 
         return unknown, report, render_html(con, report)
 
-    unknown, report, page = _read(data_dirs, storage_options, run, REPORT_SQL)
+    unknown, report, page = _read(data_dirs, storage_options, run, REPORT_SQL, names=report_names())
     for project in unknown:
         click.echo(f"Warning: --project {project} is not in the dataset.", err=True)
     if page is not None:

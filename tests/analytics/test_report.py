@@ -222,3 +222,53 @@ def test_first_created_at_when_only_a_superseded_version_held_it(
     report = build_report(con, now=at(13, 0))
     assert report.first_created_at == at(10, 9)
     assert (report.operations, mix(report)["create_branch"]) == (13, 3)
+
+
+def test_report_calls_name_every_definition_the_reports_queries_mention() -> None:
+    """`opsaudit report` defines only report_names() (REPORT_CALLS and what they name): a
+    query of the report naming a view or macro left out would fail with a catalog error. Every
+    definition the SQL text of the modules that query the report's connection mentions is one of
+    them (docstrings aside: they name definitions no query runs)."""
+    import ast
+    import inspect
+    import textwrap
+
+    import exporter.analytics.html
+    import exporter.analytics.report
+    import exporter.analytics.report_figures
+    from exporter.analytics.report import REPORT_SQL, report_names
+    from exporter.analytics.views import _WORD, _definitions, sql_files
+    from exporter.cli._query import _unknown_projects
+
+    defined = {
+        name
+        for path in sql_files()
+        if path.name in REPORT_SQL
+        for name, _ in _definitions(path)
+        if name is not None
+    }
+    modules = [
+        exporter.analytics.report,
+        exporter.analytics.report_figures,
+        exporter.analytics.html,
+    ]
+    sources = [inspect.getsource(m) for m in modules]
+    sources.append(textwrap.dedent(inspect.getsource(_unknown_projects)))
+    mentioned: set[str] = set()
+    for source in sources:
+        tree = ast.parse(source)
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
+            and ast.get_docstring(node, clean=False) is not None
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+            ):
+                mentioned |= set(_WORD.findall(node.value.lower())) & defined
+    assert "report_flagged_rows_whole" in mentioned  # the scan finds the queries' names
+    assert mentioned <= report_names(), sorted(mentioned - report_names())

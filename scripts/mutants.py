@@ -1871,9 +1871,9 @@ MUTANTS = [
     Mutant(
         # issue 24: a report's connection defines only the names its queries call
         "report-calls-incomplete",
-        "exporter/analytics/report.py",
-        '    "report_errors_in",\n',
-        "",
+        "exporter/analytics/report_figures.py",
+        "    report_by_action_scan report_errors_in report_failure_groups_in",
+        "    report_by_action_scan report_failure_groups_in",
         (f"{REPORT_SUMMARY}::test_report_calls_name_every_definition_the_reports_queries_mention",),
     ),
     Mutant(

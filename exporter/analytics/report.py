@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +29,7 @@ from exporter.analytics.report_figures import (
     totalled,
     whole_months,
 )
-from exporter.analytics.views import execute, sql_names_for
+from exporter.analytics.views import execute
 from exporter.analytics.window import parse_since, parse_until
 from exporter.core.duck import duckdb
 
@@ -44,7 +43,6 @@ __all__ = [
     "MIX_COLUMNS",
     "ON_CALL_SHOWN",
     "PROJECT_COLUMNS",
-    "REPORT_CALLS",
     "REPORT_SQL",
     "STUCK_AFTER",
     "STUCK_COLUMNS",
@@ -55,7 +53,6 @@ __all__ = [
     "empty_message",
     "parse_since",
     "parse_until",
-    "report_names",
     "window_parts",
     "with_branch",
 ]
@@ -127,48 +124,8 @@ _GROUPS = {
 SMALL_N = 100
 # The .sql files the report needs: `connect(data_dir, only=REPORT_SQL)` skips binding the rest.
 REPORT_SQL = ("00_base.sql", "90_report.sql")
-# The views and macros the report's queries name (build_report, report_figures, the HTML page,
-# `opsaudit report`'s check of --project): `connect(..., names=report_names())` defines these
-# and what they name in turn, not every definition of the two files (each costs DuckDB a
-# parse: ~13 ms of every report, issue 24). tests/analytics/test_report.py checks the list
-# against the names the SQL text of those modules mentions.
-REPORT_CALLS = (
-    "branches",
-    "is_failed",
-    "is_terminal",
-    "operations",
-    "projects",
-    "report_by_action",
-    "report_by_action_in",
-    "report_by_action_scan",
-    "report_errors_in",
-    "report_failure_groups_in",
-    "report_failure_groups_scan",
-    "report_flagged_recorded",
-    "report_flagged_rows",
-    "report_flagged_rows_whole",
-    "report_operations",
-    "report_problems_in",
-    "report_problems_json",
-    "report_problems_top",
-    "report_rows",
-    "report_summary",
-    "report_summary_recorded",
-    "report_summary_total_recorded",
-    "report_superseded_rows",
-    "report_superseded_unflagged",
-    "sync_runs",
-)
 # "Stuck": not terminal this long after creation, as the stuck_operations view (40_stuck.sql).
 STUCK_AFTER = dt.timedelta(hours=1)
-
-
-@functools.cache
-def report_names() -> frozenset[str]:
-    """REPORT_CALLS and every view and macro their definitions name (`views.sql_names_for`)."""
-    names = sql_names_for(" ".join(REPORT_CALLS))
-    assert names is not None  # no catalog word among them
-    return names
 
 
 @dataclass

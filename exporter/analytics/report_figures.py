@@ -7,17 +7,19 @@ the SQL literals of a window."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from exporter.analytics.views import execute
+from exporter.analytics.views import execute, sql_names_for
 from exporter.core.duck import duckdb
 from exporter.core.model import STOPPED_OUTCOMES, last_current
 
 __all__ = [
     "HEADLINE_BRANCHES",
+    "REPORT_CALLS",
     "ROWS",
     "SUMMARY",
     "Problems",
@@ -31,6 +33,7 @@ __all__ = [
     "problems",
     "problems_json",
     "recorded",
+    "report_names",
     "string_list_literal",
     "timestamp_literal",
     "totalled",
@@ -52,6 +55,29 @@ def string_list_literal(values: Sequence[str] | None) -> str:
         return "NULL"
     quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
     return f"[{quoted}]::VARCHAR[]"
+
+
+# The views and macros the report's queries name (build_report, these figures, the HTML page,
+# `opsaudit report`'s check of --project): `connect(..., names=report_names())` defines these
+# and what they name in turn, not every definition of report.REPORT_SQL's files (each costs
+# DuckDB a parse: ~13 ms of every report, issue 24). tests/analytics/test_report.py checks the
+# list against the names the SQL text of those modules mentions.
+REPORT_CALLS = """
+    branches is_failed is_terminal operations projects report_by_action report_by_action_in
+    report_by_action_scan report_errors_in report_failure_groups_in report_failure_groups_scan
+    report_flagged_recorded report_flagged_rows report_flagged_rows_whole report_operations
+    report_problems_in report_problems_json report_problems_top report_rows report_summary
+    report_summary_recorded report_summary_total_recorded report_superseded_rows
+    report_superseded_unflagged sync_runs
+"""
+
+
+@functools.cache
+def report_names() -> frozenset[str]:
+    """REPORT_CALLS and every view and macro their definitions name (`views.sql_names_for`)."""
+    names = sql_names_for(REPORT_CALLS)
+    assert names is not None  # no catalog word among them
+    return names
 
 
 ROWS = "_opsaudit_report_rows"  # report_rows of one report (dropped once it is built)

@@ -262,7 +262,8 @@ def report_command(
     failures per project and per branch (by name, deleted ones marked), then failures,
     durations and action mix per action.
     """
-    from exporter.analytics.report import REPORT_SQL, build_report, empty_message, report_names
+    from exporter.analytics.report import REPORT_SQL, build_report, empty_message
+    from exporter.analytics.report_figures import report_names
     from exporter.analytics.report_text import render_report, report_json
 
     if section is not None and fmt != "csv":

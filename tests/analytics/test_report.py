@@ -236,7 +236,8 @@ def test_report_calls_name_every_definition_the_reports_queries_mention() -> Non
     import exporter.analytics.html
     import exporter.analytics.report
     import exporter.analytics.report_figures
-    from exporter.analytics.report import REPORT_SQL, report_names
+    from exporter.analytics.report import REPORT_SQL
+    from exporter.analytics.report_figures import report_names
     from exporter.analytics.views import _WORD, _definitions, sql_files
     from exporter.cli._query import _unknown_projects
 

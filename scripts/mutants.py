@@ -1612,10 +1612,21 @@ MUTANTS = [
         "summary-total-damaged-previous-not-summed-again",
         "exporter/analytics/summary_total.py",
         "            except duckdb.Error:  # a damaged total (a copy cut short): not one to add to\n"
-        "                con.execute(total_of, [every])\n",
+        '                con.execute(total_of, {"files": every})\n',
         "            except duckdb.Error:  # a damaged total (a copy cut short): not one to add to\n"
         "                raise\n",
         ("tests/sync/test_summary.py::test_a_damaged_total_is_summed_again_from_every_file",),
+    ),
+    Mutant(
+        # issue 24: the histograms summed apart from the groups, each measure of them kept
+        "summary-total-one-histogram-dropped",
+        "exporter/analytics/summary_total.py",
+        "    WHERE measure <> 'group'\n",
+        "    WHERE measure = 'total_ms'\n",
+        (
+            f"{SUMMARY}::"
+            "test_a_report_of_all_time_reads_the_total_of_the_summary_files_committed_now",
+        ),
     ),
     Mutant(
         "summary-total-of-other-files-read",  # one name for every total: a stale one read

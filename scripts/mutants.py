@@ -1854,6 +1854,13 @@ MUTANTS = [
         ("tests/analytics/test_cli.py::test_query_empty_statement_is_a_usage_error",),
     ),
     Mutant(
+        "doctor-another-server-called-the-api",  # `ok key` before a discovery that fails
+        "exporter/ops/doctor.py",
+        "    except ValueError:\n        return None\n",
+        "    except ValueError:\n        return []\n",
+        ("tests/ops/test_doctor.py::test_a_server_that_is_not_the_api_is_a_base_url_finding",),
+    ),
+    Mutant(
         "doctor-views-file-unchecked",  # doctor called a views file naming missing files ok
         "exporter/ops/doctor.py",
         "    _check_views(report, data_dir)\n",

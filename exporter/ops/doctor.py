@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from exporter.analytics.format import jsonable
 from exporter.core.errors import ApiError, AuthError, ConfigError, StorageError
 from exporter.core.layout import LOCK_FILE, STATE_FILE, VIEWS_DB
+from exporter.core.model import DEFAULT_BASE_URL
 from exporter.store.state import FORMAT_VERSION, StateDB, settled_runs
 
 __all__ = ["DoctorFinding", "DoctorReport", "run_doctor"]
@@ -204,10 +205,19 @@ def _probe(report: DoctorReport, base_url: str, key: str) -> bool:
             _transient_finding(report, "users/me/organizations", orgs.status_code)
             return False
         if orgs.status_code == 200:
-            try:
-                listed = orgs.json().get("organizations") or []
-            except ValueError:
-                listed = []
+            listed = _organizations(orgs)
+            if listed is None:
+                # Another server (a web page, a proxy's) answering 200 to any path: not "ok
+                # key", then a discovery failure with advice about organizations.
+                report.add(
+                    "base_url",
+                    "error",
+                    f"{base_url} answered GET users/me/organizations with 200 but not the "
+                    f"management API's JSON ({orgs.headers.get('content-type') or 'no type'}): "
+                    "it is not the platform's API",
+                    f"pass the API's address as --base-url (the default: {DEFAULT_BASE_URL})",
+                )
+                return False
             names = ", ".join(
                 f"{o.get('name')} ({o.get('id')})" for o in listed if isinstance(o, dict)
             )
@@ -250,6 +260,18 @@ def _probe(report: DoctorReport, base_url: str, key: str) -> bool:
         count = f"{len(listed)}{'+' if len(listed) == 100 else ''}"
         report.add("key", "ok", f"{kind}; it sees {count} project(s){in_org}")
         return True
+
+
+def _organizations(answer: Any) -> list[Any] | None:
+    """The `organizations` list of a 200 answer to users/me/organizations; None when the body
+    is not a JSON object holding one (the answer of some other server)."""
+    try:
+        body = answer.json()
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or not isinstance(body.get("organizations"), list):
+        return None  # a sync's listing refuses it too (api.client: 200 without the key)
+    return body["organizations"]
 
 
 def _connection_finding(report: DoctorReport, base_url: str, exc: BaseException) -> None:

@@ -334,3 +334,44 @@ def test_views_file_is_checked_as_a_duckdb_shell_sees_it(tmp_path: Path) -> None
         f'pattern "{relative}" Fix: run `opsaudit sync` (it rewrites the file); meanwhile use '
         "`opsaudit query`"
     )
+
+
+def test_a_server_that_is_not_the_api_is_a_base_url_finding(tmp_path: Path) -> None:
+    """Another server answering 200 to any path (a web page, a proxy's): doctor said `ok key: a
+    personal key; it sees 0 organization(s)`, then advised --org-id for the discovery that
+    failed on its body (found by a new user's hour)."""
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<html><body>Welcome</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/api/v2/"
+    try:
+        result = invoke(
+            "doctor", "--data-dir", str(tmp_path), "--base-url", url, env={"NEON_API_KEY": "k"}
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exit_code == 8
+    assert result.stdout.splitlines()[:2] == [
+        f"ok    base_url: {url} (plain http on loopback)",
+        f"error base_url: {url} answered GET users/me/organizations with 200 but not the "
+        "management API's JSON (text/html): it is not the platform's API Fix: pass the API's "
+        "address as --base-url (the default: https://console.neon.tech/api/v2/)",
+    ]
+    assert not any(
+        line.startswith(("ok    key", "error discovery")) for line in result.stdout.splitlines()
+    )

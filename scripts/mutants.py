@@ -1861,6 +1861,16 @@ MUTANTS = [
         ("tests/ops/test_doctor.py::test_a_server_that_is_not_the_api_is_a_base_url_finding",),
     ),
     Mutant(
+        "doctor-api-answer-without-its-key-called-another-server",  # the API's rare 200
+        "exporter/ops/doctor.py",
+        "    return listed if isinstance(listed, list) else []\n",
+        "    return listed if isinstance(listed, list) else None\n",
+        (
+            "tests/ops/test_doctor.py::"
+            "test_a_json_answer_without_the_organizations_list_is_not_a_base_url_finding",
+        ),
+    ),
+    Mutant(
         "doctor-views-file-unchecked",  # doctor called a views file naming missing files ok
         "exporter/ops/doctor.py",
         "    _check_views(report, data_dir)\n",

@@ -263,15 +263,18 @@ def _probe(report: DoctorReport, base_url: str, key: str) -> bool:
 
 
 def _organizations(answer: Any) -> list[Any] | None:
-    """The `organizations` list of a 200 answer to users/me/organizations; None when the body
-    is not a JSON object holding one (the answer of some other server)."""
+    """The organizations of a 200 answer to users/me/organizations; None when the body is not
+    a JSON object at all (the answer of some other server: a web page). A JSON object without
+    the list reads as none: the API itself rarely answers 200 without its key (PRODUCT.md; a
+    sync retries it), which says nothing about the URL."""
     try:
         body = answer.json()
     except ValueError:
         return None
-    if not isinstance(body, dict) or not isinstance(body.get("organizations"), list):
-        return None  # a sync's listing refuses it too (api.client: 200 without the key)
-    return body["organizations"]
+    if not isinstance(body, dict):
+        return None
+    listed = body.get("organizations")
+    return listed if isinstance(listed, list) else []
 
 
 def _connection_finding(report: DoctorReport, base_url: str, exc: BaseException) -> None:

@@ -375,3 +375,38 @@ def test_a_server_that_is_not_the_api_is_a_base_url_finding(tmp_path: Path) -> N
     assert not any(
         line.startswith(("ok    key", "error discovery")) for line in result.stdout.splitlines()
     )
+
+
+def test_a_json_answer_without_the_organizations_list_is_not_a_base_url_finding(
+    tmp_path: Path,
+) -> None:
+    """The API rarely answers 200 without the key it should carry (PRODUCT.md; a sync retries
+    it): that is no sign of another server (a review found the first version of the check
+    above calling it one)."""
+    import http.server
+    import threading
+
+    class Api(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"{}"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/api/v2/"
+    try:
+        result = invoke(
+            "doctor", "--data-dir", str(tmp_path), "--base-url", url, env={"NEON_API_KEY": "k"}
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.stdout.splitlines()[1] == "ok    key: a personal key; it sees 0 organization(s)"
+    assert not any(line.startswith("error base_url") for line in result.stdout.splitlines())

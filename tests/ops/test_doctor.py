@@ -3,10 +3,13 @@ read-only data directory, one that cannot be created, a held lock, TLS and conne
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import gc
+import http.server
 import os
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -336,18 +339,14 @@ def test_views_file_is_checked_as_a_duckdb_shell_sees_it(tmp_path: Path) -> None
     )
 
 
-def test_a_server_that_is_not_the_api_is_a_base_url_finding(tmp_path: Path) -> None:
-    """Another server answering 200 to any path (a web page, a proxy's): doctor said `ok key: a
-    personal key; it sees 0 organization(s)`, then advised --org-id for the discovery that
-    failed on its body (found by a new user's hour)."""
-    import http.server
-    import threading
+@contextlib.contextmanager
+def answering(content_type: str, body: bytes) -> Iterator[str]:
+    """A loopback HTTP server answering every GET with 200 and `body`; its URL as a base URL."""
 
-    class Page(http.server.BaseHTTPRequestHandler):
+    class Answer(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            body = b"<html><body>Welcome</body></html>"
             self.send_response(200)
-            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -355,16 +354,23 @@ def test_a_server_that_is_not_the_api_is_a_base_url_finding(tmp_path: Path) -> N
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}/api/v2/"
     try:
-        result = invoke(
-            "doctor", "--data-dir", str(tmp_path), "--base-url", url, env={"NEON_API_KEY": "k"}
-        )
+        yield f"http://127.0.0.1:{server.server_port}/api/v2/"
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_server_that_is_not_the_api_is_a_base_url_finding(tmp_path: Path) -> None:
+    """Another server answering 200 to any path (a web page, a proxy's): doctor said `ok key: a
+    personal key; it sees 0 organization(s)`, then advised --org-id for the discovery that
+    failed on its body (found by a new user's hour)."""
+    with answering("text/html", b"<html><body>Welcome</body></html>") as url:
+        result = invoke(
+            "doctor", "--data-dir", str(tmp_path), "--base-url", url, env={"NEON_API_KEY": "k"}
+        )
     assert result.exit_code == 8
     assert result.stdout.splitlines()[:2] == [
         f"ok    base_url: {url} (plain http on loopback)",
@@ -383,30 +389,9 @@ def test_a_json_answer_without_the_organizations_list_is_not_a_base_url_finding(
     """The API rarely answers 200 without the key it should carry (PRODUCT.md; a sync retries
     it): that is no sign of another server (a review found the first version of the check
     above calling it one)."""
-    import http.server
-    import threading
-
-    class Api(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = b"{}"
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}/api/v2/"
-    try:
+    with answering("application/json", b"{}") as url:
         result = invoke(
             "doctor", "--data-dir", str(tmp_path), "--base-url", url, env={"NEON_API_KEY": "k"}
         )
-    finally:
-        server.shutdown()
-        server.server_close()
     assert result.stdout.splitlines()[1] == "ok    key: a personal key; it sees 0 organization(s)"
     assert not any(line.startswith("error base_url") for line in result.stdout.splitlines())

@@ -64,7 +64,7 @@ def test_readme_lists_every_benchmark_script() -> None:
     scripts = {shlex.split(part)[1] for _, command in ROWS for part in command.split("&&")}
     on_disk = {f"bench/{p.name}" for p in (ROOT / "bench").glob("*.py")}
     assert scripts == on_disk
-    assert len(ROWS) == 12
+    assert len(ROWS) == 13
 
 
 @pytest.mark.parametrize(("number", "command"), ROWS, ids=[n for n, _ in ROWS])
@@ -87,6 +87,16 @@ def test_benchmark_runs_at_a_tiny_size(tmp_path: Path, number: str, command: str
             "paced": ["paced"],
         }[mode]
         assert [json.loads(line)["bench"] for line in results] == expected
+    if "cpu_profile.py" in command:
+        results = (work / "bench" / "results" / "sync.jsonl").read_text().splitlines()
+        profile = json.loads(results[-1])
+        assert profile["bench"] == "cpu_profile"
+        # The parts and the rest add up to the sync's CPU (exclusive times, none counted twice).
+        parts = profile["parts_us_per_op"]
+        assert sum(parts.values()) == pytest.approx(profile["sync_us_per_op"], abs=0.02)
+        assert parts["Parquet writes (all rows written ahead)"] > 0
+        assert parts["Arrow columns (versions_table)"] > 0
+        assert parts["the rest (walk loop, queues, threads)"] >= 0
 
 
 def test_cpu_alternates_a_baseline_checkout_with_this_one(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from exporter.core.errors import ConfigError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import pyarrow as pa
 
 _RFC3339 = re.compile(
@@ -91,7 +93,7 @@ def to_micros(text: str) -> int:
     return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def timestamps_array(values: list[str | None]) -> pa.TimestampArray:
+def timestamps_array(values: Sequence[str | None]) -> pa.TimestampArray:
     """A column of RFC 3339 strings (or None) as `timestamp[us, UTC]`.
 
     Arrow's C parser handles the forms the API sends; anything it rejects falls back to

@@ -1854,6 +1854,20 @@ MUTANTS = [
         ("tests/analytics/test_cli.py::test_query_empty_statement_is_a_usage_error",),
     ),
     Mutant(
+        "gc-thresholds-not-restored",  # a notebook's collector left as a run set it
+        "exporter/engine/sync.py",
+        "            if not _gc_runs:\n                gc.set_threshold(*found)\n",
+        "            if not _gc_runs:\n                pass\n",
+        ("tests/sync/test_gc.py",),
+    ),
+    Mutant(
+        "gc-restored-while-another-run-goes-on",  # the first run to end restores
+        "exporter/engine/sync.py",
+        "            found = _gc_runs.pop()\n            if not _gc_runs:\n",
+        "            found = _gc_runs.pop(0)\n            if True:\n",
+        ("tests/sync/test_gc.py",),
+    ),
+    Mutant(
         "doctor-another-server-called-the-api",  # `ok key` before a discovery that fails
         "exporter/ops/doctor.py",
         "    except ValueError:\n        return None\n",

@@ -334,6 +334,13 @@ MUTANTS = [
         (f"{EXACT}::test_12_resumed_walk_is_exact_with_an_inclusive_cursor",),
     ),
     Mutant(
+        "resume-forgets-the-last-page-ids",  # an overlapping first page after a resume
+        "exporter/engine/walk.py",
+        "            tail_ids = frozenset(o.id for o, s in zip(ops, seconds) if s == oldest)\n",
+        "            tail_ids = frozenset()\n",
+        (f"{EXACT}::test_12_resumed_walk_is_exact_with_an_inclusive_cursor",),
+    ),
+    Mutant(
         "tracked-taken-for-new-in-a-page",  # issue 24: a page's runs of new operations
         "exporter/engine/walk.py",
         "        for k in [k for k, op_id in enumerate(kept_ids) if op_id in tracked] + [len(kept_ids)]:\n",

@@ -151,6 +151,7 @@ def versions_table(
     """The `operation_versions` rows for these operation objects (DESIGN.md columns).
 
     `raws` holds each object's JSON text (bytes or buffers), `created_us` its parsed created_at.
+    `ops` are `Operation` structs: their fields are read in the struct's order (`astuple`).
     """
     # Every field's values at once: each struct as a tuple, transposed, both in C (half the CPU
     # of one attribute pass per field; bench/cpu_profile.py). Empty: no tuple to transpose.

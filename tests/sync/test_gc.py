@@ -82,10 +82,14 @@ def test_overlapping_runs_restore_the_thresholds_once_the_last_one_ends(
     first, second = _fewer_collections(), _fewer_collections()
     first.__enter__()
     second.__enter__()
-    assert gc.get_threshold() == raised
-    first.__exit__(None, None, None)  # the first run ends while the second goes on
-    assert gc.get_threshold() == raised
-    second.__exit__(None, None, None)
+    try:
+        assert gc.get_threshold() == raised
+    finally:
+        first.__exit__(None, None, None)  # the first run ends while the second goes on
+    try:
+        assert gc.get_threshold() == raised
+    finally:
+        second.__exit__(None, None, None)
     assert gc.get_threshold() == FOUND
 
 

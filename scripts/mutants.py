@@ -2144,6 +2144,18 @@ def _copy_repo(dest: Path) -> None:
             shutil.copy2(src, target)
 
 
+def _without_unused_plugins(root: Path, tests: tuple[str, ...]) -> list[str]:
+    """Hypothesis's pytest plugin imports hypothesis whole at start-up (~0.5 s of a mutant's
+    ~1.2 s collection): left out unless a test file of the mutant uses hypothesis."""
+    files = {root / test.partition("::")[0] for test in tests}
+    uses = any(
+        "hypothesis" in path.read_text()
+        for f in files
+        for path in (f.rglob("test_*.py") if f.is_dir() else [f])
+    )
+    return [] if uses else ["-p", "no:hypothesispytest"]
+
+
 def _run(mutant: Mutant, work: Path, timeout: float) -> tuple[str, float, str]:
     """Apply `mutant` in a fresh copy, run its tests; 'killed' when they fail."""
     copy = work / mutant.name
@@ -2169,6 +2181,7 @@ def _run(mutant: Mutant, work: Path, timeout: float) -> tuple[str, float, str]:
                 "0",
                 "-p",
                 "no:cacheprovider",
+                *_without_unused_plugins(copy, mutant.tests),
                 *mutant.tests,
             ],
             cwd=copy,

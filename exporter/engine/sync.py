@@ -952,9 +952,10 @@ def _fewer_collections() -> Iterator[None]:
     less often keeps no more memory.
     """
     with _gc_lock:
-        _gc_runs.append(gc.get_threshold())
+        found = gc.get_threshold()
+        _gc_runs.append(found)
         if len(_gc_runs) == 1:
-            young, *older = gc.get_threshold()
+            young, *older = found
             gc.set_threshold(max(young, GC_YOUNG_THRESHOLD), *older)
     try:
         yield

@@ -19,6 +19,7 @@ from exporter.engine.sync import (
 )
 
 FOUND = (700, 11, 12)  # the process's thresholds before a run (not Python's default 10, 10)
+RAISED = (GC_YOUNG_THRESHOLD, *FOUND[1:])  # during a run
 
 
 @pytest.fixture
@@ -59,8 +60,7 @@ def test_a_run_raises_the_young_threshold_and_restores_the_thresholds_after_it(
     summary = sync(_config(sim, tmp_path), observer)
     assert summary.outcome == "ok"
     assert summary.versions_written == len(sim.ground_truth(sim.project_ids())) > 0
-    raised = (GC_YOUNG_THRESHOLD, *FOUND[1:])
-    assert observer.seen and set(observer.seen) == {raised}
+    assert observer.seen and set(observer.seen) == {RAISED}
     assert gc.get_threshold() == FOUND
 
 
@@ -71,23 +71,22 @@ def test_a_run_that_raises_restores_the_thresholds(
     observer = _Seen(fail=True)
     with pytest.raises(RuntimeError, match="an observer's own error"):
         sync(_config(sim, tmp_path), observer)
-    assert observer.seen == [(GC_YOUNG_THRESHOLD, *FOUND[1:])]
+    assert observer.seen == [RAISED]
     assert gc.get_threshold() == FOUND
 
 
 def test_overlapping_runs_restore_the_thresholds_once_the_last_one_ends(
     thresholds: None,
 ) -> None:
-    raised = (GC_YOUNG_THRESHOLD, *FOUND[1:])
     first, second = _fewer_collections(), _fewer_collections()
     first.__enter__()
     second.__enter__()
     try:
-        assert gc.get_threshold() == raised
+        assert gc.get_threshold() == RAISED
     finally:
         first.__exit__(None, None, None)  # the first run ends while the second goes on
     try:
-        assert gc.get_threshold() == raised
+        assert gc.get_threshold() == RAISED
     finally:
         second.__exit__(None, None, None)
     assert gc.get_threshold() == FOUND

@@ -244,15 +244,36 @@ def _csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return buffer.getvalue()
 
 
+def object_keys(columns: Sequence[str]) -> list[str]:
+    """The columns as keys of one JSON object: a name met again (`SELECT *` of a join: `id`
+    twice) becomes `id_1`, `id_2`, ... (DuckDB's own spelling, skipping names the result has),
+    where a dict would keep only the last column's value under it, silently."""
+    taken = set(columns)
+    keys: list[str] = []
+    used: set[str] = set()
+    for name in columns:
+        key, n = name, 0
+        while key in used:
+            n += 1
+            key = f"{name}_{n}"
+            if key in taken:
+                key = name  # another column's own name: try the next number
+        used.add(key)
+        keys.append(key)
+    return keys
+
+
 def _json(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    objects = [{c: jsonable(v) for c, v in zip(columns, row)} for row in rows]
+    keys = object_keys(columns)
+    objects = [{c: jsonable(v) for c, v in zip(keys, row)} for row in rows]
     return orjson.dumps(objects, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
 def _jsonl(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """One JSON object per line, for jq and log shippers (nothing at all for no rows)."""
+    keys = object_keys(columns)
     return "".join(
-        orjson.dumps({c: jsonable(v) for c, v in zip(columns, row)}).decode() + "\n" for row in rows
+        orjson.dumps({c: jsonable(v) for c, v in zip(keys, row)}).decode() + "\n" for row in rows
     )
 
 

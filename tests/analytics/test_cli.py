@@ -124,6 +124,37 @@ def test_query_sql_from_a_file_or_stdin(data_dir: Path, tmp_path: Path) -> None:
     )
 
 
+def test_query_json_keeps_every_column_of_a_join(data_dir: Path) -> None:
+    # A join's `SELECT *` names `id` and `created_at` twice: as keys of one object the project's
+    # values replaced the operation's, silently (a new user's first hour, thirteenth review).
+    sql = (
+        "SELECT o.id, o.created_at, p.id, p.created_at, 1 AS id_1 FROM operations o "
+        "JOIN projects p ON p.id = o.project_id WHERE o.id = 'o3'"
+    )
+    jsonl = invoke("query", "--data-dir", str(data_dir), "--format", "jsonl", sql)
+    assert jsonl.exit_code == 0, jsonl.output
+    project = orjson.loads(
+        invoke(
+            "query",
+            "--data-dir",
+            str(data_dir),
+            "--format",
+            "json",
+            "SELECT id, created_at FROM projects WHERE id = "
+            "(SELECT project_id FROM operations WHERE id = 'o3')",
+        ).stdout
+    )[0]
+    assert orjson.loads(jsonl.stdout) == {
+        "id": "o3",
+        "created_at": "2025-01-10T12:00:00Z",
+        "id_2": project["id"],
+        "created_at_1": project["created_at"],
+        "id_1": 1,
+    }
+    json = invoke("query", "--data-dir", str(data_dir), "--format", "json", sql)
+    assert orjson.loads(json.stdout) == [orjson.loads(jsonl.stdout)]
+
+
 def test_query_jsonl_and_markdown(data_dir: Path) -> None:
     sql = "SELECT id, created_at, total_duration_ms FROM operations WHERE id IN ('o3', 'o7') ORDER BY id"
     jsonl = invoke("query", "--data-dir", str(data_dir), "--format", "jsonl", sql)

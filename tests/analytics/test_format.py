@@ -10,7 +10,7 @@ import zoneinfo
 
 import orjson
 
-from exporter.analytics.format import json_bytes, jsonable, render
+from exporter.analytics.format import json_bytes, jsonable, object_keys, render
 
 CET = dt.timezone(dt.timedelta(hours=1))
 
@@ -83,6 +83,14 @@ def test_render_all_formats() -> None:
         "| x\\|y | 3 | line one line two |\n"
     )
     assert render(columns, [], "json") == "[]\n"
+
+
+def test_object_keys_are_unique_in_duckdbs_spelling() -> None:
+    assert object_keys(["a", "b"]) == ["a", "b"]
+    assert object_keys(["id", "x", "id", "id"]) == ["id", "x", "id_1", "id_2"]
+    # A name the result has already is not taken for a repeated one.
+    assert object_keys(["id", "id", "id_1"]) == ["id", "id_2", "id_1"]
+    assert render(["id", "id"], [(1, 2)], "jsonl") == '{"id":1,"id_1":2}\n'
 
 
 def test_long_cells_are_cut_on_a_terminal_only() -> None:

@@ -37,8 +37,16 @@ __all__ = ["cli", "main"]
 @click.pass_context
 def cli(ctx: click.Context, config_file: Path | None) -> None:
     """Export a hosted-Postgres platform's operation history to Parquet and query it with DuckDB."""
-    from exporter.cli._config import default_map, find_config, named_config, read_config
+    from exporter.cli._config import (
+        configured,
+        default_map,
+        find_config,
+        named_config,
+        read_config,
+    )
 
+    if ctx.invoked_subcommand is not None and not configured(ctx.invoked_subcommand):
+        return  # the demo and the simulator: a broken file must not stop them (README)
     found = find_config(Path.cwd()) if config_file is None else named_config(config_file)
     if found is not None:
         # click consults the default map only for what neither a flag nor the environment set.

@@ -70,6 +70,21 @@ class DataDir(click.ParamType):
         return path
 
 
+class Identifier(click.ParamType):
+    """An id of the platform's (`--project`, `--org-id`): an empty one is a usage error, not a
+    project with no id (it was tried, answered 404 and stayed in the state as one)."""
+
+    name = "id"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        text = str(value)
+        if not text.strip():
+            self.fail("an empty id; give the project's or organization's id", param, ctx)
+        if text != text.strip():
+            self.fail(f"{text!r} has spaces around it; ids have none", param, ctx)
+        return text
+
+
 def data_dir_option(f: F, *, urls: bool = True, several: bool = False) -> F:
     """`--data-dir`, from $OPSAUDIT_DATA_DIR when not given, else ./opsaudit-data; `several`:
     repeatable, as `data_dirs` (the readers read several datasets together)."""

@@ -12,6 +12,7 @@ import click
 
 from exporter.analytics.format import FORMATS, SECTIONS
 from exporter.cli._common import (
+    Identifier,
     data_dirs_option,
     emit,
     output_options,
@@ -211,6 +212,7 @@ def query_command(
 @click.option(
     "--project",
     "projects",
+    type=Identifier(),
     multiple=True,
     metavar="ID",
     help="Only this project (repeatable).",

@@ -15,6 +15,7 @@ import click
 
 from exporter.api.pacing import DEFAULT_MAX_RPS
 from exporter.cli._common import (
+    Identifier,
     Progress,
     api_options,
     data_dir_option,
@@ -48,6 +49,7 @@ ACCOUNT_RPS = 700 / 60
 @click.option(
     "--project",
     "projects",
+    type=Identifier(),
     multiple=True,
     metavar="ID",
     help="Sync only this project (repeatable); no listing needed.",
@@ -55,6 +57,7 @@ ACCOUNT_RPS = 700 / 60
 @click.option(
     "--org-id",
     "org_ids",
+    type=Identifier(),
     multiple=True,
     metavar="ID",
     help="List only this organization (repeatable).",

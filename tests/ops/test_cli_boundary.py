@@ -401,6 +401,13 @@ def test_a_bad_config_file_is_a_usage_error(
     broken = invoke("status")
     assert broken.exit_code == 2
     assert broken.stderr.startswith(f"Error: {tmp_path / 'opsaudit.toml'} is not valid TOML: ")
+    # The demo and the simulator read no settings (README): a broken file, or one
+    # OPSAUDIT_CONFIG names that is not there, stops neither them nor their help.
+    for env in ({}, {"OPSAUDIT_CONFIG": str(tmp_path / "nowhere.toml")}):
+        for command in ("demo", "simulate"):
+            shown = invoke(command, "--help", env=env)
+            assert (shown.exit_code, shown.stderr) == (0, ""), shown.output
+            assert shown.stdout.startswith(f"Usage: opsaudit {command} [OPTIONS]")
 
 
 def test_help_lists_every_command_without_importing_one() -> None:
@@ -429,3 +436,22 @@ def test_help_lists_every_command_without_importing_one() -> None:
     for name, text in lines:
         command = cli.get_command(ctx, name)
         assert command is not None and command.get_short_help_str(200) == text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["sync", "--project", ""], "Invalid value for '--project': an empty id"),
+        (["sync", "--org-id", "  "], "Invalid value for '--org-id': an empty id"),
+        (["sync", "--project", " p-1"], "Invalid value for '--project': ' p-1' has spaces"),
+        (["report", "--project", ""], "Invalid value for '--project': an empty id"),
+    ],
+)
+def test_an_empty_id_is_a_usage_error(tmp_path: Path, args: list[str], message: str) -> None:
+    """`--project ''` was walked: a 404, exit 1 under the label `discovery`, and a project
+    with an empty id in the state until a full-account run forgot it."""
+    data_dir = tmp_path / "d"
+    result = invoke(*args, "--data-dir", str(data_dir), env={"NEON_API_KEY": "k" * 64})
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert message in result.stderr
+    assert not data_dir.exists()

@@ -958,9 +958,51 @@ MUTANTS = [
     Mutant(
         "budget-below-listing-accepted",  # finding 10: exit 0 `budget`, nothing synced, for ever
         "exporter/engine/sync.py",
-        "        if self.budget.requests_left is not None and self.budget.requests_left <= 0 and found.ids:\n",
+        "        if left is not None and left < NAMES_REQUESTS and found.ids:\n",
         "        if False:\n",
         ("tests/sync/test_budget_runs.py::test_a_request_budget_below_the_listing_is_refused",),
+    ),
+    Mutant(
+        "budget-of-listing-and-a-page-accepted",  # every run walks, no project's names ever
+        "exporter/engine/sync.py",
+        "        if left is not None and left < NAMES_REQUESTS and found.ids:\n",
+        "        if left is not None and left <= 0 and found.ids:\n",
+        (
+            "tests/sync/test_budget_runs.py::"
+            "test_a_request_budget_of_the_listing_and_one_page_is_refused",
+        ),
+    ),
+    Mutant(
+        "names-listings-only-checked",  # the other walks' pages took the second one's request
+        "exporter/engine/budget.py",
+        "            if self.requests_left is not None:\n                self.requests_left -= n\n            return Reservation(self, n)\n",
+        "            return Reservation(self, n)\n",
+        (
+            "tests/sync/test_budget_runs.py::"
+            "test_a_reservation_is_taken_whole_and_gives_back_what_was_not_sent",
+            "tests/sync/test_budget_runs.py::"
+            "test_the_least_request_budget_completes_the_trail_with_concurrent_walks",
+        ),
+    ),
+    Mutant(
+        "reserved-requests-not-given-back",  # a failed first listing kept the second's request
+        "exporter/engine/budget.py",
+        "            self.budget._give_back(self.left)\n",
+        "            pass\n",
+        (
+            "tests/sync/test_budget_runs.py::"
+            "test_a_reservation_is_taken_whole_and_gives_back_what_was_not_sent",
+        ),
+    ),
+    Mutant(
+        "first-claims-raced",  # a walk started later took the stalest project's requests
+        "exporter/engine/walk.py",
+        "            turn.wait(self.cancel)\n",
+        "            pass\n",
+        (
+            "tests/sync/test_budget_runs.py::"
+            "test_walks_claim_a_bounded_budget_in_the_order_they_were_started",
+        ),
     ),
     Mutant(
         "budget-runs-never-fresh",  # finding 5: stale_sync for ever after budgeted runs
@@ -1001,8 +1043,8 @@ MUTANTS = [
     Mutant(
         "signal-does-not-stop-the-walks",  # finding 15: ^C walked every remaining project
         "exporter/engine/budget.py",
-        "        if self.stop is not None and self.stop.is_set():\n            return False\n",
-        "",
+        "        if self.stopped:\n            return False\n        with self._lock:\n            if self.reached:",
+        "        with self._lock:\n            if self.reached:",
         ("tests/sync/test_interrupt.py",),
     ),
     Mutant(

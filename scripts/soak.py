@@ -372,8 +372,8 @@ class Soak:
             # the next run resumes them and must also read what arrived above their top.
             # Discovery takes one request per organization, the shared listing, the list of
             # organizations (and one refused page where the listing limit is 100): a few more
-            # read first pages.
-            budget = len(self.sim.org_ids) + 3 + rng.randint(1, 8)
+            # read first pages; a budget must leave two after it (a project's names listings).
+            budget = len(self.sim.org_ids) + 4 + rng.randint(1, 8)
             self._attempt([*sync_args, "--max-requests", str(budget)])
             self.result.budget_syncs += 1
             self._between_runs()

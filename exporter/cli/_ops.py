@@ -30,19 +30,23 @@ class Duration(click.ParamType):
     name = "duration"
 
     def __init__(self, zero: bool = False) -> None:
-        self.zero = zero  # a bare `0` is a duration too (--refresh-open-every 0: every run)
+        # Whether no time at all is a value (--refresh-open-every 0: every run), a bare `0`
+        # included; otherwise `0s` is refused as `0` is (--time-budget 0s synced nothing, every
+        # run, exit 0).
+        self.zero = zero
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, dt.timedelta):
             return value
-        if self.zero and str(value).strip() == "0":
-            return dt.timedelta(0)
         from exporter.core.timeutil import parse_duration  # not ops.check: sync never loads it
 
         try:
-            return parse_duration(str(value))
+            duration = dt.timedelta(0) if str(value).strip() == "0" else parse_duration(str(value))
         except ConfigError as exc:
             self.fail(str(exc), param, ctx)
+        if not duration and not self.zero:
+            self.fail(f"{value!r} is no time at all: give a duration above 0 (90s, 2h)", param, ctx)
+        return duration
 
 
 class FiniteFloatRange(click.FloatRange):

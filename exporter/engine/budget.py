@@ -31,7 +31,7 @@ class Budget:
         self.deadline = None if seconds is None else clock() + seconds
         self.requests_left = requests
         self.reached = False
-        # Work worth doing only whole (`can_take`) was left for a later run: the run did not
+        # Work worth doing only whole (`reserve`) was left for a later run: the run did not
         # cover everything, even if no single request was refused (outcome `budget`).
         self.fell_short = False
         self._lock = threading.Lock()
@@ -46,21 +46,35 @@ class Budget:
             if self.requests_left is not None:
                 self.requests_left -= requests
 
-    def can_take(self, n: int) -> bool:
-        """Whether `n` more requests fit now (nothing is taken: work that is worth doing only
-        whole, like a project's two names listings, is left for a later run instead)."""
+    def reserve(self, n: int) -> Reservation | None:
+        """Take `n` requests at once, or none (None): work worth doing only whole, like a
+        project's two names listings. When the room for them was only checked, the other walks'
+        pages took it in between: the second listing was refused, the first spent for nothing,
+        run after run at a small --max-requests (a new user's first hour)."""
         with self._lock:
-            fits = (
-                not self.reached
-                and (self.deadline is None or self._clock() < self.deadline)
-                and (self.requests_left is None or self.requests_left >= n)
-            )
+            fits = self._fits(n)
             self.fell_short = self.fell_short or not fits
-            return fits
+            if not fits:
+                return None
+            if self.requests_left is not None:
+                self.requests_left -= n
+            return Reservation(self, n)
+
+    def _fits(self, n: int) -> bool:
+        return (
+            not self.reached
+            and (self.deadline is None or self._clock() < self.deadline)
+            and (self.requests_left is None or self.requests_left >= n)
+        )
+
+    def _give_back(self, n: int) -> None:
+        with self._lock:
+            if self.requests_left is not None:
+                self.requests_left += n
 
     def take(self) -> bool:
         """One request may be sent (True), or the budget is spent (False, from then on)."""
-        if self.stop is not None and self.stop.is_set():
+        if self.stopped:
             return False
         with self._lock:
             if self.reached:
@@ -74,7 +88,36 @@ class Budget:
                 self.requests_left -= 1
             return True
 
+    @property
+    def stopped(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+
+class Reservation:
+    """Requests taken from a budget at once (`Budget.reserve`): each `take` is one of them;
+    `release` gives back those not sent (the first listing failed, the run stopped)."""
+
+    def __init__(self, budget: Budget, requests: int):
+        self.budget = budget
+        self.left = requests
+
+    def take(self) -> bool:
+        """One reserved request may be sent: a run stopped (Ctrl-C) sends none, and time is not
+        reserved (past --time-budget's deadline, none either)."""
+        budget = self.budget
+        if self.left <= 0 or budget.stopped:
+            return False
+        if budget.deadline is not None and budget._clock() >= budget.deadline:
+            return False
+        self.left -= 1
+        return True
+
+    def release(self) -> None:
+        if self.left:
+            self.budget._give_back(self.left)
+            self.left = 0
+
 
 UNBOUNDED = Budget()
 
-__all__ = ["UNBOUNDED", "Budget"]
+__all__ = ["UNBOUNDED", "Budget", "Reservation"]

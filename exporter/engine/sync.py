@@ -47,7 +47,16 @@ from exporter.engine.budget import Budget
 from exporter.engine.publish import publish
 from exporter.engine.records import arrow_without_pandas, versions_table
 from exporter.engine.schedule import DEFAULT_EVERY_US, RefreshSchedule
-from exporter.engine.walk import Chunk, ProjectWalk, WalkLimits, WalkResult, now_us
+from exporter.engine.walk import (
+    NAMES_REQUESTS,
+    Chunk,
+    ProjectWalk,
+    Turn,
+    WalkLimits,
+    WalkResult,
+    now_us,
+    turns,
+)
 from exporter.events.delivery import deliver
 from exporter.events.follower import FileFollower
 from exporter.events.outbox import EventsConfig, Outbox
@@ -750,12 +759,17 @@ class _Run:
         if found.errors:  # keyed "" (no project): every listing that failed, in one entry
             summary.errors[""] = "; ".join(found.errors)
         self.budget.spend(client.stats.requests)
-        if self.budget.requests_left is not None and self.budget.requests_left <= 0 and found.ids:
-            # Every run would list, walk nothing and exit 0 `budget`, for ever (finding 10).
+        left = self.budget.requests_left
+        if left is not None and left < NAMES_REQUESTS and found.ids:
+            # Every run would list, walk nothing and exit 0 `budget`, for ever (finding 10); or,
+            # with one request left, walk but never read a project's names: they take two at
+            # once (`Budget.reserve`), read first in a later run (`ProjectWalk.run`).
             raise ConfigError(
                 f"--max-requests {config.max_requests} does not cover listing the projects "
-                f"({client.stats.requests} requests): nothing would ever be synced; use "
-                f"--max-requests {client.stats.requests + 1} or more (more: faster coverage)"
+                f"({client.stats.requests} requests) and then a project's branches and endpoints "
+                f"({NAMES_REQUESTS}): the trail would never be complete; use "
+                f"--max-requests {client.stats.requests + NAMES_REQUESTS} or more (more: faster "
+                "coverage)"
             )
         # Stalest first: consecutive budgeted runs cover every project (issue 12).
         pids = state.stalest_first(found.ids)
@@ -777,7 +791,13 @@ class _Run:
         with ThreadPoolExecutor(
             max(1, config.concurrency), thread_name_prefix="opsaudit-walk"
         ) as pool:
-            futures = [pool.submit(self._walk_one, client, committer, pid) for pid in pids]
+            # A bounded request budget is claimed in the order the walks start (stalest first).
+            bounded = self.budget.requests_left is not None
+            order = turns(len(pids)) if bounded else [None] * len(pids)
+            futures = [
+                pool.submit(self._walk_one, client, committer, pid, turn)
+                for pid, turn in zip(pids, order, strict=True)
+            ]
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
             if any(f.exception() is not None for f in done):
                 # An unexpected error in one worker stops the others (issue 9, finding 15).
@@ -830,7 +850,16 @@ class _Run:
             raise InterruptedError("interrupted")
         self.dataset.state.upsert_projects(projects, scope, self.started)
 
-    def _walk_one(self, client: ApiClient, committer: _Committer, pid: str) -> None:
+    def _walk_one(
+        self, client: ApiClient, committer: _Committer, pid: str, turn: Turn | None = None
+    ) -> None:
+        try:
+            self._walk(client, committer, pid, turn)
+        finally:
+            if turn is not None:
+                turn.done()  # ended without a claim: the next walk claims without it
+
+    def _walk(self, client: ApiClient, committer: _Committer, pid: str, turn: Turn | None) -> None:
         if self.cancel.is_set():
             return
         walk = ProjectWalk(
@@ -844,6 +873,7 @@ class _Run:
             self.schedule,
             self.clock,
             names_max_age_us=int(self.config.names_max_age * 1_000_000),
+            turn=turn,
         )
         error: str | None = None
         unknown = False

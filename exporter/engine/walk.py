@@ -21,12 +21,13 @@ finished operation stays tracked until it has been finished for a settling windo
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
@@ -38,7 +39,7 @@ from exporter.core.model import Chunk
 from exporter.core.names import BRANCH, ENDPOINT, Listings
 from exporter.core.operation import Operation, operations_from
 from exporter.core.timeutil import to_micros
-from exporter.engine.budget import UNBOUNDED, Budget
+from exporter.engine.budget import UNBOUNDED, Budget, Reservation
 from exporter.engine.records import created_micros, encode_raw, fingerprint, is_terminal
 from exporter.engine.schedule import STRICT, RefreshSchedule
 from exporter.store.state import TERMINAL_STATUSES, OpenOp, ProjectCheckpoint
@@ -47,6 +48,7 @@ log = logging.getLogger("opsaudit.walk")
 
 PAGE_SIZE = 1000  # the API's maximum (PRODUCT.md); always sent: no limit may mean "everything"
 BRANCHES_PAGE = 10_000  # the branches listing's maximum `limit` (PRODUCT.md, names)
+NAMES_REQUESTS = 2  # a project's names: the branches listing (one page, mostly), the endpoints
 NAMES_MAX_AGE_US = 86_400 * 1_000_000  # --names-max-age's default: 24 h
 US_PER_SECOND = 1_000_000
 # A 404 on one operation's GET may be transient; after this many in a row (one per run) it is
@@ -123,6 +125,30 @@ def now_us() -> int:
 _OpsPage = tuple[list[Operation], list[Any], list[int], int]
 
 
+class Turn:
+    """A walk's place in the order its run started the walks (stalest first), for its first
+    claim on a bounded budget: it waits for the walk before it to have claimed (or ended)."""
+
+    def __init__(self, before: threading.Event | None, mine: threading.Event):
+        self.before = before
+        self.mine = mine
+
+    def wait(self, cancel: threading.Event) -> None:
+        # Polled: a walk cancelled before it started never claims (the run is stopping).
+        while self.before is not None and not self.before.wait(0.05):
+            if cancel.is_set():
+                return
+
+    def done(self) -> None:
+        self.mine.set()
+
+
+def turns(count: int) -> list[Turn]:
+    """The turns of `count` walks, in the order they are started."""
+    events = [threading.Event() for _ in range(count)]
+    return [Turn(events[k - 1] if k else None, events[k]) for k in range(count)]
+
+
 class ProjectWalk:
     """Walks one project and emits `Chunk`s; the caller commits them in order."""
 
@@ -138,6 +164,7 @@ class ProjectWalk:
         schedule: RefreshSchedule = STRICT,
         clock: Callable[[], int] = now_us,
         names_max_age_us: int = NAMES_MAX_AGE_US,
+        turn: Turn | None = None,
     ):
         self.client = client
         self.schedule = schedule
@@ -152,6 +179,7 @@ class ProjectWalk:
         # The single-operation GETs this run may spend on this project (None: any, up to
         # `limits.max_gets`): the run hands them out oldest-checked first across the account.
         self.allowed_gets = allowed_gets
+        self.turn = turn
         self.cp = checkpoint
         self.pid = checkpoint.project_id
         self.emit = emit
@@ -294,12 +322,29 @@ class ProjectWalk:
 
     # -- pages ----------------------------------------------------------------------------
 
-    def _admit(self) -> None:
-        """Before each request: stop when the run was cancelled or its budget is spent."""
+    def _admit(self, reserved: Reservation | None = None) -> None:
+        """Before each request: stop when the run was cancelled or its budget (or the request's
+        `reserved` part of it) is spent."""
         if self.cancel.is_set():
             raise InterruptedError("run cancelled")
-        if not self.budget.take():
-            raise InterruptedError("budget reached")
+        with self._first_claim():
+            if not (self.budget.take() if reserved is None else reserved.take()):
+                raise InterruptedError("budget reached")
+
+    @contextlib.contextmanager
+    def _first_claim(self) -> Iterator[None]:
+        """The walk's first claim on the run's budget waits for the walks before it (stalest
+        first) to have made theirs: under a small --max-requests the walks that started at the
+        same moment raced for it, and the stalest project's names could lose, run after run."""
+        turn, self.turn = self.turn, None
+        if turn is None:
+            yield
+            return
+        try:
+            turn.wait(self.cancel)
+            yield
+        finally:
+            turn.done()
 
     def _fetch(self, cursor: str | None) -> tuple[_OpsPage, int, str | None]:
         self._admit()
@@ -541,28 +586,34 @@ class ProjectWalk:
         cover both, they stay due for a later run and the project counts as left. Once per run,
         whatever the outcome."""
         self.names_tried = True
-        if not self.budget.can_take(2):
+        # Both first requests taken at once: the other walks' pages cannot take the second.
+        with self._first_claim():
+            reserved = self.budget.reserve(NAMES_REQUESTS)
+        if reserved is None:
             self.result.names_left = True
             return
-        branches: list[Any] = []
-        cursor: str | None = None
-        sent: set[str] = set()
-        while True:
-            # `pagination.next` decides, not the page's length: the server may page below the
-            # limit asked for (PRODUCT.md).
-            self._admit()
-            page, following = self.client.list_branches(
-                self.pid, limit=BRANCHES_PAGE, cursor=cursor
-            )
+        try:
+            branches: list[Any] = []
+            cursor: str | None = None
+            sent: set[str] = set()
+            while True:
+                # `pagination.next` decides, not the page's length: the server may page below
+                # the limit asked for (PRODUCT.md). A second page of branches is not reserved.
+                self._admit(reserved if cursor is None else None)
+                page, following = self.client.list_branches(
+                    self.pid, limit=BRANCHES_PAGE, cursor=cursor
+                )
+                self.result.names_requests += 1
+                branches += page
+                if following is None or following in sent or not page:
+                    break
+                sent.add(following)
+                cursor = following
+            self._admit(reserved)
+            endpoints = self.client.list_endpoints(self.pid)
             self.result.names_requests += 1
-            branches += page
-            if following is None or following in sent or not page:
-                break
-            sent.add(following)
-            cursor = following
-        self._admit()
-        endpoints = self.client.list_endpoints(self.pid)
-        self.result.names_requests += 1
+        finally:
+            reserved.release()  # what was not sent (a listing failed, the run stopped)
         read = Listings(
             self.clock(),
             {BRANCH.key: branches, ENDPOINT.key: endpoints},

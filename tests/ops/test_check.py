@@ -383,6 +383,7 @@ def test_threshold_parser() -> None:
             "Invalid value for '--fail-on': 'stuck = 0' is not a threshold",
         ),
         (["--max-age", "2 hours"], "Invalid value for '--max-age': '2 hours' is not a duration"),
+        (["--max-age", "0s"], "Invalid value for '--max-age': '0s' is no time at all"),
         (["--as-of", "yesterday"], "Invalid value for '--as-of': 'yesterday' is not an RFC 3339"),
     ],
 )

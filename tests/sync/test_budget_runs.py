@@ -7,12 +7,15 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from exporter.core.errors import ConfigError, ExitCode
+from exporter.engine.budget import Budget
 
 from .conftest import assert_matches_truth, run_sync
 
@@ -34,25 +37,130 @@ def _outcomes(data_dir: Path) -> list[tuple[str, str | None]]:
 def test_a_request_budget_below_the_listing_is_refused(make_sim: Any, tmp_path: Path) -> None:
     """Finding 10: listing 3 projects costs 3 requests (organizations, projects, shared); a
     budget of 3 would walk nothing on every run and exit 0. It is a usage error that names the
-    least budget that syncs anything."""
+    least budget that completes the trail."""
     sim = _sim(make_sim, 1910, projects=3)
     with pytest.raises(ConfigError) as err:
         run_sync(sim, tmp_path, max_requests=3)
     assert err.value.exit_code == ExitCode.USAGE
     assert str(err.value) == (
-        "--max-requests 3 does not cover listing the projects (3 requests): nothing would ever "
-        "be synced; use --max-requests 4 or more (more: faster coverage)"
+        "--max-requests 3 does not cover listing the projects (3 requests) and then a project's "
+        "branches and endpoints (2): the trail would never be complete; use --max-requests 5 or "
+        "more (more: faster coverage)"
     )
     assert sim.stats()["by_route"].get("GET /projects/{project_id}/operations", 0) == 0
     [(outcome, error)] = _outcomes(tmp_path)
     assert outcome == "failed" and error is not None and error.startswith("--max-requests 3 ")
-    # The least it names walks the operations: one walk page per run, and the runs cover every
-    # project. A project's first walk also wants its two names listings, which one unit cannot
-    # cover: each run says so (that project is left, the outcome `budget`, exit 0).
-    for _ in range(3):
-        summary = run_sync(sim, tmp_path, max_requests=4)
+
+
+def test_a_request_budget_of_the_listing_and_one_page_is_refused(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """The listing and one request more walked a page per run but never a project's names:
+    they take two requests at once, so every run exited 0 `budget`, no project ever complete,
+    no branch named (a new user's first hour, thirteenth review)."""
+    sim = _sim(make_sim, 1912, projects=3)
+    with pytest.raises(ConfigError) as err:
+        run_sync(sim, tmp_path, max_requests=4)
+    assert err.value.exit_code == ExitCode.USAGE
+    assert str(err.value).startswith("--max-requests 4 does not cover listing the projects (3 ")
+    assert str(err.value).endswith("use --max-requests 5 or more (more: faster coverage)")
+
+
+def test_a_reservation_is_taken_whole_and_gives_back_what_was_not_sent() -> None:
+    """`Budget.reserve`: a project's two names listings take their requests at once, so the
+    other walks' pages cannot take the second one's; what is not sent goes back."""
+    budget = Budget(requests=3)
+    held = budget.reserve(2)
+    assert held is not None and budget.requests_left == 1
+    assert budget.reserve(2) is None and budget.fell_short  # left whole for a later run
+    assert budget.take()  # another walk's page: the last unreserved request
+    assert not budget.take() and budget.reached
+    assert held.take() and held.take()  # both listings are sent after all
+    assert not held.take()
+    assert budget.requests_left == 0
+    # The first listing failed (or the run stopped): the second's request is given back.
+    budget = Budget(requests=2)
+    held = budget.reserve(2)
+    assert held is not None and held.take()
+    held.release()
+    assert budget.requests_left == 1 and budget.take() and not budget.take()
+    # Ctrl-C (the run's stop) and a passed deadline send no reserved request either.
+    stop = threading.Event()
+    now = [0.0]
+    budget = Budget(seconds=10, requests=4, clock=lambda: now[0], stop=stop)
+    held = budget.reserve(2)
+    assert held is not None
+    stop.set()
+    assert not held.take()
+    stop.clear()
+    now[0] = 10.0
+    assert not held.take()
+
+
+def test_walks_claim_a_bounded_budget_in_the_order_they_were_started(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """The run starts its walks stalest first; under --max-requests their first claims on the
+    budget keep that order (`walk.Turn`). A walk started later but quicker took the last
+    requests before the stalest project's names (two at once) could, run after run."""
+    from exporter.api.client import ApiClient
+    from exporter.engine.walk import ProjectWalk, turns
+    from exporter.store.state import ProjectCheckpoint
+
+    sim = _sim(make_sim, 1914, projects=2)
+    stalest, other = sim.project_ids()
+    client = ApiClient(sim.base_url, sim.personal_key)
+    budget = Budget(requests=2)
+    first, second = turns(2)
+    chunks: list[Any] = []
+    # The stalest was walked before, its names never read: they come first, two at once.
+    walked = ProjectCheckpoint(stalest, checkpoint_us=int(sim.world.clock_us))
+    walks = [
+        ProjectWalk(client, walked, chunks.append, budget=budget, turn=first),
+        ProjectWalk(client, ProjectCheckpoint(other), chunks.append, budget=budget, turn=second),
+    ]
+    stopped: list[str] = []
+
+    def run(walk: ProjectWalk) -> None:
+        try:
+            walk.run()
+        except InterruptedError:
+            stopped.append(walk.pid)
+
+    later = threading.Thread(target=run, args=(walks[1],))
+    try:
+        later.start()  # the second walk is under way first ...
+        time.sleep(0.3)
+        run(walks[0])  # ... and the stalest still claims before it
+        later.join(30)
+    finally:
+        client.close()
+    assert [c.project_id for c in chunks if c.names is not None] == [stalest]
+    assert not walks[0].result.names_left
+    assert sorted(stopped) == sorted([stalest, other])  # neither had a request for a page
+    assert (
+        budget.requests_left == 0
+        and sim.stats()["by_route"].get("GET /projects/{project_id}/operations", 0) == 0
+    )
+
+
+def test_the_least_request_budget_completes_the_trail_with_concurrent_walks(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """The least budget the refusal names, four walks at once: each run spends at most its
+    budget, and consecutive runs read every project's names and walk every project. The two
+    listings are reserved together: when only checked, the other walks' pages took the second
+    one's request, and the first was spent for nothing, run after run."""
+    sim = _sim(make_sim, 1913, projects=3)
+    spent = []
+    for _ in range(14):  # 3 pages and 3 x 2 listings at 2 requests a run: 5 runs at least
+        summary = run_sync(sim, tmp_path, max_requests=5, concurrency=4)
+        spent.append(summary.requests)
         assert (summary.outcome, summary.exit_code) == ("budget", 0)
-        assert (summary.projects_ok, summary.projects_left) == (0, 3)
+        if None not in _names_read(tmp_path) and None not in _last_walks(tmp_path):
+            break
+    assert max(spent) <= 5, spent
+    assert None not in _names_read(tmp_path) and None not in _last_walks(tmp_path)
     assert_matches_truth(sim, tmp_path)
 
 
@@ -81,9 +189,31 @@ def test_the_cli_exits_2_for_a_budget_below_the_listing(make_sim: Any, tmp_path:
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == (
-        "Error: --max-requests 2 does not cover listing the projects (3 requests): nothing "
-        "would ever be synced; use --max-requests 4 or more (more: faster coverage)"
+        "Error: --max-requests 2 does not cover listing the projects (3 requests) and then a "
+        "project's branches and endpoints (2): the trail would never be complete; use "
+        "--max-requests 5 or more (more: faster coverage)"
     )
+
+
+@pytest.mark.parametrize("budget", ["0", "0s", "0m"])
+def test_a_time_budget_of_no_time_is_refused(tmp_path: Path, budget: str) -> None:
+    """`--time-budget 0s` was taken: every run synced nothing and exited 0 `budget` (`0` was
+    refused as no duration). Refused before anything is read or written."""
+    from click.testing import CliRunner
+
+    from exporter.cli import cli
+
+    result = CliRunner().invoke(
+        cli,
+        ["sync", "--data-dir", str(tmp_path / "d"), "--time-budget", budget],
+        env={"NEON_API_KEY": "k" * 64},
+    )
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == (
+        "Error: Invalid value for '--time-budget' (env var: 'OPSAUDIT_TIME_BUDGET'): "
+        f"'{budget}' is no time at all: give a duration above 0 (90s, 2h)"
+    )
+    assert not (tmp_path / "d").exists()
 
 
 def _last_walks(data_dir: Path) -> list[int]:

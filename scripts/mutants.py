@@ -995,6 +995,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "listed-project-404-taken-for-deletion",  # its open operations dropped, exit 0 for ever
+        "exporter/engine/walk.py",
+        "            if self.listed:\n",
+        "            if False:\n",
+        ("tests/sync/test_failures.py::test_a_404_of_a_listed_projects_operations_is_no_deletion",),
+    ),
+    Mutant(
         "first-claims-raced",  # a walk started later took the stalest project's requests
         "exporter/engine/walk.py",
         "            turn.wait(self.cancel)\n",

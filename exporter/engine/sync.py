@@ -601,6 +601,8 @@ class _Run:
         self.budget = Budget(config.time_budget, config.max_requests, stop=self.stop)
         self.clock_started = time.monotonic()
         self.allowed_gets: set[str] | None = None
+        # The projects this run's own listing showed (not those named by --project).
+        self.listed: set[str] = set()
         self.committer: _Committer | None = None
 
     def run(self) -> RunSummary:
@@ -781,6 +783,7 @@ class _Run:
                 config.max_gets_per_run, lambda o: self.schedule.due(o, self.started)
             )
         self.load_checkpoint = state.checkpoints()
+        self.listed = {pid for pid, scope in found.scope_of.items() if scope is not None}
         backfill = config.events is not None and config.events.backfill
         if committer.follower is not None and backfill and state.any_unwalked(pids):
             committer.follower.prepare()  # an events backfill: its appender started now
@@ -874,6 +877,7 @@ class _Run:
             self.clock,
             names_max_age_us=int(self.config.names_max_age * 1_000_000),
             turn=turn,
+            listed=pid in self.listed,
         )
         error: str | None = None
         unknown = False

@@ -165,6 +165,7 @@ class ProjectWalk:
         clock: Callable[[], int] = now_us,
         names_max_age_us: int = NAMES_MAX_AGE_US,
         turn: Turn | None = None,
+        listed: bool = False,
     ):
         self.client = client
         self.schedule = schedule
@@ -180,6 +181,7 @@ class ProjectWalk:
         # `limits.max_gets`): the run hands them out oldest-checked first across the account.
         self.allowed_gets = allowed_gets
         self.turn = turn
+        self.listed = listed  # this run's own listing showed the project: a 404 is no deletion
         self.cp = checkpoint
         self.pid = checkpoint.project_id
         self.emit = emit
@@ -400,6 +402,17 @@ class ProjectWalk:
                 raise UnknownProjectError(
                     f"project {self.pid} not found (404), and no listing ever showed it: "
                     "check the --project id (and that the key can read it)",
+                    status=404,
+                ) from None
+            if self.listed:
+                # The listing of this run shows it: one 404 of its operations (a proxy, a
+                # moment of the API) is no proof it is gone. Marked deleted, its open
+                # operations were dropped for good and every later run said ok while they
+                # kept their old state. A failed project instead: tracked, retried next run.
+                self._flush()
+                raise ApiError(
+                    f"project {self.pid}: its operations answered 404 although this run's "
+                    "listing shows it; tried again in the next run",
                     status=404,
                 ) from None
             # The project is gone (PRODUCT.md: deleted projects keep their history).

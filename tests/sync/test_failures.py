@@ -154,6 +154,37 @@ def test_deleted_project_keeps_its_history(make_sim: Any, tmp_path: Path) -> Non
     assert deleted_at is not None and last_seen is not None and deleted_at > last_seen
 
 
+def test_a_404_of_a_listed_projects_operations_is_no_deletion(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """One 404 of the operations of a project the run's own listing shows (a proxy, a moment
+    of the API) marked it deleted and dropped its open operations for good: every later run
+    exited 0 while `operations` kept their old state (thirteenth review). The project fails
+    (exit 1), stays tracked, and the next run reads what changed."""
+    sim = make_sim(seed=27, projects=2, days=1)
+    pid = sim.project_ids()[0]
+    running = sim.add_operations(pid, 3, status="running")
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    sim.fail_requests(f"/projects/{pid}/operations", 404, times=1)
+    cut = run_sync(sim, tmp_path)
+    assert (cut.outcome, cut.exit_code, cut.projects_failed) == ("partial", 1, 1)
+    assert cut.errors == {
+        pid: f"project {pid}: its operations answered 404 although this run's listing shows "
+        "it; tried again in the next run"
+    }
+    for op_id in running:
+        sim.update_operation(op_id, status="finished")
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    assert_matches_truth(sim, tmp_path)
+    import duckdb
+
+    [(deleted_at,)] = duckdb.sql(
+        f"SELECT deleted_at FROM read_parquet('{tmp_path}/projects/projects.parquet') "
+        f"WHERE id = '{pid}'"
+    ).fetchall()
+    assert deleted_at is None
+
+
 def test_key_never_lands_in_any_file(make_sim: Any, tmp_path: Path) -> None:
     sim = make_sim(seed=27, projects=2, days=1)
     sim.faults = Faults(p_5xx=0.1, seed=3)

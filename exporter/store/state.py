@@ -269,6 +269,12 @@ def _micros(text: Any) -> int | None:
         return None
 
 
+def _text(value: Any) -> str | None:
+    """A listing's text field as a text column holds it: a value of another type (a list, an
+    object, a number: the API changed the field) as its JSON text, never a run's failure."""
+    return value if value is None or isinstance(value, str) else orjson.dumps(value).decode()
+
+
 def _activity(project: dict[str, Any]) -> int | None:
     """The newest of the listing fields that move when a project is active (`--skip-idle`)."""
     marks = [_micros(project.get(k)) for k in ("updated_at", "compute_last_active_at")]
@@ -916,13 +922,13 @@ class StateDB:
                 "deleted_us = NULL, listed_in = ?, active_us = ? WHERE id = ?",
                 [
                     (
-                        p.get("name"),
-                        p.get("region_id"),
+                        _text(p.get("name")),
+                        _text(p.get("region_id")),
                         p.get("pg_version") if isinstance(p.get("pg_version"), int) else None,
-                        p.get("platform_id"),
-                        p.get("provisioner"),
-                        p.get("org_id"),
-                        p.get("owner_id"),
+                        _text(p.get("platform_id")),
+                        _text(p.get("provisioner")),
+                        _text(p.get("org_id")),
+                        _text(p.get("owner_id")),
                         _micros(p.get("created_at")),
                         _micros(p.get("updated_at")),
                         orjson.dumps(p).decode(),

@@ -195,6 +195,30 @@ def test_key_never_lands_in_any_file(make_sim: Any, tmp_path: Path) -> None:
             assert needle not in path.read_bytes(), path
 
 
+def test_a_project_field_of_an_unexpected_type_fails_nothing(make_sim: Any, tmp_path: Path) -> None:
+    """A listed project whose `name` is a list or `owner_id` an object (the API changing a
+    field's type) made every run of the account exit 5, "unexpected error": SQLite cannot bind
+    them. Such a value is kept as its JSON text, as the operations' typed columns keep theirs,
+    and the listing's `raw` keeps it as sent."""
+    import duckdb
+
+    sim = make_sim(seed=29, projects=2, days=1)
+    pid = sim.project_ids()[0]
+    odd = {"name": ["a", 1], "owner_id": {"a": 1}, "provisioner": 7}
+    with sim.world.lock:
+        project = sim.world.by_id[pid]
+        project.meta.update(odd)
+        project._rendered_meta = None
+    summary = run_sync(sim, tmp_path)
+    assert (summary.outcome, summary.exit_code) == ("ok", 0)
+    assert_matches_truth(sim, tmp_path)
+    row = duckdb.sql(
+        "SELECT name, provisioner FROM "
+        f"read_parquet('{tmp_path}/projects/projects.parquet') WHERE id = '{pid}'"
+    ).fetchall()
+    assert row == [('["a",1]', "7")]
+
+
 def test_unknown_actions_statuses_and_fields_are_kept(make_sim: Any, tmp_path: Path) -> None:
     import orjson
 

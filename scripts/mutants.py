@@ -1002,6 +1002,16 @@ MUTANTS = [
         ("tests/sync/test_failures.py::test_a_404_of_a_listed_projects_operations_is_no_deletion",),
     ),
     Mutant(
+        "resumed-walk-refreshed-from-the-bottom",  # every open operation read by a GET
+        "exporter/engine/walk.py",
+        "        self.lowest = None\n",
+        "",
+        (
+            "tests/sync/test_schedule.py::"
+            "test_a_resumed_walk_extends_the_newest_walk_over_what_the_cut_run_read",
+        ),
+    ),
+    Mutant(
         "first-claims-raced",  # a walk started later took the stalest project's requests
         "exporter/engine/walk.py",
         "            turn.wait(self.cancel)\n",

@@ -192,7 +192,8 @@ class ProjectWalk:
         self.seen: set[str] = set()  # tracked ids re-read this run
         self.chunk = Chunk(self.pid)
         self.density: float | None = None  # microseconds between operations, from the pages
-        self.lowest: int | None = None  # the oldest created_at the walk has read
+        # The oldest created_at the last main walk read: where the refresh extends its pager.
+        self.lowest: int | None = None
         self.due: set[str] = set()  # tracked ids this run must re-read (the schedule)
 
     # -- classification -------------------------------------------------------------------
@@ -431,6 +432,9 @@ class ProjectWalk:
         """Walk down to the checkpoint; returns the pager, positioned where the walk stopped.
         With `names`, reads the listings as soon as they are wanted (after a page)."""
         cp = self.cp
+        # The walk whose pager the refresh extends is this one: a resumed walk's bottom (the
+        # oldest operation of all, in a backfill) left every open operation "above" it.
+        self.lowest = None
         resuming = cp.resume_cursor is not None
         walked_from = self.clock()
         pager = Pager(self._fetch, self.limits.page_size, cp.resume_cursor, what=self.pid)

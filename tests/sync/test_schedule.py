@@ -301,3 +301,30 @@ def test_a_run_wide_get_allowance_goes_to_due_operations_oldest_checked_first(
     checked = _checked(tmp_path)
     assert (checked[first], checked[second]) == (backfill, sim.world.clock_us)
     assert _requests(sim) == {LISTING: 1, GET_ONE: 1}
+
+
+def test_a_resumed_walk_extends_the_newest_walk_over_what_the_cut_run_read(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """A run cut short (budget, Ctrl-C) read the newest pages and their open operations; the
+    next run finishes that walk to the bottom, then walks the newest down to its top. The open
+    operations read by the cut run sit just below: the cheapest plan walks on one page. It took
+    the bottom of the whole history for the newest walk's, found nothing below it and read
+    every one by a GET (a backfill cut at 8 requests: 127 requests where ~13 do)."""
+    sim = empty_sim(make_sim, 33)
+    pid = sim.project_ids()[0]
+    sim.add_operations(pid, 9, status="finished", same_second=False)
+    sim.advance(SETTLED)
+    sim.add_operations(pid, 6, status="running", same_second=False)
+    sim.advance(60)
+    listing = 3  # organizations, the org's projects, shared projects
+    cut = run_sync(sim, tmp_path, limits=LIMITS, clock=sim_clock(sim), max_requests=listing + 2 + 2)
+    assert (cut.outcome, cut.new_operations) == ("budget", 6)  # two pages, then the names
+    sim.add_operations(pid, 3, status="finished", same_second=False)
+    sim.advance(60)
+    sim.reset_stats()
+    _sync(sim, tmp_path, refresh_open_every=0)
+    # The rest of the cut walk (3 pages and the empty one past them), the newest (2 pages),
+    # one page more over the three open operations below it: no GET.
+    assert _requests(sim) == {LISTING: 7}
+    assert_matches_truth(sim, tmp_path)

@@ -1012,6 +1012,20 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "retry-outlasts-the-time-budget",  # a 5 s --time-budget took 61 s under Retry-After
+        "exporter/engine/sync.py",
+        "        client.halt = self.budget.outlasted_by  # a retry's wait never outlasts the run\n",
+        "",
+        ("tests/sync/test_budget_runs.py::test_a_retry_never_waits_past_the_time_budget",),
+    ),
+    Mutant(
+        "retry-given-up-without-the-budget-reached",  # outcome `ok` with a project left
+        "exporter/engine/budget.py",
+        "            self.reached = True  # the run did not cover everything: outcome `budget`\n",
+        "            pass\n",
+        ("tests/sync/test_budget_runs.py::test_a_retry_never_waits_past_the_time_budget",),
+    ),
+    Mutant(
         "first-claims-raced",  # a walk started later took the stalest project's requests
         "exporter/engine/walk.py",
         "            turn.wait(self.cancel)\n",

@@ -13,6 +13,7 @@ import random
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -254,6 +255,9 @@ class ApiClient:
         self.pacer = pacer or Pacer()
         self.retry = retry or RetryPolicy()
         self.stats = RequestStats()
+        # Asked before a retry waits `delay` seconds: True gives the request up (InterruptedError,
+        # as a spent budget: the run's --time-budget would pass, or the run was stopped).
+        self.halt: Callable[[float], bool] | None = None
         self._any_success = False
         self._any_answer = False  # any HTTP response at all, in this client's life
         self._connect_failures = 0  # failed connections before the first answer
@@ -408,6 +412,8 @@ class ApiClient:
                         f"{route} kept failing after {policy.max_attempts} attempts: {exc}",
                         status=exc.status,
                     ) from None
+                if self.halt is not None and self.halt(delay):
+                    raise InterruptedError("budget reached") from None
                 self.stats.count_retry()
                 log.info("retrying after %s (attempt %d)", exc, attempt)
             time.sleep(delay)

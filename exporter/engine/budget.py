@@ -88,6 +88,19 @@ class Budget:
                 self.requests_left -= 1
             return True
 
+    def outlasted_by(self, seconds: float) -> bool:
+        """Whether a wait of `seconds` (a retry's backoff, a `Retry-After`) ends past the
+        deadline, or the run was stopped: the request is then given up as a spent budget's
+        would be. Retries ignored the deadline: a 5 s --time-budget took 61 s under a minute's
+        Retry-After, and a cron job overran into its next start (exit 4, lock held)."""
+        if self.stopped:
+            return True
+        if self.deadline is None or self._clock() + seconds < self.deadline:
+            return False
+        with self._lock:
+            self.reached = True  # the run did not cover everything: outcome `budget`
+        return True
+
     @property
     def stopped(self) -> bool:
         return self.stop is not None and self.stop.is_set()

@@ -616,6 +616,7 @@ class _Run:
             retry=config.retry,
             max_connections=max(4, config.concurrency * 2),
         )
+        client.halt = self.budget.outlasted_by  # a retry's wait never outlasts the run
         committer = self.committer = _Committer(dataset, summary.run_id, config, self.observer)
         failure: BaseException | None = None
         delivery: _Delivery | None = None

@@ -305,3 +305,26 @@ def _names_read(data_dir: Path) -> list[int | None]:
         return [r[0] for r in con.execute("SELECT names_read_us FROM projects ORDER BY id")]
     finally:
         con.close()
+
+
+def test_a_retry_never_waits_past_the_time_budget(make_sim: Any, tmp_path: Path) -> None:
+    """A request failing again and again was retried with the whole retry policy (up to 8
+    attempts, backoff to 30 s, Retry-After as sent) whatever the --time-budget said: a 5 s
+    budget took 61 s, a cron job overran into its next start. A retry whose wait would pass
+    the deadline gives the request up, as a spent budget: committed what was read, the
+    outcome `budget` (exit 0), the project left for the next run."""
+    from exporter.api.client import RetryPolicy
+
+    sim = _sim(make_sim, 1915, projects=1)
+    [pid] = sim.project_ids()
+    sim.fail_requests(f"/projects/{pid}/operations", 503)  # every one, until cleared
+    slow = RetryPolicy(max_attempts=12, backoff_initial=2.0, backoff_max=4.0)
+    summary = run_sync(sim, tmp_path, retry=slow, time_budget=3.0)
+    assert (summary.outcome, summary.exit_code) == ("budget", 0), summary.errors
+    assert (summary.projects_ok, summary.projects_left, summary.errors) == (0, 1, {})
+    # The first attempt and those whose backoff (1-2 s, then 2-4 s) ended within the 3 s.
+    attempts = sim.stats()["by_route"]["GET /projects/{project_id}/operations"]
+    assert 1 <= attempts <= 2, attempts
+    sim.clear_failures()
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    assert_matches_truth(sim, tmp_path)

@@ -77,7 +77,8 @@ _ENDPOINTS = json.dumps(
 
 
 class _Recorded(BaseHTTPRequestHandler):
-    """Serves the recorded bodies verbatim; anything else is a JSON 404."""
+    """Serves the recorded bodies verbatim, the listed projects' other lists empty; anything
+    else is a JSON 404."""
 
     protocol_version = "HTTP/1.1"
     log: list[str]
@@ -114,6 +115,11 @@ class _Recorded(BaseHTTPRequestHandler):
             == "/projects/solitary-cell-58208823/operations/d6ad21e4-725d-493f-a495-43867ad88d09"
         ):
             return self._send(200, RECORDED["get_operation_d6ad21e4"])
+        listed = json.loads(RECORDED["get_projects"])["projects"]
+        for project in listed:  # the listing's projects, with nothing recorded: empty
+            for kind in ("operations", "branches", "endpoints"):
+                if path == f"/projects/{project['id']}/{kind}":
+                    return self._send(200, json.dumps({kind: []}))
         return self._send(404, '{"code":"","message":"not found"}')
 
     def _send(self, status: int, body: str) -> None:

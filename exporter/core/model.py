@@ -29,6 +29,36 @@ DEFAULT_BASE_URL = "https://console.neon.tech/api/v2/"
 # An operation in one of these statuses never changes again (PRODUCT.md).
 TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})
 
+# What platform-api.md documents (and `error`, which the console shows and the API sends): a
+# value a user names (--fail-on, --events-filter) that is neither one of these nor in the data
+# is most likely a typo. Enums grow: an undocumented value is warned about or checked against
+# the data, never refused outright.
+DOCUMENTED_ACTIONS = (
+    "apply_config",
+    "apply_storage_config",
+    "check_availability",
+    "create_branch",
+    "create_timeline",
+    "delete_tenant",
+    "start_compute",
+    "suspend_compute",
+    "tenant_attach",
+    "tenant_detach",
+    "tenant_reattach",
+    "timeline_archive",
+    "timeline_unarchive",
+)
+DOCUMENTED_STATUSES = (
+    "scheduling",
+    "running",
+    "finished",
+    "failed",
+    "error",
+    "cancelling",
+    "cancelled",
+    "skipped",
+)
+
 
 class Outcome(str, enum.Enum):
     """How a run ended (`sync_runs.outcome`; README, exit codes). In the order the metrics
@@ -202,6 +232,8 @@ class RunRow(NamedTuple):
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "DOCUMENTED_ACTIONS",
+    "DOCUMENTED_STATUSES",
     "STOPPED_OUTCOMES",
     "TERMINAL_STATUSES",
     "Chunk",

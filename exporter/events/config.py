@@ -13,8 +13,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from exporter.core.errors import ConfigError
+from exporter.core.model import DOCUMENTED_ACTIONS, DOCUMENTED_STATUSES
 
-__all__ = ["SINKS", "Backlog", "EventFilter", "EventsConfig", "parse_event_filter", "read_backlog"]
+__all__ = [
+    "SINKS",
+    "Backlog",
+    "EventFilter",
+    "EventsConfig",
+    "parse_event_filter",
+    "read_backlog",
+    "undocumented",
+]
 
 SINKS = ("file", "webhook")
 
@@ -50,6 +59,14 @@ def parse_event_filter(text: str) -> EventFilter:
             "FIELD action or status (e.g. status=failed,error)"
         )
     return EventFilter(text.strip(), m[1], m[2] == "!=", values)
+
+
+def undocumented(event_filter: EventFilter) -> tuple[list[str], tuple[str, ...]]:
+    """The filter's values the API does not document for its field (a typo, most likely:
+    `status=faild` kept every event out, for good; a value the API added since is fine), and
+    the documented ones."""
+    known = DOCUMENTED_ACTIONS if event_filter.field == "action" else DOCUMENTED_STATUSES
+    return sorted(event_filter.values - set(known)), known
 
 
 @dataclass

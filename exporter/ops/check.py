@@ -34,7 +34,7 @@ from typing import Any
 from exporter.analytics.format import branch_failure_line, format_duration, jsonable
 from exporter.core.errors import ConfigError, missing_data_dir
 from exporter.core.layout import STATE_FILE
-from exporter.core.model import Outcome, RunRow, last_current
+from exporter.core.model import DOCUMENTED_ACTIONS, Outcome, RunRow, last_current
 from exporter.core.timeutil import parse_duration
 from exporter.store.state import TERMINAL_STATUSES, StateDB
 
@@ -84,23 +84,6 @@ _STUCK = re.compile(
 )
 THRESHOLD_FORMS = (
     "'failure_rate(ACTION) > 5% over 24h', 'stuck > 0' or 'stuck(ACTION) > 0 over 24h'"
-)
-# The actions platform-api.md documents: a --fail-on action must be one of these or one in the
-# data (enums grow: an undocumented action the data holds is fine).
-DOCUMENTED_ACTIONS = (
-    "apply_config",
-    "apply_storage_config",
-    "check_availability",
-    "create_branch",
-    "create_timeline",
-    "delete_tenant",
-    "start_compute",
-    "suspend_compute",
-    "tenant_attach",
-    "tenant_detach",
-    "tenant_reattach",
-    "timeline_archive",
-    "timeline_unarchive",
 )
 
 

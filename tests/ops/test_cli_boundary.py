@@ -91,6 +91,29 @@ def test_max_rps_above_the_account_limit_warns(make_sim: Any, tmp_path: Path) ->
     assert quiet.exit_code == 0 and "Warning" not in quiet.stderr
 
 
+def test_an_events_filter_value_the_api_does_not_document_warns(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """`--events-filter status=faild` kept every event out, for good, without a word (the
+    thirteenth review): a value the API does not document is warned about, not refused (its
+    values grow), and the run goes on as written."""
+    sim = make_sim(seed=4, projects=1, shared_projects=0, orgs=1, ops_per_project_per_day=20)
+    env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
+    events = tmp_path / "events.jsonl"
+    args = ["sync", "--data-dir", str(tmp_path / "d"), "--max-rps", "0", "--events-file"]
+    result = invoke(
+        *args, str(events), "--events-backfill", "--events-filter", "status=faild,failed", env=env
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0] == (
+        "Warning: --events-filter 'status=faild,failed': faild is not a status the API "
+        "documents (scheduling, running, finished, failed, error, cancelling, cancelled, "
+        "skipped); a typo there leaves events out for good"
+    )
+    quiet = invoke(*args, str(events), "--events-filter", "action=start_compute", env=env)
+    assert quiet.exit_code == 0 and "Warning" not in quiet.stderr
+
+
 @pytest.mark.parametrize(
     "command",
     [

@@ -1026,6 +1026,49 @@ MUTANTS = [
         ("tests/sync/test_budget_runs.py::test_a_retry_never_waits_past_the_time_budget",),
     ),
     Mutant(
+        "vanished-projects-open-operations-dropped",  # back in the listing: old state for good
+        "exporter/store/state.py",
+        "            # Its tracked operations stay: a listing that shows it again (an API's moment, not\n",
+        "            con.execute(\n"
+        '                "DELETE FROM open_ops WHERE project_id IN "\n'
+        '                "(SELECT id FROM projects WHERE deleted_us IS NOT NULL)"\n'
+        "            )\n",
+        (
+            "tests/sync/test_failures.py::"
+            "test_a_project_back_in_the_listing_has_its_open_operations_tracked_again",
+        ),
+    ),
+    Mutant(
+        "deleted-projects-open-operations-counted",  # open, planned and checked while gone
+        "exporter/store/state.py",
+        '_LISTED_PROJECT = "project_id NOT IN (SELECT id FROM projects WHERE deleted_us IS NOT NULL)"\n',
+        '_LISTED_PROJECT = "1 = 1"\n',
+        (
+            "tests/sync/test_failures.py::"
+            "test_a_project_back_in_the_listing_has_its_open_operations_tracked_again",
+        ),
+    ),
+    Mutant(
+        "killed-run-versions-not-counted",  # sync_runs: 0 versions beside the run's versions
+        "exporter/store/state.py",
+        '                "SELECT coalesce(sum(rows), 0) FROM files WHERE files.run_id = runs.run_id "\n',
+        '                "SELECT 0 FROM files WHERE files.run_id = runs.run_id "\n',
+        (
+            "tests/sync/test_crash.py::"
+            "test_a_killed_run_is_recorded_with_the_versions_its_commits_wrote",
+        ),
+    ),
+    Mutant(
+        "undocumented-events-filter-silent",  # status=faild left every event out, unsaid
+        "exporter/cli/_sync.py",
+        "        if unknown:\n",
+        "        if False:\n",
+        (
+            "tests/ops/test_cli_boundary.py::"
+            "test_an_events_filter_value_the_api_does_not_document_warns",
+        ),
+    ),
+    Mutant(
         "first-claims-raced",  # a walk started later took the stalest project's requests
         "exporter/engine/walk.py",
         "            turn.wait(self.cancel)\n",

@@ -51,6 +51,12 @@ FORMAT_VERSION = 11
 IDLE_SKEW_US = 60_000_000
 
 
+# SQL: the tracked operation's project is not marked deleted. A project a complete listing left
+# out keeps its tracked operations (a listing that shows it again has them re-read; dropped, they
+# kept their old state for good), but they are not counted, planned or checked while it is gone.
+_LISTED_PROJECT = "project_id NOT IN (SELECT id FROM projects WHERE deleted_us IS NOT NULL)"
+
+
 def _still_open(column: str = "status") -> str:
     """SQL: the operation whose status is in `column` may still change (unknown ones too)."""
     listed = ", ".join(f"'{status}'" for status in sorted(TERMINAL_STATUSES))
@@ -847,7 +853,8 @@ class StateDB:
             return allowed
         with self._lock:
             rows = self._con.execute(
-                f"SELECT {self._OPEN_COLUMNS} FROM open_ops ORDER BY checked_us, id"
+                f"SELECT {self._OPEN_COLUMNS} FROM open_ops WHERE {_LISTED_PROJECT} "
+                "ORDER BY checked_us, id"
             )
             for row in rows:
                 if due(OpenOp(*row)):
@@ -861,7 +868,9 @@ class StateDB:
         `status`, `check` and the metrics file show it (README, choosing the bound)."""
         edges = [(label, now - hours * 3_600_000_000) for label, hours in REREAD_AGES]
         counts = dict.fromkeys([label for label, _ in REREAD_AGES] + [REREAD_OLDER], 0)
-        for (checked,) in self.query(f"SELECT checked_us FROM open_ops WHERE {_still_open()}"):
+        for (checked,) in self.query(
+            f"SELECT checked_us FROM open_ops WHERE {_still_open()} AND {_LISTED_PROJECT}"
+        ):
             for label, since in edges:
                 if checked >= since:
                     counts[label] += 1
@@ -888,7 +897,9 @@ class StateDB:
             (hour, day),
         )[0]
         [(unchecked,)] = self.query(
-            f"SELECT count(*) FROM open_ops WHERE checked_us < ? AND {_still_open()}", (day,)
+            f"SELECT count(*) FROM open_ops WHERE checked_us < ? AND {_still_open()} "
+            f"AND {_LISTED_PROJECT}",
+            (day,),
         )
         return Coverage(
             projects=total,
@@ -900,7 +911,11 @@ class StateDB:
 
     def open_count(self) -> int:
         """Operations still being re-read (not the finished ones kept for one more look)."""
-        return int(self.query(f"SELECT count(*) FROM open_ops WHERE {_still_open()}")[0][0])
+        return int(
+            self.query(
+                f"SELECT count(*) FROM open_ops WHERE {_still_open()} AND {_LISTED_PROJECT}"
+            )[0][0]
+        )
 
     # -- projects -------------------------------------------------------------------------
 
@@ -966,11 +981,8 @@ class StateDB:
                 f"org_id IN ({scopes}) OR '*' IN ({scopes}))))",
                 (now, *complete_scopes, *complete_scopes, *complete_scopes),
             )
-            # A deleted project's operations can never be re-read: stop tracking them.
-            con.execute(
-                "DELETE FROM open_ops WHERE project_id IN "
-                "(SELECT id FROM projects WHERE deleted_us IS NOT NULL)"
-            )
+            # Its tracked operations stay: a listing that shows it again (an API's moment, not
+            # a deletion) has them re-read; `_LISTED_PROJECT` leaves them out meanwhile.
             con.execute("DELETE FROM _present")
 
     def forget_never_read(self, present: Iterable[str]) -> list[str]:
@@ -1016,10 +1028,15 @@ class StateDB:
             )
 
     def mark_killed_runs(self) -> None:
-        """Runs that a kill interrupted stay visible as such."""
+        """Runs that a kill interrupted stay visible as such, with the versions their commits
+        wrote (they said 0 while `operation_versions` held theirs; a Delta table's commits are
+        not listed here: 0 there, as before)."""
         with self.transaction() as con:
             con.execute(
-                f"UPDATE runs SET outcome = '{Outcome.KILLED}' WHERE outcome = '{Outcome.RUNNING}'"
+                f"UPDATE runs SET outcome = '{Outcome.KILLED}', versions_written = ("
+                "SELECT coalesce(sum(rows), 0) FROM files WHERE files.run_id = runs.run_id "
+                "AND files.state <> 'pending' AND files.path LIKE 'operation_versions/%') "
+                f"WHERE outcome = '{Outcome.RUNNING}'"
             )
 
     def projects_rows(self) -> list[ProjectRow]:

@@ -71,3 +71,54 @@ def test_kill_9_at_random_instants(make_sim: Any, tmp_path: Path) -> None:
     assert recorded_flagged(tmp_path) == derived_flagged(tmp_path)
     # Nothing left in staging, and every file on disk is registered (no orphans).
     assert list((tmp_path / "_staging").iterdir()) == []
+
+
+# A sync killed (SIGKILL) once its commits are made, at the start of its compaction.
+_KILLED_AFTER_ITS_COMMITS = """
+import os, signal, sys
+from exporter.store.local.dataset import Dataset
+Dataset.compact = lambda self, partitions: os.kill(os.getpid(), signal.SIGKILL)
+from exporter.engine.sync import SyncConfig, sync
+sync(SyncConfig(data_dir=sys.argv[1], api_key=sys.argv[2], base_url=sys.argv[3], max_rps=None))
+"""
+
+
+def test_a_killed_run_is_recorded_with_the_versions_its_commits_wrote(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """The next run records a killed one as `killed`; its row in `sync_runs` said 0 versions
+    written while `operation_versions` held every version it committed (thirteenth review)."""
+    import exporter
+
+    sim = make_sim(seed=56, projects=2, shared_projects=0, days=1, ops_per_project_per_day=30)
+    data = tmp_path / "d"
+    env = {**os.environ, "PYTHONPATH": str(Path(exporter.__file__).resolve().parents[1])}
+    killed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _KILLED_AFTER_ITS_COMMITS,
+            str(data),
+            sim.personal_key,
+            sim.base_url,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert run_sync(sim, data).outcome == "ok"
+    con = exporter.connect(data)
+    try:
+        rows = con.execute(
+            "SELECT r.outcome, r.versions_written, (SELECT count(*) FROM operation_versions v "
+            "WHERE v.run_id = r.run_id) FROM sync_runs r ORDER BY r.started_at"
+        ).fetchall()
+    finally:
+        con.close()
+    assert [(outcome, written) for outcome, written, _ in rows] == [
+        ("killed", rows[0][2]),
+        ("ok", 0),
+    ]
+    assert rows[0][2] == len(sim.ground_truth())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from exporter.cli import cli
+from exporter.core.model import TERMINAL_STATUSES
 from exporter.simulator import Faults, RateLimits
 
 from .conftest import assert_matches_truth, assert_no_identical_versions, read_versions, run_sync
@@ -183,6 +185,41 @@ def test_a_404_of_a_listed_projects_operations_is_no_deletion(
         f"WHERE id = '{pid}'"
     ).fetchall()
     assert deleted_at is None
+
+
+def test_a_project_back_in_the_listing_has_its_open_operations_tracked_again(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """A project one complete listing left out is marked deleted; its open operations were
+    dropped from tracking then, so when a later listing showed it again they kept their old
+    state for good, every run exit 0 (thirteenth review). They stay tracked, not re-read while
+    it is gone, and are read again once it is back."""
+    sim = make_sim(seed=31, projects=2, days=1)
+    pid = sim.project_ids()[0]
+    running = sim.add_operations(pid, 2, status="running")
+    first = run_sync(sim, tmp_path)
+    assert first.outcome == "ok"
+    with sim.world.lock:
+        sim.world.by_id[pid].deleted = True
+        sim.world._listing.clear()
+    gone = run_sync(sim, tmp_path)
+    assert gone.outcome == "ok"
+    # Still tracked, but not counted as open (nor planned, nor checked) while it is gone.
+    con = sqlite3.connect(tmp_path / "state.sqlite")
+    try:
+        tracked = dict(con.execute("SELECT id, status FROM open_ops WHERE project_id = ?", (pid,)))
+    finally:
+        con.close()
+    assert set(running) <= set(tracked)
+    still_open = [i for i, status in tracked.items() if status not in TERMINAL_STATUSES]
+    assert gone.open_operations == first.open_operations - len(still_open)
+    with sim.world.lock:
+        sim.world.by_id[pid].deleted = False
+        sim.world._listing.clear()
+    for op_id in running:
+        sim.update_operation(op_id, status="finished")
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    assert_matches_truth(sim, tmp_path)
 
 
 def test_key_never_lands_in_any_file(make_sim: Any, tmp_path: Path) -> None:

@@ -1069,6 +1069,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "directory-config-read-beside-the-named-one",  # a broken ./opsaudit.toml failed it
+        "exporter/cli/__init__.py",
+        "    elif ctx.meta.get(CONFIG_AFTER):\n",
+        "    elif False:\n",
+        ("tests/ops/test_cli_boundary.py::test_config_after_the_command_as_before_it",),
+    ),
+    Mutant(
         "first-claims-raced",  # a walk started later took the stalest project's requests
         "exporter/engine/walk.py",
         "            turn.wait(self.cancel)\n",

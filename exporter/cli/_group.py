@@ -40,6 +40,13 @@ def short_help(name: str) -> str:
     return COMMANDS[name][2]
 
 
+CONFIG_AFTER = "opsaudit.config_after_the_command"
+
+
+def _end_of_options(args: list[str]) -> int:
+    return args.index("--") if "--" in args else len(args)
+
+
 class OpsauditGroup(click.Group):
     """The one place that maps errors to exit codes: our errors become a one-line message and
     their code (README, exit codes), Ctrl-C is 130; never a traceback for either. Any other
@@ -75,6 +82,11 @@ class OpsauditGroup(click.Group):
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name, command, rest = super().resolve_command(ctx, args)
+        # Whether the command is given its own --config: then no file is looked for in the
+        # current directory (one there that is broken must not fail a run that names another).
+        ctx.meta[CONFIG_AFTER] = any(
+            a == "--config" or a.startswith("--config=") for a in rest[: _end_of_options(rest)]
+        )
         if name in STREAMING:
             # Arrow's C++ reads its pool's name once, when pyarrow is first imported, and an
             # option's callback may import it before the command's body calls lean_allocators

@@ -407,6 +407,13 @@ def test_config_after_the_command_as_before_it(
     )
     assert "--config" in invoke("sync", "--help").stdout
     assert "--config" not in invoke("demo", "--help").stdout  # the demo reads no settings
+    # The file named after the command is the one read: a broken one in the directory failed
+    # the run that names another (as `opsaudit --config FILE query` never read it).
+    (tmp_path / "opsaudit.toml").write_text("data_dir = \n")
+    assert count("query", "--config", "full.toml", "--format", "csv", sql) == "n\n12\n"
+    assert count("query", "--config=full.toml", "--format", "csv", sql) == "n\n12\n"
+    broken = invoke("query", "--format", "csv", sql)
+    assert broken.exit_code == 2 and "is not valid TOML" in broken.stderr
 
 
 def test_a_bad_config_file_is_a_usage_error(

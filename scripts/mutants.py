@@ -1076,6 +1076,13 @@ MUTANTS = [
         ("tests/ops/test_cli_boundary.py::test_config_after_the_command_as_before_it",),
     ),
     Mutant(
+        "decimals-rounded-to-floats",  # 12345678901234567.89 printed as 1.2345678901234568e+16
+        "exporter/analytics/format.py",
+        '        return number if exact else orjson.Fragment(format(value, "f"))\n',
+        "        return number\n",
+        ("tests/analytics/test_format.py::test_a_decimal_a_float_cannot_hold_is_written_exactly",),
+    ),
+    Mutant(
         "first-claims-raced",  # a walk started later took the stalest project's requests
         "exporter/engine/walk.py",
         "            turn.wait(self.cancel)\n",

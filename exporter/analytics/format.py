@@ -100,7 +100,8 @@ def _non_finite(value: float) -> str:
 
 
 def jsonable(value: Any) -> Any:
-    """A value JSON can carry: timestamps ISO 8601 UTC with Z, dates ISO, decimals as numbers."""
+    """A value JSON can carry: timestamps ISO 8601 UTC with Z, dates ISO, decimals as numbers
+    (exact: one a float cannot hold is an `orjson.Fragment` of its digits)."""
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
@@ -112,7 +113,16 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, dt.timedelta):
         return _interval(value)
     if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
+        if not value.is_finite():
+            return None  # as a float's nan and inf
+        if value == value.to_integral_value():
+            return int(value)
+        number = float(value)
+        # A float holds 15-17 significant digits, a DECIMAL(38, 2) more: written as its exact
+        # digits then (a JSON number has no precision of its own; 1.2345678901234568e+16 was
+        # printed for 12345678901234567.89).
+        exact = decimal.Decimal(repr(number)) == value
+        return number if exact else orjson.Fragment(format(value, "f"))
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -149,6 +159,11 @@ def text(value: Any) -> str:
         return _non_finite(value)
     if isinstance(value, (dict, list, tuple)):
         return orjson.dumps(jsonable(value)).decode()
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            return _non_finite(float(value))
+        converted = jsonable(value)
+        return format(value, "f") if isinstance(converted, orjson.Fragment) else str(converted)
     converted = jsonable(value)
     return converted if isinstance(converted, str) else str(converted)
 

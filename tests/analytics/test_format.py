@@ -85,6 +85,20 @@ def test_render_all_formats() -> None:
     assert render(columns, [], "json") == "[]\n"
 
 
+def test_a_decimal_a_float_cannot_hold_is_written_exactly() -> None:
+    """A DECIMAL(38, 2) of 19 digits became 1.2345678901234568e+16 in every format (the
+    thirteenth review); one a float holds exactly stays a plain number (1.50 -> 1.5)."""
+    big = decimal.Decimal("12345678901234567.89")
+    assert json_bytes([big, decimal.Decimal("1.50"), decimal.Decimal("-0.1")]) == (
+        b"[12345678901234567.89,1.5,-0.1]"
+    )
+    assert render(["d"], [(big,)], "jsonl") == '{"d":12345678901234567.89}\n'
+    assert render(["d"], [(big,), (decimal.Decimal("1.50"),)], "csv") == (
+        "d\n12345678901234567.89\n1.5\n"
+    )
+    assert render(["d"], [(decimal.Decimal("1E-30"),)], "csv") == "d\n1e-30\n"  # a float holds it
+
+
 def test_object_keys_are_unique_in_duckdbs_spelling() -> None:
     assert object_keys(["a", "b"]) == ["a", "b"]
     assert object_keys(["id", "x", "id", "id"]) == ["id", "x", "id_1", "id_2"]

@@ -1083,6 +1083,13 @@ MUTANTS = [
         ("tests/analytics/test_format.py::test_a_decimal_a_float_cannot_hold_is_written_exactly",),
     ),
     Mutant(
+        "ctrl-c-twice-recorded-as-failed",  # sync_runs: failed, "KeyboardInterrupt"
+        "exporter/engine/sync.py",
+        "        if summary.outcome is Outcome.RUNNING and isinstance(failure, KeyboardInterrupt):\n",
+        "        if False:\n",
+        ("tests/sync/test_interrupt.py::test_ctrl_c_twice_is_recorded_as_interrupted_not_failed",),
+    ),
+    Mutant(
         "first-claims-raced",  # a walk started later took the stalest project's requests
         "exporter/engine/walk.py",
         "            turn.wait(self.cancel)\n",

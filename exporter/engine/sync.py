@@ -656,6 +656,10 @@ class _Run:
         summary.responses_429 = client.stats.responses_429
         summary.retries = client.stats.retries
         client.close()
+        if summary.outcome is Outcome.RUNNING and isinstance(failure, KeyboardInterrupt):
+            # Ctrl-C a second time: interrupted, as after the first (it said failed, with
+            # the error `KeyboardInterrupt`); what was committed stays.
+            summary.outcome, summary.error = Outcome.INTERRUPTED, "interrupted (Ctrl-C twice)"
         if summary.outcome is Outcome.RUNNING:
             summary.outcome = Outcome.FAILED
             if failure is not None and summary.error is None:

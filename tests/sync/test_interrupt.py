@@ -226,3 +226,47 @@ def test_ctrl_c_twice_during_the_last_commit_keeps_the_lock_until_it_ended(
     ), child.stderr
     assert run_sync(sim, data).outcome == "ok"
     assert_matches_truth(sim, data)
+
+
+# In a child process: a sync whose listing gets the second Ctrl-C (KeyboardInterrupt in the
+# main thread) after its first page; prints the outcome and error its run was recorded with.
+_ABORT_IN_THE_LISTING = """
+import json, sqlite3, sys
+from pathlib import Path
+import exporter.engine.sync as S
+
+data, base_url, key = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+listed = S._Run._listed
+
+
+def listed_then_ctrl_c(self, projects, scope):
+    listed(self, projects, scope)
+    raise KeyboardInterrupt
+
+
+S._Run._listed = listed_then_ctrl_c
+try:
+    S.sync(S.SyncConfig(data_dir=data, api_key=key, base_url=base_url, max_rps=None))
+except KeyboardInterrupt:
+    pass
+con = sqlite3.connect(data / "state.sqlite")
+print(json.dumps(con.execute("SELECT outcome, error FROM runs").fetchall()))
+"""
+
+
+def test_ctrl_c_twice_is_recorded_as_interrupted_not_failed(make_sim: Any, tmp_path: Path) -> None:
+    """The second Ctrl-C before the walks began (the committer not started) recorded the run
+    as `failed` with the error `KeyboardInterrupt` (thirteenth review): it was interrupted,
+    as after the first."""
+    sim = make_sim(seed=1917, projects=2, shared_projects=0, orgs=1, days=1)
+    data = tmp_path / "d"
+    child = subprocess.run(
+        [sys.executable, "-c", _ABORT_IN_THE_LISTING, str(data), sim.base_url, sim.personal_key],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.splitlines()[-1] == '[["interrupted", "interrupted (Ctrl-C twice)"]]'
+    assert run_sync(sim, data).outcome == "ok"
+    assert_matches_truth(sim, data)

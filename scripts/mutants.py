@@ -997,8 +997,8 @@ MUTANTS = [
     Mutant(
         "listed-project-404-taken-for-deletion",  # its open operations dropped, exit 0 for ever
         "exporter/engine/walk.py",
-        "            if self.listed:\n",
-        "            if False:\n",
+        "        if self.listed:\n",
+        "        if False:\n",
         ("tests/sync/test_failures.py::test_a_404_of_a_listed_projects_operations_is_no_deletion",),
     ),
     Mutant(
@@ -1120,8 +1120,8 @@ MUTANTS = [
     Mutant(
         "unknown-project-taken-for-deleted",  # finding 14: a mistyped --project is green
         "exporter/engine/walk.py",
-        "            if not self.cp.seen:\n",
-        "            if False:\n",
+        "        if not self.cp.seen:\n",
+        "        if False:\n",
         (
             "tests/sync/test_unknown_project.py::test_a_mistyped_project_exits_1_named_and_check_flags_it",
         ),

@@ -397,35 +397,40 @@ class ProjectWalk:
                     self.chunk = Chunk(self.pid)
                     self.result.names_left = True
         except NotFoundError:
-            if not self.cp.seen:
-                # Never listed, never walked: a mistyped --project, not a deleted project.
-                self._flush()
-                raise UnknownProjectError(
-                    f"project {self.pid} not found (404), and no listing ever showed it: "
-                    "check the --project id (and that the key can read it)",
-                    status=404,
-                ) from None
-            if self.listed:
-                # The listing of this run shows it: one 404 of its operations (a proxy, a
-                # moment of the API) is no proof it is gone. Marked deleted, its open
-                # operations were dropped for good and every later run said ok while they
-                # kept their old state. A failed project instead: tracked, retried next run.
-                self._flush()
-                raise ApiError(
-                    f"project {self.pid}: its operations answered 404 although this run's "
-                    "listing shows it; tried again in the next run",
-                    status=404,
-                ) from None
-            # The project is gone (PRODUCT.md: deleted projects keep their history).
-            self.result.deleted = True
-            # Its open operations can never be re-read: stop tracking them (history stays).
-            self.chunk = Chunk(self.pid, deleted_us=self.clock(), open_deletes=set(self.open))
-            self._flush()
-            return self.result
+            return self._not_found()
         except (ApiError, InterruptedError):
             self._flush()  # keep what was read; the caller records the error after it
             raise
         self.result.open_left = sum(1 for i in self.due if i in self.open and i not in self.seen)
+        return self.result
+
+    def _not_found(self) -> WalkResult:
+        """The project's operations answered 404: a mistyped --project, a failed project, or a
+        deleted one."""
+        if not self.cp.seen:
+            # Never listed, never walked: a mistyped --project, not a deleted project.
+            self._flush()
+            raise UnknownProjectError(
+                f"project {self.pid} not found (404), and no listing ever showed it: "
+                "check the --project id (and that the key can read it)",
+                status=404,
+            ) from None
+        if self.listed:
+            # The listing of this run shows it: one 404 of its operations (a proxy, a moment
+            # of the API) is no proof it is gone. Marked deleted, its open operations were
+            # dropped for good and every later run said ok while they kept their old state. A
+            # failed project instead: tracked, tried again in the next run.
+            self._flush()
+            raise ApiError(
+                f"project {self.pid}: its operations answered 404 although this run's "
+                "listing shows it; tried again in the next run",
+                status=404,
+            ) from None
+        # The project is gone (PRODUCT.md: deleted projects keep their history).
+        self.result.deleted = True
+        # Its open operations can never be re-read: stop tracking them (history stays).
+        self.chunk = Chunk(self.pid, deleted_us=self.clock(), open_deletes=set(self.open))
+        self._flush()
         return self.result
 
     def _main_walk(self, names: bool) -> Pager[_OpsPage]:

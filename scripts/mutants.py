@@ -1090,6 +1090,16 @@ MUTANTS = [
         ("tests/sync/test_interrupt.py::test_ctrl_c_twice_is_recorded_as_interrupted_not_failed",),
     ),
     Mutant(
+        "budget-ending-in-the-listing-exits-5",  # "interrupted while listing", no signal came
+        "exporter/engine/sync.py",
+        '            if self.stop.is_set():\n                summary.outcome, summary.error = Outcome.INTERRUPTED, "interrupted while listing"\n',
+        '            if True:\n                summary.outcome, summary.error = Outcome.INTERRUPTED, "interrupted while listing"\n',
+        (
+            "tests/sync/test_budget_runs.py::"
+            "test_a_time_budget_ending_in_the_listing_is_a_budget_outcome",
+        ),
+    ),
+    Mutant(
         "first-claims-raced",  # a walk started later took the stalest project's requests
         "exporter/engine/walk.py",
         "            turn.wait(self.cancel)\n",

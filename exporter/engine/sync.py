@@ -750,7 +750,11 @@ class _Run:
             summary.outcome, summary.error = Outcome.FAILED, f"discovery failed: {exc}"
             return
         except InterruptedError:
-            summary.outcome, summary.error = Outcome.INTERRUPTED, "interrupted while listing"
+            if self.stop.is_set():
+                summary.outcome, summary.error = Outcome.INTERRUPTED, "interrupted while listing"
+            else:  # a retry's wait would have passed --time-budget (exit 0 as any budget's)
+                summary.outcome = Outcome.BUDGET
+                summary.error = "the time budget ended while listing the projects"
             return
         if str(found.page_limit) != remembered and not found.explicit:
             state.set_meta("projects_page_limit", str(found.page_limit))

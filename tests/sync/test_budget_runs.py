@@ -328,3 +328,24 @@ def test_a_retry_never_waits_past_the_time_budget(make_sim: Any, tmp_path: Path)
     sim.clear_failures()
     assert run_sync(sim, tmp_path).outcome == "ok"
     assert_matches_truth(sim, tmp_path)
+
+
+def test_a_time_budget_ending_in_the_listing_is_a_budget_outcome(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """The listing's retries gave up at the budget's end: the run said `interrupted while
+    listing` and exited 5, "a bug" (no signal came). It is the budget's outcome (exit 0)."""
+    from exporter.api.client import RetryPolicy
+
+    sim = _sim(make_sim, 1918, projects=2)
+    sim.fail_requests("/projects", 503)
+    slow = RetryPolicy(max_attempts=12, backoff_initial=2.0, backoff_max=4.0)
+    summary = run_sync(sim, tmp_path, retry=slow, time_budget=3.0)
+    assert (summary.outcome, summary.exit_code, summary.error) == (
+        "budget",
+        0,
+        "the time budget ended while listing the projects",
+    )
+    sim.clear_failures()
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    assert_matches_truth(sim, tmp_path)

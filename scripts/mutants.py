@@ -995,11 +995,15 @@ MUTANTS = [
         ),
     ),
     Mutant(
-        "listed-project-404-taken-for-deletion",  # its open operations dropped, exit 0 for ever
+        "operations-404-taken-for-deletion",  # its open operations dropped, exit 0 for ever
         "exporter/engine/walk.py",
-        "        if self.listed:\n",
-        "        if False:\n",
-        ("tests/sync/test_failures.py::test_a_404_of_a_listed_projects_operations_is_no_deletion",),
+        "            self.client.get_project(self.pid)\n",
+        '            raise NotFoundError("not asked")\n',
+        (
+            "tests/sync/test_failures.py::test_a_404_of_a_listed_projects_operations_is_no_deletion",
+            "tests/sync/test_failures.py::"
+            "test_a_404_in_a_project_run_is_a_deletion_only_when_the_project_answers_404_too",
+        ),
     ),
     Mutant(
         "resumed-walk-refreshed-from-the-bottom",  # every open operation read by a GET
@@ -1097,6 +1101,26 @@ MUTANTS = [
         (
             "tests/sync/test_budget_runs.py::"
             "test_a_time_budget_ending_in_the_listing_is_a_budget_outcome",
+        ),
+    ),
+    Mutant(
+        "reserved-request-refused-at-the-deadline-unsaid",  # outcome ok, a project's names left
+        "exporter/engine/budget.py",
+        "            with budget._lock:\n                budget.reached = True",
+        "            if False:\n                budget.reached = True",
+        (
+            "tests/sync/test_budget_runs.py::"
+            "test_a_reservation_is_taken_whole_and_gives_back_what_was_not_sent",
+        ),
+    ),
+    Mutant(
+        "listing-retries-counted-in-the-least-budget",  # refused after one 503, naming another
+        "exporter/engine/sync.py",
+        "        self.budget.spend(found.listing_requests)\n",
+        "        self.budget.spend(client.stats.requests)\n",
+        (
+            "tests/sync/test_budget_runs.py::"
+            "test_the_listings_retries_do_not_count_against_the_least_request_budget",
         ),
     ),
     Mutant(

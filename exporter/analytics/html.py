@@ -21,7 +21,7 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from exporter.analytics.format import jsonable, readable_interval
+from exporter.analytics.format import jsonable, readable_interval, text
 from exporter.analytics.report import (
     BRANCH_COLUMNS,
     DURATION_COLUMNS,
@@ -281,7 +281,7 @@ def _table(columns: Sequence[str], rows: Sequence[dict[str, Any]], percent: str)
         if isinstance(value, dt.timedelta):
             return f'<td class="n">{html.escape(readable_interval(value))}</td>'
         wrap = ' class="w"' if column in ("error", "actions") else ""
-        return f"<td{wrap}>{html.escape(str(jsonable(value)))}</td>"
+        return f"<td{wrap}>{html.escape(text(value))}</td>"
 
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join("<tr>" + "".join(cell(c, r.get(c)) for c in columns) + "</tr>" for r in rows)

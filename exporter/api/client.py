@@ -311,6 +311,15 @@ class ApiClient:
             body.operations, raw, next_cursor if isinstance(next_cursor, str) else None
         )
 
+    def get_project(self, project_id: str) -> dict[str, Any]:
+        body = self.get_json(
+            f"projects/{quote(project_id, safe='')}",
+            None,
+            route="GET /projects/{project_id}",
+            expect="project",
+        )
+        return body["project"]
+
     def get_operation(self, project_id: str, operation_id: str) -> dict[str, Any]:
         body = self.get_json(
             f"projects/{quote(project_id, safe='')}/operations/{quote(operation_id, safe='')}",

@@ -121,6 +121,8 @@ class Reservation:
         if self.left <= 0 or budget.stopped:
             return False
         if budget.deadline is not None and budget._clock() >= budget.deadline:
+            with budget._lock:
+                budget.reached = True  # the run did not cover everything: outcome `budget`
             return False
         self.left -= 1
         return True

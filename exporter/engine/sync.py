@@ -601,8 +601,6 @@ class _Run:
         self.budget = Budget(config.time_budget, config.max_requests, stop=self.stop)
         self.clock_started = time.monotonic()
         self.allowed_gets: set[str] | None = None
-        # The projects this run's own listing showed (not those named by --project).
-        self.listed: set[str] = set()
         self.committer: _Committer | None = None
 
     def run(self) -> RunSummary:
@@ -769,7 +767,8 @@ class _Run:
                 )
         if found.errors:  # keyed "" (no project): every listing that failed, in one entry
             summary.errors[""] = "; ".join(found.errors)
-        self.budget.spend(client.stats.requests)
+        # The listing's requests, not their retries (a retried page is one request of it).
+        self.budget.spend(found.listing_requests)
         left = self.budget.requests_left
         if left is not None and left < NAMES_REQUESTS and found.ids:
             # Every run would list, walk nothing and exit 0 `budget`, for ever (finding 10); or,
@@ -777,9 +776,9 @@ class _Run:
             # once (`Budget.reserve`), read first in a later run (`ProjectWalk.run`).
             raise ConfigError(
                 f"--max-requests {config.max_requests} does not cover listing the projects "
-                f"({client.stats.requests} requests) and then a project's branches and endpoints "
+                f"({found.listing_requests} requests) and then a project's branches and endpoints "
                 f"({NAMES_REQUESTS}): the trail would never be complete; use "
-                f"--max-requests {client.stats.requests + NAMES_REQUESTS} or more (more: faster "
+                f"--max-requests {found.listing_requests + NAMES_REQUESTS} or more (more: faster "
                 "coverage)"
             )
         # Stalest first: consecutive budgeted runs cover every project (issue 12).
@@ -792,7 +791,6 @@ class _Run:
                 config.max_gets_per_run, lambda o: self.schedule.due(o, self.started)
             )
         self.load_checkpoint = state.checkpoints()
-        self.listed = {pid for pid, scope in found.scope_of.items() if scope is not None}
         backfill = config.events is not None and config.events.backfill
         if committer.follower is not None and backfill and state.any_unwalked(pids):
             committer.follower.prepare()  # an events backfill: its appender started now
@@ -886,7 +884,6 @@ class _Run:
             self.clock,
             names_max_age_us=int(self.config.names_max_age * 1_000_000),
             turn=turn,
-            listed=pid in self.listed,
         )
         error: str | None = None
         unknown = False

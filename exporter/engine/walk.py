@@ -165,7 +165,6 @@ class ProjectWalk:
         clock: Callable[[], int] = now_us,
         names_max_age_us: int = NAMES_MAX_AGE_US,
         turn: Turn | None = None,
-        listed: bool = False,
     ):
         self.client = client
         self.schedule = schedule
@@ -181,7 +180,6 @@ class ProjectWalk:
         # `limits.max_gets`): the run hands them out oldest-checked first across the account.
         self.allowed_gets = allowed_gets
         self.turn = turn
-        self.listed = listed  # this run's own listing showed the project: a 404 is no deletion
         self.cp = checkpoint
         self.pid = checkpoint.project_id
         self.emit = emit
@@ -415,15 +413,22 @@ class ProjectWalk:
                 "check the --project id (and that the key can read it)",
                 status=404,
             ) from None
-        if self.listed:
-            # The listing of this run shows it: one 404 of its operations (a proxy, a moment
-            # of the API) is no proof it is gone. Marked deleted, its open operations were
-            # dropped for good and every later run said ok while they kept their old state. A
-            # failed project instead: tracked, tried again in the next run.
+        try:
+            # One 404 of its operations (a proxy, a moment of the API) is no proof it is gone:
+            # taken for one, its open operations were dropped for good and every later run
+            # said ok while they kept their old state. The project itself must answer 404 too.
+            self._admit()
+            self.client.get_project(self.pid)
+        except NotFoundError:
+            pass
+        except (ApiError, InterruptedError):
+            self._flush()
+            raise
+        else:
             self._flush()
             raise ApiError(
-                f"project {self.pid}: its operations answered 404 although this run's "
-                "listing shows it; tried again in the next run",
+                f"project {self.pid}: its operations answered 404, the project itself did "
+                "not; tried again in the next run",
                 status=404,
             ) from None
         # The project is gone (PRODUCT.md: deleted projects keep their history).

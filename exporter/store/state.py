@@ -594,7 +594,8 @@ class StateDB:
             con.execute(
                 "UPDATE projects SET checkpoint_us = ?, boundary_ids = ?, walk_top_us = NULL, "
                 "walk_top_ids = NULL, resume_cursor = NULL, walk_tail_ids = NULL, "
-                "last_synced_us = ?, walked_from_us = ?, last_error = NULL WHERE id = ?",
+                "last_synced_us = ?, walked_from_us = ?, last_error = NULL, "
+                "deleted_us = NULL WHERE id = ?",  # its operations answered: not deleted
                 (checkpoint, ids_json(boundary), c.completed_us, c.walked_from_us, c.project_id),
             )
         if c.error is not None:
@@ -1046,7 +1047,7 @@ class StateDB:
             "owner_id, created_us, updated_us, raw, first_seen_us, last_seen_us, deleted_us, "
             "last_synced_us, checkpoint_us, last_error, "
             "(SELECT count(*) FROM open_ops o WHERE o.project_id = p.id AND "
-            f"{_still_open('o.status')}) FROM projects p ORDER BY id"
+            f"p.deleted_us IS NULL AND {_still_open('o.status')}) FROM projects p ORDER BY id"
         )
         return [ProjectRow(*r) for r in rows]
 

@@ -94,7 +94,7 @@ def test_a_reservation_is_taken_whole_and_gives_back_what_was_not_sent() -> None
     assert not held.take()
     stop.clear()
     now[0] = 10.0
-    assert not held.take()
+    assert not held.take() and budget.reached  # the run did not cover everything
 
 
 def test_walks_claim_a_bounded_budget_in_the_order_they_were_started(
@@ -349,3 +349,14 @@ def test_a_time_budget_ending_in_the_listing_is_a_budget_outcome(
     sim.clear_failures()
     assert run_sync(sim, tmp_path).outcome == "ok"
     assert_matches_truth(sim, tmp_path)
+
+
+def test_the_listings_retries_do_not_count_against_the_least_request_budget(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """A retried page of the listing is one request of it: counted twice, the least budget
+    the refusal names was refused after one 503 (naming another)."""
+    sim = _sim(make_sim, 1919, projects=3)
+    sim.fail_requests("/projects/shared", 503, times=1)
+    summary = run_sync(sim, tmp_path, max_requests=5)
+    assert (summary.outcome, summary.exit_code) == ("budget", 0)

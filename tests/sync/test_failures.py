@@ -171,8 +171,8 @@ def test_a_404_of_a_listed_projects_operations_is_no_deletion(
     cut = run_sync(sim, tmp_path)
     assert (cut.outcome, cut.exit_code, cut.projects_failed) == ("partial", 1, 1)
     assert cut.errors == {
-        pid: f"project {pid}: its operations answered 404 although this run's listing shows "
-        "it; tried again in the next run"
+        pid: f"project {pid}: its operations answered 404, the project itself did not; tried "
+        "again in the next run"
     }
     for op_id in running:
         sim.update_operation(op_id, status="finished")
@@ -185,6 +185,29 @@ def test_a_404_of_a_listed_projects_operations_is_no_deletion(
         f"WHERE id = '{pid}'"
     ).fetchall()
     assert deleted_at is None
+
+
+def test_a_404_in_a_project_run_is_a_deletion_only_when_the_project_answers_404_too(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """`--project ID` runs list nothing: a 404 of the operations marked the project deleted and
+    dropped its open operations (the review of the fix above). The project's own GET decides:
+    it answers, a failed project; it is gone too, a deleted one (its history kept)."""
+    sim = make_sim(seed=32, projects=2, days=1)
+    both = sim.project_ids()[:2]
+    pid = both[0]
+    running = sim.add_operations(pid, 2, status="running")
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    sim.fail_requests(f"/projects/{pid}/operations", 404, times=1)
+    cut = run_sync(sim, tmp_path, project_ids=both)
+    assert (cut.outcome, cut.exit_code, cut.projects_deleted) == ("partial", 1, 0)
+    for op_id in running:
+        sim.update_operation(op_id, status="finished")
+    assert run_sync(sim, tmp_path, project_ids=both).outcome == "ok"
+    assert_matches_truth(sim, tmp_path)
+    sim.delete_project(pid)
+    gone = run_sync(sim, tmp_path, project_ids=both)
+    assert (gone.outcome, gone.projects_deleted) == ("ok", 1)
 
 
 def test_a_project_back_in_the_listing_has_its_open_operations_tracked_again(

@@ -1023,11 +1023,15 @@ MUTANTS = [
         ("tests/sync/test_budget_runs.py::test_a_retry_never_waits_past_the_time_budget",),
     ),
     Mutant(
-        "retry-given-up-without-the-budget-reached",  # outcome `ok` with a project left
+        "deadline-passed-without-the-budget-reached",  # outcome `ok` with a project left
         "exporter/engine/budget.py",
-        "            self.reached = True  # the run did not cover everything: outcome `budget`\n",
-        "            pass\n",
-        ("tests/sync/test_budget_runs.py::test_a_retry_never_waits_past_the_time_budget",),
+        "        with self._lock:\n            self.reached = True\n        return True\n",
+        "        return True\n",
+        (
+            "tests/sync/test_budget_runs.py::test_a_retry_never_waits_past_the_time_budget",
+            "tests/sync/test_budget_runs.py::"
+            "test_a_reservation_is_taken_whole_and_gives_back_what_was_not_sent",
+        ),
     ),
     Mutant(
         "vanished-projects-open-operations-dropped",  # back in the listing: old state for good
@@ -1065,8 +1069,8 @@ MUTANTS = [
     Mutant(
         "undocumented-events-filter-silent",  # status=faild left every event out, unsaid
         "exporter/cli/_sync.py",
-        "        if unknown:\n",
-        "        if False:\n",
+        "            if unknown:\n",
+        "            if False:\n",
         (
             "tests/ops/test_cli_boundary.py::"
             "test_an_events_filter_value_the_api_does_not_document_warns",
@@ -1101,16 +1105,6 @@ MUTANTS = [
         (
             "tests/sync/test_budget_runs.py::"
             "test_a_time_budget_ending_in_the_listing_is_a_budget_outcome",
-        ),
-    ),
-    Mutant(
-        "reserved-request-refused-at-the-deadline-unsaid",  # outcome ok, a project's names left
-        "exporter/engine/budget.py",
-        "            with budget._lock:\n                budget.reached = True",
-        "            if False:\n                budget.reached = True",
-        (
-            "tests/sync/test_budget_runs.py::"
-            "test_a_reservation_is_taken_whole_and_gives_back_what_was_not_sent",
         ),
     ),
     Mutant(

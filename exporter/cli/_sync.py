@@ -220,18 +220,19 @@ def sync_command(
             "429s; the sync slows down when it gets them.",
             err=True,
         )
-    for event_filter in events.filters if events is not None else ():
+    if events is not None:
         from exporter.events.config import undocumented
 
-        unknown, known = undocumented(event_filter)
-        if unknown:
-            # Not refused: the API's values grow. An event a filter leaves out is never recorded.
-            click.echo(
-                f"Warning: --events-filter {event_filter.text!r}: {', '.join(unknown)} is not "
-                f"a {event_filter.field} the API documents ({', '.join(known)}); a typo there "
-                "leaves events out for good",
-                err=True,
-            )
+        for event_filter in events.filters:
+            unknown, known = undocumented(event_filter)
+            if unknown:
+                # Not refused: the API's values grow. An event left out is never recorded.
+                click.echo(
+                    f"Warning: --events-filter {event_filter.text!r}: {', '.join(unknown)} is "
+                    f"not a {event_filter.field} the API documents ({', '.join(known)}); a typo "
+                    "there leaves events out for good",
+                    err=True,
+                )
     config = SyncConfig(
         data_dir=data_dir,
         storage_options=list(storage_options),

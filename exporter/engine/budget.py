@@ -93,12 +93,15 @@ class Budget:
         deadline, or the run was stopped: the request is then given up as a spent budget's
         would be. Retries ignored the deadline: a 5 s --time-budget took 61 s under a minute's
         Retry-After, and a cron job overran into its next start (exit 4, lock held)."""
-        if self.stopped:
-            return True
-        if self.deadline is None or self._clock() + seconds < self.deadline:
+        return self.stopped or self._past_deadline(seconds)
+
+    def _past_deadline(self, wait: float = 0.0) -> bool:
+        """Whether the deadline has passed (or will have, after `wait` seconds): then the budget
+        is reached, the run did not cover everything (outcome `budget`)."""
+        if self.deadline is None or self._clock() + wait < self.deadline:
             return False
         with self._lock:
-            self.reached = True  # the run did not cover everything: outcome `budget`
+            self.reached = True
         return True
 
     @property
@@ -117,12 +120,7 @@ class Reservation:
     def take(self) -> bool:
         """One reserved request may be sent: a run stopped (Ctrl-C) sends none, and time is not
         reserved (past --time-budget's deadline, none either)."""
-        budget = self.budget
-        if self.left <= 0 or budget.stopped:
-            return False
-        if budget.deadline is not None and budget._clock() >= budget.deadline:
-            with budget._lock:
-                budget.reached = True  # the run did not cover everything: outcome `budget`
+        if self.left <= 0 or self.budget.stopped or self.budget._past_deadline():
             return False
         self.left -= 1
         return True

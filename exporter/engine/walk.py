@@ -430,7 +430,7 @@ class ProjectWalk:
                 f"project {self.pid}: its operations answered 404, the project itself did "
                 "not; tried again in the next run",
                 status=404,
-            ) from None
+            )
         # The project is gone (PRODUCT.md: deleted projects keep their history).
         self.result.deleted = True
         # Its open operations can never be re-read: stop tracking them (history stays).

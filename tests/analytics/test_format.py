@@ -129,3 +129,21 @@ def test_table_prints_inf_nan_and_readable_intervals() -> None:
     )
     assert render(["a", "b", "c"], [rows[0][:3]], "csv") == "a,b,c\ninf,-inf,nan\n"
     assert render(["a"], [(float("inf"),)], "json") == '[\n  {\n    "a": null\n  }\n]\n'
+
+
+def test_infinite_timestamps_print_as_duckdb_spells_them() -> None:
+    # DuckDB hands a TIMESTAMPTZ infinity to Python as a naive datetime.max/min (no zone): it
+    # printed as 9999-12-31T23:59:59.999999 without Z, an instant that is not the value.
+    import duckdb
+
+    sql = (
+        "SELECT 'infinity'::TIMESTAMPTZ AS a, '-infinity'::TIMESTAMPTZ AS b,"
+        " '9999-12-31 23:59:59.999999+00'::TIMESTAMPTZ AS c"
+    )
+    with duckdb.connect() as con:
+        row = con.execute(sql).fetchone()
+    assert row is not None
+    assert render(["a", "b", "c"], [row[:3]], "jsonl") == (
+        '{"a":"infinity","b":"-infinity","c":"9999-12-31T23:59:59.999999Z"}\n'
+    )
+    assert render(["a", "b"], [row[:2]], "csv") == "a,b\ninfinity,-infinity\n"

@@ -1059,11 +1059,21 @@ MUTANTS = [
     Mutant(
         "killed-run-versions-not-counted",  # sync_runs: 0 versions beside the run's versions
         "exporter/store/state.py",
-        '                "SELECT coalesce(sum(rows), 0) FROM files WHERE files.run_id = runs.run_id "\n',
-        '                "SELECT 0 FROM files WHERE files.run_id = runs.run_id "\n',
+        '            else "(SELECT coalesce(sum(rows), 0) FROM files WHERE files.run_id = runs.run_id "\n',
+        '            else "(SELECT 0 FROM files WHERE files.run_id = runs.run_id "\n',
         (
             "tests/sync/test_crash.py::"
             "test_a_killed_run_is_recorded_with_the_versions_its_commits_wrote",
+        ),
+    ),
+    Mutant(
+        "lake-killed-run-versions-not-counted",  # a Delta dataset's killed run: 0 versions
+        "exporter/store/lake/store.py",
+        "                self.state.count_written(con, self._run_id, table.num_rows)\n",
+        "                pass\n",
+        (
+            "tests/lake/test_sync_lake.py::"
+            "test_a_killed_run_on_s3_is_recorded_with_the_versions_its_commits_wrote",
         ),
     ),
     Mutant(

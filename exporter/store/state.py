@@ -1028,17 +1028,30 @@ class StateDB:
                 (finished_us, *(counts[n] for n in names), run_id),
             )
 
-    def mark_killed_runs(self) -> None:
+    def mark_killed_runs(self, *, counted: bool = False) -> None:
         """Runs that a kill interrupted stay visible as such, with the versions their commits
-        wrote (they said 0 while `operation_versions` held theirs; a Delta table's commits are
-        not listed here: 0 there, as before)."""
+        wrote (they said 0 while `operation_versions` held theirs): summed from the files table,
+        or, `counted`, as each commit added them (`count_written`: a Delta table's commits are
+        not files of this state)."""
+        written = (
+            "versions_written"
+            if counted
+            else "(SELECT coalesce(sum(rows), 0) FROM files WHERE files.run_id = runs.run_id "
+            "AND files.state <> 'pending' AND files.path LIKE 'operation_versions/%')"
+        )
         with self.transaction() as con:
             con.execute(
-                f"UPDATE runs SET outcome = '{Outcome.KILLED}', versions_written = ("
-                "SELECT coalesce(sum(rows), 0) FROM files WHERE files.run_id = runs.run_id "
-                "AND files.state <> 'pending' AND files.path LIKE 'operation_versions/%') "
+                f"UPDATE runs SET outcome = '{Outcome.KILLED}', versions_written = {written} "
                 f"WHERE outcome = '{Outcome.RUNNING}'"
             )
+
+    @staticmethod
+    def count_written(con: sqlite3.Connection, run_id: str, rows: int) -> None:
+        """Add a commit's versions to its run's row, in the commit's own state transaction."""
+        con.execute(
+            "UPDATE runs SET versions_written = versions_written + ? WHERE run_id = ?",
+            (rows, run_id),
+        )
 
     def projects_rows(self) -> list[ProjectRow]:
         """The `projects` table's rows, by id."""

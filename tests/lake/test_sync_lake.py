@@ -389,3 +389,45 @@ def test_open_store_picks_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "deltalake", None)  # the lake extra is not installed
     with pytest.raises(ConfigError, match=r"opsaudit\[lake\]"):
         open_store("s3://bucket/x", [], lock=True, wait=False)
+
+
+# `opsaudit sync` killed (SIGKILL) once its commits are made, at the start of its compaction.
+_KILLED_AFTER_ITS_COMMITS = """
+import os, signal
+from exporter.store.lake.store import LakeStore
+LakeStore.compact = lambda self, partitions=None: os.kill(os.getpid(), signal.SIGKILL)
+from exporter.cli import main
+main()  # click reads sys.argv[1:]: the arguments after -c's code
+"""
+
+
+def test_a_killed_run_on_s3_is_recorded_with_the_versions_its_commits_wrote(
+    make_sim: Any, bucket: Bucket
+) -> None:
+    """A Delta dataset's killed run said 0 versions written in `sync_runs` while its commits
+    held every version it read: its commits are not files of the state's files table, so each
+    commit now counts its rows in the state it uploads."""
+    sim = make_sim(seed=56, projects=2, shared_projects=0, days=1, ops_per_project_per_day=30)
+    url = bucket.url("killed-count")
+    env = _cli_env(sim)
+    args = ["sync", "--data-dir", url, *_so(bucket), "--max-rps", "0"]
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_AFTER_ITS_COMMITS, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert _cli(args, env).returncode == 0
+    sql = (
+        "SELECT r.outcome, r.versions_written, (SELECT count(*) FROM operation_versions v "
+        "WHERE v.run_id = r.run_id) AS rows FROM sync_runs r ORDER BY r.started_at"
+    )
+    done = _cli(["query", "--data-dir", url, *_so(bucket), "--format", "jsonl", sql], env)
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    truth = len(sim.ground_truth())
+    assert rows == [
+        {"outcome": "killed", "versions_written": truth, "rows": truth},
+        {"outcome": "ok", "versions_written": 0, "rows": 0},
+    ]

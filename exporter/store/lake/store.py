@@ -169,7 +169,7 @@ class LakeStore:
         """The Delta log is the manifest: nothing to roll forward; runs left `running` by a
         killed writer are marked (uploaded with this run's first commit). A dataset written
         before the superseded record gets it now, once (exporter/store/lake/superseded.py)."""
-        self.state.mark_killed_runs()
+        self.state.mark_killed_runs(counted=True)
         self.ds.record_superseded()
 
     def commit(
@@ -179,6 +179,9 @@ class LakeStore:
         self._run_id = run_id or self._run_id
         with self.state.transaction() as con:
             apply(con)
+            if table is not None and table.num_rows:
+                # Uploaded with the rows: a killed run's row says what its commits wrote.
+                self.state.count_written(con, self._run_id, table.num_rows)
         if (table is None or not table.num_rows) and tag != _STATE_ONLY:
             # State changes without rows (checkpoints of a walk that found nothing new, re-reads
             # of unchanged open operations) wait for the next upload: losing them to a kill only

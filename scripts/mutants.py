@@ -1077,6 +1077,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "retry-wait-given-up-unsaid",  # a throttled run's early end read as a spent budget
+        "exporter/engine/budget.py",
+        "            self.wait_given_up = max(self.wait_given_up, seconds)\n",
+        "            pass\n",
+        (
+            "tests/sync/test_budget_runs.py::"
+            "test_a_run_ended_by_a_retry_after_past_its_budget_says_so",
+        ),
+    ),
+    Mutant(
         "undocumented-events-filter-silent",  # status=faild left every event out, unsaid
         "exporter/cli/_sync.py",
         "            if unknown:\n",

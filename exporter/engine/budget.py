@@ -34,6 +34,9 @@ class Budget:
         # Work worth doing only whole (`reserve`) was left for a later run: the run did not
         # cover everything, even if no single request was refused (outcome `budget`).
         self.fell_short = False
+        # The longest retry wait given up because it would end past the deadline (seconds): a
+        # throttled run then ends early, and its summary says why.
+        self.wait_given_up = 0.0
         self._lock = threading.Lock()
 
     @property
@@ -93,7 +96,13 @@ class Budget:
         deadline, or the run was stopped: the request is then given up as a spent budget's
         would be. Retries ignored the deadline: a 5 s --time-budget took 61 s under a minute's
         Retry-After, and a cron job overran into its next start (exit 4, lock held)."""
-        return self.stopped or self._past_deadline(seconds)
+        if self.stopped:
+            return True
+        if not self._past_deadline(seconds):
+            return False
+        with self._lock:
+            self.wait_given_up = max(self.wait_given_up, seconds)
+        return True
 
     def _past_deadline(self, wait: float = 0.0) -> bool:
         """Whether the deadline has passed (or will have, after `wait` seconds): then the budget

@@ -171,6 +171,9 @@ class RunSummary:
     error: str | None = None
     events_delivered: int = 0  # events the sinks took in this run (a file and a webhook: 2)
     events_pending: int | None = None  # events left in the outbox (None: no sink configured)
+    # The longest retry wait (Retry-After, backoff) given up at the time budget's end, in
+    # seconds: a run ended early while throttled says so (0: none).
+    wait_given_up: float = 0.0
 
     @property
     def exit_code(self) -> ExitCode:
@@ -228,6 +231,11 @@ class RunSummary:
             text += f"; {self.projects_idle} idle project(s) not walked (--skip-idle)"
         if self.projects_left:
             text += f"; {self.projects_left} project(s) left for the next run"
+        if self.wait_given_up:
+            text += (
+                f"; gave up a retry's wait of {self.wait_given_up:.1f}s (Retry-After or backoff)"
+                " that would end past --time-budget"
+            )
         if self.configured_rps and secs >= 1:  # a rate over less than a second means nothing
             text += f"; {self.achieved_rps:.1f} req/s of {self.configured_rps:g} configured"
         if self.events_pending is not None:
@@ -930,6 +938,7 @@ class _Run:
         s.coverage = coverage = state.coverage(now)
         s.achieved_rps = s.requests / max(time.monotonic() - self.clock_started, 1e-6)
         s.configured_rps = self.config.max_rps or None
+        s.wait_given_up = self.budget.wait_given_up
         errors = "; ".join(f"{k or 'discovery'}: {v}" for k, v in sorted(s.errors.items())[:20])
         state.finish_run(
             s.run_id,

@@ -108,11 +108,12 @@ class SimServer(ThreadingHTTPServer):
         code = (502, 503, 504)[min(2, int(u[1] / f.p_5xx * 3))] if u[1] < f.p_5xx else None
         return u[0] < f.p_drop, code, u[2] < f.p_slow, u[3] < f.p_truncate
 
-    def take_scripted(self, path: str, query: str = "") -> int | None:
-        """The status a scripted failure answers this path with, or None (see fail_requests)."""
+    def take_scripted(self, path: str, query: str = "") -> tuple[int, int | None] | None:
+        """The status (and Retry-After seconds, or None) a scripted failure answers this path
+        with, or None (see fail_requests)."""
         with self.fault_lock:
             for entry in self.scripted:
-                suffix, status, left, skip = entry
+                suffix, status, left, skip, retry_after = entry
                 ending, _, wanted = suffix.partition("?")
                 if not path.endswith(ending) or wanted not in query or left == 0:
                     continue
@@ -121,7 +122,7 @@ class SimServer(ThreadingHTTPServer):
                     return None
                 if left is not None:
                     entry[2] -= 1
-                return int(status)
+                return int(status), retry_after
         return None
 
     def next_request_id(self) -> str:
@@ -220,11 +221,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         scripted = srv.take_scripted(path, query)
         if scripted is not None:
-            self._count_status(scripted)
-            message = f"scripted failure {scripted}"
+            status, retry_after = scripted
+            self._count_status(status)
+            message = f"scripted failure {status}"
             if srv.echo_auth:
                 message += f" (request had Authorization: {self.headers.get('Authorization')})"
-            self._error(scripted, message, request_id)
+            extra = None if retry_after is None else [("Retry-After", str(retry_after))]
+            self._error(status, message, request_id, extra)
             return
         reply, error = self._answer(path, query, route)
         if slow:

@@ -288,17 +288,24 @@ class Simulator:
             self._server.limiter.reset()
 
     def fail_requests(
-        self, path_suffix: str, status: int = 503, *, times: int | None = None, after: int = 0
+        self,
+        path_suffix: str,
+        status: int = 503,
+        *,
+        times: int | None = None,
+        after: int = 0,
+        retry_after: int | None = None,
     ) -> None:
         """Requests whose path (without the query) ends with `path_suffix` answer `status` with
-        a JSON error body: after the first `after` such requests pass, the next `times` (None:
-        every one until clear_failures). E.g. "/projects/shared", f"/operations/{op_id}",
-        f"/projects/{pid}/operations" (the listing, not the single-operation GETs); after a `?`,
-        text the query must hold: f"/projects?org_id={org}" (one organization's listing)."""
+        a JSON error body (and a `Retry-After: retry_after` header unless None): after the first
+        `after` such requests pass, the next `times` (None: every one until clear_failures).
+        E.g. "/projects/shared", f"/operations/{op_id}", f"/projects/{pid}/operations" (the
+        listing, not the single-operation GETs); after a `?`, text the query must hold:
+        f"/projects?org_id={org}" (one organization's listing)."""
         server = self._server
         lock = server.fault_lock if server is not None else threading.Lock()
         with lock:
-            self._scripted.append([path_suffix, status, times, after])
+            self._scripted.append([path_suffix, status, times, after, retry_after])
 
     def echo_auth_in_errors(self, on: bool = True) -> None:
         """Scripted failures quote the request's Authorization header in their message."""

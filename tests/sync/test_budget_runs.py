@@ -330,6 +330,29 @@ def test_a_retry_never_waits_past_the_time_budget(make_sim: Any, tmp_path: Path)
     assert_matches_truth(sim, tmp_path)
 
 
+def test_a_run_ended_by_a_retry_after_past_its_budget_says_so(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """A 429 asking for a minute under a 30 s --time-budget ends the run at once (outcome
+    `budget`, exit 0): it said only "budget ... in 0.1s", every run while the throttling
+    lasted, with nothing to tell it from a budget spent walking."""
+    sim = _sim(make_sim, 1920, projects=1)
+    [pid] = sim.project_ids()
+    sim.fail_requests(f"/projects/{pid}/operations", 429, retry_after=60)
+    summary = run_sync(sim, tmp_path, time_budget=30.0)
+    assert (summary.outcome, summary.exit_code, summary.projects_left) == ("budget", 0, 1)
+    assert summary.wait_given_up == 60.0
+    assert summary.line().endswith(
+        "; 1 project(s) left for the next run; gave up a retry's wait of 60.0s (Retry-After or"
+        " backoff) that would end past --time-budget"
+    )
+    sim.clear_failures()
+    again = run_sync(sim, tmp_path)
+    assert (again.outcome, again.wait_given_up) == ("ok", 0.0)
+    assert "gave up" not in again.line()
+    assert_matches_truth(sim, tmp_path)
+
+
 def test_a_time_budget_ending_in_the_listing_is_a_budget_outcome(
     make_sim: Any, tmp_path: Path
 ) -> None:

@@ -1087,6 +1087,27 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "listed-object-without-id-taken",  # one id-less branch: every run of the account exit 5
+        "exporter/engine/walk.py",
+        '            if isinstance(o, dict) and isinstance(o.get("id"), str)  # else it names nothing\n',
+        "            if isinstance(o, dict)\n",
+        (f"{NAMES}::test_a_listed_object_without_a_usable_id_fails_nothing",),
+    ),
+    Mutant(
+        "branch-newer-than-the-listings-unlisted",  # read before the walk: unnamed for good
+        "exporter/engine/walk.py",
+        "            self.chunk.unlisted |= met - late\n            if late:\n",
+        "            self.chunk.unlisted |= met\n            if False:\n",
+        (f"{NAMES}::test_a_branch_newer_than_listings_read_before_the_walk_is_listed_next_run",),
+    ),
+    Mutant(
+        "listing-404-said-ok",  # names never read, run after run exit 0
+        "exporter/engine/walk.py",
+        "                except NotFoundError:\n                    self.names_error = self._listing_not_found()\n",
+        "                except NotFoundError:\n                    pass\n",
+        (f"{NAMES}::test_a_404_on_a_listing_is_no_deletion_and_leaves_the_names_due",),
+    ),
+    Mutant(
         "undocumented-events-filter-silent",  # status=faild left every event out, unsaid
         "exporter/cli/_sync.py",
         "            if unknown:\n",

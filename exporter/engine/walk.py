@@ -64,6 +64,10 @@ RETENTION_US = 184 * 86_400 * US_PER_SECOND
 # window (the in-place change seen on the real API came right after the status turned
 # `finished`; a single look seconds later, as a killed run and its re-run make, can miss it).
 FRESH_US = 900 * US_PER_SECOND
+# An operation created less than this before the branches and endpoints listings were read
+# (or after) may name a branch newer than they are: its unknown ids make them due again, not
+# "known unlisted". The margin covers the client's and the API's clocks differing.
+LISTING_SKEW_US = 60 * US_PER_SECOND
 
 
 _BRANCH_ID = attrgetter("branch_id")
@@ -173,7 +177,7 @@ class ProjectWalk:
         self.names_max_age_us = names_max_age_us
         self.unknown_ids: set[str] = set()  # branch/endpoint ids met that no listing showed
         self.names_tried = False  # the listings are read at most once per run (PRODUCT.md)
-        self.names_read = False  # ... and were, in this run
+        self.listed_at: int | None = None  # ... and were, in this run, at this time
         self.names_error: ApiError | None = None  # a listing failed in the walk: raised after it
         self.budget = budget
         # The single-operation GETs this run may spend on this project (None: any, up to
@@ -222,7 +226,7 @@ class ProjectWalk:
             return
         version = known.version + 1
         c.changed += 1
-        self._note_names((op,))
+        self._note_names((op,), (created,))
         c.ops.append(op)
         c.raws.append(raw)
         c.created_us.append(created)
@@ -238,7 +242,7 @@ class ProjectWalk:
         c = self.chunk
         n = len(ops)
         c.new += n
-        self._note_names(ops)
+        self._note_names(ops, created)
         c.ops += ops
         c.raws += raws
         c.created_us += created
@@ -251,7 +255,7 @@ class ProjectWalk:
         for k in [k for k, op in enumerate(ops) if op.status not in terminal or fresh[k]]:
             self._track(ops[k], raws[k], created[k], 1, observed, None, None)
 
-    def _note_names(self, ops: Sequence[Operation]) -> None:
+    def _note_names(self, ops: Sequence[Operation], created: Sequence[int]) -> None:
         """The branch and endpoint ids these rows name that no listing showed yet."""
         try:
             met = set(map(_BRANCH_ID, ops))
@@ -262,10 +266,23 @@ class ProjectWalk:
         met = {i for i in met if isinstance(i, str)}  # None (no branch) and odd values are no ids
         if not met:
             return
-        if self.names_read:
+        if self.listed_at is not None:
             # This run's listings, read after the operation was created, do not have it
-            # (deleted): known unlisted, not a reason to read them again.
-            self.chunk.unlisted |= met
+            # (deleted): known unlisted, not a reason to read them again. Unless the operation
+            # was created about when they were read, or since (listings read before the walk,
+            # an earlier run having left them due): its branch may be newer than they are.
+            since = self.listed_at - LISTING_SKEW_US
+            late = {
+                i
+                for op, us in zip(ops, created)
+                if us >= since
+                for i in (op.branch_id, op.endpoint_id)
+                if i in met
+            }
+            self.chunk.unlisted |= met - late
+            if late:
+                self.unknown_ids |= late
+                self.chunk.names_due = True  # read again in the next run
         else:
             self.unknown_ids |= met
             self.chunk.names_due = True
@@ -382,12 +399,8 @@ class ProjectWalk:
                     self._read_names()
                     self._flush()
                 except NotFoundError:
-                    # The operations answered a moment ago: a 404 here is no proof that the
-                    # project is gone (a proxy without the route). Names stay due; nothing else.
-                    log.warning(
-                        "project %s: the branches or endpoints listing answered 404", self.pid
-                    )
                     self.chunk = Chunk(self.pid)
+                    raise self._listing_not_found() from None
                 except InterruptedError:
                     # The budget (or the run's stop) came between the operations and the names:
                     # the operations are committed; the names stay due (never read, or
@@ -476,9 +489,7 @@ class ProjectWalk:
                 try:
                     self._read_names()
                 except NotFoundError:
-                    log.warning(
-                        "project %s: the branches or endpoints listing answered 404", self.pid
-                    )
+                    self.names_error = self._listing_not_found()
                 except ApiError as exc:
                     # The walk goes on (its rows are committed, the names stay due); the
                     # project fails once it is complete, as when the names came last.
@@ -601,11 +612,22 @@ class ProjectWalk:
         try:
             self._read_names()
         except NotFoundError:
-            log.warning("project %s: the branches or endpoints listing answered 404", self.pid)
+            self.names_error = self._listing_not_found()
         except ApiError as exc:
             self.names_error = exc  # raised once the walk is done, as after a page
         except InterruptedError:
             self.result.names_left = True  # the walk's first page stops it too
+
+    def _listing_not_found(self) -> ApiError:
+        """A 404 of the branches or endpoints listing while the operations answered: no proof
+        the project is gone (a proxy without the route), but its names could not be read. It
+        said ok, run after run, with operations left unnamed: the project fails (exit 1, named
+        in `check`), its operations committed, the names due for the next run."""
+        return ApiError(
+            f"project {self.pid}: the branches or endpoints listing answered 404 while its "
+            "operations answered; its names are read again in the next run",
+            status=404,
+        )
 
     def _read_names(self) -> None:
         """Both listings, into the current chunk: committed with the rows read before them (a
@@ -648,8 +670,13 @@ class ProjectWalk:
         )
         self.chunk.names = read
         self.chunk.names_due = False  # committed with the listings, which clear it
-        self.names_read = True
-        listed = {o["id"] for objs in read.objects.values() for o in objs if isinstance(o, dict)}
+        self.listed_at = read.observed_us
+        listed = {
+            o["id"]
+            for objs in read.objects.values()
+            for o in objs
+            if isinstance(o, dict) and isinstance(o.get("id"), str)  # else it names nothing
+        }
         self.cp.known_ids = self.cp.known_ids | listed | self.unknown_ids
         self.cp.names_read_us, self.cp.names_due = read.observed_us, False
 

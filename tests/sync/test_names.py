@@ -13,7 +13,7 @@ from typing import Any
 
 import exporter
 
-from .conftest import assert_matches_truth, empty_sim, run_sync
+from .conftest import assert_matches_truth, empty_sim, run_sync, sim_clock
 
 _BRANCHES = "GET /projects/{project_id}/branches"
 _ENDPOINTS = "GET /projects/{project_id}/endpoints"
@@ -348,17 +348,31 @@ def test_kill_between_the_operations_and_the_names_leaves_nothing_half_written(
 def test_a_404_on_a_listing_is_no_deletion_and_leaves_the_names_due(
     make_sim: Any, tmp_path: Path
 ) -> None:
-    sim = make_sim(seed=48, projects=1, shared_projects=0, days=1)
-    sim.fail_requests("/branches", 404)
-    assert run_sync(sim, tmp_path).outcome == "ok"
-    assert _rows(tmp_path, "SELECT count(*) FROM projects WHERE deleted_at IS NULL") == [(1,)]
-    assert _rows(tmp_path, "SELECT count(*) FROM branches") == [(0,)]
+    """A 404 of a listing while the operations answer: no deletion, and no success either (it
+    said ok run after run, the operations unnamed, `check` silent): the project fails, its
+    operations committed, the names due for the next run."""
+    sim = make_sim(seed=48, projects=2, shared_projects=0, days=1)
+    pid, other = sim.project_ids()
+    sim.fail_requests(f"/projects/{pid}/branches", 404)
+    failed = run_sync(sim, tmp_path)
+    assert (failed.outcome, failed.exit_code, failed.projects_ok) == ("partial", 1, 1)
+    assert failed.errors == {
+        pid: f"project {pid}: the branches or endpoints listing answered 404 while its "
+        "operations answered; its names are read again in the next run"
+    }
+    assert_matches_truth(sim, tmp_path)
+    assert _rows(tmp_path, "SELECT count(*) FROM projects WHERE deleted_at IS NULL") == [(2,)]
+    assert _rows(tmp_path, f"SELECT last_error IS NOT NULL FROM projects WHERE id = '{pid}'") == [
+        (True,)
+    ]
+    assert _rows(tmp_path, f"SELECT count(*) FROM branches WHERE project_id = '{pid}'") == [(0,)]
     sim.clear_failures()
     sim.reset_stats()
     assert run_sync(sim, tmp_path).outcome == "ok"
     assert _listing_requests(sim) == (1, 1)
-    pid = sim.project_ids()[0]
-    assert _rows(tmp_path, "SELECT count(*) FROM branches") == [(len(sim.branches(pid)),)]
+    assert _rows(tmp_path, "SELECT count(*) FROM branches") == [
+        (len(sim.branches(pid)) + len(sim.branches(other)),)
+    ]
 
 
 def test_check_names_the_branch_a_failure_rate_comes_from(make_sim: Any, tmp_path: Path) -> None:
@@ -496,3 +510,72 @@ def test_a_kill_before_the_names_export_leaves_the_views_with_the_committed_name
     assert run_sync(sim, data).outcome == "ok"
     assert (data / TABLES[0].file).is_file()
     assert _names_as_read(data) == committed
+
+
+def test_a_listed_object_without_a_usable_id_fails_nothing(
+    make_sim: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A branch without `id` (or a compute whose `id` is a list) in one project's listing made
+    every run of the account exit 5, "unexpected error" (KeyError), and that project's
+    operations were never exported. Such an object names nothing: it is skipped, as the
+    state's record of the listings skips it."""
+    sim = make_sim(seed=29, projects=3, shared_projects=0, days=1)
+    bad = sim.project_ids()[0]
+    branches, endpoints = sim.world.branches, sim.world.endpoints
+
+    def branches_without_id(p: Any) -> list[dict[str, Any]]:
+        out = branches(p)
+        if p.id == bad:
+            out[0] = {k: v for k, v in out[0].items() if k != "id"}
+        return out
+
+    def endpoints_with_a_list_id(p: Any) -> list[dict[str, Any]]:
+        out = endpoints(p)
+        if p.id == bad:
+            out[0] = {**out[0], "id": [out[0]["id"]]}
+        return out
+
+    monkeypatch.setattr(sim.world, "branches", branches_without_id)
+    monkeypatch.setattr(sim.world, "endpoints", endpoints_with_a_list_id)
+    summary = run_sync(sim, tmp_path)
+    assert (summary.outcome, summary.exit_code, summary.errors) == ("ok", 0, {})
+    assert_matches_truth(sim, tmp_path)
+    listed = {b["id"] for p in sim.project_ids() for b in sim.branches(p) if "id" in b}
+    assert {r[0] for r in _rows(tmp_path, "SELECT id FROM branches")} == listed
+    sim.reset_stats()
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    assert _listing_requests(sim) == (0, 0)  # the id-less objects make nothing due
+
+
+def test_a_branch_newer_than_listings_read_before_the_walk_is_listed_next_run(
+    make_sim: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Listings read before the walk (an earlier run left them due), then a branch created
+    before the walk's first page: its id was filed "known unlisted" for good, and its
+    operations never got a name while the listings were younger than --names-max-age.
+    An operation created about when the listings were read, or since, makes them due again."""
+    sim = make_sim(seed=31, projects=1, shared_projects=0, days=1)
+    pid = sim.project_ids()[0]
+    clock = sim_clock(sim)
+    sim.fail_requests(f"/projects/{pid}/branches", 500)
+    assert run_sync(sim, tmp_path, clock=clock).projects_failed == 1  # names left due
+    sim.clear_failures()
+    endpoints, made = sim.world.endpoints, []
+
+    def endpoints_then_a_branch(p: Any) -> list[dict[str, Any]]:
+        out = endpoints(p)
+        if not made:  # right after this run's listings, before its walk
+            made.append(sim.world.add_branch(p.id, "created-during-sync"))
+        return out
+
+    monkeypatch.setattr(sim.world, "endpoints", endpoints_then_a_branch)
+    assert run_sync(sim, tmp_path, clock=clock).outcome == "ok"
+    [(branch_id, _, op_ids)] = made
+    sim.reset_stats()
+    assert run_sync(sim, tmp_path, clock=clock).outcome == "ok"
+    assert _listing_requests(sim) == (1, 1)
+    assert _rows(
+        tmp_path,
+        f"SELECT count(*), count(branch_name) FROM operations WHERE branch_id = '{branch_id}'",
+    ) == [(len(op_ids), len(op_ids))]
+    assert_matches_truth(sim, tmp_path)

@@ -1108,6 +1108,20 @@ MUTANTS = [
         (f"{NAMES}::test_a_404_on_a_listing_is_no_deletion_and_leaves_the_names_due",),
     ),
     Mutant(
+        "name-version-starts-before-the-last",  # a clock stepped back: spans overlap
+        "exporter/store/state.py",
+        "                version, start = before[0] + 1, max(now, before[2] + 1)\n",
+        "                version, start = before[0] + 1, now\n",
+        (f"{NAMES}::test_a_clock_stepped_back_keeps_name_versions_in_order",),
+    ),
+    Mutant(
+        "names-age-behind-the-clock-not-due",  # --names-max-age 0 read nothing after a step back
+        "exporter/engine/walk.py",
+        "            or not 0 <= self.clock() - cp.names_read_us < self.names_max_age_us\n",
+        "            or self.clock() - cp.names_read_us >= self.names_max_age_us\n",
+        (f"{NAMES}::test_a_clock_stepped_back_keeps_name_versions_in_order",),
+    ),
+    Mutant(
         "undocumented-events-filter-silent",  # status=faild left every event out, unsaid
         "exporter/cli/_sync.py",
         "            if unknown:\n",

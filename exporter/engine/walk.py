@@ -595,7 +595,8 @@ class ProjectWalk:
             cp.names_read_us is None
             or cp.names_due
             or bool(self.unknown_ids)
-            or self.clock() - cp.names_read_us >= self.names_max_age_us
+            # A clock now behind the last read (stepped back) cannot tell their age: read.
+            or not 0 <= self.clock() - cp.names_read_us < self.names_max_age_us
         )
 
     def _names_left_before(self) -> bool:

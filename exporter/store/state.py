@@ -625,27 +625,30 @@ class StateDB:
     ) -> int:
         """New versions for the objects (id, project id, object) whose tracked fields differ
         from their latest version; returns how many were written."""
-        latest: dict[str, tuple[int, str]] = {}
+        latest: dict[str, tuple[int, str, int]] = {}
         ids = [i for i, _, _ in objects]
         for start in range(0, len(ids), 500):
             part = ids[start : start + 500]
-            for name_id, version, tracked in con.execute(
-                "SELECT id, version, tracked FROM name_versions WHERE kind = ? AND "
-                f"valid_to_us IS NULL AND id IN ({','.join('?' * len(part))})",
+            for name_id, version, tracked, valid_from in con.execute(
+                "SELECT id, version, tracked, valid_from_us FROM name_versions WHERE kind = ? "
+                f"AND valid_to_us IS NULL AND id IN ({','.join('?' * len(part))})",
                 (kind.key, *part),
             ):
-                latest[name_id] = (version, tracked)
+                latest[name_id] = (version, tracked, valid_from)
         inserts, closes = [], []
         for name_id, project_id, obj in objects:
             tracked = kind.tracked_json(obj)
             before = latest.get(name_id)
             if before is not None and before[1] == tracked:
                 continue
-            version = 1 if before is None else before[0] + 1
+            version, start = 1, now
             if before is not None:
-                closes.append((now, kind.key, name_id, before[0]))
-            inserts.append((kind.key, name_id, project_id, version, tracked, now))
-            latest[name_id] = (version, tracked)
+                # A clock stepped back (NTP, another host) would start this version before the
+                # last one: spans overlapped and `operations` showed an operation twice.
+                version, start = before[0] + 1, max(now, before[2] + 1)
+                closes.append((start, kind.key, name_id, before[0]))
+            inserts.append((kind.key, name_id, project_id, version, tracked, start))
+            latest[name_id] = (version, tracked, start)
         con.executemany(
             "UPDATE name_versions SET valid_to_us = ? WHERE kind = ? AND id = ? AND version = ?",
             closes,

@@ -3,6 +3,7 @@ history, read when the rules say so, joined into operations and operation_versio
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -579,3 +580,38 @@ def test_a_branch_newer_than_listings_read_before_the_walk_is_listed_next_run(
         f"SELECT count(*), count(branch_name) FROM operations WHERE branch_id = '{branch_id}'",
     ) == [(len(op_ids), len(op_ids))]
     assert_matches_truth(sim, tmp_path)
+
+
+def test_a_clock_stepped_back_keeps_name_versions_in_order(make_sim: Any, tmp_path: Path) -> None:
+    """A host clock stepped back (NTP, a data directory moved to a host behind) between two
+    reads of the listings: the version read later started before the one it replaced (spans
+    overlapped: `operations` showed an operation twice), and `--names-max-age 0` read nothing
+    until the clock caught up (a negative age is not past 0)."""
+    sim = make_sim(seed=59, projects=1, shared_projects=0, days=1)
+    [pid] = sim.project_ids()
+    step = {"us": 0}
+
+    def clock() -> int:
+        return int(sim.world.clock_us) + step["us"]
+
+    assert run_sync(sim, tmp_path, clock=clock).outcome == "ok"
+    branch = sorted((b for b in sim.branches(pid) if not b["default"]), key=lambda b: b["id"])[0]
+    step["us"] = 3600 * 1_000_000  # this run's clock an hour ahead
+    sim.change_branch(branch["id"], name="second")
+    assert run_sync(sim, tmp_path, clock=clock, names_max_age=0).outcome == "ok"
+    step["us"] = 0  # and the next one's right again
+    sim.advance(60)
+    sim.change_branch(branch["id"], name="third")
+    sim.reset_stats()
+    assert run_sync(sim, tmp_path, clock=clock, names_max_age=0).outcome == "ok"
+    assert _listing_requests(sim) == (1, 1)
+    rows = _rows(
+        tmp_path,
+        "SELECT version, name, valid_from, valid_to FROM branch_versions "
+        f"WHERE id = '{branch['id']}' ORDER BY version",
+    )
+    assert [r[:2] for r in rows] == [(1, branch["name"]), (2, "second"), (3, "third")]
+    for (_, _, start, end), (_, _, following, _) in itertools.pairwise(rows):
+        assert start < end == following  # each span ends where the next begins, after it starts
+    assert rows[-1][3] is None
+    assert _rows(tmp_path, "SELECT count(*) - count(DISTINCT id) FROM operations") == [(0,)]

@@ -1122,6 +1122,26 @@ MUTANTS = [
         (f"{NAMES}::test_a_clock_stepped_back_keeps_name_versions_in_order",),
     ),
     Mutant(
+        "lake-run-killed-before-commit-unrecorded",  # one row per sync: none for this one
+        "exporter/store/lake/store.py",
+        "            self.state.add_run(taken.run_id, taken.run_started_us or 0)\n",
+        "            pass\n",
+        (
+            "tests/lake/test_sync_lake.py::"
+            "test_a_run_killed_before_its_first_commit_on_s3_is_recorded",
+        ),
+    ),
+    Mutant(
+        "lake-reader-shows-killed-run-running",  # status: running until the next sync
+        "exporter/store/readers.py",
+        "        state.mark_killed_runs(counted=True, live=live)\n",
+        "        pass\n",
+        (
+            "tests/lake/test_sync_lake.py::"
+            "test_a_killed_run_on_s3_is_recorded_with_the_versions_its_commits_wrote",
+        ),
+    ),
+    Mutant(
         "undocumented-events-filter-silent",  # status=faild left every event out, unsaid
         "exporter/cli/_sync.py",
         "            if unknown:\n",

@@ -613,7 +613,7 @@ class _Run:
 
     def run(self) -> RunSummary:
         summary, dataset, config = self.summary, self.dataset, self.config
-        dataset.state.start_run(summary.run_id, self.started)
+        dataset.begin_run(summary.run_id, self.started)
         dataset.state.set_refresh_every(self.schedule.every_us)
         client = ApiClient(
             config.base_url,

@@ -52,6 +52,9 @@ class Store(Protocol):
     def recover(self) -> None:
         """Under the lock, before a run: finish or drop what a killed run left."""
 
+    def begin_run(self, run_id: str, started_us: int) -> None:
+        """Record that run `run_id` started (`running` until it ends or is found killed)."""
+
     def commit(
         self, table: pa.Table | None, tag: str, run_id: str, apply: Callable[[Any], None]
     ) -> Committed:

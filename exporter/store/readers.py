@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,7 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
     try:
         if ds.restore_state(tmp / STATE_FILE) is None:
             raise StorageError(f"no dataset in {loc.display} yet: run `opsaudit sync` first")
+        _settle_runs(ds, tmp / STATE_FILE)
         with _LAKES_LOCK:
             _LAKES[tmp] = ds
         yield tmp
@@ -132,6 +134,26 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
         with _LAKES_LOCK:
             _LAKES.pop(tmp, None)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _settle_runs(ds: Any, state_file: Path) -> None:
+    """In the copy of the committed state a reader got: the runs as they are now. A run whose
+    lease is free or held by another run was killed (it said `running` until the next sync);
+    one killed before its first commit is known only by the lease it left."""
+    from exporter.store.state import StateDB
+
+    lease = ds.lease().read()
+    now = datetime.now(timezone.utc)
+    live = None if lease is None else lease.live_run(now)
+    if lease is not None and lease.run_id is None and not lease.is_free(now):
+        return  # held by a writer that does not name its run: which one runs is unknown
+    state = StateDB(state_file)
+    try:
+        if lease is not None and lease.run_id is not None and not lease.released:
+            state.add_run(lease.run_id, lease.run_started_us or 0)
+        state.mark_killed_runs(counted=True, live=live)
+    finally:
+        state.close()
 
 
 def open_readers(

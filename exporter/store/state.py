@@ -1021,6 +1021,15 @@ class StateDB:
                 (run_id, started_us),
             )
 
+    def add_run(self, run_id: str, started_us: int) -> None:
+        """A run known from elsewhere (a killed writer's lease), `running` unless recorded."""
+        with self.transaction() as con:
+            con.execute(
+                "INSERT OR IGNORE INTO runs (run_id, started_us, outcome) "
+                f"VALUES (?, ?, '{Outcome.RUNNING}')",
+                (run_id, started_us),
+            )
+
     def finish_run(self, run_id: str, finished_us: int, **counts: Any) -> None:
         """Record a run's outcome and counters (the `runs` columns named in `counts`)."""
         names = sorted(counts)
@@ -1031,11 +1040,11 @@ class StateDB:
                 (finished_us, *(counts[n] for n in names), run_id),
             )
 
-    def mark_killed_runs(self, *, counted: bool = False) -> None:
+    def mark_killed_runs(self, *, counted: bool = False, live: str | None = None) -> None:
         """Runs that a kill interrupted stay visible as such, with the versions their commits
         wrote (they said 0 while `operation_versions` held theirs): summed from the files table,
         or, `counted`, as each commit added them (`count_written`: a Delta table's commits are
-        not files of this state)."""
+        not files of this state). Every `running` run but `live` (the lease's, for a reader)."""
         written = (
             "versions_written"
             if counted
@@ -1045,7 +1054,8 @@ class StateDB:
         with self.transaction() as con:
             con.execute(
                 f"UPDATE runs SET outcome = '{Outcome.KILLED}', versions_written = {written} "
-                f"WHERE outcome = '{Outcome.RUNNING}'"
+                f"WHERE outcome = '{Outcome.RUNNING}' AND run_id IS NOT ?",
+                (live,),
             )
 
     @staticmethod

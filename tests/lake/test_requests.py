@@ -83,7 +83,7 @@ def test_a_no_change_sync_makes_one_commit(make_sim: Any, bucket: Any) -> None:
         if method == "PUT"
     )
     assert puts == {
-        "_opsaudit control": 2,  # the lease: taken, released
+        "_opsaudit control": 3,  # the lease: taken, named with its run (`note_run`), released
         "_opsaudit state": 1,
         "operation_versions log": 1,
         "projects data": 1,

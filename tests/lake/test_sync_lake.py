@@ -419,6 +419,9 @@ def test_a_killed_run_on_s3_is_recorded_with_the_versions_its_commits_wrote(
         timeout=120,
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    # Before the next sync: the run is shown killed (it said `running` until then).
+    status = _cli(["status", "--data-dir", url, *_so(bucket), "--format", "json"], env)
+    assert [r["outcome"] for r in json.loads(status.stdout)["runs"]] == ["killed"]
     assert _cli(args, env).returncode == 0
     sql = (
         "SELECT r.outcome, r.versions_written, (SELECT count(*) FROM operation_versions v "
@@ -430,4 +433,45 @@ def test_a_killed_run_on_s3_is_recorded_with_the_versions_its_commits_wrote(
     assert rows == [
         {"outcome": "killed", "versions_written": truth, "rows": truth},
         {"outcome": "ok", "versions_written": 0, "rows": 0},
+    ]
+
+
+# `opsaudit sync` killed (SIGKILL) at its first commit, before anything of it is uploaded.
+_KILLED_BEFORE_ITS_FIRST_COMMIT = """
+import os, signal
+from exporter.store.lake.store import LakeStore
+LakeStore.commit = lambda self, *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+from exporter.cli import main
+main()  # click reads sys.argv[1:]: the arguments after -c's code
+"""
+
+
+def test_a_run_killed_before_its_first_commit_on_s3_is_recorded(
+    make_sim: Any, bucket: Bucket
+) -> None:
+    """A Delta dataset's run killed before its first commit left no row in `sync_runs` (one
+    row per sync, PRODUCT.md): its row was only in its local state. The lease names the run:
+    readers show it killed, and the next sync records it so."""
+    sim = make_sim(seed=57, projects=2, shared_projects=0, days=1, ops_per_project_per_day=30)
+    url = bucket.url("killed-early")
+    env = _cli_env(sim)
+    args = ["sync", "--data-dir", url, *_so(bucket), "--max-rps", "0"]
+    assert _cli(args, env).returncode == 0
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_BEFORE_ITS_FIRST_COMMIT, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    status = _cli(["status", "--data-dir", url, *_so(bucket), "--format", "json"], env)
+    assert [r["outcome"] for r in json.loads(status.stdout)["runs"]] == ["killed", "ok"]
+    assert _cli(args, env).returncode == 0
+    sql = "SELECT outcome, versions_written FROM sync_runs ORDER BY started_at"
+    done = _cli(["query", "--data-dir", url, *_so(bucket), "--format", "jsonl", sql], env)
+    assert [tuple(json.loads(line).values()) for line in done.stdout.splitlines()] == [
+        ("ok", len(sim.ground_truth())),
+        ("killed", 0),
+        ("ok", 0),
     ]

@@ -94,6 +94,17 @@ class LeaseInfo:
     machine: str | None = None  # _this_machine() of the holder
     pid: int | None = None
     started: str | None = None  # process_started(pid) when it took the lease
+    # The sync run it holds the lease for (`Lease.note_run`): a reader or the next writer tells
+    # a killed run from a live one, even one killed before its first commit.
+    run_id: str | None = None
+    run_started_us: int | None = None
+
+    def live_run(self, now: datetime, grace: timedelta = CLOCK_GRACE) -> str | None:
+        """The run holding the lease now, if it said which (None: none, or not said). A holder
+        of another machine counts as live until its lease expires."""
+        if self.is_free(now, grace) or self.holder_is_dead(_this_machine()):
+            return None
+        return self.run_id
 
     def holder_is_dead(self, machine: str | None) -> bool:
         """Whether the holder is certainly gone: a process of `machine` (ours) whose pid is not
@@ -139,6 +150,10 @@ class Lease:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.run: tuple[str, int] | None = None  # (run id, started µs): `note_run`
+        # The lease this one replaced while its holder had not released it (a killed writer):
+        # its run, if it named one, is recorded killed (`LakeStore.recover`).
+        self.taken_from: LeaseInfo | None = None
 
     # -- reading -------------------------------------------------------------------------
 
@@ -160,6 +175,8 @@ class Lease:
                 machine=body.get("machine") or None,
                 pid=int(pid) if pid is not None else None,
                 started=body.get("started") or None,
+                run_id=str(body["run_id"]) if body.get("run_id") else None,
+                run_started_us=int(body["run_started_us"]) if body.get("run_started_us") else None,
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             # Unreadable lease (torn by hand?): treat it as expired once its mtime is old.
@@ -176,8 +193,16 @@ class Lease:
                 "machine": self.machine,
                 "pid": self.pid,
                 "started": self.started,
+                "run_id": self.run[0] if self.run else None,
+                "run_started_us": self.run[1] if self.run else None,
             }
         ).encode()
+
+    def note_run(self, run_id: str, started_us: int) -> None:
+        """Name the sync run that holds the lease, written at once (a renewal): a run killed
+        before its first commit left no trace, its row was only in its local state."""
+        self.run = (run_id, started_us)
+        self.renew()
 
     # -- taking ----------------------------------------------------------------------------
 
@@ -206,6 +231,8 @@ class Lease:
             self._etag = etag
             self._renewed_mono = started
             self._lost = None
+        if current is not None and not current.released and current.token != self.token:
+            self.taken_from = current
         return True
 
     def acquire(

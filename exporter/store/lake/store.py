@@ -169,8 +169,18 @@ class LakeStore:
         """The Delta log is the manifest: nothing to roll forward; runs left `running` by a
         killed writer are marked (uploaded with this run's first commit). A dataset written
         before the superseded record gets it now, once (exporter/store/lake/superseded.py)."""
+        taken = self.lease.taken_from if self.lease is not None else None
+        if taken is not None and taken.run_id is not None:
+            # Its holder was killed: its run is recorded, even if it never committed.
+            self.state.add_run(taken.run_id, taken.run_started_us or 0)
         self.state.mark_killed_runs(counted=True)
         self.ds.record_superseded()
+
+    def begin_run(self, run_id: str, started_us: int) -> None:
+        """The run's row, and its name in the lease (uploaded at once, unlike the row)."""
+        self.state.start_run(run_id, started_us)
+        if self.lease is not None:
+            self.lease.note_run(run_id, started_us)
 
     def commit(
         self, table: pa.Table | None, tag: str, run_id: str, apply: Callable[[Any], None]

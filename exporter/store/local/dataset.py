@@ -441,6 +441,10 @@ class Dataset:
 
     # -- recovery ---------------------------------------------------------------------------
 
+    def begin_run(self, run_id: str, started_us: int) -> None:
+        """The run's row (a killed run's process is told gone by the lock file's pid)."""
+        self.state.start_run(run_id, started_us)
+
     def recover(self) -> None:
         """Finish what a killed run committed; drop what it had not (call under the lock)."""
         pending = self.state.files_in("pending")

@@ -78,7 +78,7 @@ MUTANTS = [
     Mutant(
         "names-max-age-ignored",
         "exporter/engine/walk.py",
-        "            or self.clock() - cp.names_read_us >= self.names_max_age_us\n",
+        "            or not 0 <= self.clock() - cp.names_read_us < self.names_max_age_us\n",
         "",
         (
             f"{NAMES}::test_no_change_sync_sends_no_listing_request",
@@ -1373,7 +1373,7 @@ MUTANTS = [
     Mutant(
         "names-unlisted-after-the-listing-lost",  # a deleted branch's id stays unknown
         "exporter/engine/walk.py",
-        "            self.chunk.unlisted |= met\n",
+        "            self.chunk.unlisted |= met - late\n",
         "            pass\n",
         (f"{NAMES}::test_every_named_id_is_known_after_the_first_walk",),
     ),

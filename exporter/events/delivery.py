@@ -10,26 +10,30 @@ it are in the file, because appends are in commit order, so they are marked, not
 The webhook gets each event at least once (Standard Webhooks: `webhook-id` = the event id on
 every attempt, a fresh `webhook-timestamp` and signature per attempt). Events go out in commit
 order on a few lanes, all of an operation's events on one lane, so one operation's versions
-arrive in order. A non-2xx answer, a timeout or a refused connection is retried with doubling
-waits; an event that still fails stops the webhook for this run (the receiver is down or
-refusing: the rest would fail the same way), and it and everything after it wait in the outbox
-for the next run. The URL's query string and userinfo (where a token may live) and the secret
-never reach a log line or a message.
+arrive in order. A non-2xx answer, a timeout (of the whole attempt) or a refused connection is
+retried with doubling waits; an event that still fails stops the webhook for this run (the
+receiver is down or refusing: the rest would fail the same way), and it and everything after it
+wait in the outbox for the next run. The URL's query string and userinfo (a token's place) and
+the secret never reach a log line or a message.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import http.client
 import logging
 import os
+import re
+import socket
 import ssl
 import threading
 import time
 import urllib.parse
 import zlib
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,30 +72,60 @@ class Delivery:
     errors: list[str] = field(default_factory=list)  # why a sink stopped (safe to print)
 
 
+# scheme://[userinfo@]host[:port]path, as urlsplit cuts it, from any text (also one whose port or
+# IPv6 literal makes urlsplit raise); the query and fragment are what follows.
+_SHOWN = re.compile(
+    r"(?P<scheme>[^:/?#]+)://(?:[^/?#]*@)?(?P<host>\[[^\]/?#]*\]?|[^:/?#]*)(?P<port>:[^/?#]*)?"
+    r"(?P<path>[^?#]*)"
+)
+# What http.client refuses in a request target or a host (InvalidURL): spaces and controls.
+_UNSENDABLE = re.compile(r"[\x00-\x20\x7f]")
+
+
 def safe_url(url: str) -> str:
-    """The webhook URL as it may be printed: no userinfo, no query, no fragment."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+    """The webhook URL as it may be printed: no userinfo, no query, no fragment, and a port only
+    when it is a number (a malformed one may be the end of a password)."""
+    m = _SHOWN.match(url.strip())
+    if m is None:
+        return "(not shown)"
+    port = m["port"] if m["port"] and m["port"][1:].isdigit() else ""
+    return f"{m['scheme']}://{m['host']}{port}{m['path']}"
 
 
 def validate_webhook_url(url: str) -> str:
-    """An http(s) URL with a host; `ConfigError` (exit 2) otherwise, naming only its safe
-    part."""
-    try:
-        parts = urllib.parse.urlsplit(url.strip())
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-        parts.port  # noqa: B018 (raises ValueError on a bad port)
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ConfigError(
-            f"--webhook {safe_url(url) if '://' in url else '(hidden)'} is not an http(s) URL "
-            "with a host"
-        )
+    """An http(s) URL a request can be made of, or `ConfigError` (exit 2) naming its safe part."""
+    if (problem := _why_unsendable(url.strip())) is not None:
+        raise ConfigError(f"--webhook {safe_url(url)}{problem}")
     return url.strip()
+
+
+def _why_unsendable(url: str) -> str | None:
+    """Why no attempt could ever send to `url` (the end of a message naming it), or None."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError:  # a port out of range or not a number, an IPv6 literal without its ]
+        port = 0
+    if port == 0:  # (port 0 parses, but nothing can be reached there)
+        return ": its port is not a number from 1 to 65535, or its IPv6 address lacks its ]"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return " is not an http(s) URL with a host"
+    try:
+        # As the name lookup does, failing every attempt for a label over 63 characters or empty.
+        parts.hostname.encode("idna")
+        unsendable = _UNSENDABLE.search(parts.hostname) is not None
+    except UnicodeError:
+        unsendable = True
+    if unsendable:
+        return ": its host is not a DNS name (labels of 1 to 63 characters, no spaces)"
+    target = parts.path + parts.query
+    if not target.isascii() or _UNSENDABLE.search(target):
+        # http.client writes the request line in ASCII (UnicodeEncodeError at every attempt).
+        return (
+            ": its path and query must be ASCII without spaces or control characters: "
+            "percent-encode the others (Ö as %C3%96)"
+        )
+    return None
 
 
 def read_webhook_secret(path: Path) -> bytes:
@@ -225,13 +259,67 @@ def deliver_file(outbox: Outbox, path: Path) -> int:
 # -- the webhook --------------------------------------------------------------------------------
 
 
+@dataclass(eq=False)
+class _Watch:
+    """One attempt under the watchdog."""
+
+    deadline: float  # time.monotonic()
+    sock: socket.socket | None = None  # once connected
+    fired: bool = False  # the deadline passed while the attempt ran
+
+
+class _Watchdog:
+    """Shuts the socket of an attempt past its deadline: `--webhook-timeout` bounds the attempt,
+    not only each read (an answer trickled a byte a second would hold it for ever). One thread
+    for all lanes: a timer per attempt would cost more than its POST."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._cond = threading.Condition()
+        self._watches: set[_Watch] = set()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="opsaudit-watchdog", daemon=True)
+        self._thread.start()
+
+    @contextlib.contextmanager
+    def watch(self) -> Iterator[_Watch]:
+        watch = _Watch(time.monotonic() + self.timeout)
+        with self._cond:
+            self._watches.add(watch)
+        try:
+            yield watch
+        finally:
+            with self._cond:  # from here on the watchdog leaves its socket alone
+                self._watches.discard(watch)
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._closed:
+                now = time.monotonic()
+                for watch in self._watches:
+                    if not watch.fired and watch.deadline <= now:
+                        watch.fired = True
+                        if watch.sock is not None:
+                            # socket.socket's: an SSLSocket's own drops its TLS state.
+                            with contextlib.suppress(OSError):
+                                socket.socket.shutdown(watch.sock, socket.SHUT_RDWR)
+                # A deadline set during this wait is `timeout` away at least: never late.
+                waiting = [w.deadline for w in self._watches if not w.fired]
+                self._cond.wait(min(waiting, default=now + self.timeout) - now)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join()
+
+
 class _Webhook:
     """POSTs events to the webhook with retries; the first event that exhausts them stops it
     (`stop`, which its caller may set too)."""
 
     def __init__(self, config: EventsConfig, stop: threading.Event | None = None):
         assert config.webhook_url and config.webhook_key
-        self.url = config.webhook_url
         self.shown = safe_url(config.webhook_url)
         self.key = config.webhook_key
         self.config = config
@@ -253,8 +341,10 @@ class _Webhook:
         self.stop = stop if stop is not None else threading.Event()
         self.error: str | None = None
         self._error_lock = threading.Lock()
+        self._watchdog = _Watchdog(config.webhook_timeout)
 
     def close(self) -> None:
+        self._watchdog.close()
         for connection in self._connections:
             connection.close()
 
@@ -305,35 +395,9 @@ class _Webhook:
     def _send(self, event_id: str, body: bytes) -> bool:
         attempts = max(1, self.config.webhook_attempts)
         for attempt in range(attempts):
-            timestamp = int(time.time())
-            problem: str
-            connection = self._connection()
-            try:
-                connection.request(
-                    "POST",
-                    self._target,
-                    body=body,
-                    headers={
-                        **self._headers,
-                        "webhook-id": event_id,
-                        "webhook-timestamp": str(timestamp),
-                        "webhook-signature": sign(self.key, event_id, timestamp, body),
-                    },
-                )
-                response = connection.getresponse()
-                response.read()
-                if response.will_close:
-                    connection.close()  # the next request opens a new one
-                if 200 <= response.status < 300:
-                    return True
-                problem = f"HTTP {response.status}"
-            except TimeoutError:
-                connection.close()
-                problem = f"no answer within {self.config.webhook_timeout:g}s"
-            except (OSError, http.client.HTTPException) as exc:
-                # Named by type only: the text of some could carry the URL (refused, reset...).
-                connection.close()
-                problem = type(exc).__name__
+            problem = self._attempt(event_id, body)
+            if problem is None:
+                return True
             if attempt + 1 < attempts:
                 wait = min(_MAX_BACKOFF, self.config.webhook_backoff * 2**attempt)
                 log.debug(
@@ -350,3 +414,37 @@ class _Webhook:
                 log.warning("%s", self.error)
         self.stop.set()
         return False
+
+    def _attempt(self, event_id: str, body: bytes) -> str | None:
+        """One POST within the timeout: None when the receiver took it (2xx), else why not."""
+        timestamp = int(time.time())
+        headers = {
+            **self._headers,
+            "webhook-id": event_id,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": sign(self.key, event_id, timestamp, body),
+        }
+        # Any failure to send fails the attempt, never the run: the network's, the protocol's,
+        # and a URL the library got unvalidated that cannot be encoded (UnicodeError).
+        connection: http.client.HTTPConnection | None = None
+        try:
+            with self._watchdog.watch() as watch:
+                connection = self._connection()
+                if connection.sock is None:
+                    connection.connect()  # bounded by the socket's timeout
+                watch.sock = connection.sock
+                if watch.fired:  # while connecting: the watchdog had no socket to shut
+                    raise TimeoutError
+                connection.request("POST", self._target, body=body, headers=headers)
+                response = connection.getresponse()
+                response.read()
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            if connection is not None:
+                connection.close()
+            if isinstance(exc, TimeoutError) or watch.fired:
+                return f"no answer within {self.config.webhook_timeout:g}s"
+            # Named by type only: the text of some could carry the URL (refused, reset...).
+            return type(exc).__name__
+        if response.will_close or watch.fired:
+            connection.close()  # the next request opens a new one
+        return None if 200 <= response.status < 300 else f"HTTP {response.status}"

@@ -1,0 +1,256 @@
+"""The webhook's URL and attempts (PRODUCT.md "Events"): a URL that can never be sent is a usage
+error, one that cannot be sent fails its attempts and not the run, and `--webhook-timeout` bounds
+a whole attempt."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.core.errors import ConfigError
+from exporter.events.delivery import read_webhook_secret, validate_webhook_url
+
+from .conftest import Receiver, sync_events, versions_after
+
+ROOT = Path(__file__).resolve().parents[2]
+WAIT = "; the events wait in the outbox for the next run"
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        (
+            "http://127.0.0.1:1/hook?token=TÖPSECRET",
+            "--webhook http://127.0.0.1:1/hook: its path and query must be ASCII without spaces "
+            "or control characters: percent-encode the others (Ö as %C3%96)",
+        ),
+        (
+            "https://u:TOPSECRET@h.example/hö?x=TOPSECRET",
+            "--webhook https://h.example/hö: its path and query must be ASCII without spaces "
+            "or control characters: percent-encode the others (Ö as %C3%96)",
+        ),
+        (
+            "http://h.example/a b?x=TOPSECRET",
+            "--webhook http://h.example/a b: its path and query must be ASCII without spaces "
+            "or control characters: percent-encode the others (Ö as %C3%96)",
+        ),
+        (
+            f"http://{'a' * 64}.example/hook?token=TOPSECRET",
+            f"--webhook http://{'a' * 64}.example/hook: its host is not a DNS name (labels of "
+            "1 to 63 characters, no spaces)",
+        ),
+        (
+            "http://a..b/hook?token=TOPSECRET",
+            "--webhook http://a..b/hook: its host is not a DNS name (labels of 1 to 63 "
+            "characters, no spaces)",
+        ),
+        (
+            "http://127.0.0.1:99999/h?token=TOPSECRET",
+            "--webhook http://127.0.0.1:99999/h: its port is not a number from 1 to 65535, or "
+            "its IPv6 address lacks its ]",
+        ),
+        (
+            "http://127.0.0.1:0/h?token=TOPSECRET",
+            "--webhook http://127.0.0.1:0/h: its port is not a number from 1 to 65535, or its "
+            "IPv6 address lacks its ]",
+        ),
+        (
+            # What follows the colon is not shown: it may be the end of a password.
+            "http://u:TOPSECRET@127.0.0.1:abc/h?token=TOPSECRET",
+            "--webhook http://127.0.0.1/h: its port is not a number from 1 to 65535, or its "
+            "IPv6 address lacks its ]",
+        ),
+        (
+            "http://[::1/h?token=TOPSECRET",
+            "--webhook http://[::1/h: its port is not a number from 1 to 65535, or its IPv6 "
+            "address lacks its ]",
+        ),
+        (
+            "ftp://u:TOPSECRET@127.0.0.1/h?token=TOPSECRET",
+            "--webhook ftp://127.0.0.1/h is not an http(s) URL with a host",
+        ),
+        ("http:///h?token=TOPSECRET", "--webhook http:///h is not an http(s) URL with a host"),
+        ("TOPSECRET", "--webhook (not shown) is not an http(s) URL with a host"),
+    ],
+)
+def test_a_url_that_can_never_be_sent_is_a_usage_error(url: str, message: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        validate_webhook_url(url)
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        " http://127.0.0.1:8080/hooks?token=a%C3%96b&x=1#frag ",
+        "https://u:p%40ss@hooks.example./in",
+        "http://[::1]:1/h",
+        "http://bücher.example/h",
+        f"http://{'a' * 63}.example",
+    ],
+)
+def test_a_url_that_can_be_sent_is_kept(url: str) -> None:
+    assert validate_webhook_url(url) == url.strip()
+
+
+def test_cli_refuses_an_unsendable_url_with_exit_2_and_shows_no_secret(tmp_path: Path) -> None:
+    secret = tmp_path / "webhook.secret"
+    secret.write_text("whsec_c2VjcmV0LWtleS1tYXRlcmlhbA==\n")
+    env = {
+        **os.environ,
+        "NEON_API_KEY": "unused",  # refused before any request
+        "OPSAUDIT_BASE_URL": "http://127.0.0.1:9/api/v2",
+        "PYTHONPATH": str(ROOT),
+    }
+    shown = {
+        "http://127.0.0.1:1/hook?token=TÖPSECRET": "http://127.0.0.1:1/hook: its path and query "
+        "must be ASCII without spaces or control characters: percent-encode the others (Ö as "
+        "%C3%96)",
+        "http://u:TOPSECRET@127.0.0.1:99999/h?token=TOPSECRET": "http://127.0.0.1:99999/h: its "
+        "port is not a number from 1 to 65535, or its IPv6 address lacks its ]",
+    }
+    base = [sys.executable, "-m", "exporter", "sync", "--data-dir", str(tmp_path / "data")]
+    for url, text in shown.items():
+        run = subprocess.run(
+            [*base, "--webhook", url, "--webhook-secret-file", str(secret)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert (run.returncode, run.stdout) == (2, "")
+        assert run.stderr.splitlines()[-1] == f"Error: --webhook {text}"
+        assert "TOPSECRET" not in run.stderr and "TÖPSECRET" not in run.stderr
+    assert not (tmp_path / "data").exists()  # no run began, none is recorded
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("{receiver}/hooks?token=TÖPSECRET", "UnicodeEncodeError"),  # not ASCII on the wire
+        (f"http://{'a' * 70}.invalid/hooks?token=TOPSECRET", "UnicodeError"),  # no DNS name
+        ("http://a b/hooks?token=TOPSECRET", "InvalidURL"),  # http.client's own check
+    ],
+)
+def test_a_library_url_that_cannot_be_sent_fails_its_attempts_not_the_run(
+    make_sim: Any,
+    tmp_path: Path,
+    receiver: Receiver,
+    secret_file: Path,
+    caplog: pytest.LogCaptureFixture,
+    url: str,
+    problem: str,
+) -> None:
+    # The library takes the URL as given (the CLI refuses these): each attempt fails, the
+    # events wait, the run is ok.
+    sim = make_sim(seed=31, projects=1, days=1, ops_per_project_per_day=6)
+    url = url.format(receiver=receiver.url.partition("/hooks")[0])
+    data = tmp_path / "data"
+    with caplog.at_level(logging.WARNING, logger="opsaudit.events"):
+        summary = sync_events(
+            sim,
+            data,
+            backfill=True,
+            webhook_url=url,
+            webhook_key=read_webhook_secret(secret_file),
+            webhook_attempts=2,
+        )
+    expected = versions_after(data, set())
+    assert (summary.outcome, summary.exit_code) == ("ok", 0)
+    assert summary.events_delivered == 0 and summary.events_pending == len(expected) > 0
+    assert receiver.attempts == []
+    shown = url.partition("?")[0]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "opsaudit.events"]
+    assert warnings == [f"webhook {shown}: {problem} after 2 attempt(s){WAIT}"]
+
+
+_ANSWER = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
+
+
+@contextlib.contextmanager
+def _trickling_receiver() -> Iterator[tuple[str, list[tuple[str, int, float]]]]:
+    """A receiver that answers 200 one byte every 0.1 s (each read of the sender's socket
+    succeeds well within its timeout); yields its URL and, per request, (webhook-id, bytes of
+    the answer sent before the sender closed the connection, seconds from the request's end
+    to then)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    seen: list[tuple[str, int, float]] = []
+
+    def answer(conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            match = re.search(rb"(?i)content-length: *(\d+)", head)
+            event = re.search(rb"(?i)webhook-id: *(\S+)", head)
+            assert match and event
+            while len(body) < int(match[1]):
+                body += conn.recv(65536)
+            start = time.monotonic()
+            conn.settimeout(0.1)  # the pace of the answer, and how soon a close is seen
+            sent = 0
+            with contextlib.suppress(OSError):
+                for byte in _ANSWER:
+                    conn.sendall(bytes([byte]))
+                    sent += 1
+                    with contextlib.suppress(TimeoutError):
+                        if conn.recv(1) == b"":
+                            break  # the sender closed its end
+            seen.append((event[1].decode(), sent, time.monotonic() - start))
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}/h", seen
+    finally:
+        server.close()
+
+
+def test_webhook_timeout_bounds_a_whole_attempt_not_each_read(
+    make_sim: Any, tmp_path: Path, secret_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sim = make_sim(seed=32, projects=1, days=1, ops_per_project_per_day=4)
+    data = tmp_path / "data"
+    with _trickling_receiver() as (url, seen), caplog.at_level(logging.WARNING):
+        summary = sync_events(
+            sim,
+            data,
+            backfill=True,
+            webhook_url=url,
+            webhook_key=read_webhook_secret(secret_file),
+            webhook_timeout=0.5,
+            webhook_attempts=2,
+            webhook_lanes=1,  # one event in flight: the first one's two attempts, then stop
+        )
+        time.sleep(0.3)  # the receiver sees the last close
+    expected = versions_after(data, set())
+    assert summary.outcome == "ok" and summary.events_delivered == 0
+    assert summary.events_pending == len(expected) > 0
+    # One event of this run, attempted twice, each time closed before the answer ended.
+    assert seen[0][0] in expected
+    assert [(event_id, sent < len(_ANSWER)) for event_id, sent, _ in seen] == [
+        (seen[0][0], True),
+        (seen[0][0], True),
+    ]
+    # Each attempt ended at its deadline (0.5 s, less what sending the request took), long
+    # before the answer would have (3.8 s).
+    assert all(0.2 < seconds < 1.2 for _, _, seconds in seen), seen
+    warnings = [r.getMessage() for r in caplog.records if r.name == "opsaudit.events"]
+    assert warnings == [f"webhook {url}: no answer within 0.5s after 2 attempt(s){WAIT}"]

@@ -1142,6 +1142,20 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "deleted-projects-names-shown-live",  # its branches: deleted_at NULL for good
+        "exporter/store/state.py",
+        '            "n.last_seen_us, coalesce(n.deleted_us, p.deleted_us) FROM named n "\n',
+        '            "n.last_seen_us, n.deleted_us FROM named n "\n',
+        (f"{NAMES}::test_a_deleted_projects_branches_and_computes_show_its_deletion",),
+    ),
+    Mutant(
+        "vanished-project-names-not-written-again",  # the tables keep the live rows
+        "exporter/store/state.py",
+        "                self._bump_names(con)  # their branches and computes show the deletion\n",
+        "                pass\n",
+        (f"{NAMES}::test_a_deleted_projects_branches_and_computes_show_its_deletion",),
+    ),
+    Mutant(
         "undocumented-events-filter-silent",  # status=faild left every event out, unsaid
         "exporter/cli/_sync.py",
         "            if unknown:\n",

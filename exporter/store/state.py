@@ -594,23 +594,32 @@ class StateDB:
             con.execute(
                 "UPDATE projects SET checkpoint_us = ?, boundary_ids = ?, walk_top_us = NULL, "
                 "walk_top_ids = NULL, resume_cursor = NULL, walk_tail_ids = NULL, "
-                "last_synced_us = ?, walked_from_us = ?, last_error = NULL, "
-                "deleted_us = NULL WHERE id = ?",  # its operations answered: not deleted
+                "last_synced_us = ?, walked_from_us = ?, last_error = NULL WHERE id = ?",
                 (checkpoint, ids_json(boundary), c.completed_us, c.walked_from_us, c.project_id),
             )
+            self._set_deleted(con, [c.project_id], None)  # its operations answered: not deleted
         if c.error is not None:
             # After `completed` in the same chunk order: a failure is never wiped by a
             # checkpoint that the committer applies later (issue 9, finding 8).
             con.execute("UPDATE projects SET last_error = ? WHERE id = ?", (c.error, c.project_id))
         if c.deleted_us is not None:
-            con.execute(
-                "UPDATE projects SET deleted_us = COALESCE(deleted_us, ?) WHERE id = ?",
-                (c.deleted_us, c.project_id),
-            )
+            self._set_deleted(con, [c.project_id], c.deleted_us)
         if c.names_due:
             # With the rows that named an unknown id: a run cut short before the listings
             # were read leaves them due for the next one.
             con.execute("UPDATE projects SET names_due = 1 WHERE id = ?", (c.project_id,))
+
+    def _set_deleted(self, con: sqlite3.Connection, ids: list[str], when: int | None) -> None:
+        """Mark projects deleted at `when` (kept if already), or not deleted (None). Their
+        branches and computes show the project's deletion (`names_rows`): the names tables are
+        written again when it changes."""
+        if when is None:
+            sql, params = "deleted_us = NULL WHERE id = ? AND deleted_us IS NOT NULL", []
+        else:
+            sql, params = "deleted_us = ? WHERE id = ? AND deleted_us IS NULL", [when]
+        cursor = con.executemany(f"UPDATE projects SET {sql}", [(*params, i) for i in ids])
+        if cursor.rowcount > 0:
+            self._bump_names(con)
 
     # -- names (issue 21; what is tracked: `core.names`) ----------------------------------------
 
@@ -794,9 +803,11 @@ class StateDB:
                 out.append(row)
             return out
         for row_values in self.query(
+            # A deleted project's branches and computes went with it, unlisted or not.
             "SELECT n.id, n.project_id, v.tracked, n.created_us, n.created_by, n.first_seen_us, "
-            "n.last_seen_us, n.deleted_us FROM named n JOIN name_versions v ON v.kind = n.kind "
-            "AND v.id = n.id AND v.valid_to_us IS NULL WHERE n.kind = ? ORDER BY n.id",
+            "n.last_seen_us, coalesce(n.deleted_us, p.deleted_us) FROM named n "
+            "JOIN name_versions v ON v.kind = n.kind AND v.id = n.id AND v.valid_to_us IS NULL "
+            "LEFT JOIN projects p ON p.id = n.project_id WHERE n.kind = ? ORDER BY n.id",
             (table.kind.key,),
         ):
             name_id, project_id, tracked, created, who, first, last, deleted = row_values
@@ -934,11 +945,12 @@ class StateDB:
                 "INSERT INTO projects (id, first_seen_us) VALUES (?, ?) ON CONFLICT DO NOTHING",
                 [(p["id"], now) for p in projects],
             )
+            self._set_deleted(con, [p["id"] for p in projects], None)
             con.executemany(
                 "UPDATE projects SET name = ?, region_id = ?, pg_version = ?, "
                 "platform_id = ?, provisioner = ?, org_id = ?, owner_id = ?, "
                 "created_us = ?, updated_us = ?, raw = ?, last_seen_us = ?, "
-                "deleted_us = NULL, listed_in = ?, active_us = ? WHERE id = ?",
+                "listed_in = ?, active_us = ? WHERE id = ?",
                 [
                     (
                         _text(p.get("name")),
@@ -978,13 +990,15 @@ class StateDB:
             con.executemany("INSERT OR IGNORE INTO _present VALUES (?)", [(i,) for i in present])
             scopes = ",".join("?" * len(complete_scopes))
             # A state from before `listed_in` knew only org ids: fall back to org_id for them.
-            con.execute(
+            vanished = con.execute(
                 "UPDATE projects SET deleted_us = ? WHERE deleted_us IS NULL "
                 "AND last_seen_us IS NOT NULL AND id NOT IN (SELECT id FROM _present) AND ("
                 f"listed_in IN ({scopes}) OR (listed_in IS NULL AND ("
                 f"org_id IN ({scopes}) OR '*' IN ({scopes}))))",
                 (now, *complete_scopes, *complete_scopes, *complete_scopes),
             )
+            if vanished.rowcount > 0:
+                self._bump_names(con)  # their branches and computes show the deletion
             # Its tracked operations stay: a listing that shows it again (an API's moment, not
             # a deletion) has them re-read; `_LISTED_PROJECT` leaves them out meanwhile.
             con.execute("DELETE FROM _present")

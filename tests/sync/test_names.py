@@ -615,3 +615,31 @@ def test_a_clock_stepped_back_keeps_name_versions_in_order(make_sim: Any, tmp_pa
         assert start < end == following  # each span ends where the next begins, after it starts
     assert rows[-1][3] is None
     assert _rows(tmp_path, "SELECT count(*) - count(DISTINCT id) FROM operations") == [(0,)]
+
+
+def test_a_deleted_projects_branches_and_computes_show_its_deletion(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """A deleted project's branches and computes kept `deleted_at` NULL for good (no listing
+    of the project can leave them out any more): the report showed them live. They take the
+    project's `deleted_at`; a branch deleted before keeps its own."""
+    sim = make_sim(seed=60, projects=2, shared_projects=0, days=1)
+    gone, kept = sim.project_ids()
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    sim.delete_project(gone)
+    sim.advance(60)
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    [(deleted_at,)] = _rows(tmp_path, f"SELECT deleted_at FROM projects WHERE id = '{gone}'")
+    assert deleted_at is not None
+    for view in ("branches", "endpoints"):
+        by_project = _rows(
+            tmp_path,
+            f"SELECT project_id, count(*), count(DISTINCT deleted_at), max(deleted_at), "
+            f"count(deleted_at) FROM {view} GROUP BY 1 ORDER BY 1",
+        )
+        totals = {p: n for p, n, *_ in by_project}
+        assert totals[gone] > 0 and totals[kept] > 0
+        assert {p: rest for p, _, *rest in by_project} == {
+            gone: [1, deleted_at, totals[gone]],
+            kept: [0, None, 0],
+        }

@@ -1156,6 +1156,15 @@ MUTANTS = [
         (f"{NAMES}::test_a_deleted_projects_branches_and_computes_show_its_deletion",),
     ),
     Mutant(
+        "corrupt-lake-state-names-a-temporary-copy",  # advice nobody can follow
+        "exporter/store/readers.py",
+        "            raise StorageError(corrupt_state(loc.display, batch)) from None\n",
+        "            raise\n",
+        (
+            "tests/lake/test_sync_lake.py::test_a_corrupt_state_object_is_named_not_its_temporary_copy",
+        ),
+    ),
+    Mutant(
         "undocumented-events-filter-silent",  # status=faild left every event out, unsaid
         "exporter/cli/_sync.py",
         "            if unknown:\n",

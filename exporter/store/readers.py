@@ -119,14 +119,19 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
         yield path
         return
     require_lake()
-    from exporter.store.lake.tables import LakeDataset  # pyarrow: object storage only (start-up)
+    # pyarrow: object storage only (start-up)
+    from exporter.store.lake.tables import LakeDataset, corrupt_state
 
     ds = LakeDataset.open(loc)  # StorageError when no dataset is there
     tmp = Path(tempfile.mkdtemp(prefix="opsaudit-read-")).resolve()
     try:
-        if ds.restore_state(tmp / STATE_FILE) is None:
+        batch = ds.restore_state(tmp / STATE_FILE)
+        if batch is None:
             raise StorageError(f"no dataset in {loc.display} yet: run `opsaudit sync` first")
-        _settle_runs(ds, tmp / STATE_FILE)
+        try:
+            _settle_runs(ds, tmp / STATE_FILE)
+        except StorageError:
+            raise StorageError(corrupt_state(loc.display, batch)) from None
         with _LAKES_LOCK:
             _LAKES[tmp] = ds
         yield tmp

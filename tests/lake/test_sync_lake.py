@@ -475,3 +475,25 @@ def test_a_run_killed_before_its_first_commit_on_s3_is_recorded(
         ("killed", 0),
         ("ok", 0),
     ]
+
+
+def test_a_corrupt_state_object_is_named_not_its_temporary_copy(
+    make_sim: Any, bucket: Bucket
+) -> None:
+    """A corrupt state object on S3: the message named a local temporary copy, deleted by
+    then, and advised moving it away. It names the object's batch and what can be done."""
+    sim = make_sim(seed=58, projects=1, shared_projects=0, days=1, ops_per_project_per_day=20)
+    url = bucket.url("corrupt-state")
+    env = _cli_env(sim)
+    assert _cli(["sync", "--data-dir", url, *_so(bucket), "--max-rps", "0"], env).returncode == 0
+    states = sorted(k for k in bucket.list_keys("corrupt-state/_opsaudit/state/"))
+    bucket.client().put_object(Bucket=bucket.name, Key=states[-1], Body=b"garbage" * 100)
+    batch = int(states[-1].rsplit("/", 1)[1].split("-")[0])
+    expected = (
+        f"Error: {url}: the state object of batch {batch} (_opsaudit/state/...) is corrupt or "
+        "not an opsaudit state; it was left untouched: restore it from a backup (the bucket's "
+        "object versions), or start a new dataset under another prefix\n"
+    )
+    for command in (["status"], ["check"], ["sync", "--max-rps", "0"]):
+        done = _cli([*command, "--data-dir", url, *_so(bucket)], env)
+        assert (done.returncode, done.stderr) == (6, expected), command

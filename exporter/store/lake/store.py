@@ -54,6 +54,7 @@ from exporter.store.lake.tables import (
     TABLES,
     VERSIONS,
     LakeDataset,
+    corrupt_state,
 )
 from exporter.store.state import StateDB
 
@@ -114,7 +115,12 @@ class LakeStore:
             self._txn = (
                 self.ds.restore_state(path, lease=self.lease, repair=self._repair_names) or 0
             )
-            self.state = StateDB(path)
+            try:
+                self.state = StateDB(path)
+            except StorageError:
+                if not self._txn:
+                    raise
+                raise StorageError(corrupt_state(location.display, self._txn)) from None
             self._uploaded = self._changes()
         except BaseException:
             self._release()

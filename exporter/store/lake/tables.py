@@ -154,6 +154,16 @@ def with_created_month(table: pa.Table) -> pa.Table:
     return table.append_column("created_month", months.cast(pa.string()))
 
 
+def corrupt_state(where: str, batch: int) -> str:
+    """What to say when the state object of the committed batch cannot be opened: the local
+    copy's path (a temporary file, deleted since) means nothing to whoever reads it."""
+    return (
+        f"{where}: the state object of batch {batch} ({STATE_PREFIX}...) is corrupt or not an "
+        "opsaudit state; it was left untouched: restore it from a backup (the bucket's object "
+        "versions), or start a new dataset under another prefix"
+    )
+
+
 def state_bytes(path: Path) -> bytes:
     """The bytes to upload for a state file. An SQLite file is copied through the backup API,
     so the copy holds every committed transaction, also those still in its `-wal` file (the

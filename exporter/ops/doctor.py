@@ -549,8 +549,8 @@ def _check_views(report: DoctorReport, data_dir: Path) -> None:
         return
     try:
         # Its paths are relative to the data directory, as `cd <data-dir> && duckdb` sees them;
-        # count(*) reads each named file's footer only.
-        con.execute(f"SET file_search_path = '{data_dir.resolve().as_posix()}'")
+        # count(*) reads each named file's footer only. Bound, not spliced: a path may hold a '.
+        con.execute("SET file_search_path = ?", [data_dir.resolve().as_posix()])
         versions = con.execute("SELECT count(*) FROM operation_versions").fetchone()
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -339,6 +339,25 @@ def test_views_file_is_checked_as_a_duckdb_shell_sees_it(tmp_path: Path) -> None
     )
 
 
+def test_views_answer_from_a_data_dir_whose_path_has_a_quote(tmp_path: Path) -> None:
+    from exporter.analytics.views import write_views_database
+
+    from .conftest import analytics_dataset
+
+    data_dir = analytics_dataset(tmp_path / "it's data")
+    write_views_database(data_dir)
+    result = invoke(
+        "doctor",
+        "--data-dir",
+        str(data_dir),
+        "--base-url",
+        "http://127.0.0.1:9/api/v2",
+        env={"NEON_API_KEY": ""},
+    )
+    views = [line for line in result.stdout.splitlines() if " views: " in line]
+    assert views == ["ok    views: opsaudit.duckdb answers (15 operation versions)"]
+
+
 @contextlib.contextmanager
 def answering(content_type: str, body: bytes) -> Iterator[str]:
     """A loopback HTTP server answering every GET with 200 and `body`; its URL as a base URL."""

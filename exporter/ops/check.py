@@ -29,7 +29,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from exporter.analytics.format import branch_failure_line, format_duration, jsonable
 from exporter.core.errors import ConfigError, missing_data_dir
@@ -42,9 +42,11 @@ __all__ = [
     "DEFAULT_MAX_AGE",
     "DEFAULT_REREAD_MAX_AGE",
     "DEFAULT_STUCK_AFTER",
+    "FINDING_KINDS",
     "RETENTION",
     "CheckReport",
     "Finding",
+    "FindingKind",
     "Threshold",
     "last_success_us",
     "parse_duration",
@@ -113,7 +115,7 @@ def parse_threshold(text: str) -> Threshold:
             action=m["action"],
             op=m["op"],
             value=float(m["value"]) / 100,
-            window=parse_duration(m["window"]),
+            window=_window(text, m["window"]),
         )
     m = _STUCK.match(text)
     if m:
@@ -123,17 +125,44 @@ def parse_threshold(text: str) -> Threshold:
             action=m["action"],
             op=m["op"],
             value=int(m["value"]),
-            window=parse_duration(m["window"]) if m["window"] else None,
+            window=_window(text, m["window"]) if m["window"] else None,
         )
     raise ConfigError(f"--fail-on {text!r} is not a threshold: write {THRESHOLD_FORMS}")
+
+
+def _window(text: str, window: str) -> dt.timedelta:
+    """The `over` part of a threshold; no time at all is refused, as `--max-age 0s` is: no
+    operation is created in an empty window, so such a threshold could never fire."""
+    duration = parse_duration(window)
+    if not duration:
+        raise ConfigError(
+            f"--fail-on {text.strip()!r}: the window {window!r} is no time at all, so it could "
+            "never fire: give a duration above 0 (24h)"
+        )
+    return duration
+
+
+# The kinds of finding, declared once (README's table, in its order): `check --metrics-file`
+# writes a sample for each, 0 included, so an alert on one sees 0 rather than no series.
+FindingKind = Literal[
+    "stale_sync",
+    "project_not_synced",
+    "project_error",
+    "names_not_read",
+    "open_not_reread",
+    "retention_gap",
+    "retention_coverage",
+    "threshold",
+    "events_backlog",
+]
+FINDING_KINDS: tuple[FindingKind, ...] = get_args(FindingKind)
 
 
 @dataclass(frozen=True)
 class Finding:
     """One thing that needs attention; `line()` is what `opsaudit check` prints."""
 
-    check: str  # stale_sync, project_not_synced, project_error, names_not_read,
-    # open_not_reread, retention_gap, retention_coverage, threshold, events_backlog
+    check: FindingKind
     subject: str | None  # the project id, or the threshold as written; None for the whole trail
     message: str
 

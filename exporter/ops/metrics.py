@@ -20,7 +20,7 @@ from pathlib import Path
 
 from exporter.core.layout import STATE_FILE, replace_durably
 from exporter.core.model import Outcome
-from exporter.ops.check import CheckReport, last_success_us
+from exporter.ops.check import FINDING_KINDS, CheckReport, last_success_us
 from exporter.store.state import StateDB
 
 __all__ = [
@@ -229,24 +229,12 @@ def _failures(data_dir: Path, now: dt.datetime) -> list[Metric]:
     return [operations, failed]
 
 
-CHECKS = (
-    "stale_sync",
-    "project_not_synced",
-    "project_error",
-    "names_not_read",
-    "open_not_reread",
-    "retention_gap",
-    "retention_coverage",
-    "threshold",
-)
-
-
 def check_metrics(report: CheckReport) -> list[Metric]:
     """The families `check --metrics-file` adds: findings per check, and one ok flag."""
     findings = Metric(
         "opsaudit_check_findings", "Findings of the last `opsaudit check`, per check."
     )
-    for name in (*CHECKS, *sorted({f.check for f in report.findings} - set(CHECKS))):
+    for name in (*FINDING_KINDS, *sorted({f.check for f in report.findings} - set(FINDING_KINDS))):
         findings.add(sum(f.check == name for f in report.findings), check=name)
     return [
         Metric("opsaudit_check_ok", "1 when the last `opsaudit check` found nothing.").add(

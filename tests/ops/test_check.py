@@ -373,6 +373,13 @@ def test_threshold_parser() -> None:
     ):
         with pytest.raises(ConfigError, match="is not a threshold"):
             parse_threshold(bad)
+    for zero, window in (("failure_rate > 5% over 0s", "0s"), ("stuck > 0 over 00 w", "00 w")):
+        with pytest.raises(ConfigError) as err:
+            parse_threshold(zero)
+        assert str(err.value) == (
+            f"--fail-on {zero!r}: the window {window!r} is no time at all, so it could never "
+            "fire: give a duration above 0 (24h)"
+        )
 
 
 @pytest.mark.parametrize(
@@ -381,6 +388,16 @@ def test_threshold_parser() -> None:
         (
             ["--fail-on", "stuck = 0"],
             "Invalid value for '--fail-on': 'stuck = 0' is not a threshold",
+        ),
+        (
+            ["--fail-on", "failure_rate > 0% over 0d"],
+            "Invalid value for '--fail-on': 'failure_rate > 0% over 0d': the window '0d' is no "
+            "time at all, so it could never fire: give a duration above 0 (24h)\n",
+        ),
+        (
+            ["--fail-on", "stuck(start_compute) > 0 over 0h"],
+            "Invalid value for '--fail-on': 'stuck(start_compute) > 0 over 0h': the window '0h' "
+            "is no time at all, so it could never fire: give a duration above 0 (24h)\n",
         ),
         (["--max-age", "2 hours"], "Invalid value for '--max-age': '2 hours' is not a duration"),
         (["--max-age", "0s"], "Invalid value for '--max-age': '0s' is no time at all"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import os
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.ops.metrics import Metric, render_metrics, write_metrics
+from exporter.ops.metrics import Metric, check_metrics, render_metrics, write_metrics
 
 from .conftest import at_us, invoke, iso, state_rows
 
@@ -100,7 +101,21 @@ def test_check_metrics_file_failures_per_action(make_sim: Any, tmp_path: Path) -
     }
     assert metrics["opsaudit_check_ok"] == {(): 1}
     assert metrics["opsaudit_check_timestamp_seconds"] == {(): as_of.timestamp()}
-    assert set(metrics["opsaudit_check_findings"].values()) == {0}
+    # A 0 for every kind of finding (README's table), so an alert sees 0, never an absent series.
+    assert metrics["opsaudit_check_findings"] == {
+        (("check", kind),): 0
+        for kind in (
+            "stale_sync",
+            "project_not_synced",
+            "project_error",
+            "names_not_read",
+            "open_not_reread",
+            "retention_gap",
+            "retention_coverage",
+            "threshold",
+            "events_backlog",
+        )
+    }
     assert metrics["opsaudit_last_success_timestamp_seconds"] == {(): at_us(finished).timestamp()}
 
 
@@ -114,6 +129,28 @@ def test_check_metrics_count_findings(tmp_path: Path) -> None:
     assert metrics["opsaudit_check_findings"][(("check", "stale_sync"),)] == 1
     # No state yet: no run metrics, and no invented zeros.
     assert "opsaudit_last_success_timestamp_seconds" not in metrics
+
+
+def test_every_finding_kind_check_emits_is_declared_once() -> None:
+    """`check` builds each `Finding` with its kind spelt out; every such kind is in
+    FINDING_KINDS, the list `check --metrics-file` writes a sample for (0 included)."""
+    import exporter.ops.check as check
+
+    tree = ast.parse(Path(check.__file__).read_text())
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "Finding"
+    ]
+    kinds = [n.args[0] for n in calls]
+    assert all(isinstance(k, ast.Constant) for k in kinds)  # a literal each: none missed here
+    emitted = {k.value for k in kinds if isinstance(k, ast.Constant)}
+    assert sorted(emitted) == sorted(check.FINDING_KINDS)
+    assert len(set(check.FINDING_KINDS)) == len(check.FINDING_KINDS)
+    samples = check_metrics(
+        check.CheckReport(as_of=dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc))
+    )[2]
+    assert samples.samples == [({"check": kind}, 0.0) for kind in check.FINDING_KINDS]
 
 
 def test_label_values_are_escaped(tmp_path: Path) -> None:

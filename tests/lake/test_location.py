@@ -151,3 +151,54 @@ def test_parsing_loads_no_heavy_module() -> None:
         cwd=Path(__file__).parents[2],
     )
     assert out.stdout.strip() == "[]"
+
+
+_NOT_INTEGER = "not a whole number (e.g. 3)"
+_NOT_DURATION = "not a duration: use a number and a unit (30s, 500ms, 2m)"
+_NOT_BOOLEAN = "not a boolean: use true or false"
+
+
+@pytest.mark.parametrize(
+    ("item", "says"),
+    [
+        ("max_retries=abc", _NOT_INTEGER),
+        ("max_retries=-1", _NOT_INTEGER),
+        ("AWS_MAX_RETRIES=3.5", _NOT_INTEGER),
+        ("pool_max_idle_per_host=abc", _NOT_INTEGER),
+        ("pool_max_idle_per_host=18446744073709551616", _NOT_INTEGER),
+        ("retry_timeout=abc", _NOT_DURATION),
+        ("retry_timeout=30", _NOT_DURATION),  # deltalake wants a unit
+        ("timeout=1S", _NOT_DURATION),
+        ("connect_timeout=.5s", _NOT_DURATION),
+        ("pool_idle_timeout=1h30", _NOT_DURATION),
+        ("AWS_TIMEOUT=99999999999999h", _NOT_DURATION),
+        ("timeout=0s", "no time at all, every request would fail: give a duration above 0 (30s)"),
+        ("http2_only=maybe", _NOT_BOOLEAN),
+        ("allow_http=si", _NOT_BOOLEAN),
+        ("AWS_SSE_BUCKET_KEY_ENABLED=maybe", _NOT_BOOLEAN),
+        ("aws_imdsv1_fallback=maybe", _NOT_BOOLEAN),
+        ("AZURE_USE_EMULATOR=maybe", _NOT_BOOLEAN),
+    ],
+)
+def test_a_bad_value_of_a_typed_option_names_the_option_not_the_value(item: str, says: str) -> None:
+    key = item.split("=", 1)[0]
+    with pytest.raises(ConfigError) as err:
+        parse_storage_options([item])
+    assert err.value.exit_code == ExitCode.USAGE
+    assert str(err.value) == f"--storage-option {key}: {says}"
+
+
+def test_typed_options_take_every_spelling_deltalake_takes() -> None:
+    given = [
+        "max_retries=0",
+        "pool_max_idle_per_host=16",
+        "timeout=1.5s",
+        "connect_timeout=500ms",
+        "pool_idle_timeout=1m 30s",
+        "retry_timeout=0",
+        "AWS_ALLOW_HTTP=Y",
+        "http1_only=off",
+        "AWS_SSE_BUCKET_KEY_ENABLED=1",
+        "AWS_REGION=maybe",  # a string: any value
+    ]
+    assert parse_storage_options(given) == dict(item.split("=", 1) for item in given)

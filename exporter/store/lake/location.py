@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -112,6 +113,102 @@ _FAMILY_OPTIONS = {
 }
 # Options without a family prefix: the client's, and delta-rs' conditional_put and lock table.
 _BARE_OPTIONS = _CLIENT_OPTIONS | {"conditional_put", "delta_dynamo_table_name"}
+
+# The options whose value has a type (names without their family prefix). deltalake parses these
+# only when it opens a table, and then says "failed to parse "<value>"" (exit 6, the value shown),
+# so they are checked here, where a bad one is a usage error naming the option alone.
+_INTEGER_OPTIONS = frozenset({"max_retries", "pool_max_idle_per_host"})
+_DURATION_OPTIONS = frozenset({"timeout", "connect_timeout", "pool_idle_timeout", "retry_timeout"})
+# A request given no time at all can only fail: refused, as a zero --max-age is.
+_POSITIVE_OPTIONS = frozenset({"timeout", "connect_timeout"})
+_BOOLEAN_OPTIONS = frozenset(
+    {
+        "allow_http",
+        "allow_invalid_certificates",
+        "http1_only",
+        "http2_only",
+        "skip_signature",
+        "disable_tagging",
+        "virtual_hosted_style_request",
+        "s3_express",
+        "unsigned_payload",
+        "imdsv1_fallback",
+        "request_payer",
+        "sse_bucket_key_enabled",
+        "s3_allow_unsafe_rename",
+        "force_credential_load",
+        "use_emulator",
+        "storage_use_emulator",
+        "use_fabric_endpoint",
+        "use_azure_cli",
+    }
+)
+# object_store's spellings of a boolean (case-insensitive); anything else it refuses.
+_TRUE = frozenset({"1", "true", "on", "yes", "y"})
+_FALSE = frozenset({"0", "false", "off", "no", "n"})
+# The units of the duration syntax deltalake and object_store read (humantime), in seconds;
+# months and years left out (humantime's `M` and `m` differ only in case).
+_UNIT_SECONDS = {
+    **dict.fromkeys(("ns", "nsec", "nanos"), 1e-9),
+    **dict.fromkeys(("us", "usec", "\u00b5s"), 1e-6),
+    **dict.fromkeys(("ms", "msec", "millis"), 1e-3),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600),
+    **dict.fromkeys(("d", "day", "days"), 86400),
+    **dict.fromkeys(("w", "wk", "week", "weeks"), 604800),
+}
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?) *([a-z\u00b5]+) *")
+
+
+def option_bool(value: str) -> bool | None:
+    """A boolean storage option's value, as object_store reads it (`yes`, `0`, ...); None if
+    it is not one."""
+    low = value.lower()
+    return True if low in _TRUE else False if low in _FALSE else None
+
+
+def option_duration(value: str) -> timedelta | None:
+    """A duration storage option's value (`30s`, `1.5s`, `500ms`, `1m 30s`, `0`) as deltalake and
+    object_store read it; None if it is not one (a bare number other than 0 is not)."""
+    if value == "0":
+        return timedelta(0)
+    pos, seconds = 0, 0.0
+    while pos < len(value):
+        m = _DURATION_PART.match(value, pos)
+        if m is None or m[2] not in _UNIT_SECONDS:
+            return None
+        seconds += float(m[1]) * _UNIT_SECONDS[m[2]]
+        pos = m.end()
+    try:
+        return timedelta(seconds=seconds) if value else None
+    except OverflowError:  # over 999,999,999 days
+        return None
+
+
+def _check_value(key: str, value: str) -> None:
+    """`ConfigError` naming `key`, never `value` (it may be a secret typed under a wrong name),
+    for a value deltalake or object_store would refuse."""
+    bare = key.lower()
+    for family in _FAMILIES:
+        bare = bare.removeprefix(family)
+    if bare in _INTEGER_OPTIONS and not (
+        value.isascii() and value.isdigit() and int(value) < 2**64
+    ):
+        raise ConfigError(f"--storage-option {key}: not a whole number (e.g. 3)")
+    if bare in _DURATION_OPTIONS:
+        duration = option_duration(value)
+        if duration is None:
+            raise ConfigError(
+                f"--storage-option {key}: not a duration: use a number and a unit (30s, 500ms, 2m)"
+            )
+        if bare in _POSITIVE_OPTIONS and not duration:
+            raise ConfigError(
+                f"--storage-option {key}: no time at all, every request would fail: give a "
+                "duration above 0 (30s)"
+            )
+    if bare in _BOOLEAN_OPTIONS and option_bool(value) is None:
+        raise ConfigError(f"--storage-option {key}: not a boolean: use true or false")
 
 
 def known_option(key: str) -> bool:
@@ -209,6 +306,7 @@ def parse_storage_options(items: Iterable[str] | Mapping[str, str] | None) -> di
             )
         if key in options:
             raise ConfigError(f"--storage-option {key} given twice")
+        _check_value(key, value)
         options[key] = value
     return options
 
@@ -274,4 +372,11 @@ def _local(path: Path, options: dict[str, str]) -> Location:
     return Location(scheme="file", url=f"file://{absolute}", options=options)
 
 
-__all__ = ["Location", "parse_location", "parse_storage_options", "redact"]
+__all__ = [
+    "Location",
+    "option_bool",
+    "option_duration",
+    "parse_location",
+    "parse_storage_options",
+    "redact",
+]

@@ -26,7 +26,7 @@ from typing import Any
 
 from exporter.core.errors import ConfigError, ExitCode, OpsauditError, StorageError
 from exporter.core.layout import fsync_dir, write_aside
-from exporter.store.lake.location import Location, redact
+from exporter.store.lake.location import Location, option_bool, option_duration, redact
 
 
 class LakeAccessError(ConfigError):
@@ -74,21 +74,12 @@ _DELTA_ONLY = {
 }
 
 
-def _duration(value: str, key: str = "timeout") -> timedelta:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", value)
-    if not m:
+def _duration(value: str, key: str) -> timedelta:
+    """As deltalake reads the same option (parse_storage_options checked it)."""
+    duration = option_duration(value)
+    if duration is None:
         raise ConfigError(f"--storage-option {key}: not a duration (e.g. 30s)")
-    n = float(m.group(1))
-    unit = m.group(2) or "s"
-    return (
-        timedelta(milliseconds=n)
-        if unit == "ms"
-        else timedelta(seconds=n * {"s": 1, "m": 60, "h": 3600}[unit])
-    )
-
-
-def _truthy(value: str) -> bool:
-    return value.strip().lower() in ("1", "true", "yes", "on")
+    return duration
 
 
 def classify(exc: BaseException, location: Location, doing: str) -> OpsauditError:
@@ -284,7 +275,7 @@ class RemoteObjects(Objects):
             bare = low.removeprefix(family)
             if bare in _CLIENT_KEYS:
                 if bare in ("allow_http", "allow_invalid_certificates", "http1_only", "http2_only"):
-                    client[bare] = _truthy(value)
+                    client[bare] = option_bool(value) is True  # as deltalake reads it
                 elif bare.endswith("timeout"):
                     client[bare] = _duration(value, key)
                 else:

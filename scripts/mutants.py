@@ -35,6 +35,7 @@ BACKFILL = "tests/sync/test_backfill.py"
 EVENTS = "tests/events/test_events.py"
 RENDER = "tests/events/test_render.py"
 APPENDER = "tests/events/test_appender.py"
+WEBHOOK = "tests/events/test_webhook.py"
 SKIP_IDLE = "tests/sync/test_skip_idle.py"
 SCHEDULE = "tests/sync/test_schedule.py"
 SUPERSEDED = "tests/sync/test_superseded.py"
@@ -1163,6 +1164,48 @@ MUTANTS = [
         (
             "tests/lake/test_sync_lake.py::test_a_corrupt_state_object_is_named_not_its_temporary_copy",
         ),
+    ),
+    Mutant(
+        "webhook-url-unencodable-target-accepted",  # exit 5 "a bug" at the first POST
+        "exporter/events/delivery.py",
+        "    if not target.isascii() or _UNSENDABLE.search(target):\n",
+        "    if False:\n",
+        (f"{WEBHOOK}::test_a_url_that_can_never_be_sent_is_a_usage_error",),
+    ),
+    Mutant(
+        "webhook-url-bad-host-label-accepted",
+        "exporter/events/delivery.py",
+        "        unsendable = True\n",
+        "        unsendable = False\n",
+        (f"{WEBHOOK}::test_a_url_that_can_never_be_sent_is_a_usage_error",),
+    ),
+    Mutant(
+        "webhook-url-bad-port-raises",  # exit 5 instead of 2
+        "exporter/events/delivery.py",
+        "        port = 0\n",
+        "        raise\n",
+        (f"{WEBHOOK}::test_a_url_that_can_never_be_sent_is_a_usage_error",),
+    ),
+    Mutant(
+        "webhook-url-malformed-port-shown",  # the end of a password, printed
+        "exporter/events/delivery.py",
+        '    port = m["port"] if m["port"] and m["port"][1:].isdigit() else ""\n',
+        '    port = m["port"] or ""\n',
+        (f"{WEBHOOK}::test_a_url_that_can_never_be_sent_is_a_usage_error",),
+    ),
+    Mutant(
+        "webhook-unencodable-attempt-crashes-run",
+        "exporter/events/delivery.py",
+        "        except (OSError, http.client.HTTPException, ValueError) as exc:\n",
+        "        except (OSError, http.client.HTTPException) as exc:\n",
+        (f"{WEBHOOK}::test_a_library_url_that_cannot_be_sent_fails_its_attempts_not_the_run",),
+    ),
+    Mutant(
+        "webhook-watchdog-never-shuts",  # an answer trickled a byte a second held an attempt 37 s
+        "exporter/events/delivery.py",
+        "                                socket.socket.shutdown(watch.sock, socket.SHUT_RDWR)\n",
+        "                                pass\n",
+        (f"{WEBHOOK}::test_webhook_timeout_bounds_a_whole_attempt_not_each_read",),
     ),
     Mutant(
         "undocumented-events-filter-silent",  # status=faild left every event out, unsaid

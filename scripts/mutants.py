@@ -1208,6 +1208,13 @@ MUTANTS = [
         (f"{WEBHOOK}::test_webhook_timeout_bounds_a_whole_attempt_not_each_read",),
     ),
     Mutant(
+        "listing-without-created-at-wipes-it",  # branches.created_at NULL after one odd listing
+        "exporter/store/state.py",
+        '                "created_us = coalesce(excluded.created_us, named.created_us), "\n',
+        '                "created_us = excluded.created_us, "\n',
+        (f"{NAMES}::test_a_listing_that_lost_when_and_by_whom_keeps_what_was_known",),
+    ),
+    Mutant(
         "undocumented-events-filter-silent",  # status=faild left every event out, unsaid
         "exporter/cli/_sync.py",
         "            if unknown:\n",

@@ -686,8 +686,11 @@ class StateDB:
             con.executemany(
                 "INSERT INTO named (kind, id, project_id, created_us, created_by, raw, "
                 "first_seen_us, last_seen_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                # When and by whom it was created do not change: a listing that lost them (an
+                # odd value, a field gone) keeps what an earlier one said.
                 "ON CONFLICT (kind, id) DO UPDATE SET project_id = excluded.project_id, "
-                "created_us = excluded.created_us, created_by = excluded.created_by, "
+                "created_us = coalesce(excluded.created_us, named.created_us), "
+                "created_by = coalesce(excluded.created_by, named.created_by), "
                 "raw = excluded.raw, last_seen_us = excluded.last_seen_us, deleted_us = NULL",
                 [
                     (

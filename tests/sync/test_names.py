@@ -643,3 +643,25 @@ def test_a_deleted_projects_branches_and_computes_show_its_deletion(
             gone: [1, deleted_at, totals[gone]],
             kept: [0, None, 0],
         }
+
+
+def test_a_listing_that_lost_when_and_by_whom_keeps_what_was_known(
+    make_sim: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A later listing whose `created_at` is not a time or whose `created_by` is gone wiped
+    both to NULL: they do not change, so what an earlier listing said is kept."""
+    sim = make_sim(seed=61, projects=1, shared_projects=0, days=1)
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    before = _rows(tmp_path, "SELECT id, created_at, created_by FROM branches ORDER BY id")
+    assert all(created is not None for _, created, _ in before)
+    branches = sim.world.branches
+
+    def odd(p: Any) -> list[dict[str, Any]]:
+        return [
+            {**{k: v for k, v in b.items() if k != "created_by"}, "created_at": "yesterday"}
+            for b in branches(p)
+        ]
+
+    monkeypatch.setattr(sim.world, "branches", odd)
+    assert run_sync(sim, tmp_path, names_max_age=0).outcome == "ok"
+    assert _rows(tmp_path, "SELECT id, created_at, created_by FROM branches ORDER BY id") == before

@@ -1215,6 +1215,43 @@ MUTANTS = [
         (f"{NAMES}::test_a_listing_that_lost_when_and_by_whom_keeps_what_was_known",),
     ),
     Mutant(
+        "doctor-views-path-spliced",  # a quote in the path: a warning no sync can fix
+        "exporter/ops/doctor.py",
+        '        con.execute("SET file_search_path = ?", [data_dir.resolve().as_posix()])\n',
+        "        con.execute(f\"SET file_search_path = '{data_dir.resolve().as_posix()}'\")\n",
+        ("tests/ops/test_doctor.py::test_views_answer_from_a_data_dir_whose_path_has_a_quote",),
+    ),
+    Mutant(
+        "failon-zero-window-accepted",  # a threshold that can never fire
+        "exporter/ops/check.py",
+        "    if not duration:\n",
+        "    if duration < dt.timedelta(0):\n",
+        (
+            "tests/ops/test_check.py::test_threshold_parser",
+            "tests/ops/test_check.py::test_bad_arguments_are_usage_errors",
+        ),
+    ),
+    Mutant(
+        "metrics-events-backlog-no-zero",  # an alert sees the series absent, not 0
+        "exporter/ops/check.py",
+        '    "threshold",\n    "events_backlog",\n]\n',
+        '    "threshold",\n]\n',
+        (
+            "tests/ops/test_metrics.py::test_check_metrics_file_failures_per_action",
+            "tests/ops/test_metrics.py::test_every_finding_kind_check_emits_is_declared_once",
+        ),
+    ),
+    Mutant(
+        "lake-option-bad-boolean-passed",  # exit 6, the value printed back
+        "exporter/store/lake/location.py",
+        "    if bare in _BOOLEAN_OPTIONS and option_bool(value) is None:\n",
+        "    if False:\n",
+        (
+            "tests/lake/test_bad_input.py::"
+            "test_a_bad_option_value_is_a_usage_error_that_does_not_show_it",
+        ),
+    ),
+    Mutant(
         "undocumented-events-filter-silent",  # status=faild left every event out, unsaid
         "exporter/cli/_sync.py",
         "            if unknown:\n",

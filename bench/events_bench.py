@@ -70,7 +70,8 @@ def _receiver(conn: Any) -> None:
 _DELIVER = """
 import json, resource, sys, time
 from pathlib import Path
-from exporter.events.delivery import deliver, read_webhook_secret
+from exporter.events.delivery import deliver
+from exporter.events.webhook import read_webhook_secret
 from exporter.events.outbox import EventsConfig
 from exporter.store.opener import open_store
 data, sink, url, secret, lanes = sys.argv[1:6]

@@ -1159,7 +1159,7 @@ MUTANTS = [
     Mutant(
         "corrupt-lake-state-names-a-temporary-copy",  # advice nobody can follow
         "exporter/store/readers.py",
-        "            raise StorageError(corrupt_state(loc.display, batch)) from None\n",
+        "            raise UnreadableStateError(corrupt_state(loc.display, batch)) from None\n",
         "            raise\n",
         (
             "tests/lake/test_sync_lake.py::test_a_corrupt_state_object_is_named_not_its_temporary_copy",
@@ -1167,28 +1167,28 @@ MUTANTS = [
     ),
     Mutant(
         "webhook-url-unencodable-target-accepted",  # exit 5 "a bug" at the first POST
-        "exporter/events/delivery.py",
+        "exporter/events/webhook.py",
         "    if not target.isascii() or _UNSENDABLE.search(target):\n",
         "    if False:\n",
         (f"{WEBHOOK}::test_a_url_that_can_never_be_sent_is_a_usage_error",),
     ),
     Mutant(
         "webhook-url-bad-host-label-accepted",
-        "exporter/events/delivery.py",
+        "exporter/events/webhook.py",
         "        unsendable = True\n",
         "        unsendable = False\n",
         (f"{WEBHOOK}::test_a_url_that_can_never_be_sent_is_a_usage_error",),
     ),
     Mutant(
         "webhook-url-bad-port-raises",  # exit 5 instead of 2
-        "exporter/events/delivery.py",
+        "exporter/events/webhook.py",
         "        port = 0\n",
         "        raise\n",
         (f"{WEBHOOK}::test_a_url_that_can_never_be_sent_is_a_usage_error",),
     ),
     Mutant(
         "webhook-url-malformed-port-shown",  # the end of a password, printed
-        "exporter/events/delivery.py",
+        "exporter/events/webhook.py",
         '    port = m["port"] if m["port"] and m["port"][1:].isdigit() else ""\n',
         '    port = m["port"] or ""\n',
         (f"{WEBHOOK}::test_a_url_that_can_never_be_sent_is_a_usage_error",),
@@ -1250,6 +1250,57 @@ MUTANTS = [
             "tests/lake/test_bad_input.py::"
             "test_a_bad_option_value_is_a_usage_error_that_does_not_show_it",
         ),
+    ),
+    Mutant(
+        "odd-id-newer-than-the-listings-unhashable",  # exit 5: unhashable type 'dict'
+        "exporter/engine/walk.py",
+        "                if isinstance(i, str) and i in met  # an odd id (a JSON object) is unhashable\n",
+        "                if i in met\n",
+        (f"{NAMES}::test_an_odd_id_on_an_operation_newer_than_the_listings_fails_nothing",),
+    ),
+    Mutant(
+        "newer-lake-state-called-corrupt",  # "restore a backup" where "upgrade" is the fix
+        "exporter/store/readers.py",
+        "        except UnreadableStateError:\n",
+        "        except StorageError:\n",
+        (
+            "tests/lake/test_sync_lake.py::"
+            "test_readers_tell_a_newer_state_and_an_unreadable_lease_from_a_corrupt_state",
+        ),
+    ),
+    Mutant(
+        "unreadable-lease-fails-the-readers",  # status exit 2 on one refused GET of the lease
+        "exporter/store/readers.py",
+        "    except Exception as exc:  # the object store's moment: the runs are shown as committed\n",
+        "    except ValueError as exc:\n",
+        (
+            "tests/lake/test_sync_lake.py::"
+            "test_readers_tell_a_newer_state_and_an_unreadable_lease_from_a_corrupt_state",
+        ),
+    ),
+    Mutant(
+        "lease-renewals-race",  # the heartbeat and note_run: the loser reads a takeover
+        "exporter/store/lake/lease.py",
+        "        with self._renewing:\n",
+        "        with contextlib.nullcontext():\n",
+        (
+            "tests/lake/test_lease.py::"
+            "test_naming_the_run_while_the_heartbeat_renews_never_loses_the_lease",
+        ),
+    ),
+    Mutant(
+        "timestamptz-infinity-printed-as-an-instant",
+        "exporter/analytics/views.py",
+        "    return columns, _infinities(rows, zoned) if zoned else rows\n",
+        "    return columns, rows\n",
+        ("tests/analytics/test_format.py::test_infinite_timestamps_print_as_duckdb_spells_them",),
+    ),
+    Mutant(
+        "webhook-userinfo-with-a-slash-shown",  # the tail of a base64 password printed
+        "exporter/events/webhook.py",
+        '    if sep and "@" in rest:\n',
+        "    if False:\n",
+        (f"{WEBHOOK}::test_a_url_that_can_never_be_sent_is_a_usage_error",),
     ),
     Mutant(
         "undocumented-events-filter-silent",  # status=faild left every event out, unsaid
@@ -2194,9 +2245,9 @@ MUTANTS = [
     Mutant(
         "query-error-first-line-only",  # DuckDB's hint and caret line are what say the fix
         "exporter/analytics/views.py",
-        "        return columns, cursor.fetchall()\n    except duckdb.Error as exc:\n"
+        "        rows = cursor.fetchall()\n    except duckdb.Error as exc:\n"
         "        raise QueryError(_whole(exc)) from exc\n",
-        "        return columns, cursor.fetchall()\n    except duckdb.Error as exc:\n"
+        "        rows = cursor.fetchall()\n    except duckdb.Error as exc:\n"
         "        raise QueryError(_first_line(exc)) from exc\n",
         (
             "tests/analytics/test_cli.py::"

@@ -47,12 +47,6 @@ MAX_CELL = 60
 
 def _timestamp(value: dt.datetime) -> str:
     if value.tzinfo is None:  # TIMESTAMP without time zone: no instant, so no "Z" either
-        # ...or a TIMESTAMPTZ infinity, which DuckDB hands over as a naive datetime.max/min
-        # (its finite extremes come with their zone); spelled as DuckDB spells it.
-        if value == dt.datetime.max:
-            return "infinity"
-        if value == dt.datetime.min:
-            return "-infinity"
         return value.isoformat()
     return value.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat() + "Z"
 

@@ -16,6 +16,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Collection, Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -544,9 +545,32 @@ def execute(
         if cursor.description is None:  # a statement with no result (SET, CREATE, ...)
             return [], []
         columns = [d[0] for d in cursor.description]
-        return columns, cursor.fetchall()
+        zoned = [i for i, d in enumerate(cursor.description) if str(d[1]) == _TIMESTAMPTZ]
+        rows = cursor.fetchall()
     except duckdb.Error as exc:
         raise QueryError(_whole(exc)) from exc
+    return columns, _infinities(rows, zoned) if zoned else rows
+
+
+_TIMESTAMPTZ = "TIMESTAMP WITH TIME ZONE"
+_INFINITY = {datetime.max: "infinity", datetime.min: "-infinity"}
+
+
+def _infinities(rows: list[tuple[Any, ...]], zoned: list[int]) -> list[tuple[Any, ...]]:
+    """A TIMESTAMPTZ infinity as DuckDB spells it: the driver hands it over as a naive
+    datetime.max/min (the finite extremes keep their zone), printed as an instant it is not."""
+    naive = [
+        k
+        for k, row in enumerate(rows)
+        if any(isinstance(row[i], datetime) and row[i].tzinfo is None for i in zoned)
+    ]
+    for k in naive:
+        row = list(rows[k])
+        for i in zoned:
+            if isinstance(row[i], datetime) and row[i].tzinfo is None:
+                row[i] = _INFINITY.get(row[i], row[i])
+        rows[k] = tuple(row)
+    return rows
 
 
 def is_missing_definition(exc: QueryError) -> bool:

@@ -104,7 +104,7 @@ def build_events_config(
     filters = [parse_event_filter(t) for t in events_filters]
     if events_file is None and not webhook:
         return None
-    from exporter.events.delivery import read_webhook_secret, validate_webhook_url
+    from exporter.events.webhook import read_webhook_secret, validate_webhook_url
 
     key = None
     if webhook:

@@ -90,6 +90,10 @@ class StorageError(OpsauditError):
     exit_code = ExitCode.STATE
 
 
+class UnreadableStateError(StorageError):
+    """The state file is corrupt or not an opsaudit state (not: a newer format, a full disk)."""
+
+
 class LockHeldError(OpsauditError):
     """Another sync holds the data directory's lock."""
 

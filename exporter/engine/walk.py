@@ -277,7 +277,7 @@ class ProjectWalk:
                 for op, us in zip(ops, created)
                 if us >= since
                 for i in (op.branch_id, op.endpoint_id)
-                if i in met
+                if isinstance(i, str) and i in met  # an odd id (a JSON object) is unhashable
             }
             self.chunk.unlisted |= met - late
             if late:

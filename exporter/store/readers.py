@@ -14,6 +14,7 @@ with it at start-up.
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import tempfile
 import threading
@@ -22,13 +23,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from exporter.core.errors import ConfigError, StorageError, missing_data_dir
+from exporter.core.errors import (
+    ConfigError,
+    StorageError,
+    UnreadableStateError,
+    missing_data_dir,
+)
 from exporter.core.layout import (
     STATE_FILE,
 )
 from exporter.store.base import Reader
 from exporter.store.lake.location import Location, parse_location
 from exporter.store.local.reader import LocalReader
+
+log = logging.getLogger("opsaudit.readers")
 
 LAKE_EXTRA = "pip install 'opsaudit[lake]'"
 
@@ -130,8 +138,8 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
             raise StorageError(f"no dataset in {loc.display} yet: run `opsaudit sync` first")
         try:
             _settle_runs(ds, tmp / STATE_FILE)
-        except StorageError:
-            raise StorageError(corrupt_state(loc.display, batch)) from None
+        except UnreadableStateError:
+            raise UnreadableStateError(corrupt_state(loc.display, batch)) from None
         with _LAKES_LOCK:
             _LAKES[tmp] = ds
         yield tmp
@@ -147,7 +155,15 @@ def _settle_runs(ds: Any, state_file: Path) -> None:
     one killed before its first commit is known only by the lease it left."""
     from exporter.store.state import StateDB
 
-    lease = ds.lease().read()
+    try:
+        lease = ds.lease().read()
+    except Exception as exc:  # the object store's moment: the runs are shown as committed
+        log.info(
+            "the lease of %s could not be read (%s): its runs are shown as committed",
+            ds.location.display,
+            type(exc).__name__,
+        )
+        return
     now = datetime.now(timezone.utc)
     live = None if lease is None else lease.live_run(now)
     if lease is not None and lease.run_id is None and not lease.is_free(now):

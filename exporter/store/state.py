@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from exporter.core.errors import LockHeldError, StorageError
+from exporter.core.errors import LockHeldError, StorageError, UnreadableStateError
 from exporter.core.layout import fsync_dir
 from exporter.core.model import TERMINAL_STATUSES, Chunk, OpenOp, Outcome, ProjectRow, RunRow
 from exporter.core.names import LISTED, PROJECT, Kind, Listings, Table, created_by
@@ -384,7 +384,7 @@ class StateDB:
         except sqlite3.DatabaseError as exc:
             if _is_write_failure(exc):
                 raise StorageError(_write_failure_message(path, exc)) from exc
-            raise StorageError(
+            raise UnreadableStateError(
                 f"state file {path} is corrupt or not an opsaudit state file ({exc}); "
                 "it was left untouched: move it away to start a new dataset, or restore a backup"
             ) from exc
@@ -392,7 +392,7 @@ class StateDB:
     def _check(self, migrate: bool = True) -> None:
         app_id = self._con.execute("PRAGMA application_id").fetchone()[0]
         if app_id != APPLICATION_ID:
-            raise StorageError(
+            raise UnreadableStateError(
                 f"{self.path} is an SQLite file of another application "
                 f"(application_id {app_id:#x}); it was left untouched: point --data-dir at "
                 "an opsaudit data directory"

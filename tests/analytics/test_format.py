@@ -133,17 +133,21 @@ def test_table_prints_inf_nan_and_readable_intervals() -> None:
 
 def test_infinite_timestamps_print_as_duckdb_spells_them() -> None:
     # DuckDB hands a TIMESTAMPTZ infinity to Python as a naive datetime.max/min (no zone): it
-    # printed as 9999-12-31T23:59:59.999999 without Z, an instant that is not the value.
+    # printed as 9999-12-31T23:59:59.999999 without Z, an instant that is not the value. A
+    # TIMESTAMP (no zone) at those extremes is a finite value and prints as one.
     import duckdb
+
+    from exporter.analytics.views import execute
 
     sql = (
         "SELECT 'infinity'::TIMESTAMPTZ AS a, '-infinity'::TIMESTAMPTZ AS b,"
-        " '9999-12-31 23:59:59.999999+00'::TIMESTAMPTZ AS c"
+        " '9999-12-31 23:59:59.999999+00'::TIMESTAMPTZ AS c,"
+        " '9999-12-31 23:59:59.999999'::TIMESTAMP AS d, '0001-01-01'::TIMESTAMP AS e"
     )
     with duckdb.connect() as con:
-        row = con.execute(sql).fetchone()
-    assert row is not None
-    assert render(["a", "b", "c"], [row[:3]], "jsonl") == (
-        '{"a":"infinity","b":"-infinity","c":"9999-12-31T23:59:59.999999Z"}\n'
+        columns, rows = execute(con, sql)
+    assert render(columns, rows, "jsonl") == (
+        '{"a":"infinity","b":"-infinity","c":"9999-12-31T23:59:59.999999Z",'
+        '"d":"9999-12-31T23:59:59.999999","e":"0001-01-01T00:00:00"}\n'
     )
-    assert render(["a", "b"], [row[:2]], "csv") == "a,b\ninfinity,-infinity\n"
+    assert render(columns[:2], [r[:2] for r in rows], "csv") == "a,b\ninfinity,-infinity\n"

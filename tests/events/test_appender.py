@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from exporter.events import appender, follower
-from exporter.events.delivery import read_webhook_secret
+from exporter.events.webhook import read_webhook_secret
 
 from .conftest import Receiver, child_env, file_events, sync_events, versions_after
 

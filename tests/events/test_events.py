@@ -17,8 +17,8 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from exporter.events.delivery import read_webhook_secret
 from exporter.events.outbox import EventsConfig, parse_event_filter
+from exporter.events.webhook import read_webhook_secret
 from tests.killing import KillWindow
 
 from .conftest import (

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from exporter.core.errors import ConfigError
-from exporter.events.delivery import read_webhook_secret, validate_webhook_url
+from exporter.events.webhook import read_webhook_secret, validate_webhook_url
 
 from .conftest import Receiver, sync_events, versions_after
 
@@ -71,6 +71,12 @@ WAIT = "; the events wait in the outbox for the next run"
             "http://u:TOPSECRET@127.0.0.1:abc/h?token=TOPSECRET",
             "--webhook http://127.0.0.1/h: its port is not a number from 1 to 65535, or its "
             "IPv6 address lacks its ]",
+        ),
+        (
+            # A password with an unencoded "/" (base64): none of the userinfo is shown.
+            "https://alice:s3cr/TOPSECRET@hooks.example.com/in?token=TOPSECRET",
+            "--webhook https://hooks.example.com/in: its port is not a number from 1 to 65535, "
+            "or its IPv6 address lacks its ]",
         ),
         (
             "http://[::1/h?token=TOPSECRET",

@@ -497,3 +497,35 @@ def test_a_corrupt_state_object_is_named_not_its_temporary_copy(
     for command in (["status"], ["check"], ["sync", "--max-rps", "0"]):
         done = _cli([*command, "--data-dir", url, *_so(bucket)], env)
         assert (done.returncode, done.stderr) == (6, expected), command
+
+
+def test_readers_tell_a_newer_state_and_an_unreadable_lease_from_a_corrupt_state(
+    make_sim: Any, bucket: Bucket, tmp_path: Path
+) -> None:
+    """A state written by a newer opsaudit says "upgrade", not "corrupt: restore a backup";
+    a lease the store would not hand out once leaves `status` working (the runs as
+    committed), not "corrupt" either."""
+    import sqlite3
+
+    sim = make_sim(seed=63, projects=1, shared_projects=0, days=1, ops_per_project_per_day=20)
+    url = bucket.url("newer-state")
+    env = _cli_env(sim)
+    assert _cli(["sync", "--data-dir", url, *_so(bucket), "--max-rps", "0"], env).returncode == 0
+    status = ["status", "--data-dir", url, *_so(bucket), "--format", "json"]
+    bucket.server.deny("GET", r".*/newer-state/_opsaudit/lease\.json$")
+    denied = _cli(status, env)
+    assert denied.returncode == 0, denied.stderr
+    assert [r["outcome"] for r in json.loads(denied.stdout)["runs"]] == ["ok"]
+    bucket.server.disarm()
+    key = sorted(bucket.list_keys("newer-state/_opsaudit/state/"))[-1]  # the last batch's
+    local = tmp_path / "state.sqlite"
+    local.write_bytes(bucket.client().get_object(Bucket=bucket.name, Key=key)["Body"].read())
+    con = sqlite3.connect(local)
+    con.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'format_version'")
+    con.commit()
+    con.close()
+    bucket.client().put_object(Bucket=bucket.name, Key=key, Body=local.read_bytes())
+    for command in (status, ["sync", "--data-dir", url, *_so(bucket), "--max-rps", "0"]):
+        done = _cli(command, env)
+        assert done.returncode == 6 and "was written by a newer opsaudit" in done.stderr, command
+        assert "corrupt" not in done.stderr

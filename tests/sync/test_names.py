@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import exporter
+from exporter.simulator._server import _Handler
+from exporter.simulator._world import World
 
 from .conftest import assert_matches_truth, empty_sim, run_sync, sim_clock
 
@@ -522,22 +524,22 @@ def test_a_listed_object_without_a_usable_id_fails_nothing(
     state's record of the listings skips it."""
     sim = make_sim(seed=29, projects=3, shared_projects=0, days=1)
     bad = sim.project_ids()[0]
-    branches, endpoints = sim.world.branches, sim.world.endpoints
+    branches, endpoints = World.branches, World.endpoints
 
-    def branches_without_id(p: Any) -> list[dict[str, Any]]:
-        out = branches(p)
+    def branches_without_id(world: World, p: Any) -> list[dict[str, Any]]:
+        out = branches(world, p)
         if p.id == bad:
             out[0] = {k: v for k, v in out[0].items() if k != "id"}
         return out
 
-    def endpoints_with_a_list_id(p: Any) -> list[dict[str, Any]]:
-        out = endpoints(p)
+    def endpoints_with_a_list_id(world: World, p: Any) -> list[dict[str, Any]]:
+        out = endpoints(world, p)
         if p.id == bad:
             out[0] = {**out[0], "id": [out[0]["id"]]}
         return out
 
-    monkeypatch.setattr(sim.world, "branches", branches_without_id)
-    monkeypatch.setattr(sim.world, "endpoints", endpoints_with_a_list_id)
+    monkeypatch.setattr(World, "branches", branches_without_id)
+    monkeypatch.setattr(World, "endpoints", endpoints_with_a_list_id)
     summary = run_sync(sim, tmp_path)
     assert (summary.outcome, summary.exit_code, summary.errors) == ("ok", 0, {})
     assert_matches_truth(sim, tmp_path)
@@ -561,15 +563,15 @@ def test_a_branch_newer_than_listings_read_before_the_walk_is_listed_next_run(
     sim.fail_requests(f"/projects/{pid}/branches", 500)
     assert run_sync(sim, tmp_path, clock=clock).projects_failed == 1  # names left due
     sim.clear_failures()
-    endpoints, made = sim.world.endpoints, []
+    endpoints, made = World.endpoints, []
 
-    def endpoints_then_a_branch(p: Any) -> list[dict[str, Any]]:
-        out = endpoints(p)
+    def endpoints_then_a_branch(world: World, p: Any) -> list[dict[str, Any]]:
+        out = endpoints(world, p)
         if not made:  # right after this run's listings, before its walk
-            made.append(sim.world.add_branch(p.id, "created-during-sync"))
+            made.append(world.add_branch(p.id, "created-during-sync"))
         return out
 
-    monkeypatch.setattr(sim.world, "endpoints", endpoints_then_a_branch)
+    monkeypatch.setattr(World, "endpoints", endpoints_then_a_branch)
     assert run_sync(sim, tmp_path, clock=clock).outcome == "ok"
     [(branch_id, _, op_ids)] = made
     sim.reset_stats()
@@ -654,14 +656,41 @@ def test_a_listing_that_lost_when_and_by_whom_keeps_what_was_known(
     assert run_sync(sim, tmp_path).outcome == "ok"
     before = _rows(tmp_path, "SELECT id, created_at, created_by FROM branches ORDER BY id")
     assert all(created is not None for _, created, _ in before)
-    branches = sim.world.branches
+    branches = World.branches
 
-    def odd(p: Any) -> list[dict[str, Any]]:
+    def odd(world: World, p: Any) -> list[dict[str, Any]]:
         return [
             {**{k: v for k, v in b.items() if k != "created_by"}, "created_at": "yesterday"}
-            for b in branches(p)
+            for b in branches(world, p)
         ]
 
-    monkeypatch.setattr(sim.world, "branches", odd)
+    monkeypatch.setattr(World, "branches", odd)
     assert run_sync(sim, tmp_path, names_max_age=0).outcome == "ok"
     assert _rows(tmp_path, "SELECT id, created_at, created_by FROM branches ORDER BY id") == before
+
+
+def test_an_odd_id_on_an_operation_newer_than_the_listings_fails_nothing(
+    make_sim: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Listings read before the walk, then an operation created since whose branch_id is a JSON
+    object: "unhashable type" made the run exit 5. An odd id names nothing (kept in `raw`)."""
+    sim = make_sim(seed=62, projects=1, shared_projects=0, days=1)
+    [pid] = sim.project_ids()
+    clock = sim_clock(sim)
+    sim.fail_requests(f"/projects/{pid}/branches", 500)
+    assert run_sync(sim, tmp_path, clock=clock).projects_failed == 1  # names left due
+    sim.clear_failures()
+    odd, new = sim.add_operations(pid, 2)
+    sim.update_operation(odd, branch_id="br-odd-marker")
+    sim.update_operation(new, branch_id="br-not-listed-yet")
+    send = _Handler._send
+
+    def odd_on_the_wire(self: Any, status: int, body: bytes, *args: Any, **kw: Any) -> None:
+        send(self, status, body.replace(b'"br-odd-marker"', b'{"odd":"value"}'), *args, **kw)
+
+    monkeypatch.setattr(_Handler, "_send", odd_on_the_wire)
+    summary = run_sync(sim, tmp_path, clock=clock)
+    assert (summary.outcome, summary.exit_code, summary.errors) == ("ok", 0, {})
+    assert _rows(tmp_path, f"SELECT branch_id FROM operations WHERE id = '{odd}'") == [
+        ('{"odd":"value"}',)
+    ]

@@ -148,6 +148,7 @@ class Lease:
         self._renewed_mono = 0.0
         self._lost: str | None = None
         self._lock = threading.Lock()
+        self._renewing = threading.Lock()  # held across a renewal's PUT (`renew`)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.run: tuple[str, int] | None = None  # (run id, started µs): `note_run`
@@ -258,21 +259,24 @@ class Lease:
             time.sleep(min(poll, max(0.05, self.ttl.total_seconds() / 4)))
 
     def renew(self) -> None:
-        """Extend the lease (If-Match our etag); `LeaseLostError` if it was taken meanwhile."""
-        with self._lock:
-            etag = self._etag
-            if etag is None or self._lost:
-                raise LeaseLostError(self._lost_message())
-        started = time.monotonic()
-        try:
-            new = self.objects.put(self.key, self._body(), if_match=etag)
-        except PreconditionFailed:
+        """Extend the lease (If-Match our etag); `LeaseLostError` if it was taken meanwhile.
+        One renewal at a time: the heartbeat's and `note_run`'s, concurrent, sent the same etag
+        and the loser's 412 read as the lease taken over by another writer."""
+        with self._renewing:
             with self._lock:
-                self._lost = "taken over by another writer"
-            raise LeaseLostError(self._lost_message()) from None
-        with self._lock:
-            self._etag = new
-            self._renewed_mono = started
+                etag = self._etag
+                if etag is None or self._lost:
+                    raise LeaseLostError(self._lost_message())
+            started = time.monotonic()
+            try:
+                new = self.objects.put(self.key, self._body(), if_match=etag)
+            except PreconditionFailed:
+                with self._lock:
+                    self._lost = "taken over by another writer"
+                raise LeaseLostError(self._lost_message()) from None
+            with self._lock:
+                self._etag = new
+                self._renewed_mono = started
 
     def check(self, margin: timedelta | None = None) -> None:
         """Fence: raise `LeaseLostError` unless the lease is certainly still ours."""

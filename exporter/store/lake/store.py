@@ -38,7 +38,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exporter.core.errors import ConfigError, StorageError
+from exporter.core.errors import ConfigError, StorageError, UnreadableStateError
 from exporter.core.layout import STATE_FILE
 from exporter.core.names import EXPORTED_META, to_arrow
 from exporter.core.names import TABLES as NAMES_TABLES
@@ -117,10 +117,10 @@ class LakeStore:
             )
             try:
                 self.state = StateDB(path)
-            except StorageError:
+            except UnreadableStateError:
                 if not self._txn:
                     raise
-                raise StorageError(corrupt_state(location.display, self._txn)) from None
+                raise UnreadableStateError(corrupt_state(location.display, self._txn)) from None
             self._uploaded = self._changes()
         except BaseException:
             self._release()

@@ -1,0 +1,103 @@
+"""The webhook's settings, checked before a run (issue 22): its URL as it may be shown (no
+userinfo, query or fragment: where tokens live), a URL no request could ever be made of refused
+up front (exit 2), and its Standard Webhooks secret and signature."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+import urllib.parse
+from pathlib import Path
+
+from exporter.core.errors import ConfigError
+
+__all__ = ["read_webhook_secret", "safe_url", "sign", "validate_webhook_url"]
+
+_SHOWN = re.compile(
+    r"(?P<scheme>[^:/?#]+)://(?:[^/?#]*@)?(?P<host>\[[^\]/?#]*\]?|[^:/?#]*)(?P<port>:[^/?#]*)?"
+    r"(?P<path>[^?#]*)"
+)
+# What http.client refuses in a request target or a host (InvalidURL): spaces and controls.
+_UNSENDABLE = re.compile(r"[\x00-\x20\x7f]")
+
+
+def safe_url(url: str) -> str:
+    """The webhook URL as it may be printed: no userinfo, no query, no fragment, and a port only
+    when it is a number (a malformed one may be the end of a password)."""
+    head = url.strip().partition("?")[0].partition("#")[0]
+    scheme, sep, rest = head.partition("://")
+    if sep and "@" in rest:
+        # All of the userinfo, up to the last "@": a password may hold an unencoded "/".
+        head = f"{scheme}://{rest.rsplit('@', 1)[1]}"
+    m = _SHOWN.match(head)
+    if m is None:
+        return "(not shown)"
+    port = m["port"] if m["port"] and m["port"][1:].isdigit() else ""
+    return f"{m['scheme']}://{m['host']}{port}{m['path']}"
+
+
+def validate_webhook_url(url: str) -> str:
+    """An http(s) URL a request can be made of, or `ConfigError` (exit 2) naming its safe part."""
+    if (problem := _why_unsendable(url.strip())) is not None:
+        raise ConfigError(f"--webhook {safe_url(url)}{problem}")
+    return url.strip()
+
+
+def _why_unsendable(url: str) -> str | None:
+    """Why no attempt could ever send to `url` (the end of a message naming it), or None."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError:  # a port out of range or not a number, an IPv6 literal without its ]
+        port = 0
+    if port == 0:  # (port 0 parses, but nothing can be reached there)
+        return ": its port is not a number from 1 to 65535, or its IPv6 address lacks its ]"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return " is not an http(s) URL with a host"
+    try:
+        # As the name lookup does, failing every attempt for a label over 63 characters or empty.
+        parts.hostname.encode("idna")
+        unsendable = _UNSENDABLE.search(parts.hostname) is not None
+    except UnicodeError:
+        unsendable = True
+    if unsendable:
+        return ": its host is not a DNS name (labels of 1 to 63 characters, no spaces)"
+    target = parts.path + parts.query
+    if not target.isascii() or _UNSENDABLE.search(target):
+        # http.client writes the request line in ASCII (UnicodeEncodeError at every attempt).
+        return (
+            ": its path and query must be ASCII without spaces or control characters: "
+            "percent-encode the others (Ö as %C3%96)"
+        )
+    return None
+
+
+def read_webhook_secret(path: Path) -> bytes:
+    """The signing key of a Standard Webhooks secret file (`whsec_<base64>`); `ConfigError`
+    (exit 2) when missing or malformed. The secret itself is never part of a message."""
+    try:
+        text = Path(path).read_text().strip()
+    except OSError as exc:
+        raise ConfigError(
+            f"--webhook-secret-file {path}: cannot read it ({exc.strerror})"
+        ) from None
+    encoded = text.removeprefix("whsec_")
+    try:
+        key = base64.b64decode(encoded, validate=True)
+    except ValueError:
+        key = b""
+    if not key:
+        raise ConfigError(
+            f"--webhook-secret-file {path} does not hold a Standard Webhooks secret "
+            "(whsec_ followed by base64)"
+        )
+    return key
+
+
+def sign(key: bytes, event_id: str, timestamp: int, body: bytes) -> str:
+    """The `webhook-signature` header value (Standard Webhooks, v1 = HMAC-SHA256)."""
+    message = f"{event_id}.{timestamp}.".encode() + body
+    digest = hmac.new(key, message, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()

@@ -1303,6 +1303,25 @@ MUTANTS = [
         (f"{WEBHOOK}::test_a_url_that_can_never_be_sent_is_a_usage_error",),
     ),
     Mutant(
+        "budget-late-wait-reported",  # "gave up a retry's wait of 0.0s" of a spent budget
+        "exporter/engine/budget.py",
+        "        if self.deadline is not None and before < self.deadline:  # the wait is what passes it\n",
+        "        if True:\n",
+        (
+            "tests/sync/test_budget_runs.py::test_only_a_wait_that_passes_the_deadline_is_reported_given_up",
+        ),
+    ),
+    Mutant(
+        "storage-option-control-character-passed",  # a value's first line in obstore's error
+        "exporter/store/lake/location.py",
+        '    if any(c < " " or c == "\\x7f" for c in value):\n',
+        "    if False:\n",
+        (
+            "tests/lake/test_bad_input.py::"
+            "test_a_bad_option_value_is_a_usage_error_that_does_not_show_it",
+        ),
+    ),
+    Mutant(
         "undocumented-events-filter-silent",  # status=faild left every event out, unsaid
         "exporter/cli/_sync.py",
         "            if unknown:\n",

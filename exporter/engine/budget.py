@@ -98,10 +98,12 @@ class Budget:
         Retry-After, and a cron job overran into its next start (exit 4, lock held)."""
         if self.stopped:
             return True
+        before = self._clock()
         if not self._past_deadline(seconds):
             return False
-        with self._lock:
-            self.wait_given_up = max(self.wait_given_up, seconds)
+        if self.deadline is not None and before < self.deadline:  # the wait is what passes it
+            with self._lock:
+                self.wait_given_up = max(self.wait_given_up, seconds)
         return True
 
     def _past_deadline(self, wait: float = 0.0) -> bool:

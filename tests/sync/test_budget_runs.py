@@ -97,6 +97,19 @@ def test_a_reservation_is_taken_whole_and_gives_back_what_was_not_sent() -> None
     assert not held.take() and budget.reached  # the run did not cover everything
 
 
+def test_only_a_wait_that_passes_the_deadline_is_reported_given_up() -> None:
+    """A retry's wait given up because it would end past --time-budget is what the summary
+    names; once the deadline has passed, any wait is refused (a 0.01 s backoff said "gave up a
+    retry's wait of 0.0s" of a run that had merely spent its time)."""
+    now = [0.0]
+    budget = Budget(seconds=10, clock=lambda: now[0])
+    assert not budget.outlasted_by(9.0) and budget.wait_given_up == 0.0
+    assert budget.outlasted_by(60.0) and budget.wait_given_up == 60.0 and budget.reached
+    late = Budget(seconds=10, clock=lambda: now[0])
+    now[0] = 10.5
+    assert late.outlasted_by(0.01) and late.wait_given_up == 0.0 and late.reached
+
+
 def test_walks_claim_a_bounded_budget_in_the_order_they_were_started(
     make_sim: Any, tmp_path: Path
 ) -> None:

@@ -189,6 +189,10 @@ def option_duration(value: str) -> timedelta | None:
 def _check_value(key: str, value: str) -> None:
     """`ConfigError` naming `key`, never `value` (it may be a secret typed under a wrong name),
     for a value deltalake or object_store would refuse."""
+    if any(c < " " or c == "\x7f" for c in value):
+        # No setting holds a line break or a control character; an error quoting the value's
+        # first line (a redaction of the whole value misses it) would show part of it.
+        raise ConfigError(f"--storage-option {key}: its value holds a control character")
     bare = key.lower()
     for family in _FAMILIES:
         bare = bare.removeprefix(family)

@@ -391,6 +391,14 @@ def test_open_store_picks_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         open_store("s3://bucket/x", [], lock=True, wait=False)
 
 
+def _killed(code: str, args: list[str], env: dict[str, str]) -> None:
+    """Run `code` (which kills itself with SIGKILL at some step) with the CLI's `args`."""
+    killed = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+
+
 # `opsaudit sync` killed (SIGKILL) once its commits are made, at the start of its compaction.
 _KILLED_AFTER_ITS_COMMITS = """
 import os, signal
@@ -411,14 +419,7 @@ def test_a_killed_run_on_s3_is_recorded_with_the_versions_its_commits_wrote(
     url = bucket.url("killed-count")
     env = _cli_env(sim)
     args = ["sync", "--data-dir", url, *_so(bucket), "--max-rps", "0"]
-    killed = subprocess.run(
-        [sys.executable, "-c", _KILLED_AFTER_ITS_COMMITS, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    _killed(_KILLED_AFTER_ITS_COMMITS, args, env)
     # Before the next sync: the run is shown killed (it said `running` until then).
     status = _cli(["status", "--data-dir", url, *_so(bucket), "--format", "json"], env)
     assert [r["outcome"] for r in json.loads(status.stdout)["runs"]] == ["killed"]
@@ -457,14 +458,7 @@ def test_a_run_killed_before_its_first_commit_on_s3_is_recorded(
     env = _cli_env(sim)
     args = ["sync", "--data-dir", url, *_so(bucket), "--max-rps", "0"]
     assert _cli(args, env).returncode == 0
-    killed = subprocess.run(
-        [sys.executable, "-c", _KILLED_BEFORE_ITS_FIRST_COMMIT, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    _killed(_KILLED_BEFORE_ITS_FIRST_COMMIT, args, env)
     status = _cli(["status", "--data-dir", url, *_so(bucket), "--format", "json"], env)
     assert [r["outcome"] for r in json.loads(status.stdout)["runs"]] == ["killed", "ok"]
     assert _cli(args, env).returncode == 0

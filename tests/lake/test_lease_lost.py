@@ -33,8 +33,11 @@ def test_a_lease_taken_over_mid_run_exits_4(
     def take_over() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if any("_delta_log/" in k for k in bucket.list_keys(prefix)):
-                break  # the run has committed: its lease is held and in use
+            # The run has committed operations: its walks are under way. (Any `_delta_log/`
+            # came too early once the run named itself in the lease at its start: the theft
+            # was found there, before any walk, and no follow-on error could arise.)
+            if any("operation_versions/_delta_log/" in k for k in bucket.list_keys(prefix)):
+                break
             time.sleep(0.05)
         body = {"holder": "other-host:1", "token": "other", "ttl_s": 600, "released": False}
         client.put_object(

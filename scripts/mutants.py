@@ -1124,9 +1124,9 @@ MUTANTS = [
     ),
     Mutant(
         "lake-run-killed-before-commit-unrecorded",  # one row per sync: none for this one
-        "exporter/store/lake/store.py",
-        "            self.state.add_run(taken.run_id, taken.run_started_us or 0)\n",
-        "            pass\n",
+        "exporter/store/lake/tables.py",
+        "        state.add_run(lease.run_id, lease.run_started_us or 0)\n",
+        "        pass\n",
         (
             "tests/lake/test_sync_lake.py::"
             "test_a_run_killed_before_its_first_commit_on_s3_is_recorded",
@@ -1134,9 +1134,9 @@ MUTANTS = [
     ),
     Mutant(
         "lake-reader-shows-killed-run-running",  # status: running until the next sync
-        "exporter/store/readers.py",
-        "        state.mark_killed_runs(counted=True, live=live)\n",
-        "        pass\n",
+        "exporter/store/lake/tables.py",
+        "    state.mark_killed_runs(counted=True, live=live)\n",
+        "    pass\n",
         (
             "tests/lake/test_sync_lake.py::"
             "test_a_killed_run_on_s3_is_recorded_with_the_versions_its_commits_wrote",
@@ -1158,9 +1158,9 @@ MUTANTS = [
     ),
     Mutant(
         "corrupt-lake-state-names-a-temporary-copy",  # advice nobody can follow
-        "exporter/store/readers.py",
-        "            raise UnreadableStateError(corrupt_state(loc.display, batch)) from None\n",
-        "            raise\n",
+        "exporter/store/lake/tables.py",
+        "        if not batch:\n            raise\n",
+        "        raise\n",
         (
             "tests/lake/test_sync_lake.py::test_a_corrupt_state_object_is_named_not_its_temporary_copy",
         ),
@@ -1260,9 +1260,9 @@ MUTANTS = [
     ),
     Mutant(
         "newer-lake-state-called-corrupt",  # "restore a backup" where "upgrade" is the fix
-        "exporter/store/readers.py",
-        "        except UnreadableStateError:\n",
-        "        except StorageError:\n",
+        "exporter/store/lake/tables.py",
+        "    except UnreadableStateError:\n",
+        "    except StorageError:\n",
         (
             "tests/lake/test_sync_lake.py::"
             "test_readers_tell_a_newer_state_and_an_unreadable_lease_from_a_corrupt_state",

@@ -559,17 +559,12 @@ _INFINITY = {datetime.max: "infinity", datetime.min: "-infinity"}
 def _infinities(rows: list[tuple[Any, ...]], zoned: list[int]) -> list[tuple[Any, ...]]:
     """A TIMESTAMPTZ infinity as DuckDB spells it: the driver hands it over as a naive
     datetime.max/min (the finite extremes keep their zone), printed as an instant it is not."""
-    naive = [
-        k
-        for k, row in enumerate(rows)
-        if any(isinstance(row[i], datetime) and row[i].tzinfo is None for i in zoned)
-    ]
-    for k in naive:
-        row = list(rows[k])
-        for i in zoned:
-            if isinstance(row[i], datetime) and row[i].tzinfo is None:
-                row[i] = _INFINITY.get(row[i], row[i])
-        rows[k] = tuple(row)
+    for k, row in enumerate(rows):
+        if any(isinstance(row[i], datetime) and row[i].tzinfo is None for i in zoned):
+            fixed = list(row)
+            for i in zoned:  # a zoned value or None is no key: left as it is
+                fixed[i] = _INFINITY.get(fixed[i], fixed[i])
+            rows[k] = tuple(fixed)
     return rows
 
 

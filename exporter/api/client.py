@@ -311,23 +311,18 @@ class ApiClient:
             body.operations, raw, next_cursor if isinstance(next_cursor, str) else None
         )
 
+    def _member(self, path: str, route: str, key: str) -> Any:
+        """`body[key]` of one GET without parameters (the key checked by `get_json`)."""
+        return self.get_json(path, None, route=route, expect=key)[key]
+
     def get_project(self, project_id: str) -> dict[str, Any]:
-        body = self.get_json(
-            f"projects/{quote(project_id, safe='')}",
-            None,
-            route="GET /projects/{project_id}",
-            expect="project",
-        )
-        return body["project"]
+        path = f"projects/{quote(project_id, safe='')}"
+        return self._member(path, "GET /projects/{project_id}", "project")
 
     def get_operation(self, project_id: str, operation_id: str) -> dict[str, Any]:
-        body = self.get_json(
-            f"projects/{quote(project_id, safe='')}/operations/{quote(operation_id, safe='')}",
-            None,
-            route="GET /projects/{project_id}/operations/{operation_id}",
-            expect="operation",
-        )
-        return body["operation"]
+        path = f"projects/{quote(project_id, safe='')}/operations/{quote(operation_id, safe='')}"
+        route = "GET /projects/{project_id}/operations/{operation_id}"
+        return self._member(path, route, "operation")
 
     def list_branches(
         self, project_id: str, *, limit: int, cursor: str | None = None
@@ -348,13 +343,8 @@ class ApiClient:
 
     def list_endpoints(self, project_id: str) -> list[Any]:
         """A project's compute endpoints (one page: the listing has no paging)."""
-        body = self.get_json(
-            f"projects/{quote(project_id, safe='')}/endpoints",
-            None,
-            route="GET /projects/{project_id}/endpoints",
-            expect="endpoints",
-        )
-        endpoints = body["endpoints"]
+        path = f"projects/{quote(project_id, safe='')}/endpoints"
+        endpoints = self._member(path, "GET /projects/{project_id}/endpoints", "endpoints")
         if not isinstance(endpoints, list):
             raise ApiError(f"project {project_id}: 'endpoints' is not a list")
         return endpoints
@@ -378,13 +368,8 @@ class ApiClient:
         )
 
     def list_organizations(self) -> list[dict[str, Any]]:
-        body = self.get_json(
-            "users/me/organizations",
-            None,
-            route="GET /users/me/organizations",
-            expect="organizations",
-        )
-        return body["organizations"]
+        route = "GET /users/me/organizations"
+        return self._member("users/me/organizations", route, "organizations")
 
     # -- the request loop -----------------------------------------------------------------
 

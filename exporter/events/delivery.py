@@ -61,8 +61,6 @@ class Delivery:
     errors: list[str] = field(default_factory=list)  # why a sink stopped (safe to print)
 
 
-# scheme://[userinfo@]host[:port]path, as urlsplit cuts it, from any text (also one whose port or
-# IPv6 literal makes urlsplit raise); the query and fragment are what follows.
 def deliver(
     state: object,
     config: EventsConfig,

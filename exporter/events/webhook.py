@@ -15,9 +15,10 @@ from exporter.core.errors import ConfigError
 
 __all__ = ["read_webhook_secret", "safe_url", "sign", "validate_webhook_url"]
 
+# scheme://host[:port]path, as urlsplit cuts it, from any text (also one whose port or IPv6
+# literal makes urlsplit raise), once `safe_url` has cut the userinfo, query and fragment off.
 _SHOWN = re.compile(
-    r"(?P<scheme>[^:/?#]+)://(?:[^/?#]*@)?(?P<host>\[[^\]/?#]*\]?|[^:/?#]*)(?P<port>:[^/?#]*)?"
-    r"(?P<path>[^?#]*)"
+    r"(?P<scheme>[^:/?#]+)://(?P<host>\[[^\]/?#]*\]?|[^:/?#]*)(?P<port>:[^/?#]*)?(?P<path>[^?#]*)"
 )
 # What http.client refuses in a request target or a host (InvalidURL): spaces and controls.
 _UNSENDABLE = re.compile(r"[\x00-\x20\x7f]")

@@ -23,12 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from exporter.core.errors import (
-    ConfigError,
-    StorageError,
-    UnreadableStateError,
-    missing_data_dir,
-)
+from exporter.core.errors import ConfigError, StorageError, missing_data_dir
 from exporter.core.layout import (
     STATE_FILE,
 )
@@ -127,8 +122,7 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
         yield path
         return
     require_lake()
-    # pyarrow: object storage only (start-up)
-    from exporter.store.lake.tables import LakeDataset, corrupt_state
+    from exporter.store.lake.tables import LakeDataset  # pyarrow: object storage only (start-up)
 
     ds = LakeDataset.open(loc)  # StorageError when no dataset is there
     tmp = Path(tempfile.mkdtemp(prefix="opsaudit-read-")).resolve()
@@ -136,10 +130,7 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
         batch = ds.restore_state(tmp / STATE_FILE)
         if batch is None:
             raise StorageError(f"no dataset in {loc.display} yet: run `opsaudit sync` first")
-        try:
-            _settle_runs(ds, tmp / STATE_FILE)
-        except UnreadableStateError:
-            raise UnreadableStateError(corrupt_state(loc.display, batch)) from None
+        _settle_runs(ds, tmp / STATE_FILE, batch)
         with _LAKES_LOCK:
             _LAKES[tmp] = ds
         yield tmp
@@ -149,11 +140,11 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _settle_runs(ds: Any, state_file: Path) -> None:
+def _settle_runs(ds: Any, state_file: Path, batch: int) -> None:
     """In the copy of the committed state a reader got: the runs as they are now. A run whose
     lease is free or held by another run was killed (it said `running` until the next sync);
     one killed before its first commit is known only by the lease it left."""
-    from exporter.store.state import StateDB
+    from exporter.store.lake.tables import open_restored_state, settle_runs
 
     try:
         lease = ds.lease().read()
@@ -165,14 +156,11 @@ def _settle_runs(ds: Any, state_file: Path) -> None:
         )
         return
     now = datetime.now(timezone.utc)
-    live = None if lease is None else lease.live_run(now)
     if lease is not None and lease.run_id is None and not lease.is_free(now):
         return  # held by a writer that does not name its run: which one runs is unknown
-    state = StateDB(state_file)
+    state = open_restored_state(state_file, ds.location.display, batch)
     try:
-        if lease is not None and lease.run_id is not None and not lease.released:
-            state.add_run(lease.run_id, lease.run_started_us or 0)
-        state.mark_killed_runs(counted=True, live=live)
+        settle_runs(state, lease, None if lease is None else lease.live_run(now))
     finally:
         state.close()
 

@@ -38,7 +38,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exporter.core.errors import ConfigError, StorageError, UnreadableStateError
+from exporter.core.errors import ConfigError, StorageError
 from exporter.core.layout import STATE_FILE
 from exporter.core.names import EXPORTED_META, to_arrow
 from exporter.core.names import TABLES as NAMES_TABLES
@@ -54,7 +54,8 @@ from exporter.store.lake.tables import (
     TABLES,
     VERSIONS,
     LakeDataset,
-    corrupt_state,
+    open_restored_state,
+    settle_runs,
 )
 from exporter.store.state import StateDB
 
@@ -115,12 +116,7 @@ class LakeStore:
             self._txn = (
                 self.ds.restore_state(path, lease=self.lease, repair=self._repair_names) or 0
             )
-            try:
-                self.state = StateDB(path)
-            except UnreadableStateError:
-                if not self._txn:
-                    raise
-                raise UnreadableStateError(corrupt_state(location.display, self._txn)) from None
+            self.state = open_restored_state(path, location.display, self._txn)
             self._uploaded = self._changes()
         except BaseException:
             self._release()
@@ -175,11 +171,7 @@ class LakeStore:
         """The Delta log is the manifest: nothing to roll forward; runs left `running` by a
         killed writer are marked (uploaded with this run's first commit). A dataset written
         before the superseded record gets it now, once (exporter/store/lake/superseded.py)."""
-        taken = self.lease.taken_from if self.lease is not None else None
-        if taken is not None and taken.run_id is not None:
-            # Its holder was killed: its run is recorded, even if it never committed.
-            self.state.add_run(taken.run_id, taken.run_started_us or 0)
-        self.state.mark_killed_runs(counted=True)
+        settle_runs(self.state, self.lease.taken_from if self.lease is not None else None)
         self.ds.record_superseded()
 
     def begin_run(self, run_id: str, started_us: int) -> None:

@@ -63,9 +63,15 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exporter.core.errors import ConfigError, ExitCode, OpsauditError, StorageError
+from exporter.core.errors import (
+    ConfigError,
+    ExitCode,
+    OpsauditError,
+    StorageError,
+    UnreadableStateError,
+)
 from exporter.core.names import TABLE_FILES
-from exporter.store.lake.lease import Lease, LeaseLostError
+from exporter.store.lake.lease import Lease, LeaseInfo, LeaseLostError
 from exporter.store.lake.location import Location, parse_location, redact
 from exporter.store.lake.objects import (
     Objects,
@@ -81,6 +87,7 @@ from exporter.store.lake.superseded import (
     record_of,
     uncommitted_files,
 )
+from exporter.store.state import StateDB
 
 if TYPE_CHECKING:
     import pyarrow.dataset as pads
@@ -154,14 +161,29 @@ def with_created_month(table: pa.Table) -> pa.Table:
     return table.append_column("created_month", months.cast(pa.string()))
 
 
-def corrupt_state(where: str, batch: int) -> str:
-    """What to say when the state object of the committed batch cannot be opened: the local
-    copy's path (a temporary file, deleted since) means nothing to whoever reads it."""
-    return (
-        f"{where}: the state object of batch {batch} ({STATE_PREFIX}...) is corrupt or not an "
-        "opsaudit state; it was left untouched: restore it from a backup (the bucket's object "
-        "versions), or start a new dataset under another prefix"
-    )
+def open_restored_state(path: Path, where: str, batch: int) -> StateDB:
+    """The state restored from committed batch `batch` (0: none yet, a new state). One that
+    cannot be opened is named by its batch: its local copy's path (a temporary file, deleted
+    since) means nothing to whoever reads the message. A newer format says so as it is."""
+    try:
+        return StateDB(path)
+    except UnreadableStateError:
+        if not batch:
+            raise
+        raise UnreadableStateError(
+            f"{where}: the state object of batch {batch} ({STATE_PREFIX}...) is corrupt or not "
+            "an opsaudit state; it was left untouched: restore it from a backup (the bucket's "
+            "object versions), or start a new dataset under another prefix"
+        ) from None
+
+
+def settle_runs(state: StateDB, lease: LeaseInfo | None, live: str | None = None) -> None:
+    """Runs left `running` by a killed writer marked `killed` (every one but `live`, the run
+    holding the lease now), after adding the run an unreleased `lease` names if the state does
+    not know it (killed before its first commit, its row was only in its own local state)."""
+    if lease is not None and lease.run_id is not None and not lease.released:
+        state.add_run(lease.run_id, lease.run_started_us or 0)
+    state.mark_killed_runs(counted=True, live=live)
 
 
 def state_bytes(path: Path) -> bytes:

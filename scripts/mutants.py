@@ -2544,6 +2544,13 @@ MUTANTS = [
         "        ctx.default_map = {**values, **(ctx.default_map or {})}\n",
         ("tests/ops/test_cli_boundary.py::test_config_after_the_command_as_before_it",),
     ),
+    Mutant(
+        "webhook-without-a-port-left-to-http-client",  # "[::1]" sent to host ":" port 1
+        "exporter/events/delivery.py",
+        '        self._host, self._port = parts.hostname or "", parts.port or default\n',
+        '        self._host, self._port = parts.hostname or "", parts.port\n',
+        (f"{WEBHOOK}::test_a_url_without_a_port_is_sent_to_its_schemes_port",),
+    ),
 ]
 
 

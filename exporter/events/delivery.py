@@ -232,7 +232,10 @@ class _Webhook:
         # (bench/README.md), and a webhook needs nothing more (no redirects, no pool, no proxy).
         parts = urllib.parse.urlsplit(config.webhook_url)
         self._https = parts.scheme == "https"
-        self._host, self._port = parts.hostname or "", parts.port
+        # The scheme's port when the URL names none: http.client, given None, takes a bare
+        # IPv6 literal's last group for a port ("::1" would be host ":" port 1).
+        default = http.client.HTTPS_PORT if self._https else http.client.HTTP_PORT
+        self._host, self._port = parts.hostname or "", parts.port or default
         self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self._headers = {"content-type": "application/json", "user-agent": "opsaudit"}
         if parts.username is not None:

@@ -260,3 +260,26 @@ def test_webhook_timeout_bounds_a_whole_attempt_not_each_read(
     assert all(0.2 < seconds < 1.2 for _, _, seconds in seen), seen
     warnings = [r.getMessage() for r in caplog.records if r.name == "opsaudit.events"]
     assert warnings == [f"webhook {url}: no answer within 0.5s after 2 attempt(s){WAIT}"]
+
+
+@pytest.mark.parametrize(
+    ("url", "host", "port"),
+    [
+        ("http://[::1]/hooks", "::1", 80),
+        ("https://[2001:db8::1]/hooks", "2001:db8::1", 443),
+        ("http://[::1]:8080/hooks", "::1", 8080),
+        ("https://hooks.example/in", "hooks.example", 443),
+    ],
+)
+def test_a_url_without_a_port_is_sent_to_its_schemes_port(url: str, host: str, port: int) -> None:
+    # http.client, given no port, read an IPv6 literal's last group as one: "[::1]" was sent
+    # to host ":" port 1, every attempt.
+    from exporter.events.config import EventsConfig
+    from exporter.events.delivery import _Webhook
+
+    webhook = _Webhook(EventsConfig(webhook_url=url, webhook_key=b"k"))
+    try:
+        connection = webhook._connection()
+        assert (connection.host, connection.port) == (host, port)
+    finally:
+        webhook.close()

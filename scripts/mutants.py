@@ -2551,6 +2551,27 @@ MUTANTS = [
         '        self._host, self._port = parts.hostname or "", parts.port\n',
         (f"{WEBHOOK}::test_a_url_without_a_port_is_sent_to_its_schemes_port",),
     ),
+    Mutant(
+        "names-versioned-by-spelling",  # 1.0 after 1, +00:00 after Z: a new version each
+        "exporter/store/state.py",
+        "            if before is not None and (before[1] == tracked or kind.same_state(before[1], obj)):\n",
+        "            if before is not None and before[1] == tracked:\n",
+        (f"{NAMES}::test_the_same_values_spelled_differently_are_not_a_new_version",),
+    ),
+    Mutant(
+        "names-time-compared-as-text",  # ...Z and ...+00:00 differ
+        "exporter/core/names.py",
+        "                return (TIMESTAMP, to_micros(value))\n",
+        "                return (TIMESTAMP, value)\n",
+        (f"{NAMES}::test_the_same_values_spelled_differently_are_not_a_new_version",),
+    ),
+    Mutant(
+        "names-bool-equal-to-one",  # default: true -> 1 would be no change
+        "exporter/core/names.py",
+        "    if isinstance(value, bool) or value is None:\n",
+        "    if value is None:\n",
+        (f"{NAMES}::test_a_branch_state_is_compared_by_meaning",),
+    ),
 ]
 
 

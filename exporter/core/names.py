@@ -43,6 +43,39 @@ class Kind:
             {name: obj.get(name) for name in self.field_names}, option=orjson.OPT_SORT_KEYS
         ).decode()
 
+    def same_state(self, tracked: str, obj: dict[str, Any]) -> bool:
+        """Whether a listing object says what `tracked` (an earlier `tracked_json`) said, its
+        values spelled differently or not: `1` and `1.0`, `...Z` and `...+00:00` are one state,
+        not a new version."""
+        before = orjson.loads(tracked)
+        return all(
+            _meaning(word, before.get(name)) == _meaning(word, obj.get(name))
+            for name, word in self.tracked
+        )
+
+
+def _meaning(word: str, value: Any) -> Any:
+    """A tracked value as compared: a number by its value (never equal to a bool, as Python's
+    `True == 1` has it), a time by its instant, JSON by its members' meanings."""
+    if isinstance(value, bool) or value is None:
+        return (BOOL, value)
+    if isinstance(value, (int, float)):
+        return (FLOAT, value)  # 1 == 1.0
+    if isinstance(value, str):
+        if word == TIMESTAMP:
+            from exporter.core.timeutil import to_micros  # the state's commands stay light
+
+            try:
+                return (TIMESTAMP, to_micros(value))
+            except ValueError:
+                pass
+        return (STRING, value)
+    if isinstance(value, dict):
+        return (JSON, {k: _meaning(JSON, v) for k, v in value.items()})
+    if isinstance(value, list):
+        return (JSON, [_meaning(JSON, v) for v in value])
+    return (JSON, value)
+
 
 BRANCH = Kind(
     "branch",

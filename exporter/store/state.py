@@ -648,8 +648,8 @@ class StateDB:
         for name_id, project_id, obj in objects:
             tracked = kind.tracked_json(obj)
             before = latest.get(name_id)
-            if before is not None and before[1] == tracked:
-                continue
+            if before is not None and (before[1] == tracked or kind.same_state(before[1], obj)):
+                continue  # (the same values spelled differently keep the version's text)
             version, start = 1, now
             if before is not None:
                 # A clock stepped back (NTP, another host) would start this version before the

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import exporter
 from exporter.simulator._server import _Handler
 from exporter.simulator._world import World
@@ -694,3 +696,70 @@ def test_an_odd_id_on_an_operation_newer_than_the_listings_fails_nothing(
     assert _rows(tmp_path, f"SELECT branch_id FROM operations WHERE id = '{odd}'") == [
         ('{"odd":"value"}',)
     ]
+
+
+def test_the_same_values_spelled_differently_are_not_a_new_version(
+    make_sim: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """`1` and `1.0`, `...Z` and `...+00:00` (or with `.000`) say the same: a listing that
+    spells them otherwise made a new version of every branch and compute it listed."""
+    sim = empty_sim(make_sim, seed=47, at_now=True)
+    pid = sim.project_ids()[0]
+    branch_id, endpoint_id, _ops = sim.add_branch(pid, "preview/pr-7")
+    sim.change_branch(branch_id, expires_at="2030-01-02T03:04:05Z")
+    sim.change_endpoint(endpoint_id, autoscaling_limit_max_cu=2)
+    assert run_sync(sim, tmp_path).outcome == "ok"
+
+    def versions() -> list[int]:
+        return [
+            _rows(tmp_path, f"SELECT count(*) FROM {table} WHERE id = '{i}'")[0][0]
+            for table, i in (("branch_versions", branch_id), ("endpoint_versions", endpoint_id))
+        ]
+
+    assert versions() == [1, 1]
+    branches, endpoints = World.branches, World.endpoints
+
+    def respelled_branches(world: World, p: Any) -> list[dict[str, Any]]:
+        return [
+            {**b, "expires_at": "2030-01-02T03:04:05.000+00:00"} if b["id"] == branch_id else b
+            for b in branches(world, p)
+        ]
+
+    def respelled_endpoints(world: World, p: Any) -> list[dict[str, Any]]:
+        return [
+            {**e, "autoscaling_limit_max_cu": 2.0, "autoscaling_limit_min_cu": 0.25}
+            if e["id"] == endpoint_id
+            else e
+            for e in endpoints(world, p)
+        ]
+
+    monkeypatch.setattr(World, "branches", respelled_branches)
+    monkeypatch.setattr(World, "endpoints", respelled_endpoints)
+    sim.advance(60)
+    assert run_sync(sim, tmp_path, names_max_age=0).outcome == "ok"
+    assert versions() == [1, 1]
+    # A value that differs is still a new version.
+    sim.change_branch(branch_id, expires_at="2030-01-02T03:04:06Z")
+    sim.change_endpoint(endpoint_id, autoscaling_limit_max_cu=4)
+    monkeypatch.undo()
+    sim.advance(60)
+    assert run_sync(sim, tmp_path, names_max_age=0).outcome == "ok"
+    assert versions() == [2, 2]
+
+
+@pytest.mark.parametrize(
+    ("before", "now", "same"),
+    [
+        ({"default": True}, {"default": 1}, False),  # Python's True == 1 is not the API's
+        ({"expires_at": "2030-01-02T03:04:05Z"}, {"expires_at": "2030-01-02T04:04:05+01:00"}, True),
+        ({"expires_at": "soon"}, {"expires_at": "soon"}, True),  # not a time: as text
+        ({"name": "a"}, {"name": "a", "created_at": "2030-01-01T00:00:00Z"}, True),  # untracked
+        ({"parent_id": None}, {}, True),  # absent and null: both NULL in the tables
+    ],
+)
+def test_a_branch_state_is_compared_by_meaning(
+    before: dict[str, Any], now: dict[str, Any], same: bool
+) -> None:
+    from exporter.core.names import BRANCH
+
+    assert BRANCH.same_state(BRANCH.tracked_json(before), now) is same

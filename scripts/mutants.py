@@ -2572,6 +2572,15 @@ MUTANTS = [
         "    if value is None:\n",
         (f"{NAMES}::test_a_branch_state_is_compared_by_meaning",),
     ),
+    Mutant(
+        "storage-option-words-unchecked",  # SSE=bogus: exit 6 quoting the value
+        "exporter/store/lake/location.py",
+        "    words = _WORD_OPTIONS.get(bare)\n",
+        "    words = None\n",
+        (
+            "tests/lake/test_location.py::test_a_bad_value_of_a_typed_option_names_the_option_not_the_value",
+        ),
+    ),
 ]
 
 

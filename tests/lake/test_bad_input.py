@@ -137,6 +137,8 @@ def test_a_bad_option_value_is_a_usage_error_that_does_not_show_it(
         ("retry_timeout=abc", "not a duration: use a number and a unit (30s, 500ms, 2m)"),
         ("http2_only=maybe", "not a boolean: use true or false"),
         ("AWS_SSE_BUCKET_KEY_ENABLED=maybe", "not a boolean: use true or false"),
+        ("AWS_SERVER_SIDE_ENCRYPTION=bogus", "not one of AES256, aws:kms, aws:kms:dsse, sse-c"),
+        ("AWS_CHECKSUM_ALGORITHM=bogus", "not one of sha256"),
         # Its first line was quoted by obstore's refusal, past the redaction of the whole value.
         ("user_agent=s3cr3t\nmore", "its value holds a control character"),
     ):
@@ -165,6 +167,8 @@ def test_every_spelling_a_typed_option_takes_works_against_the_server(
         "http1_only=Y",
         "AWS_ALLOW_HTTP=on",
         "AWS_SSE_BUCKET_KEY_ENABLED=no",
+        "AWS_SERVER_SIDE_ENCRYPTION=AES256",
+        "AWS_CHECKSUM_ALGORITHM=SHA256",
     ]
     options = [*bucket.storage_options()[:1], *typed]  # its AWS_ALLOW_HTTP spelt "on" here
     sim = make_sim(seed=3, projects=1, days=1, ops_per_project_per_day=20)

@@ -178,6 +178,9 @@ _NOT_BOOLEAN = "not a boolean: use true or false"
         ("AWS_SSE_BUCKET_KEY_ENABLED=maybe", _NOT_BOOLEAN),
         ("aws_imdsv1_fallback=maybe", _NOT_BOOLEAN),
         ("AZURE_USE_EMULATOR=maybe", _NOT_BOOLEAN),
+        ("AWS_SERVER_SIDE_ENCRYPTION=aes256", "not one of AES256, aws:kms, aws:kms:dsse, sse-c"),
+        ("aws_server_side_encryption=s3cr3t", "not one of AES256, aws:kms, aws:kms:dsse, sse-c"),
+        ("AWS_CHECKSUM_ALGORITHM=crc32c", "not one of sha256"),
     ],
 )
 def test_a_bad_value_of_a_typed_option_names_the_option_not_the_value(item: str, says: str) -> None:
@@ -199,6 +202,8 @@ def test_typed_options_take_every_spelling_deltalake_takes() -> None:
         "AWS_ALLOW_HTTP=Y",
         "http1_only=off",
         "AWS_SSE_BUCKET_KEY_ENABLED=1",
+        "AWS_SERVER_SIDE_ENCRYPTION=aws:kms:dsse",
+        "aws_checksum_algorithm=SHA256",
         "AWS_REGION=maybe",  # a string: any value
     ]
     assert parse_storage_options(given) == dict(item.split("=", 1) for item in given)

@@ -143,6 +143,13 @@ _BOOLEAN_OPTIONS = frozenset(
         "use_azure_cli",
     }
 )
+# The options that take one of a few words, as object_store reads them (the encryption's
+# exactly, the checksum's in any case); anything else it refuses, quoting the value.
+_WORD_OPTIONS = {
+    "server_side_encryption": ("AES256", "aws:kms", "aws:kms:dsse", "sse-c"),
+    "checksum_algorithm": ("sha256",),
+}
+_ANY_CASE_OPTIONS = frozenset({"checksum_algorithm"})
 # object_store's spellings of a boolean (case-insensitive); anything else it refuses.
 _TRUE = frozenset({"1", "true", "on", "yes", "y"})
 _FALSE = frozenset({"0", "false", "off", "no", "n"})
@@ -213,6 +220,11 @@ def _check_value(key: str, value: str) -> None:
             )
     if bare in _BOOLEAN_OPTIONS and option_bool(value) is None:
         raise ConfigError(f"--storage-option {key}: not a boolean: use true or false")
+    words = _WORD_OPTIONS.get(bare)
+    if words is not None:
+        given = value.lower() if bare in _ANY_CASE_OPTIONS else value
+        if given not in words:
+            raise ConfigError(f"--storage-option {key}: not one of {', '.join(words)}")
 
 
 def known_option(key: str) -> bool:

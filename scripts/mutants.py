@@ -1412,8 +1412,8 @@ MUTANTS = [
     Mutant(
         "unknown-project-alone-exits-5",  # finding 14: exit 1, named, not "nothing synced"
         "exporter/engine/sync.py",
-        "        elif self.projects_ok == 0 and self.projects_total > self.projects_unknown:\n",
-        "        elif self.projects_ok == 0 and self.projects_total > 0:\n",
+        "            and self.projects_total > self.projects_unknown\n",
+        "            and self.projects_total > 0\n",
         (
             "tests/sync/test_unknown_project.py::test_a_mistyped_project_exits_1_named_and_check_flags_it",
         ),
@@ -2571,6 +2571,13 @@ MUTANTS = [
         "    if isinstance(value, bool) or value is None:\n",
         "    if value is None:\n",
         (f"{NAMES}::test_a_branch_state_is_compared_by_meaning",),
+    ),
+    Mutant(
+        "failed-project-with-commits-is-fatal",  # exit 5 "nothing synced" with rows committed
+        "exporter/engine/sync.py",
+        "            and not self.new_operations + self.changed_operations\n",
+        "            and True\n",
+        (f"{NAMES}::test_a_single_projects_listing_failing_after_its_operations_is_partial",),
     ),
     Mutant(
         "storage-option-words-unchecked",  # SSE=bogus: exit 6 quoting the value

@@ -210,8 +210,14 @@ class RunSummary:
             return
         if not self.projects_failed and not self.errors:
             self.outcome = Outcome.BUDGET if budget_reached else Outcome.OK
-        elif self.projects_ok == 0 and self.projects_total > self.projects_unknown:
-            # Nothing could be synced (exit 5); a mistyped --project alone is a project error.
+        elif (
+            self.projects_ok == 0
+            and self.projects_total > self.projects_unknown
+            and not self.new_operations + self.changed_operations
+        ):
+            # Nothing could be synced (exit 5); a mistyped --project alone is a project error,
+            # and a project that failed after committing operations (its names listing, a page
+            # deep in its backfill) synced something: partial, as with two projects.
             self.outcome = Outcome.FAILED
         else:
             self.outcome = Outcome.PARTIAL

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import exporter
+from exporter.api.client import RetryPolicy
 from exporter.simulator._server import _Handler
 from exporter.simulator._world import World
 
@@ -348,6 +349,20 @@ def test_kill_between_the_operations_and_the_names_leaves_nothing_half_written(
         _rows(tmp_path, "SELECT count(*) FROM operations WHERE branch_name IS NULL")[0][0]
         < (_rows(tmp_path, "SELECT count(*) FROM operations")[0][0])
     )
+
+
+def test_a_single_projects_listing_failing_after_its_operations_is_partial(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """Its operations are committed: the run synced something (exit 1, as with two projects),
+    not "nothing could be synced" (exit 5, check the network)."""
+    sim = make_sim(seed=48, projects=1, shared_projects=0, days=1)
+    (pid,) = sim.project_ids()
+    sim.fail_requests(f"/projects/{pid}/endpoints", 500)
+    failed = run_sync(sim, tmp_path, retry=RetryPolicy(max_attempts=2, backoff_initial=0.01))
+    assert (failed.outcome, failed.exit_code, failed.projects_failed) == ("partial", 1, 1)
+    assert failed.new_operations == len(sim.ground_truth()) > 0
+    assert_matches_truth(sim, tmp_path)
 
 
 def test_a_404_on_a_listing_is_no_deletion_and_leaves_the_names_due(

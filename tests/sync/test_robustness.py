@@ -288,7 +288,7 @@ def test_resumed_walk_also_reads_what_arrived_meanwhile(make_sim: Any, tmp_path:
     limits = WalkLimits(page_size=5, flush_rows=10)
     sim.fail_requests(f"/projects/{pid}/operations", 400, after=6)
     cut = run_sync(sim, tmp_path, limits=limits)
-    assert cut.outcome == "failed" and pid in cut.errors
+    assert cut.outcome == "partial" and pid in cut.errors  # its first pages are committed
     sim.clear_failures()
     sim.advance(5)
     sim.add_operations(pid, 3, same_second=True)

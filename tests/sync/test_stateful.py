@@ -698,15 +698,21 @@ class ScheduledSyncMachine(SyncMachine):
         self.changed = True
 
 
-for machine in (SyncMachine, ScheduledSyncMachine):
-    machine.TestCase.settings = settings(
-        max_examples=EXAMPLES,
-        stateful_step_count=STEPS,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-    )
-# Shrinking a failure replays many syncs, and long runs are long: more than the default timeout.
-TestSyncMachine = pytest.mark.timeout(max(900, EXAMPLES * STEPS * 3))(SyncMachine.TestCase)
-TestScheduledSyncMachine = pytest.mark.timeout(max(900, EXAMPLES * STEPS * 3))(
-    ScheduledSyncMachine.TestCase
-)
+# The examples in PARTS test cases of each machine, which xdist runs side by side: as one case
+# they ran one after another, up to 4 minutes, the suite's longest test (CI is kept under 15).
+PARTS = 3
+for _machine in (SyncMachine, ScheduledSyncMachine):
+    for _part in range(1, PARTS + 1):
+        _case = type(f"{_machine.__name__}Part{_part}", (_machine,), {}).TestCase
+        _case.settings = settings(
+            max_examples=max(1, -(-EXAMPLES // PARTS)),
+            stateful_step_count=STEPS,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        )
+        # Shrinking a failure replays many syncs, and long runs are long: more than the
+        # default timeout.
+        globals()[f"Test{_machine.__name__}Part{_part}"] = pytest.mark.timeout(
+            max(900, EXAMPLES * STEPS * 3)
+        )(_case)
+del _machine, _part, _case  # (pytest would collect `_case` once more)

@@ -2580,6 +2580,26 @@ MUTANTS = [
         (f"{NAMES}::test_a_single_projects_listing_failing_after_its_operations_is_partial",),
     ),
     Mutant(
+        "discarded-events-not-committed-on-object-storage",  # a fresh machine sends them
+        "exporter/engine/publish.py",
+        "    discarded = discard_backlog(store.state, sink)\n    publish(store)\n",
+        "    discarded = discard_backlog(store.state, sink)\n",
+        (
+            "tests/lake/test_events_lake.py::"
+            "test_a_discarded_backlog_stays_discarded_on_another_machine",
+        ),
+    ),
+    Mutant(
+        "discard-drops-every-sinks-backlog",  # the file's events were lost with the webhook's
+        "exporter/events/config.py",
+        '        con.execute(f"UPDATE event_batches SET {cleared} WHERE {column} IS NOT NULL")\n',
+        '        con.execute("UPDATE event_batches SET file_done = NULL, webhook_left = NULL")\n',
+        (
+            "tests/events/test_discard.py::"
+            "test_a_dropped_sinks_backlog_is_discarded_and_the_other_sinks_kept",
+        ),
+    ),
+    Mutant(
         "storage-option-words-unchecked",  # SSE=bogus: exit 6 quoting the value
         "exporter/store/lake/location.py",
         "    words = _WORD_OPTIONS.get(bare)\n",

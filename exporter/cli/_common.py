@@ -145,6 +145,22 @@ def existing_data_dir(data_dir: Path) -> Path:
     return data_dir
 
 
+def require_dataset(data_dir: Path | str, storage_options: Sequence[str]) -> None:
+    """`StorageError` (exit 6, "run `opsaudit sync` first") unless a dataset is there: a
+    command that changes one never creates a directory, a state file or a bucket prefix."""
+    if isinstance(data_dir, Path):
+        from exporter.core.errors import StorageError
+        from exporter.core.layout import STATE_FILE
+
+        if not (existing_data_dir(data_dir) / STATE_FILE).is_file():
+            raise StorageError(f"no dataset in {data_dir} yet: run `opsaudit sync` first")
+    else:
+        from exporter.store.readers import reading
+
+        with reading(data_dir, storage_options):  # StorageError when no dataset is there
+            pass
+
+
 def output_options(formats: Sequence[str], help: str | None = None) -> Callable[[F], F]:
     """`--format` (the first of `formats` is the default) and `-o/--output FILE`, written once
     for every command that prints a result (sqlite-utils' `output_options`)."""
@@ -419,6 +435,7 @@ __all__ = [
     "local_data_dir_option",
     "output_options",
     "read_key",
+    "require_dataset",
     "setup_logging",
     "storage_option_option",
 ]

@@ -3,6 +3,7 @@ command a single `events` argument (an `EventsConfig`, or None when no sink is g
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 from collections.abc import Callable
 from pathlib import Path
@@ -10,8 +11,11 @@ from typing import Any, TypeVar
 
 import click
 
+from exporter.cli._common import data_dir_option, require_dataset, storage_option_option
+from exporter.cli._group import short_help
 from exporter.cli._ops import FiniteFloatRange
 from exporter.core.errors import ConfigError
+from exporter.events.config import SINKS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -124,3 +128,38 @@ def build_events_config(
         webhook_timeout=webhook_timeout,
         webhook_attempts=webhook_attempts,
     )
+
+
+@click.command("discard-events", short_help=short_help("discard-events"))
+@data_dir_option
+@storage_option_option
+@click.option(
+    "--sink",
+    type=click.Choice(SINKS),
+    required=True,
+    help="The sink whose waiting events are dropped; the other's are kept.",
+)
+@click.option("--wait", "wait_for_lock", is_flag=True, help="Wait for a running sync.")
+def discard_events_command(
+    data_dir: Path | str, storage_options: tuple[str, ...], sink: str, wait_for_lock: bool
+) -> None:
+    """Drop the events waiting for a sink no longer given to `sync` (events are never dropped
+    otherwise: `check` reports them as `events_backlog` for as long as they wait). A sink
+    still in use needs none of this: its next run delivers them."""
+    from exporter.engine.publish import discard_events
+    from exporter.store.opener import open_store
+
+    require_dataset(data_dir, storage_options)
+    store = open_store(data_dir, storage_options, lock=True, wait=wait_for_lock)
+    try:
+        n, oldest = discard_events(store, sink)
+    finally:
+        store.close()
+    if n and oldest is not None:
+        since = dt.datetime.fromtimestamp(oldest / 1e6, dt.timezone.utc)
+        click.echo(
+            f"discarded {n} event(s) waiting for the {sink}, the oldest since "
+            f"{since:%Y-%m-%d %H:%M:%SZ}"
+        )
+    else:
+        click.echo(f"no event waits for the {sink}")

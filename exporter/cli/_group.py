@@ -19,6 +19,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "check": ("_ops", "check_command", "Find what needs attention (exit 8, one line each)."),
     "compact": ("_sync", "compact_command", "Merge small data files into fewer, larger ones."),
     "demo": ("_demo", "demo_command", "Sync a simulated account and print the report."),
+    "discard-events": (
+        "_events",
+        "discard_events_command",
+        "Drop the events waiting for a sink no longer used.",
+    ),
     "doctor": ("_ops", "doctor_command", "Check the set-up and say what to fix."),
     "query": ("_query", "query_command", "Run one SQL statement over the views."),
     "report": ("_query", "report_command", "What is failing or stuck now, and the trends."),

@@ -21,10 +21,10 @@ from exporter.cli._common import (
     data_dir_option,
     echo_error,
     emit,
-    existing_data_dir,
     lean_allocators,
     output_options,
     read_key,
+    require_dataset,
     setup_logging,
     storage_option_option,
 )
@@ -32,7 +32,7 @@ from exporter.cli._events import events_options
 from exporter.cli._group import short_help
 from exporter.cli._metrics import metrics_file_option, write_metrics_file
 from exporter.cli._ops import Duration, FiniteFloatRange
-from exporter.core.errors import ConfigError, OpsauditError, StorageError
+from exporter.core.errors import ConfigError, OpsauditError
 
 if TYPE_CHECKING:
     from exporter.engine.sync import RunSummary
@@ -383,17 +383,7 @@ def compact_command(
     lean_allocators()  # before pyarrow is imported
     from exporter.store.opener import open_store
 
-    if isinstance(data_dir, Path):
-        from exporter.core.layout import STATE_FILE
-
-        # Never create a directory (or a state file) here: compaction of nothing is a mistake.
-        if not (existing_data_dir(data_dir) / STATE_FILE).is_file():
-            raise StorageError(f"no dataset in {data_dir} yet: run `opsaudit sync` first")
-    else:
-        from exporter.store.readers import reading
-
-        with reading(data_dir, storage_options):  # StorageError when no dataset is there
-            pass
+    require_dataset(data_dir, storage_options)  # compaction of nothing is a mistake
     from exporter.engine.publish import compact
 
     dataset = open_store(data_dir, storage_options, lock=True, wait=wait_for_lock)

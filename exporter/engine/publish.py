@@ -9,6 +9,7 @@ readers (`Store.refresh_readers`) and, for a local directory, `opsaudit.duckdb`
 from __future__ import annotations
 
 from exporter.analytics.views_db import refresh_views_database
+from exporter.events.config import discard_backlog
 from exporter.store.base import Store
 from exporter.store.local.exports import export_tables
 
@@ -33,4 +34,14 @@ def compact(store: Store) -> int:
     return removed
 
 
-__all__ = ["compact", "publish"]
+def discard_events(store: Store, sink: str) -> tuple[int, int | None]:
+    """Drop the events waiting for `sink` (`opsaudit discard-events`), committed as a run's
+    state is (on object storage, with the exports); returns how many and the oldest's
+    recorded_us."""
+    store.recover()
+    discarded = discard_backlog(store.state, sink)
+    publish(store)
+    return discarded
+
+
+__all__ = ["compact", "discard_events", "publish"]

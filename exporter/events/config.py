@@ -7,19 +7,21 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, Any
 
 from exporter.core.errors import ConfigError
 from exporter.core.model import DOCUMENTED_ACTIONS, DOCUMENTED_STATUSES
 
+if TYPE_CHECKING:  # the commands that read the backlog (status, check) load no pyarrow
+    import pyarrow as pa
+
 __all__ = [
+    "DONE_SQL",
     "SINKS",
     "Backlog",
     "EventFilter",
     "EventsConfig",
+    "discard_backlog",
     "parse_event_filter",
     "read_backlog",
     "undocumented",
@@ -39,6 +41,9 @@ class EventFilter:
     values: frozenset[str]
 
     def mask(self, table: pa.Table) -> pa.ChunkedArray:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         hit = pc.fill_null(
             pc.is_in(table[self.field], value_set=pa.array(sorted(self.values), pa.string())),
             False,
@@ -121,3 +126,34 @@ def read_backlog(state: Any) -> Backlog:
         "min(recorded_us) FROM event_batches"
     )[0]
     return Backlog({"file": int(to_file), "webhook": int(to_webhook)}, oldest, delivered)
+
+
+# A batch every sink it was for took: deleted.
+DONE_SQL = (
+    "(file_done IS NULL OR file_done = events) AND (webhook_left IS NULL OR webhook_left = 0)"
+)
+# Per sink: the column that says a batch is for it (NULL: not), its events still waiting there,
+# and what a discard sets to NULL.
+_WAITING = {
+    "file": ("file_done", "events - file_done", "file_done = NULL"),
+    "webhook": ("webhook_left", "webhook_left", "webhook_left = NULL, webhook_acked = NULL"),
+}
+
+
+def discard_backlog(state: Any, sink: str) -> tuple[int, int | None]:
+    """Drop the events waiting for `sink` (one no longer given to `sync`: `opsaudit
+    discard-events`), in one transaction of a `StateDB`; they are not counted delivered, the
+    other sink's are kept. Returns how many were dropped and the oldest's recorded_us."""
+    column, waiting, cleared = _WAITING[sink]
+    with state.transaction() as con:
+        if not con.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_batches'"
+        ).fetchone():
+            return 0, None
+        n, oldest = con.execute(
+            f"SELECT coalesce(sum({waiting}), 0), min(recorded_us) FROM event_batches "
+            f"WHERE {column} IS NOT NULL AND {waiting} > 0"
+        ).fetchone()
+        con.execute(f"UPDATE event_batches SET {cleared} WHERE {column} IS NOT NULL")
+        con.execute(f"DELETE FROM event_batches WHERE {DONE_SQL}")
+    return int(n), oldest

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from exporter.core.errors import StorageError
 from exporter.events.config import (
+    DONE_SQL,
     SINKS,
     Backlog,
     EventFilter,
@@ -134,9 +135,6 @@ def _runs_slice(
 def _bytes(value: bytes | str) -> bytes:
     """A BLOB column's value (the migration from format 5 made some TEXT: `||` yields text)."""
     return value.encode() if isinstance(value, str) else bytes(value)
-
-
-_DONE = "(file_done IS NULL OR file_done = events) AND (webhook_left IS NULL OR webhook_left = 0)"
 
 
 class Outbox:
@@ -407,7 +405,7 @@ class Outbox:
             n -= events - done
             con.execute("UPDATE event_batches SET file_done = ? WHERE seq = ?", (done, seq))
         con.execute(
-            f"DELETE FROM event_batches WHERE seq > ? AND seq <= ? AND {_DONE}", (after, seq)
+            f"DELETE FROM event_batches WHERE seq > ? AND seq <= ? AND {DONE_SQL}", (after, seq)
         )
         self._count(con, "file", n)
         return int(n)
@@ -431,7 +429,7 @@ class Outbox:
                     "UPDATE event_batches SET webhook_left = ?, webhook_acked = ? WHERE seq = ?",
                     (left, bytes(batch.acked), batch.seq),
                 )
-                con.execute(f"DELETE FROM event_batches WHERE seq = ? AND {_DONE}", (batch.seq,))
+                con.execute(f"DELETE FROM event_batches WHERE seq = ? AND {DONE_SQL}", (batch.seq,))
             self._count(con, sink, n)
         return n
 

@@ -408,7 +408,9 @@ def _check_state(
                 None,
                 f"{backlog.total} event(s) waiting for delivery ({waiting}), the oldest since "
                 f"{_stamp(_when(backlog.oldest_us))}, longer than --max-age "
-                f"{format_duration(max_age)}: is the receiver down? the next sync retries them",
+                f"{format_duration(max_age)}: is the receiver down? the next sync given the "
+                "sink retries them (a sink no longer used: `opsaudit discard-events --sink "
+                f"{'webhook' if backlog.pending.get('webhook') else 'file'}`)",
             )
         )
     return backfilling

@@ -69,3 +69,40 @@ def test_a_fresh_machine_delivers_what_the_last_could_not(
         assert third.events_pending == 0
         assert receiver.ids() == expected
         assert all(r.valid for r in receiver.received)
+
+
+def test_a_discarded_backlog_stays_discarded_on_another_machine(
+    make_sim: Any, bucket: Bucket
+) -> None:
+    """`opsaudit discard-events` commits the outbox as a run does: a fresh machine (its state
+    restored from the store) finds nothing waiting for the webhook."""
+    import base64
+
+    from click.testing import CliRunner
+
+    from exporter.cli import cli
+    from exporter.events.outbox import EventsConfig
+
+    url, opts = bucket.url("audit/discard"), bucket.storage_options()
+    sim = make_sim(seed=22, projects=1, days=1, ops_per_project_per_day=10)
+    key = base64.b64decode(events.SECRET.split("_", 1)[1])
+    down = EventsConfig(
+        webhook_url=events.closed_port_url(),
+        webhook_key=key,
+        webhook_attempts=1,
+        backfill=True,
+    )
+    first = run_sync(sim, url, opts, events=down)
+    assert first.outcome == "ok" and first.events_pending == len(_rows(url, opts)) > 0
+    args = ["discard-events", "--data-dir", url, "--sink", "webhook"]
+    for item in opts:
+        args += ["--storage-option", item]
+    result = CliRunner().invoke(cli, args, prog_name="opsaudit")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(
+        f"discarded {first.events_pending} event(s) waiting for the webhook"
+    )
+    with events.start_receiver() as receiver:
+        up = EventsConfig(webhook_url=receiver.url, webhook_key=key, webhook_backoff=0.01)
+        again = run_sync(sim, url, opts, events=up)
+        assert (again.outcome, again.events_pending, receiver.ids()) == ("ok", 0, set())

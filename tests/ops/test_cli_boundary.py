@@ -225,15 +225,16 @@ def test_status_renders_through_format(make_sim: Any, tmp_path: Path) -> None:
 def test_help_summaries_are_short_and_lead_with_what_the_command_does() -> None:
     listing = invoke("--help").stdout.split("Commands:\n", 1)[1]
     assert listing == (
-        "  check     Find what needs attention (exit 8, one line each).\n"
-        "  compact   Merge small data files into fewer, larger ones.\n"
-        "  demo      Sync a simulated account and print the report.\n"
-        "  doctor    Check the set-up and say what to fix.\n"
-        "  query     Run one SQL statement over the views.\n"
-        "  report    What is failing or stuck now, and the trends.\n"
-        "  simulate  Serve a simulated API on 127.0.0.1 until Ctrl-C.\n"
-        "  status    Per project: checkpoint, lag, open operations.\n"
-        "  sync      Export new and changed operations to the dataset.\n"
+        "  check           Find what needs attention (exit 8, one line each).\n"
+        "  compact         Merge small data files into fewer, larger ones.\n"
+        "  demo            Sync a simulated account and print the report.\n"
+        "  discard-events  Drop the events waiting for a sink no longer used.\n"
+        "  doctor          Check the set-up and say what to fix.\n"
+        "  query           Run one SQL statement over the views.\n"
+        "  report          What is failing or stuck now, and the trends.\n"
+        "  simulate        Serve a simulated API on 127.0.0.1 until Ctrl-C.\n"
+        "  status          Per project: checkpoint, lag, open operations.\n"
+        "  sync            Export new and changed operations to the dataset.\n"
     )
     assert all(len(line.split(None, 1)[1]) < 55 for line in listing.splitlines())
 

@@ -122,10 +122,10 @@ MUTANTS = [
         (f"{NAMES}::test_deleted_branch_keeps_its_name_and_gets_deleted_at",),
     ),
     Mutant(
-        "names-counters-versioned",
-        "exporter/core/names.py",
-        "{name: obj.get(name) for name in self.field_names}",
-        "obj",
+        "names-counters-versioned",  # the whole listing object compared, counters and all
+        "exporter/store/state.py",
+        "            if before is not None and (before[1] == tracked or kind.same_state(before[1], obj)):\n",
+        "            if before is not None and before[1] == orjson.dumps(obj).decode():\n",
         (f"{NAMES}::test_moving_counters_add_no_version_and_unnamed_computes_stay_null",),
     ),
     # The table and the page fetch only the rows they show of the failing and stuck lists.

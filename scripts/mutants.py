@@ -2552,6 +2552,13 @@ MUTANTS = [
         (f"{WEBHOOK}::test_a_url_without_a_port_is_sent_to_its_schemes_port",),
     ),
     Mutant(
+        "webhook-name-lookup-unbounded",  # a hanging resolver held each attempt 20 s
+        "exporter/events/delivery.py",
+        "            connection._create_connection = connect_within  # type: ignore[attr-defined]\n",
+        "",
+        (f"{WEBHOOK}::test_webhook_timeout_bounds_the_name_lookup_too",),
+    ),
+    Mutant(
         "names-versioned-by-spelling",  # 1.0 after 1, +00:00 after Z: a new version each
         "exporter/store/state.py",
         "            if before is not None and (before[1] == tracked or kind.same_state(before[1], obj)):\n",

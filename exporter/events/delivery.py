@@ -39,7 +39,7 @@ import orjson
 
 from exporter.core.layout import write_all
 from exporter.events.outbox import EventsConfig, Outbox
-from exporter.events.webhook import safe_url, sign
+from exporter.events.webhook import connect_within, safe_url, sign
 from exporter.store.base import VersionsReader
 
 __all__ = ["Delivery", "deliver", "deliver_file"]
@@ -265,6 +265,7 @@ class _Webhook:
                 )
             else:
                 connection = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+            connection._create_connection = connect_within  # type: ignore[attr-defined]
             self._local.connection = connection
             with self._error_lock:
                 self._connections.append(connection)

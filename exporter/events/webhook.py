@@ -8,12 +8,21 @@ import base64
 import hashlib
 import hmac
 import re
+import socket
+import threading
 import urllib.parse
 from pathlib import Path
+from typing import Any
 
 from exporter.core.errors import ConfigError
 
-__all__ = ["read_webhook_secret", "safe_url", "sign", "validate_webhook_url"]
+__all__ = [
+    "connect_within",
+    "read_webhook_secret",
+    "safe_url",
+    "sign",
+    "validate_webhook_url",
+]
 
 # scheme://host[:port]path, as urlsplit cuts it, from any text (also one whose port or IPv6
 # literal makes urlsplit raise), once `safe_url` has cut the userinfo, query and fragment off.
@@ -102,3 +111,42 @@ def sign(key: bytes, event_id: str, timestamp: int, body: bytes) -> str:
     message = f"{event_id}.{timestamp}.".encode() + body
     digest = hmac.new(key, message, hashlib.sha256).digest()
     return "v1," + base64.b64encode(digest).decode()
+
+
+def connect_within(
+    address: tuple[str, int], timeout: float | None, source_address: Any = None
+) -> socket.socket:
+    """`socket.create_connection` (http.client's `_create_connection`) with the name lookup
+    bounded by `timeout` too: getaddrinfo has no timeout of its own, and a resolver that hangs
+    held an attempt past --webhook-timeout. The lookup runs in a thread left to finish."""
+    host, port = address
+    found: list[Any] = []
+    failed: list[Exception] = []
+
+    def lookup() -> None:
+        try:
+            found.extend(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
+        except (OSError, UnicodeError) as exc:  # (a label over 63 characters: UnicodeError)
+            failed.append(exc)
+
+    thread = threading.Thread(target=lookup, name="opsaudit-webhook-lookup", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError("name lookup")
+    if failed:
+        raise failed[0]
+    error: OSError = OSError("the name has no address")
+    for family, kind, proto, _name, sockaddr in found:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            if source_address:
+                sock.bind(source_address)
+            sock.connect(sockaddr)
+        except OSError as exc:
+            sock.close()
+            error = exc
+        else:
+            return sock
+    raise error

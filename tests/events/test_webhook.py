@@ -283,3 +283,59 @@ def test_a_url_without_a_port_is_sent_to_its_schemes_port(url: str, host: str, p
         assert (connection.host, connection.port) == (host, port)
     finally:
         webhook.close()
+
+
+def test_webhook_timeout_bounds_the_name_lookup_too(
+    make_sim: Any,
+    tmp_path: Path,
+    secret_file: Path,
+    receiver: Receiver,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """getaddrinfo has no timeout: a resolver that hangs held each attempt as long as it did
+    (here 20 s), past --webhook-timeout. A name that resolves still gets its events."""
+    sim = make_sim(seed=34, projects=1, days=1, ops_per_project_per_day=4)
+    lookup, release = socket.getaddrinfo, threading.Event()
+    port = receiver.url.split(":")[2].split("/")[0]
+
+    def resolver(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "hangs.invalid":
+            release.wait(20)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return lookup("127.0.0.1" if host == "answers.invalid" else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    url = f"http://hangs.invalid:{port}/hooks"
+    key = read_webhook_secret(secret_file)
+    try:
+        with caplog.at_level(logging.WARNING):
+            started = time.monotonic()
+            summary = sync_events(
+                sim,
+                tmp_path / "data",
+                backfill=True,
+                webhook_url=url,
+                webhook_key=key,
+                webhook_timeout=0.5,
+                webhook_attempts=2,
+            )
+            took = time.monotonic() - started
+    finally:
+        release.set()
+    expected = versions_after(tmp_path / "data", set())
+    assert (summary.outcome, summary.events_delivered) == ("ok", 0)
+    assert summary.events_pending == len(expected) > 0
+    assert took < 8, took  # two attempts of 0.5 s each and a sync; 40 s without the bound
+    warnings = [r.getMessage() for r in caplog.records if r.name == "opsaudit.events"]
+    assert warnings == [f"webhook {url}: no answer within 0.5s after 2 attempt(s){WAIT}"]
+    assert receiver.attempts == []
+    # The lookup is bounded, not broken: a name that answers gets every event.
+    again = sync_events(
+        sim,
+        tmp_path / "data",
+        webhook_url=f"http://answers.invalid:{port}/hooks",
+        webhook_key=key,
+        webhook_timeout=0.5,
+    )
+    assert (again.events_pending, receiver.ids()) == (0, set(expected))

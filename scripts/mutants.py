@@ -2559,6 +2559,13 @@ MUTANTS = [
         (f"{WEBHOOK}::test_webhook_timeout_bounds_the_name_lookup_too",),
     ),
     Mutant(
+        "webhook-acks-saved-per-window-only",  # a kill resent the whole window
+        "exporter/events/delivery.py",
+        "                while not futures_wait(futures, _SAVE_ACKS_EVERY).done.issuperset(futures):\n",
+        "                while futures_wait(futures).done and False:\n",
+        (f"{WEBHOOK}::test_acknowledgements_are_saved_while_the_webhook_delivers",),
+    ),
+    Mutant(
         "names-versioned-by-spelling",  # 1.0 after 1, +00:00 after Z: a new version each
         "exporter/store/state.py",
         "            if before is not None and (before[1] == tracked or kind.same_state(before[1], obj)):\n",

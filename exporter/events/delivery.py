@@ -32,6 +32,7 @@ import urllib.parse
 import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +49,7 @@ log = logging.getLogger("opsaudit.events")
 
 _FILE_BATCH = 5000
 _WEBHOOK_BATCH = 2000
+_SAVE_ACKS_EVERY = 0.5  # seconds
 _TAIL_BLOCK = 65536
 _MAX_BACKOFF = 30.0
 
@@ -288,7 +290,13 @@ class _Webhook:
                         if not b.acked[i]:
                             lane = zlib.crc32(event_id.rpartition(":")[0].encode()) % self.lanes
                             lanes[lane].append((b.acked, i, event_id, body))
-                for f in [pool.submit(self._lane, lane) for lane in lanes]:
+                futures = [pool.submit(self._lane, lane) for lane in lanes]
+                # The acknowledgements are saved as they come, not only once the window is
+                # through: a run killed meanwhile resends what the last second took, not the
+                # whole window (still at least once).
+                while not futures_wait(futures, _SAVE_ACKS_EVERY).done.issuperset(futures):
+                    delivered += outbox.delivered("webhook", batches)
+                for f in futures:
                     f.result()
                 delivered += outbox.delivered("webhook", batches)
                 after = batches[-1].seq

@@ -55,6 +55,7 @@ class Receiver:
     weights: dict[str, float] | None = None
     hang_seconds: float = 1.0
     fail_first: int = 0  # answer 500 to the first N attempts of every event id
+    hang_at: int | None = None  # the n-th attempt (counting all) hangs, once
     seed: int = 7
     received: list[Received] = field(default_factory=list)  # answered 2xx, in order
     attempts: list[str] = field(default_factory=list)  # every request's webhook-id
@@ -78,6 +79,8 @@ class Receiver:
                 self.kill_at = None
                 self.killed_in_flight.append(event_id)
                 return "drop"
+            if self.hang_at is not None and len(self.attempts) == self.hang_at:
+                return "hang"
             if self.fail_first and self.attempts.count(event_id) <= self.fail_first:
                 return "fail"
             if self.weights:

@@ -339,3 +339,46 @@ def test_webhook_timeout_bounds_the_name_lookup_too(
         webhook_timeout=0.5,
     )
     assert (again.events_pending, receiver.ids()) == (0, set(expected))
+
+
+def test_acknowledgements_are_saved_while_the_webhook_delivers(
+    make_sim: Any, tmp_path: Path, secret_file: Path, receiver: Receiver
+) -> None:
+    """Saved as they come, not once the delivery window (2,000 batches) is through: a run
+    killed mid-window resent every event of it (up to ~20,000), now what its last 0.5 s took."""
+    from exporter.events.config import read_backlog
+    from exporter.store.state import StateDB
+
+    sim = make_sim(seed=35, projects=2, days=1, ops_per_project_per_day=60)
+    data = tmp_path / "data"
+    receiver.hang_at, receiver.hang_seconds = 41, 3.0  # 40 taken, then the 41st hangs 3 s
+    done: list[Any] = []
+    run = threading.Thread(
+        target=lambda: done.append(
+            sync_events(
+                sim,
+                data,
+                backfill=True,
+                webhook_url=receiver.url,
+                webhook_key=read_webhook_secret(secret_file),
+                webhook_lanes=1,
+            )
+        )
+    )
+    run.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(receiver.attempts) < 41 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.2)  # the hanging attempt holds the window open
+        state = StateDB(data / "state.sqlite", read_only=True)
+        try:
+            during = read_backlog(state)
+        finally:
+            state.close()
+    finally:
+        run.join()
+    total = len(versions_after(data, set()))
+    assert total > 41 and len(receiver.received) == total
+    assert (during.pending["webhook"], during.delivered["webhook"]) == (total - 40, 40)
+    assert (done[0].events_pending, done[0].events_delivered) == (0, total)

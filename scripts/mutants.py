@@ -2566,6 +2566,16 @@ MUTANTS = [
         (f"{WEBHOOK}::test_acknowledgements_are_saved_while_the_webhook_delivers",),
     ),
     Mutant(
+        "lease-forgets-the-runs-it-replaced",  # a second early kill lost the first's row
+        "exporter/store/lake/lease.py",
+        "            self.carried = current.runs()[-_CARRIED_AT_MOST:]\n",
+        "            self.carried = []\n",
+        (
+            "tests/lake/test_sync_lake.py::"
+            "test_a_run_killed_before_its_first_commit_on_s3_is_recorded",
+        ),
+    ),
+    Mutant(
         "names-versioned-by-spelling",  # 1.0 after 1, +00:00 after Z: a new version each
         "exporter/store/state.py",
         "            if before is not None and (before[1] == tracked or kind.same_state(before[1], obj)):\n",

@@ -452,7 +452,8 @@ def test_a_run_killed_before_its_first_commit_on_s3_is_recorded(
 ) -> None:
     """A Delta dataset's run killed before its first commit left no row in `sync_runs` (one
     row per sync, PRODUCT.md): its row was only in its local state. The lease names the run:
-    readers show it killed, and the next sync records it so."""
+    readers show it killed, and the next sync records it so. So is a run killed so before it:
+    the lease that replaced its own names it too (the second kill lost the first's row)."""
     sim = make_sim(seed=57, projects=2, shared_projects=0, days=1, ops_per_project_per_day=30)
     url = bucket.url("killed-early")
     env = _cli_env(sim)
@@ -461,11 +462,15 @@ def test_a_run_killed_before_its_first_commit_on_s3_is_recorded(
     _killed(_KILLED_BEFORE_ITS_FIRST_COMMIT, args, env)
     status = _cli(["status", "--data-dir", url, *_so(bucket), "--format", "json"], env)
     assert [r["outcome"] for r in json.loads(status.stdout)["runs"]] == ["killed", "ok"]
+    _killed(_KILLED_BEFORE_ITS_FIRST_COMMIT, args, env)
+    status = _cli(["status", "--data-dir", url, *_so(bucket), "--format", "json"], env)
+    assert [r["outcome"] for r in json.loads(status.stdout)["runs"]] == ["killed", "killed", "ok"]
     assert _cli(args, env).returncode == 0
     sql = "SELECT outcome, versions_written FROM sync_runs ORDER BY started_at"
     done = _cli(["query", "--data-dir", url, *_so(bucket), "--format", "jsonl", sql], env)
     assert [tuple(json.loads(line).values()) for line in done.stdout.splitlines()] == [
         ("ok", len(sim.ground_truth())),
+        ("killed", 0),
         ("killed", 0),
         ("ok", 0),
     ]

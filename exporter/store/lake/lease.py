@@ -98,6 +98,14 @@ class LeaseInfo:
     # a killed run from a live one, even one killed before its first commit.
     run_id: str | None = None
     run_started_us: int | None = None
+    # The runs of the unreleased leases it replaced (killed writers, `Lease.carried`), oldest
+    # first: each may have died before its first commit, as this one may.
+    earlier: tuple[tuple[str, int], ...] = ()
+
+    def runs(self) -> list[tuple[str, int]]:
+        """Every run this lease names, (id, started µs): those it carried, then its own."""
+        own = [(self.run_id, self.run_started_us or 0)] if self.run_id is not None else []
+        return [*self.earlier, *own]
 
     def live_run(self, now: datetime, grace: timedelta = CLOCK_GRACE) -> str | None:
         """The run holding the lease now, if it said which (None: none, or not said). A holder
@@ -118,6 +126,10 @@ class LeaseInfo:
 
     def is_free(self, now: datetime, grace: timedelta = CLOCK_GRACE) -> bool:
         return self.released or now >= self.expires_at(grace)
+
+
+# Runs killed one after the other before their first commit, named in the lease at most.
+_CARRIED_AT_MOST = 20
 
 
 class Lease:
@@ -155,6 +167,10 @@ class Lease:
         # The lease this one replaced while its holder had not released it (a killed writer):
         # its run, if it named one, is recorded killed (`LakeStore.recover`).
         self.taken_from: LeaseInfo | None = None
+        # The runs of the replaced lease (`LeaseInfo.runs`), named in this one until it is
+        # released: a second run killed before its first commit would lose the first's row,
+        # which it had only in its local state.
+        self.carried: list[tuple[str, int]] = []
 
     # -- reading -------------------------------------------------------------------------
 
@@ -178,6 +194,7 @@ class Lease:
                 started=body.get("started") or None,
                 run_id=str(body["run_id"]) if body.get("run_id") else None,
                 run_started_us=int(body["run_started_us"]) if body.get("run_started_us") else None,
+                earlier=tuple((str(i), int(us)) for i, us in body.get("earlier") or ()),
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             # Unreadable lease (torn by hand?): treat it as expired once its mtime is old.
@@ -196,6 +213,7 @@ class Lease:
                 "started": self.started,
                 "run_id": self.run[0] if self.run else None,
                 "run_started_us": self.run[1] if self.run else None,
+                "earlier": self.carried,
             }
         ).encode()
 
@@ -234,6 +252,7 @@ class Lease:
             self._lost = None
         if current is not None and not current.released and current.token != self.token:
             self.taken_from = current
+            self.carried = current.runs()[-_CARRIED_AT_MOST:]
         return True
 
     def acquire(

@@ -181,8 +181,9 @@ def settle_runs(state: StateDB, lease: LeaseInfo | None, live: str | None = None
     """Runs left `running` by a killed writer marked `killed` (every one but `live`, the run
     holding the lease now), after adding the run an unreleased `lease` names if the state does
     not know it (killed before its first commit, its row was only in its own local state)."""
-    if lease is not None and lease.run_id is not None and not lease.released:
-        state.add_run(lease.run_id, lease.run_started_us or 0)
+    if lease is not None and not lease.released:
+        for run_id, started_us in lease.runs():
+            state.add_run(run_id, started_us)
     state.mark_killed_runs(counted=True, live=live)
 
 

@@ -2576,6 +2576,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "query-hugeint-left-to-orjson",  # query --format json exited 5 on a BIGINT's sum
+        "exporter/analytics/format.py",
+        "        return value if _INT64_MIN <= value <= _UINT64_MAX else orjson.Fragment(str(value))\n",
+        "        return value\n",
+        (
+            "tests/analytics/test_format.py::"
+            "test_an_integer_past_64_bits_is_written_exactly_in_every_format",
+        ),
+    ),
+    Mutant(
         "names-versioned-by-spelling",  # 1.0 after 1, +00:00 after Z: a new version each
         "exporter/store/state.py",
         "            if before is not None and (before[1] == tracked or kind.same_state(before[1], obj)):\n",

@@ -99,11 +99,17 @@ def _non_finite(value: float) -> str:
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
+_INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1
+
+
 def jsonable(value: Any) -> Any:
     """A value JSON can carry: timestamps ISO 8601 UTC with Z, dates ISO, decimals as numbers
     (exact: one a float cannot hold is an `orjson.Fragment` of its digits)."""
-    if value is None or isinstance(value, (bool, int, str)):
+    if value is None or isinstance(value, (bool, str)):
         return value
+    if isinstance(value, int):
+        # orjson writes 64 bits at most; a HUGEINT (a BIGINT column's sum) as its exact digits.
+        return value if _INT64_MIN <= value <= _UINT64_MAX else orjson.Fragment(str(value))
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dt.datetime):
@@ -146,7 +152,12 @@ def json_bytes(value: Any, *, indent: bool = False, newline: bool = False) -> by
     hundreds of thousands of rows are otherwise walked twice in Python); `newline`: "\n" after."""
     option = _JSON_OPTIONS | (orjson.OPT_INDENT_2 if indent else 0)
     option |= orjson.OPT_APPEND_NEWLINE if newline else 0
-    return orjson.dumps(value, default=jsonable, option=option)
+    try:
+        return orjson.dumps(value, default=jsonable, option=option)
+    except orjson.JSONEncodeError:
+        # An integer past 64 bits, which orjson refuses before asking `default`: the
+        # converted copy writes it as its digits.
+        return orjson.dumps(jsonable(value), option=option)
 
 
 def text(value: Any) -> str:
@@ -155,6 +166,8 @@ def text(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
     if isinstance(value, float) and not math.isfinite(value):
         return _non_finite(value)
     if isinstance(value, (dict, list, tuple)):

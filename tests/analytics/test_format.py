@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import decimal
+import json
 import uuid
 import zoneinfo
 
@@ -97,6 +98,30 @@ def test_a_decimal_a_float_cannot_hold_is_written_exactly() -> None:
         "d\n12345678901234567.89\n1.5\n"
     )
     assert render(["d"], [(decimal.Decimal("1E-30"),)], "csv") == "d\n1e-30\n"  # a float holds it
+
+
+def test_an_integer_past_64_bits_is_written_exactly_in_every_format() -> None:
+    """A HUGEINT (DuckDB's sum of a BIGINT column: epoch microseconds of a few thousand
+    operations) made `query --format json` exit 5, "unexpected error": orjson writes 64 bits."""
+    import duckdb
+
+    from exporter.analytics.views import execute
+
+    sql = (
+        "SELECT 170141183460469231731687303715884105727::HUGEINT AS h, "
+        "[-18446744073709551617::HUGEINT, 3] AS l, 18446744073709551615::UBIGINT AS u"
+    )
+    with duckdb.connect() as con:
+        columns, rows = execute(con, sql)
+    h = "170141183460469231731687303715884105727"
+    assert render(columns, rows, "jsonl") == (
+        f'{{"h":{h},"l":[-18446744073709551617,3],"u":18446744073709551615}}\n'
+    )
+    assert (
+        render(columns, rows, "csv")
+        == f'h,l,u\n{h},"[-18446744073709551617,3]",18446744073709551615\n'
+    )
+    assert json.loads(render(columns, rows, "json"))[0]["h"] == int(h)  # (orjson reads a float)
 
 
 def test_object_keys_are_unique_in_duckdbs_spelling() -> None:

@@ -1125,8 +1125,8 @@ MUTANTS = [
     Mutant(
         "lake-run-killed-before-commit-unrecorded",  # one row per sync: none for this one
         "exporter/store/lake/tables.py",
-        "        state.add_run(lease.run_id, lease.run_started_us or 0)\n",
-        "        pass\n",
+        "            state.add_run(run_id, started_us)\n",
+        "            pass\n",
         (
             "tests/lake/test_sync_lake.py::"
             "test_a_run_killed_before_its_first_commit_on_s3_is_recorded",
@@ -2584,6 +2584,13 @@ MUTANTS = [
             "tests/analytics/test_format.py::"
             "test_an_integer_past_64_bits_is_written_exactly_in_every_format",
         ),
+    ),
+    Mutant(
+        "html-stuck-bars-count-failing",  # the chart said 4 stuck where the headline said 2
+        "exporter/analytics/html.py",
+        '        f"report_is_stuck(status, created_at, {_literal(as_of)}, {after})) AS stuck, "\n',
+        '        f"NOT is_terminal(status) AND created_at < {_literal(as_of)} - {after}) AS stuck, "\n',
+        ("tests/ops/test_html.py::test_the_stuck_bars_count_what_the_headline_counts",),
     ),
     Mutant(
         "names-versioned-by-spelling",  # 1.0 after 1, +00:00 after Z: a new version each

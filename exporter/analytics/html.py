@@ -52,8 +52,6 @@ CHARTS = ("failure-rate", "durations", "action-mix", "stuck-retried", "compute-s
 TOP_ACTIONS = 8
 # Rows of each on-call table on the page (the oldest first).
 TOP_ROWS = 20
-# As the `stuck_operations` view (sql/40_stuck.sql): not terminal an hour after creation.
-STUCK_AFTER = dt.timedelta(hours=1)
 # An action with fewer operations than this per day (on average over its days) swings between
 # 0 and 20 % on a handful of failures: its line is drawn grey, behind the overall one (issue 23).
 LOW_VOLUME_PER_DAY = 20
@@ -178,20 +176,22 @@ def _figures(con: duckdb.DuckDBPyConnection, report: Report, as_of: dt.datetime)
     _mark_partial_days(fig, days, report, as_of)
     figures["action-mix"] = fig
 
-    # 4. Stuck and retried operations per action.
-    stuck_before = _literal(as_of - STUCK_AFTER)
+    # 4. Stuck and retried operations per action: stuck as the page's count and list say it
+    # (not failing, and --stuck-after), or the bars and the headline disagree.
+    after = f"INTERVAL '{int(report.stuck_after.total_seconds() * 1_000_000)} microseconds'"
     per_action = _rows(
         con,
-        "SELECT action, "
-        f"count(*) FILTER (WHERE NOT is_terminal(status) AND created_at < {stuck_before}) "
-        "AS stuck, count(*) FILTER (WHERE is_failed(failures_count)) AS retried "
+        "SELECT action, count(*) FILTER (WHERE "
+        f"report_is_stuck(status, created_at, {_literal(as_of)}, {after})) AS stuck, "
+        "count(*) FILTER (WHERE is_failed(failures_count)) AS retried "
         f"FROM {ops} GROUP BY action HAVING stuck > 0 OR retried > 0 "
         "ORDER BY stuck + retried DESC, action",
     )[: TOP_ACTIONS * 2]
     fig = go.Figure(
         layout={
             **layout,
-            "title": "Stuck (open over an hour) and retried (failed at least once) operations",
+            "title": f"Stuck (not terminal nor failing {_duration(report.stuck_after)} after "
+            "creation) and retried (failed at least once) operations",
             "barmode": "group",
         }
     )

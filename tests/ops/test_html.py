@@ -177,6 +177,20 @@ EXPECTED = {
 
 
 @needs_chromium
+def test_the_stuck_bars_count_what_the_headline_counts(page: Path) -> None:
+    """Stuck as the headline and the Stuck table say it: o7 (start_compute) and o12
+    (lfc_autoresize), not o5 and o8, which are failing (the bars counted them too: 4 of 2)."""
+    text = page.read_text()
+    plot = re.search(r'Plotly\.newPlot\(\s*"chart-stuck-retried",\s*', text)
+    assert plot is not None
+    traces, _ = json.JSONDecoder().raw_decode(text, plot.end())
+    bars = {t["name"]: dict(zip(t["x"], t["y"])) for t in traces}
+    assert bars == {
+        "stuck": {"start_compute": 1, "lfc_autoresize": 1, "suspend_compute": 0},
+        "retried": {"start_compute": 2, "lfc_autoresize": 0, "suspend_compute": 1},
+    }
+
+
 def test_every_chart_draws_in_chromium(page: Path, tmp_path: Path) -> None:
     probed = tmp_path / "probed.html"
     probed.write_text(page.read_text().replace("<head>", "<head>" + PROBE, 1))

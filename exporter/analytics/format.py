@@ -122,7 +122,7 @@ def jsonable(value: Any) -> Any:
         if not value.is_finite():
             return None  # as a float's nan and inf
         if value == value.to_integral_value():
-            return int(value)
+            return jsonable(int(value))  # (a DECIMAL(38, 0) may be past 64 bits)
         number = float(value)
         # A float holds 15-17 significant digits, a DECIMAL(38, 2) more: written as its exact
         # digits then (a JSON number has no precision of its own; 1.2345678901234568e+16 was

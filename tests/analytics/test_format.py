@@ -109,17 +109,19 @@ def test_an_integer_past_64_bits_is_written_exactly_in_every_format() -> None:
 
     sql = (
         "SELECT 170141183460469231731687303715884105727::HUGEINT AS h, "
-        "[-18446744073709551617::HUGEINT, 3] AS l, 18446744073709551615::UBIGINT AS u"
+        "[-18446744073709551617::HUGEINT, 3] AS l, 18446744073709551615::UBIGINT AS u, "
+        "123456789012345678901234567890::DECIMAL(38, 0) AS d"
     )
     with duckdb.connect() as con:
         columns, rows = execute(con, sql)
     h = "170141183460469231731687303715884105727"
     assert render(columns, rows, "jsonl") == (
-        f'{{"h":{h},"l":[-18446744073709551617,3],"u":18446744073709551615}}\n'
+        f'{{"h":{h},"l":[-18446744073709551617,3],"u":18446744073709551615,'
+        '"d":123456789012345678901234567890}\n'
     )
     assert (
         render(columns, rows, "csv")
-        == f'h,l,u\n{h},"[-18446744073709551617,3]",18446744073709551615\n'
+        == f'h,l,u,d\n{h},"[-18446744073709551617,3]",18446744073709551615,123456789012345678901234567890\n'
     )
     assert json.loads(render(columns, rows, "json"))[0]["h"] == int(h)  # (orjson reads a float)
 

@@ -945,8 +945,8 @@ MUTANTS = [
     Mutant(
         "unexpected-error-escapes",  # finding 4: a traceback and exit 1 ("partial")
         "exporter/cli/_group.py",
-        "            ctx.exit(int(ExitCode.FATAL))\n",
-        "            raise\n",
+        "    ctx.exit(int(ExitCode.FATAL))\n",
+        "    raise error\n",
         ("tests/ops/test_unexpected_error.py::test_an_unexpected_error_exits_5_with_one_line",),
     ),
     Mutant(
@@ -2591,6 +2591,27 @@ MUTANTS = [
         '        f"report_is_stuck(status, created_at, {_literal(as_of)}, {after})) AS stuck, "\n',
         '        f"NOT is_terminal(status) AND created_at < {_literal(as_of)} - {after}) AS stuck, "\n',
         ("tests/ops/test_html.py::test_the_stuck_bars_count_what_the_headline_counts",),
+    ),
+    Mutant(
+        "permission-denied-reported-as-a-bug",  # exit 5 "a bug" for a mode of 000
+        "exporter/cli/_group.py",
+        "        except PermissionError as error:\n",
+        "        except ZeroDivisionError as error:\n",
+        ("tests/ops/test_not_a_bug.py::test_an_unreadable_data_dir_is_said_so_by_every_command",),
+    ),
+    Mutant(
+        "query-interrupt-reported-as-a-bug",  # Ctrl-C during a query: exit 5
+        "exporter/cli/_group.py",
+        "            if str(error) != _DUCKDB_INTERRUPTED:\n",
+        "            if True:\n",
+        ("tests/ops/test_not_a_bug.py::test_ctrl_c_during_a_query_is_an_interruption_not_a_bug",),
+    ),
+    Mutant(
+        "unreadable-state-called-corrupt",  # advice to move it away: a new dataset
+        "exporter/store/state.py",
+        "            if not os.access(path, os.R_OK if read_only else os.R_OK | os.W_OK):\n",
+        "            if False:\n",
+        ("tests/ops/test_not_a_bug.py::test_a_state_file_of_another_user_is_not_called_corrupt",),
     ),
     Mutant(
         "names-versioned-by-spelling",  # 1.0 after 1, +00:00 after Z: a new version each

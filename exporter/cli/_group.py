@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from exporter.cli._common import echo_error, numpy_out_of_reach
-from exporter.core.errors import ExitCode, OpsauditError, redact
+from exporter.core.errors import AccessDeniedError, ExitCode, OpsauditError, redact
 
 # Every command: its module, its function, and the line `opsaudit --help` lists it with. A
 # command's module is imported only when that command runs (or shows its own help), so
@@ -119,15 +119,34 @@ class OpsauditGroup(click.Group):
             ctx.exit(130)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise  # click's own: usage errors (2), ctx.exit, a refused prompt
+        except RuntimeError as error:
+            if str(error) != _DUCKDB_INTERRUPTED:
+                _unexpected(ctx, error)
+            click.echo("Interrupted.", err=True)  # Ctrl-C during a query: DuckDB's own error
+            ctx.exit(130)
+        except PermissionError as error:
+            # No bug: the user running opsaudit may not read or write a file of the dataset
+            # (another user's data directory, a mode of 000).
+            denied = AccessDeniedError(error.filename or "a file of the dataset")
+            echo_error(str(denied), exit_code=int(denied.exit_code))
+            ctx.exit(int(denied.exit_code))
         except Exception as error:
-            # `-v` makes this INFO line visible; the JSON log (INFO) always carries it.
-            logging.getLogger("opsaudit").info("unexpected error", exc_info=True)
-            text = redact(f"{type(error).__name__}: {error}")
-            click.echo(
-                f"Error: unexpected error ({text}). This is a bug in opsaudit: {_hint(ctx)}",
-                err=True,
-            )
-            ctx.exit(int(ExitCode.FATAL))
+            _unexpected(ctx, error)
+
+
+# What DuckDB raises when Ctrl-C interrupts a query (not a KeyboardInterrupt).
+_DUCKDB_INTERRUPTED = "Query interrupted"
+
+
+def _unexpected(ctx: click.Context, error: Exception) -> None:
+    """A bug: one line and exit 5 (never 1, "partial"); the traceback in the log."""
+    # `-v` makes this INFO line visible; the JSON log (INFO) always carries it.
+    logging.getLogger("opsaudit").info("unexpected error", exc_info=error)
+    text = redact(f"{type(error).__name__}: {error}")
+    click.echo(
+        f"Error: unexpected error ({text}). This is a bug in opsaudit: {_hint(ctx)}", err=True
+    )
+    ctx.exit(int(ExitCode.FATAL))
 
 
 def _hint(ctx: click.Context) -> str:

@@ -94,6 +94,17 @@ class UnreadableStateError(StorageError):
     """The state file is corrupt or not an opsaudit state (not: a newer format, a full disk)."""
 
 
+class AccessDeniedError(StorageError):
+    """A file of the dataset this user may not read or write: no bug, and no corruption (moving
+    the state away would start a new dataset)."""
+
+    def __init__(self, path: object) -> None:
+        super().__init__(
+            f"permission denied: {path}: run as the user that owns the data directory, or give "
+            "this one access to it"
+        )
+
+
 class LockHeldError(OpsauditError):
     """Another sync holds the data directory's lock."""
 

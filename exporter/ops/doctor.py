@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from exporter.analytics.format import jsonable
-from exporter.core.errors import ApiError, AuthError, ConfigError, StorageError
+from exporter.core.errors import AccessDeniedError, ApiError, AuthError, ConfigError, StorageError
 from exporter.core.layout import LOCK_FILE, STATE_FILE, VIEWS_DB
 from exporter.core.model import DEFAULT_BASE_URL
 from exporter.store.state import FORMAT_VERSION, StateDB, settled_runs
@@ -385,6 +385,12 @@ def _check_data_dir(report: DoctorReport, data_dir: Path, now: dt.datetime) -> N
             "point --data-dir (or $OPSAUDIT_DATA_DIR) at a directory",
         )
         return
+    try:
+        os.listdir(data_dir)
+    except PermissionError:
+        # Nothing in it can be checked (its lock, state and views alike).
+        report.add("data_dir", "error", str(AccessDeniedError(data_dir)))
+        return
     if _probe_directory(report, data_dir, f"{data_dir} "):
         report.add("data_dir", "ok", f"{data_dir} is writable and locks work")
     kind = _filesystem(data_dir)
@@ -492,12 +498,13 @@ def _check_state(report: DoctorReport, path: Path, now: dt.datetime) -> None:
     try:
         state = StateDB(path, read_only=True)
     except StorageError as exc:
-        report.add(
-            "state",
-            "error",
-            str(exc),
-            "restore the data directory from a backup, or sync into a new --data-dir",
+        # A file of another user says what to do itself; a corrupt one needs its backup.
+        fix = (
+            None
+            if isinstance(exc, AccessDeniedError)
+            else ("restore the data directory from a backup, or sync into a new --data-dir")
         )
+        report.add("state", "error", str(exc), fix)
         return
     try:
         version = state.query("SELECT value FROM meta WHERE key = 'format_version'")[0][0]

@@ -20,7 +20,12 @@ from typing import Any
 
 import orjson
 
-from exporter.core.errors import LockHeldError, StorageError, UnreadableStateError
+from exporter.core.errors import (
+    AccessDeniedError,
+    LockHeldError,
+    StorageError,
+    UnreadableStateError,
+)
 from exporter.core.layout import fsync_dir
 from exporter.core.model import TERMINAL_STATUSES, Chunk, OpenOp, Outcome, ProjectRow, RunRow
 from exporter.core.names import LISTED, PROJECT, Kind, Listings, Table, created_by
@@ -384,6 +389,10 @@ class StateDB:
         except sqlite3.DatabaseError as exc:
             if _is_write_failure(exc):
                 raise StorageError(_write_failure_message(path, exc)) from exc
+            if not os.access(path, os.R_OK if read_only else os.R_OK | os.W_OK):
+                # SQLite says "unable to open database file": a file of another user, no more
+                # corrupt than before (moving it away would start a new dataset).
+                raise AccessDeniedError(path) from exc
             raise UnreadableStateError(
                 f"state file {path} is corrupt or not an opsaudit state file ({exc}); "
                 "it was left untouched: move it away to start a new dataset, or restore a backup"

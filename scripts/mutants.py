@@ -2614,6 +2614,13 @@ MUTANTS = [
         ("tests/ops/test_not_a_bug.py::test_a_state_file_of_another_user_is_not_called_corrupt",),
     ),
     Mutant(
+        "key-file-byte-order-mark-kept",  # the BOM read as part of the key: "malformed"
+        "exporter/cli/_common.py",
+        '            key = raw.decode("utf-16" if utf16 else "utf-8-sig").strip()\n',
+        '            key = raw.decode("utf-16" if utf16 else "utf-8").strip()\n',
+        (f"{ROBUST}::test_a_key_file_saved_with_a_byte_order_mark_is_read",),
+    ),
+    Mutant(
         "names-versioned-by-spelling",  # 1.0 after 1, +00:00 after Z: a new version each
         "exporter/store/state.py",
         "            if before is not None and (before[1] == tracked or kind.same_state(before[1], obj)):\n",

@@ -3,6 +3,7 @@ exit codes is `_group.OpsauditGroup`)."""
 
 from __future__ import annotations
 
+import codecs
 import logging
 import os
 import sys
@@ -347,10 +348,19 @@ def read_key(api_key_file: Path | None) -> str:
     """The key from `--api-key-file`, else $NEON_API_KEY (never a command-line argument)."""
     if api_key_file is not None:
         try:
-            key = api_key_file.read_text().strip()
+            raw = api_key_file.read_bytes()
         except OSError as exc:
             raise ConfigError(
                 f"cannot read --api-key-file {api_key_file}: {exc.strerror}"
+            ) from None
+        # Saved by an editor with a byte-order mark, or as UTF-16 (PowerShell's `>`): the key
+        # is the same ASCII text.
+        utf16 = raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+        try:
+            key = raw.decode("utf-16" if utf16 else "utf-8-sig").strip()
+        except UnicodeDecodeError:
+            raise ConfigError(
+                f"--api-key-file {api_key_file} is not text (UTF-8): save the key as plain text"
             ) from None
         if not key:
             raise ConfigError(f"--api-key-file {api_key_file} is empty")

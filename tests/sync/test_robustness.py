@@ -6,6 +6,7 @@ simulator over HTTP and real files; each fails when its mechanism is removed.
 
 from __future__ import annotations
 
+import codecs
 import math
 import os
 import resource
@@ -371,3 +372,40 @@ def test_whole_second_arrivals_after_a_fractional_checkpoint(make_sim: Any, tmp_
     assert all(sim.ground_truth([pid])[i]["created_at"].endswith("Z") for i in later)
     assert run_sync(sim, tmp_path).outcome == "ok"
     assert_matches_truth(sim, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("mark", "encoding", "end"),
+    [
+        (b"", "utf-8-sig", "\n"),  # an editor's byte-order mark (utf-8-sig writes it)
+        (codecs.BOM_UTF16_LE, "utf-16-le", "\r\n"),  # PowerShell's `>`
+        (codecs.BOM_UTF16_BE, "utf-16-be", ""),
+    ],
+)
+def test_a_key_file_saved_with_a_byte_order_mark_is_read(
+    make_sim: Any, tmp_path: Path, mark: bytes, encoding: str, end: str
+) -> None:
+    """The BOM was read as part of the key ("malformed", exit 3); UTF-16 exited 5, "a bug"."""
+    sim = make_sim(seed=74, projects=1, shared_projects=0, days=1, ops_per_project_per_day=3)
+    key_file = tmp_path / "key"
+    key_file.write_bytes(mark + (sim.personal_key + end).encode(encoding))
+    args = ["sync", "--data-dir", str(tmp_path / "data"), "--base-url", sim.base_url]
+    result = CliRunner().invoke(
+        cli, [*args, "--api-key-file", str(key_file), "--max-rps", "0"], env={"NEON_API_KEY": ""}
+    )
+    assert result.exit_code == 0, result.output
+
+
+def test_a_key_file_that_is_not_text_is_a_usage_error(tmp_path: Path) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_bytes(b"napi_\xff\xfe\xfd\n")
+    result = CliRunner().invoke(
+        cli,
+        ["sync", "--data-dir", str(tmp_path / "data"), "--api-key-file", str(key_file)],
+        env={"NEON_API_KEY": ""},
+    )
+    assert (result.exit_code, result.stderr) == (
+        2,
+        f"Error: --api-key-file {key_file} is not text (UTF-8): save the key as plain text\n",
+    )
+    assert not (tmp_path / "data").exists()

@@ -2621,6 +2621,13 @@ MUTANTS = [
         (f"{ROBUST}::test_a_key_file_saved_with_a_byte_order_mark_is_read",),
     ),
     Mutant(
+        "config-setting-kinds-unchecked",  # max_rps = true ran at 1 request a second
+        "exporter/cli/_config.py",
+        "        if not ok(value):\n",
+        "        if False:\n",
+        ("tests/ops/test_cli_boundary.py::test_a_setting_of_the_wrong_kind_is_a_usage_error",),
+    ),
+    Mutant(
         "names-versioned-by-spelling",  # 1.0 after 1, +00:00 after Z: a new version each
         "exporter/store/state.py",
         "            if before is not None and (before[1] == tracked or kind.same_state(before[1], obj)):\n",

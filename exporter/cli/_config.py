@@ -69,7 +69,8 @@ def named_config(path: Path) -> tuple[Path, bool]:
 
 
 def read_config(path: Path, in_pyproject: bool = False) -> dict[str, Any]:
-    """The settings of `path`; `ConfigError` (exit 2) for bad TOML or an unknown key."""
+    """The settings of `path`; `ConfigError` (exit 2) for bad TOML, an unknown key or a value
+    of the wrong kind."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
@@ -89,7 +90,44 @@ def read_config(path: Path, in_pyproject: bool = False) -> dict[str, Any]:
         )
     if "fail_on" in data and isinstance(data["fail_on"], str):
         data["fail_on"] = [data["fail_on"]]
+    for key, value in data.items():
+        want, ok = _TYPES[key]
+        if not ok(value):
+            raise ConfigError(f"{key} in {path} must be {want}, not {_toml_kind(value)}")
     return data
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# What each setting holds (click would take `max_rps = true` for 1, a directory named
+# "['a', 'b']" for an array, and fail on a date as "a bug").
+_TYPES: dict[str, tuple[str, Any]] = {
+    "data_dir": ("text (one directory or URL)", lambda v: isinstance(v, str)),
+    "base_url": ("text (a URL)", lambda v: isinstance(v, str)),
+    "max_rps": ("a number (requests per second)", _number),
+    "fail_on": (
+        "text or an array of texts (thresholds)",
+        lambda v: isinstance(v, list) and all(isinstance(t, str) for t in v),
+    ),
+    "max_age": ('text (a duration: "2h")', lambda v: isinstance(v, str)),
+}
+
+
+def _toml_kind(value: Any) -> str:
+    """A TOML value's kind, as a user reads it in a message."""
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return "a date or time"
 
 
 def default_map(group: click.Group, settings: dict[str, Any]) -> dict[str, dict[str, Any]]:

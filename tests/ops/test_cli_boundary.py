@@ -417,6 +417,43 @@ def test_config_after_the_command_as_before_it(
     assert broken.exit_code == 2 and "is not valid TOML" in broken.stderr
 
 
+@pytest.mark.parametrize(
+    ("setting", "says"),
+    [
+        (
+            "max_rps = 2000-01-01",
+            "max_rps in {} must be a number (requests per second), not a date or time",
+        ),
+        (
+            "max_rps = true",
+            "max_rps in {} must be a number (requests per second), not the boolean true",
+        ),
+        ("max_rps = {a = 1}", "max_rps in {} must be a number (requests per second), not a table"),
+        (
+            'data_dir = ["a", "b"]',
+            "data_dir in {} must be text (one directory or URL), not an array",
+        ),
+        ("base_url = 7", "base_url in {} must be text (a URL), not the number 7"),
+        (
+            "fail_on = [1]",
+            "fail_on in {} must be text or an array of texts (thresholds), not an array",
+        ),
+        ("max_age = 2", 'max_age in {} must be text (a duration: "2h"), not the number 2'),
+    ],
+)
+def test_a_setting_of_the_wrong_kind_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, says: str
+) -> None:
+    """`max_rps = true` ran at 1 request a second, an array made a directory named
+    "['a', 'b']", a date failed as "a bug" (exit 5)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "opsaudit.toml").write_text(setting + "\n")
+    result = invoke("sync", "--data-dir", "d", env={"NEON_API_KEY": "unused"})
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"Error: {says.format(tmp_path / 'opsaudit.toml')}\n"
+    assert list(tmp_path.iterdir()) == [tmp_path / "opsaudit.toml"]
+
+
 def test_a_bad_config_file_is_a_usage_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2628,6 +2628,20 @@ MUTANTS = [
         ("tests/ops/test_cli_boundary.py::test_a_setting_of_the_wrong_kind_is_a_usage_error",),
     ),
     Mutant(
+        "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
+        "exporter/ops/check.py",
+        "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",
+        "        raise\n",
+        ("tests/ops/test_check.py::test_windows_reaching_past_the_first_date_find_nothing_older",),
+    ),
+    Mutant(
+        "check-json-buckets-missing-before-a-sync",  # open_by_last_read {} before a sync
+        "exporter/ops/check.py",
+        "    open_by_last_read: dict[str, int] = field(default_factory=no_reread_ages)\n",
+        "    open_by_last_read: dict[str, int] = field(default_factory=dict)\n",
+        ("tests/ops/test_check.py::test_the_json_has_the_same_keys_before_the_first_sync",),
+    ),
+    Mutant(
         "names-versioned-by-spelling",  # 1.0 after 1, +00:00 after Z: a new version each
         "exporter/store/state.py",
         "            if before is not None and (before[1] == tracked or kind.same_state(before[1], obj)):\n",

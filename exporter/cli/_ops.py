@@ -76,11 +76,20 @@ def _as_of(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.
     from exporter.core.timeutil import parse_rfc3339
 
     try:
-        return parse_rfc3339(value)
+        as_of = parse_rfc3339(value)
     except ValueError:
         raise click.BadParameter(
             f"{value!r} is not an RFC 3339 time (2025-01-31T12:00:00Z)", ctx, param
         ) from None
+    if not _AS_OF_YEARS[0] <= as_of.year <= _AS_OF_YEARS[1]:  # (parse_rfc3339 gives UTC)
+        # The windows reach back from it: year 1 less a day is no date (exit 5, "a bug").
+        raise click.BadParameter(
+            f"{value!r} is outside the years {_AS_OF_YEARS[0]} to {_AS_OF_YEARS[1]}", ctx, param
+        )
+    return as_of
+
+
+_AS_OF_YEARS = (1970, 9998)
 
 
 @click.command("check", short_help=short_help("check"))

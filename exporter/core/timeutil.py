@@ -66,7 +66,10 @@ def parse_rfc3339(text: str) -> datetime:
     if off and off not in ("Z", "z"):
         sign = 1 if off[0] == "+" else -1
         digits = off[1:].replace(":", "")
-        dt -= sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+        try:
+            dt -= sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+        except OverflowError:  # 9999-12-31T23:59:59-05:00 is in the year 10000
+            raise ValueError(f"not an instant of the years 1 to 9999: {text!r}") from None
     return dt
 
 

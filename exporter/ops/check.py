@@ -36,7 +36,7 @@ from exporter.core.errors import ConfigError, missing_data_dir
 from exporter.core.layout import STATE_FILE
 from exporter.core.model import DOCUMENTED_ACTIONS, Outcome, RunRow, last_current
 from exporter.core.timeutil import parse_duration
-from exporter.store.state import TERMINAL_STATUSES, StateDB
+from exporter.store.state import TERMINAL_STATUSES, StateDB, no_reread_ages
 
 __all__ = [
     "DEFAULT_MAX_AGE",
@@ -184,7 +184,7 @@ class CheckReport:
     projects: int = 0  # projects in the state, deleted ones excluded
     open_operations: int = 0
     # Open operations by time since their last re-read ("1h", "6h", "24h", "7d", "older").
-    open_by_last_read: dict[str, int] = field(default_factory=dict)
+    open_by_last_read: dict[str, int] = field(default_factory=no_reread_ages)
     measured: dict[str, float | None] = field(default_factory=dict)  # threshold text -> value
 
     @property
@@ -296,7 +296,7 @@ def _check_state(
             "FROM open_ops o JOIN projects p ON p.id = o.project_id "
             f"WHERE p.deleted_us IS NULL AND coalesce(o.status NOT IN ({terminal}), true) "
             "GROUP BY o.project_id ORDER BY o.project_id",
-            (_us(now - reread_max_age),),
+            (_us(_back(now, reread_max_age)),),
         )
         backlog = read_backlog(state)
         # Walked, but the branches and endpoints never listed, and first listed longer ago
@@ -304,7 +304,7 @@ def _check_state(
         unnamed = state.query(
             "SELECT id FROM projects WHERE deleted_us IS NULL AND names_read_us IS NULL "
             "AND last_synced_us IS NOT NULL AND first_seen_us < ? ORDER BY id",
-            (_us(now - max_age),),
+            (_us(_back(now, max_age)),),
         )
     finally:
         state.close()
@@ -416,6 +416,15 @@ def _check_state(
     return backfilling
 
 
+def _back(when: dt.datetime, span: dt.timedelta) -> dt.datetime:
+    """`when - span`, or the first instant a datetime holds when `span` reaches past it (a
+    --max-age of 99999999d: nothing is older; it exited 5, "a bug")."""
+    try:
+        return when - span
+    except OverflowError:
+        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+
+
 def default_reread_max_age(refresh_every_us: int | None) -> dt.timedelta:
     """How long an open operation may go without a re-read before `check` says so: the bound
     the last sync ran with (--refresh-open-every) plus a grace for the next run."""
@@ -512,7 +521,7 @@ def _measure(con: Any, t: Threshold, as_of: dt.datetime, stuck_after: dt.timedel
         _, rows = execute(
             con,
             "SELECT count(*), count(*) FILTER (WHERE is_failed(failures_count)) FROM operations "
-            f"WHERE created_at >= {_timestamp_literal(as_of - t.window)} "
+            f"WHERE created_at >= {_timestamp_literal(_back(as_of, t.window))} "
             f"AND created_at < {_timestamp_literal(as_of)}" + action,
             params,
         )
@@ -520,7 +529,7 @@ def _measure(con: Any, t: Threshold, as_of: dt.datetime, stuck_after: dt.timedel
         return None if operations == 0 else failed / operations
     where = [] if t.action is None else ["action = ?"]
     if t.window is not None:
-        where.append(f"created_at >= {_timestamp_literal(as_of - t.window)}")
+        where.append(f"created_at >= {_timestamp_literal(_back(as_of, t.window))}")
     _, rows = execute(
         con,
         "SELECT count(*) FROM stuck_operations_older_than("
@@ -543,7 +552,7 @@ def _worst_branch(con: Any, t: Threshold, as_of: dt.datetime) -> str:
         "SELECT o.branch_id, any_value(b.name), any_value(b.deleted_at) IS NOT NULL, o.action, "
         "count(*) AS failed FROM operations AS o LEFT JOIN branches AS b ON b.id = o.branch_id "
         f"WHERE is_failed(o.failures_count) AND o.branch_id IS NOT NULL "
-        f"AND o.created_at >= {_timestamp_literal(as_of - t.window)} "
+        f"AND o.created_at >= {_timestamp_literal(_back(as_of, t.window))} "
         f"AND o.created_at < {_timestamp_literal(as_of)}{action} "
         "GROUP BY o.branch_id, o.action ORDER BY failed DESC, o.branch_id, o.action LIMIT 1",
         [] if t.action is None else [t.action],

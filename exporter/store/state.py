@@ -192,6 +192,13 @@ _MIGRATE_EVENTS_TO_BATCHES = [
 REREAD_AGES = (("1h", 1), ("6h", 6), ("24h", 24), ("7d", 168))
 REREAD_OLDER = "older"
 
+
+def no_reread_ages() -> dict[str, int]:
+    """Every bucket of `StateDB.open_by_last_read` at 0 (also where there is no state: the
+    JSON of `check` and `status` has the same keys either way)."""
+    return dict.fromkeys([label for label, _ in REREAD_AGES] + [REREAD_OLDER], 0)
+
+
 _MIGRATE_TO_2 = [
     "ALTER TABLE open_ops ADD COLUMN misses INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE projects ADD COLUMN walk_tail_ids TEXT",
@@ -894,7 +901,7 @@ class StateDB:
         """Open operations (not the settling finished ones) by time since their last re-read:
         `status`, `check` and the metrics file show it (README, choosing the bound)."""
         edges = [(label, now - hours * 3_600_000_000) for label, hours in REREAD_AGES]
-        counts = dict.fromkeys([label for label, _ in REREAD_AGES] + [REREAD_OLDER], 0)
+        counts = no_reread_ages()
         for (checked,) in self.query(
             f"SELECT checked_us FROM open_ops WHERE {_still_open()} AND {_LISTED_PROJECT}"
         ):

@@ -419,3 +419,61 @@ def test_missing_data_dir_is_a_usage_error(tmp_path: Path) -> None:
         "existing dataset\n"
     )
     assert not (tmp_path / "nope").exists()
+
+
+@pytest.mark.parametrize(
+    ("as_of", "says"),
+    [
+        ("0001-01-01T00:00:00Z", "is outside the years 1970 to 9998"),
+        ("9999-12-31T23:59:59-05:00", "is not an RFC 3339 time (2025-01-31T12:00:00Z)"),
+    ],
+)
+def test_an_as_of_at_the_end_of_the_calendar_is_a_usage_error(
+    trail: tuple[Any, Path, dt.datetime], as_of: str, says: str
+) -> None:
+    """The windows reach back from it: year 1 less a day is no date, and the year 10000 none
+    either (both exited 5, "a bug")."""
+    _sim, data_dir, _ = trail
+    result = invoke("check", "--data-dir", str(data_dir), "--as-of", as_of)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert f"Invalid value for '--as-of': '{as_of}' {says}" in result.stderr
+
+
+def test_the_json_has_the_same_keys_before_the_first_sync(
+    trail: tuple[Any, Path, dt.datetime], tmp_path: Path
+) -> None:
+    """`open_by_last_read` was {} where no sync had run, its five buckets once one had."""
+    _sim, data_dir, _ = trail
+    (tmp_path / "empty").mkdir()
+    shapes = []
+    for where in (data_dir, tmp_path / "empty"):
+        report = json.loads(invoke("check", "--data-dir", str(where), "--format", "json").stdout)
+        shapes.append((sorted(report), sorted(report["open_by_last_read"])))
+    assert shapes[0] == shapes[1]
+    assert shapes[1][1] == ["1h", "24h", "6h", "7d", "older"]
+
+
+def test_windows_reaching_past_the_first_date_find_nothing_older(
+    trail: tuple[Any, Path, dt.datetime],
+) -> None:
+    """`--max-age 99999999d` reached past year 1 (exit 5, "a bug"): nothing is older."""
+    _sim, data_dir, finished = trail
+    huge = "99999999d"
+    result = invoke(
+        "check",
+        "--data-dir",
+        str(data_dir),
+        "--as-of",
+        iso(finished),
+        "--max-age",
+        huge,
+        "--reread-max-age",
+        huge,
+        "--fail-on",
+        f"failure_rate > 100% over {huge}",
+    )
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        0,
+        "ok: last successful sync 0s ago, 3 projects, no findings\n",
+        "",
+    )

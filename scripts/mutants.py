@@ -2642,6 +2642,20 @@ MUTANTS = [
         ("tests/ops/test_check.py::test_the_json_has_the_same_keys_before_the_first_sync",),
     ),
     Mutant(
+        "doctor-blames-the-key-for-the-apis-root",  # "use a personal or organization key"
+        "exporter/ops/doctor.py",
+        "        if projects.status_code == orgs.status_code == 404:\n",
+        "        if False:\n",
+        ("tests/ops/test_doctor.py::test_the_apis_root_without_its_path_is_named_not_the_key",),
+    ),
+    Mutant(
+        "discovery-404-without-the-base-url-hint",  # nothing said where to look
+        "exporter/engine/sync.py",
+        "            if isinstance(exc, NotFoundError) and not config.org_ids:\n",
+        "            if False:\n",
+        ("tests/sync/test_failures.py::test_a_base_url_without_the_apis_path_is_named",),
+    ),
+    Mutant(
         "names-versioned-by-spelling",  # 1.0 after 1, +00:00 after Z: a new version each
         "exporter/store/state.py",
         "            if before is not None and (before[1] == tracked or kind.same_state(before[1], obj)):\n",

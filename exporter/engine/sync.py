@@ -37,6 +37,7 @@ from exporter.core.errors import (
     AuthError,
     ConfigError,
     ExitCode,
+    NotFoundError,
     OpsauditError,
     StorageError,
     UnknownProjectError,
@@ -760,6 +761,14 @@ class _Run:
             return
         except ApiError as exc:
             summary.outcome, summary.error = Outcome.FAILED, f"discovery failed: {exc}"
+            if isinstance(exc, NotFoundError) and not config.org_ids:
+                # The API answers its listings for any key (401/403 otherwise): a 404 there
+                # is another server, or its root without the API's path (an --org-id of no
+                # organization is a 404 of its own).
+                summary.error += (
+                    f"; is --base-url ({config.base_url}) the management API's, ending in "
+                    "/api/v2?"
+                )
             return
         except InterruptedError:
             if self.stop.is_set():

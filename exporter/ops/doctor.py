@@ -237,6 +237,17 @@ def _probe(report: DoctorReport, base_url: str, key: str) -> bool:
         if projects.status_code in TRANSIENT_STATUSES:
             _transient_finding(report, "projects", projects.status_code)
             return False
+        if projects.status_code == orgs.status_code == 404:
+            # The API answers both for any key (401/403 otherwise): not the API, or its root
+            # without the API's path.
+            report.add(
+                "base_url",
+                "error",
+                f"{base_url} answers 404 to the organizations and projects listings: it is "
+                "not the management API",
+                "use its URL, ending in /api/v2 (https://console.neon.tech/api/v2/)",
+            )
+            return False
         if projects.status_code != 200:
             report.add(
                 "key",

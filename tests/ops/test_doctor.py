@@ -414,3 +414,16 @@ def test_a_json_answer_without_the_organizations_list_is_not_a_base_url_finding(
         )
     assert result.stdout.splitlines()[1] == "ok    key: a personal key; it sees 0 organization(s)"
     assert not any(line.startswith("error base_url") for line in result.stdout.splitlines())
+
+
+def test_the_apis_root_without_its_path_is_named_not_the_key(sim: Any, tmp_path: Path) -> None:
+    """Both listings answer 404 there, for any key: the key was blamed ("use a personal or
+    organization key")."""
+    root = sim.base_url.removesuffix("/api/v2")
+    result = doctor(sim, tmp_path / "data", sim.personal_key, url=root)
+    assert result.exit_code == 8
+    assert lines_without_disk(result.stdout)[1] == (
+        f"error base_url: {root}/ answers 404 to the organizations and projects listings: it "
+        "is not the management API Fix: use its URL, ending in /api/v2 "
+        "(https://console.neon.tech/api/v2/)"
+    )

@@ -28,9 +28,8 @@ def run_sync(sim: Any, data_dir: Path, key: str | None = None, **kwargs: Any) ->
     page_size = kwargs.pop("page_size", None)
     if page_size is not None:
         kwargs["limits"] = WalkLimits(page_size=page_size, flush_rows=max(page_size * 3, 10))
-    config = SyncConfig(
-        data_dir=data_dir, api_key=key or sim.personal_key, base_url=sim.base_url, **kwargs
-    )
+    kwargs.setdefault("base_url", sim.base_url)
+    config = SyncConfig(data_dir=data_dir, api_key=key or sim.personal_key, **kwargs)
     return sync(config)
 
 

@@ -337,3 +337,18 @@ def test_a_failing_organizations_listing_is_no_reason_to_list_otherwise(
         "scripted failure 503 (request id "
     ), error
     assert sim.stats()["by_route"] == {"GET /users/me/organizations": 12}
+
+
+def test_a_base_url_without_the_apis_path_is_named(make_sim: Any, tmp_path: Path) -> None:
+    """The listings answer 404 at the API's root: "discovery failed: GET /projects: not found"
+    said nothing of where to look."""
+    sim = make_sim(seed=26, projects=1, days=1)
+    root = sim.base_url.removesuffix("/api/v2")
+    summary = run_sync(sim, tmp_path, base_url=root)
+    assert (summary.outcome, summary.exit_code) == ("failed", 5)
+    assert summary.error is not None and summary.error.startswith(
+        "discovery failed: GET /projects: not found"
+    )
+    assert summary.error.endswith(
+        f"; is --base-url ({root}) the management API's, ending in /api/v2?"
+    )

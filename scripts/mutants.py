@@ -2656,6 +2656,16 @@ MUTANTS = [
         ("tests/sync/test_failures.py::test_a_base_url_without_the_apis_path_is_named",),
     ),
     Mutant(
+        "max-requests-below-any-run-refused-late",  # listed, then refused: a failed run
+        "exporter/cli/_sync.py",
+        "    least = 1 + NAMES_REQUESTS\n",
+        "    least = 1\n",
+        (
+            "tests/sync/test_budget_runs.py::"
+            "test_a_request_budget_no_run_could_work_with_is_refused_before_any_request",
+        ),
+    ),
+    Mutant(
         "names-versioned-by-spelling",  # 1.0 after 1, +00:00 after Z: a new version each
         "exporter/store/state.py",
         "            if before is not None and (before[1] == tracked or kind.same_state(before[1], obj)):\n",

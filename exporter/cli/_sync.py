@@ -33,6 +33,7 @@ from exporter.cli._group import short_help
 from exporter.cli._metrics import metrics_file_option, write_metrics_file
 from exporter.cli._ops import Duration, FiniteFloatRange
 from exporter.core.errors import ConfigError, OpsauditError
+from exporter.core.model import NAMES_REQUESTS
 
 if TYPE_CHECKING:
     from exporter.engine.sync import RunSummary
@@ -40,6 +41,20 @@ if TYPE_CHECKING:
 
 # The account's budget, shared with the console and every other client (PRODUCT.md).
 ACCOUNT_RPS = 700 / 60
+
+
+def _max_requests(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """Refused before any request when it cannot cover one page of the projects listing and
+    a project's names (the run listed the projects, then refused, recording a failed run)."""
+    least = 1 + NAMES_REQUESTS
+    if value is not None and value < least:
+        raise click.BadParameter(
+            f"{value} does not cover a page of the projects listing and a project's branches "
+            f"and endpoints listings: {least} or more",
+            ctx,
+            param,
+        )
+    return value
 
 
 @click.command(short_help=short_help("sync"))
@@ -88,7 +103,8 @@ ACCOUNT_RPS = 700 / 60
 )
 @click.option(
     "--max-requests",
-    type=click.IntRange(min=1),
+    type=click.INT,
+    callback=_max_requests,
     envvar="OPSAUDIT_MAX_REQUESTS",
     show_envvar=True,
     metavar="N",

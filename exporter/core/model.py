@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 # The management API's root unless --base-url / $OPSAUDIT_BASE_URL / SyncConfig.base_url say.
 DEFAULT_BASE_URL = "https://console.neon.tech/api/v2/"
+# A project's names: the branches listing (one page, mostly) and the endpoints listing. With one
+# page of the projects listing, the fewest requests a run can do its work with (--max-requests).
+NAMES_REQUESTS = 2
 
 # An operation in one of these statuses never changes again (PRODUCT.md).
 TERMINAL_STATUSES = frozenset({"finished", "cancelled", "skipped"})

@@ -43,13 +43,12 @@ from exporter.core.errors import (
     UnknownProjectError,
     redact,
 )
-from exporter.core.model import DEFAULT_BASE_URL, Outcome
+from exporter.core.model import DEFAULT_BASE_URL, NAMES_REQUESTS, Outcome
 from exporter.engine.budget import Budget
 from exporter.engine.publish import publish
 from exporter.engine.records import arrow_without_pandas, versions_table
 from exporter.engine.schedule import DEFAULT_EVERY_US, RefreshSchedule
 from exporter.engine.walk import (
-    NAMES_REQUESTS,
     Chunk,
     ProjectWalk,
     Turn,
@@ -766,8 +765,7 @@ class _Run:
                 # is another server, or its root without the API's path (an --org-id of no
                 # organization is a 404 of its own).
                 summary.error += (
-                    f"; is --base-url ({config.base_url}) the management API's, ending in "
-                    "/api/v2?"
+                    f"; is --base-url ({config.base_url}) the management API's, ending in /api/v2?"
                 )
             return
         except InterruptedError:

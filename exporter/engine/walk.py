@@ -35,7 +35,7 @@ from typing import Any
 from exporter.api.client import ApiClient
 from exporter.api.paging import Pager
 from exporter.core.errors import ApiError, NotFoundError, UnknownProjectError
-from exporter.core.model import Chunk
+from exporter.core.model import NAMES_REQUESTS, Chunk
 from exporter.core.names import BRANCH, ENDPOINT, Listings
 from exporter.core.operation import Operation, operations_from
 from exporter.core.timeutil import to_micros
@@ -48,7 +48,6 @@ log = logging.getLogger("opsaudit.walk")
 
 PAGE_SIZE = 1000  # the API's maximum (PRODUCT.md); always sent: no limit may mean "everything"
 BRANCHES_PAGE = 10_000  # the branches listing's maximum `limit` (PRODUCT.md, names)
-NAMES_REQUESTS = 2  # a project's names: the branches listing (one page, mostly), the endpoints
 NAMES_MAX_AGE_US = 86_400 * 1_000_000  # --names-max-age's default: 24 h
 US_PER_SECOND = 1_000_000
 # A 404 on one operation's GET may be transient; after this many in a row (one per run) it is

@@ -193,7 +193,7 @@ def test_the_cli_exits_2_for_a_budget_below_the_listing(make_sim: Any, tmp_path:
             "--max-rps",
             "0",
             "--max-requests",
-            "2",
+            "4",
         ],
         env=env,
         capture_output=True,
@@ -202,7 +202,7 @@ def test_the_cli_exits_2_for_a_budget_below_the_listing(make_sim: Any, tmp_path:
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == (
-        "Error: --max-requests 2 does not cover listing the projects (3 requests) and then a "
+        "Error: --max-requests 4 does not cover listing the projects (3 requests) and then a "
         "project's branches and endpoints (2): the trail would never be complete; use "
         "--max-requests 5 or more (more: faster coverage)"
     )
@@ -396,3 +396,29 @@ def test_the_listings_retries_do_not_count_against_the_least_request_budget(
     sim.fail_requests("/projects/shared", 503, times=1)
     summary = run_sync(sim, tmp_path, max_requests=5)
     assert (summary.outcome, summary.exit_code) == ("budget", 0)
+
+
+@pytest.mark.parametrize("budget", ["1", "2"])
+def test_a_request_budget_no_run_could_work_with_is_refused_before_any_request(
+    make_sim: Any, tmp_path: Path, budget: str
+) -> None:
+    """One page of the listing and a project's two names listings are the least any run needs:
+    a budget below was refused only after the listing, recording a failed run."""
+    from click.testing import CliRunner
+
+    from exporter.cli import cli
+
+    sim = _sim(make_sim, 1913, projects=1)
+    data = tmp_path / "data"
+    result = CliRunner().invoke(
+        cli,
+        ["sync", "--data-dir", str(data), "--base-url", sim.base_url, "--max-requests", budget],
+        env={"NEON_API_KEY": sim.personal_key},
+    )
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert (
+        f"Invalid value for '--max-requests' (env var: 'OPSAUDIT_MAX_REQUESTS'): {budget} does "
+        "not cover a page of the projects "
+        "listing and a project's branches and endpoints listings: 3 or more"
+    ) in result.stderr
+    assert sim.stats()["requests"] == 0 and not data.exists()

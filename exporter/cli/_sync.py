@@ -317,10 +317,11 @@ class _StopOnSignal:
         self.event.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         # os.write, not click: a handler may run while the main thread is mid-print.
+        again = "Ctrl-C again" if signum == signal.SIGINT else "SIGINT"  # (systemd: SIGTERM)
         os.write(
             2,
             f"\n{signal.Signals(signum).name}: stopping; committing what was read "
-            "(Ctrl-C again to abort at once)\n".encode(),
+            f"({again} to abort at once)\n".encode(),
         )
 
     def __enter__(self) -> _StopOnSignal:

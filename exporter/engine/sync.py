@@ -171,6 +171,7 @@ class RunSummary:
     error: str | None = None
     events_delivered: int = 0  # events the sinks took in this run (a file and a webhook: 2)
     events_pending: int | None = None  # events left in the outbox (None: no sink configured)
+    events_waiting: dict[str, int] = field(default_factory=dict)  # of them, per sink
     # The longest retry wait (Retry-After, backoff) given up at the time budget's end, in
     # seconds: a run ended early while throttled says so (0: none).
     wait_given_up: float = 0.0
@@ -248,6 +249,9 @@ class RunSummary:
             text += f"; {self.events_delivered} event(s) delivered"
             if self.events_pending:
                 text += f", {self.events_pending} waiting for the next run"
+                # Which sink: with two, "69 delivered, 69 waiting" said nothing of which.
+                sinks = [f"{n} for the {sink}" for sink, n in sorted(self.events_waiting.items())]
+                text += f" ({', '.join(sinks)})" if sinks else ""
         return text
 
 
@@ -874,6 +878,7 @@ class _Run:
         followed = committer.follower.delivered if committer.follower is not None else 0
         self.summary.events_delivered = sum(done.delivered.values()) + followed
         self.summary.events_pending = done.pending  # why a sink stopped: logged by deliver
+        self.summary.events_waiting = done.waiting
 
     def _listed(self, projects: list[dict[str, Any]], scope: str) -> None:
         """One page of the listing: recorded, unless the run was told to stop."""

@@ -60,6 +60,7 @@ class Delivery:
 
     delivered: dict[str, int] = field(default_factory=dict)  # sink -> events delivered now
     pending: int = 0  # events still waiting for a sink after the run
+    waiting: dict[str, int] = field(default_factory=dict)  # sink -> of them, those it waits for
     errors: list[str] = field(default_factory=list)  # why a sink stopped (safe to print)
 
 
@@ -90,7 +91,9 @@ def deliver(
             sender.close()
         if error:
             out.errors.append(error)
-    out.pending = outbox.backlog().total
+    backlog = outbox.backlog()
+    out.pending = backlog.total
+    out.waiting = {sink: n for sink, n in backlog.pending.items() if n}
     return out
 
 

@@ -56,6 +56,11 @@ def test_a_dropped_sinks_backlog_is_discarded_and_the_other_sinks_kept(
     expected = versions_after(data, set())
     assert (first.outcome, first.events_pending) == ("ok", len(expected))
     assert _backlog(data) == {"file": len(expected), "webhook": len(expected)}
+    n = len(expected)
+    assert first.line().endswith(
+        f"; 0 event(s) delivered, {n} waiting for the next run ({n} for the file, {n} for the "
+        "webhook)"
+    )
 
     later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=3)
     assert _backlog_findings(data, later) == [

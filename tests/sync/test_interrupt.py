@@ -89,7 +89,11 @@ def test_a_signal_stops_the_sync_within_seconds_and_commits_what_was_read(
             proc.kill()
     assert proc.returncode == code, out + err
     assert elapsed < 2.5, f"{elapsed:.1f}s from the signal to the exit"
-    assert f"{signal.Signals(signum).name}: stopping; committing what was read" in err
+    again = "Ctrl-C again" if signum == signal.SIGINT else "SIGINT"  # SIGTERM: not a terminal
+    assert (
+        f"{signal.Signals(signum).name}: stopping; committing what was read ({again} to abort "
+        "at once)\n"
+    ) in err
     assert out.startswith("sync interrupted: ")
     walked = _walked(data)
     assert 4 <= walked < PROJECTS

@@ -186,8 +186,9 @@ class Dataset:
             probe.unlink()
         except OSError as exc:
             raise StorageError(
-                f"cannot write to data directory {self.root}: {exc.strerror}; a sync needs a "
-                "writable directory (query, report and status only read it)"
+                f"cannot write to data directory {self.root}: {exc.strerror}; sync, compact "
+                "and discard-events need a writable directory (query, report, status and check "
+                "only read it)"
             ) from exc
         self._lock = DataDirLock(self.root / LOCK_FILE)
         if lock:

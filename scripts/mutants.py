@@ -2666,6 +2666,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "event-flags-without-a-sink-silent",  # --events-filter alone did nothing, unsaid
+        "exporter/cli/_events.py",
+        '        if kwargs["events"] is None and given:\n',
+        "        if False:\n",
+        (
+            "tests/ops/test_cli_boundary.py::"
+            "test_event_flags_without_a_sink_warn_that_no_event_is_recorded",
+        ),
+    ),
+    Mutant(
         "names-versioned-by-spelling",  # 1.0 after 1, +00:00 after Z: a new version each
         "exporter/store/state.py",
         "            if before is not None and (before[1] == tracked or kind.same_state(before[1], obj)):\n",

@@ -41,6 +41,21 @@ def events_options(f: F) -> F:
             kwargs["events"] = build_events_config(**values)
         except ConfigError as exc:
             raise click.UsageError(str(exc)) from None
+        given = [
+            f
+            for f, on in (
+                ("--events-filter", values["events_filters"]),
+                ("--events-backfill", values["events_backfill"]),
+            )
+            if on
+        ]
+        if kwargs["events"] is None and given:
+            # No sink, no event: the flags do nothing (a sink's variable unset in this shell?).
+            click.echo(
+                f"Warning: {' and '.join(given)} without --events-file or --webhook: no event "
+                "is recorded",
+                err=True,
+            )
         return f(*args, **kwargs)
 
     options = [

@@ -42,6 +42,22 @@ def test_a_malformed_events_filter_is_refused_without_a_sink_too(tmp_path: Path)
     assert list(tmp_path.iterdir()) == []  # nothing started
 
 
+def test_event_flags_without_a_sink_warn_that_no_event_is_recorded(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """They did nothing, silently (a sink's variable unset in the shell that runs it?)."""
+    sim = make_sim(seed=4, projects=1, shared_projects=0, orgs=1, ops_per_project_per_day=5)
+    env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
+    args = ["sync", "--data-dir", str(tmp_path / "d"), "--max-rps", "0"]
+    result = invoke(*args, "--events-filter", "status=failed", "--events-backfill", env=env)
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (
+        "Warning: --events-filter and --events-backfill without --events-file or --webhook: "
+        "no event is recorded\n"
+    )
+    assert invoke(*args, env=env).stderr == ""
+
+
 MAX_RPS = "'--max-rps' (env var: 'OPSAUDIT_MAX_RPS')"
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from exporter.core.errors import ConfigError, ExitCode, missing_data_dir, redact
+from exporter.core.errors import ConfigError, ExitCode, StorageError, missing_data_dir, redact
 from exporter.core.model import DEFAULT_BASE_URL
 
 if TYPE_CHECKING:
@@ -150,7 +150,6 @@ def require_dataset(data_dir: Path | str, storage_options: Sequence[str]) -> Non
     """`StorageError` (exit 6, "run `opsaudit sync` first") unless a dataset is there: a
     command that changes one never creates a directory, a state file or a bucket prefix."""
     if isinstance(data_dir, Path):
-        from exporter.core.errors import StorageError
         from exporter.core.layout import STATE_FILE
 
         if not (existing_data_dir(data_dir) / STATE_FILE).is_file():

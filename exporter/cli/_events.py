@@ -41,21 +41,6 @@ def events_options(f: F) -> F:
             kwargs["events"] = build_events_config(**values)
         except ConfigError as exc:
             raise click.UsageError(str(exc)) from None
-        given = [
-            f
-            for f, on in (
-                ("--events-filter", values["events_filters"]),
-                ("--events-backfill", values["events_backfill"]),
-            )
-            if on
-        ]
-        if kwargs["events"] is None and given:
-            # No sink, no event: the flags do nothing (a sink's variable unset in this shell?).
-            click.echo(
-                f"Warning: {' and '.join(given)} without --events-file or --webhook: no event "
-                "is recorded",
-                err=True,
-            )
         return f(*args, **kwargs)
 
     options = [
@@ -106,6 +91,18 @@ def events_options(f: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _warn_without_a_sink(flags: dict[str, Any]) -> None:
+    """No sink, no event: the flags that shape events do nothing (a sink's variable unset in
+    the shell that runs the sync?)."""
+    given = [flag for flag, value in flags.items() if value]
+    if given:
+        click.echo(
+            f"Warning: {' and '.join(given)} without --events-file or --webhook: no event is "
+            "recorded",
+            err=True,
+        )
+
+
 def build_events_config(
     events_file: Path | None,
     webhook: str | None,
@@ -122,6 +119,7 @@ def build_events_config(
     # A malformed filter is an error with or without a sink (a typo is not silently ignored).
     filters = [parse_event_filter(t) for t in events_filters]
     if events_file is None and not webhook:
+        _warn_without_a_sink({"--events-filter": filters, "--events-backfill": events_backfill})
         return None
     from exporter.events.webhook import read_webhook_secret, validate_webhook_url
 

@@ -1217,8 +1217,8 @@ MUTANTS = [
     Mutant(
         "doctor-views-path-spliced",  # a quote in the path: a warning no sync can fix
         "exporter/ops/doctor.py",
-        '        con.execute("SET file_search_path = ?", [data_dir.resolve().as_posix()])\n',
-        "        con.execute(f\"SET file_search_path = '{data_dir.resolve().as_posix()}'\")\n",
+        '            con.execute("SET file_search_path = ?", [seen.as_posix()])\n',
+        "            con.execute(f\"SET file_search_path = '{seen.as_posix()}'\")\n",
         ("tests/ops/test_doctor.py::test_views_answer_from_a_data_dir_whose_path_has_a_quote",),
     ),
     Mutant(
@@ -1452,8 +1452,8 @@ MUTANTS = [
     Mutant(
         "views-db-newest-storage",  # the DuckDB CLI releases on PyPI cannot open the file
         "exporter/analytics/views.py",
-        '            storage = "" if files_only else f" (STORAGE_VERSION {_quote(VIEWS_DB_STORAGE_VERSION)})"\n',
-        '            storage = ""\n',
+        '                    "" if files_only else f" (STORAGE_VERSION {_quote(VIEWS_DB_STORAGE_VERSION)})"\n',
+        '                    ""\n',
         ("tests/analytics/test_views_db.py::test_views_database_opens_in_the_duckdb_cli",),
     ),
     Mutant(
@@ -2673,6 +2673,16 @@ MUTANTS = [
         (
             "tests/ops/test_cli_boundary.py::"
             "test_event_flags_without_a_sink_warn_that_no_event_is_recorded",
+        ),
+    ),
+    Mutant(
+        "views-db-path-split-by-duckdb",  # a data dir "a,b": opsaudit.duckdb not written
+        "exporter/core/duck.py",
+        '    if not any(c in directory.as_posix() for c in ",?"):\n',
+        "    if True:\n",
+        (
+            "tests/analytics/test_views_db.py::"
+            "test_views_database_of_a_directory_whose_name_duckdb_splits",
         ),
     ),
     Mutant(

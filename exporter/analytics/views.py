@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from exporter.analytics.summary_total import delete_older_totals, write_summary_total
-from exporter.core.duck import duckdb
+from exporter.core.duck import duckdb, readable_dir
 from exporter.core.errors import ConfigError, QueryError, ReadOnlyError
 from exporter.core.layout import (
     BASE_VIEWS,
@@ -812,23 +812,35 @@ def write_views_database(data_dir: Path, files_only: bool = False) -> Path | Non
 def _write_views(data_dir: Path, target: Path, files_only: bool) -> None:
     tmp = data_dir / f".{VIEWS_DB}.{uuid.uuid4().hex[:12]}.tmp"
     try:
-        if files_only:
-            shutil.copyfile(target, tmp)  # keeps the storage format it was written in
-        con = duckdb.connect(":memory:")
-        try:
-            storage = "" if files_only else f" (STORAGE_VERSION {_quote(VIEWS_DB_STORAGE_VERSION)})"
-            con.execute(f"ATTACH {_quote(str(tmp))} AS views_db{storage}")
-            con.execute("USE views_db")
-            # Creating a view binds it: its relative paths must resolve here as they will
-            # for a user in the data directory.
-            con.execute(f"SET file_search_path = {_quote(data_dir.as_posix())}")
-            sources = _derive_missing(local_sources(data_dir, relative=True))
-            _load(con, sources, None, source_definitions() if files_only else None)
-            con.execute("USE memory")
-            con.execute("CHECKPOINT views_db")
-            con.execute("DETACH views_db")
-        finally:
-            con.close()
+        with readable_dir(data_dir) as seen:
+            # Built where DuckDB reads its path as one (a `?` in it starts ATTACH's options,
+            # through a symlink too), then copied in: beside the alias of a directory it
+            # would not.
+            build = tmp if seen == data_dir else seen.parent / tmp.name
+            if files_only:
+                shutil.copyfile(target, build)  # keeps the storage format it was written in
+            con = duckdb.connect(":memory:")
+            try:
+                storage = (
+                    "" if files_only else f" (STORAGE_VERSION {_quote(VIEWS_DB_STORAGE_VERSION)})"
+                )
+                con.execute(f"ATTACH {_quote(str(build))} AS views_db{storage}")
+                con.execute("USE views_db")
+                # Creating a view binds it: its relative paths must resolve here as they will
+                # for a user in the data directory.
+                con.execute(f"SET file_search_path = {_quote(seen.as_posix())}")
+                sources = _derive_missing(local_sources(data_dir, relative=True))
+                _load(con, sources, None, source_definitions() if files_only else None)
+                con.execute("USE memory")
+                con.execute("CHECKPOINT views_db")
+                con.execute("DETACH views_db")
+            finally:
+                con.close()
+            if build != tmp:
+                with open(build, "rb") as source, open(tmp, "wb") as copy:
+                    shutil.copyfileobj(source, copy)
+                    copy.flush()
+                    os.fsync(copy.fileno())  # as DuckDB's checkpoint syncs its own
         # A WAL left by a crashed writer of the old file would be replayed against the new one.
         Path(f"{target}.wal").unlink(missing_ok=True)
         os.replace(tmp, target)

@@ -14,6 +14,11 @@ separate engine module gets the package itself.
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
 try:
     import _duckdb as duckdb
 except ImportError:  # DuckDB releases before the engine moved to its own module
@@ -27,4 +32,19 @@ def whole_package() -> None:
     import duckdb as _package  # noqa: F401
 
 
-__all__ = ["duckdb", "whole_package"]
+@contextlib.contextmanager
+def readable_dir(directory: Path) -> Iterator[Path]:
+    """`directory`, or a symlink to it whose path DuckDB reads as one directory: its
+    `file_search_path` is a comma-separated list and `ATTACH` reads a `?` as the start of
+    options (a data directory `a,b` was two to it: its `opsaudit.duckdb` could not be written).
+    The symlink lives as long as the block."""
+    if not any(c in directory.as_posix() for c in ",?"):
+        yield directory
+        return
+    with tempfile.TemporaryDirectory(prefix="opsaudit-dir-") as tmp:
+        alias = Path(tmp) / "data"
+        alias.symlink_to(directory, target_is_directory=True)
+        yield alias
+
+
+__all__ = ["duckdb", "readable_dir", "whole_package"]

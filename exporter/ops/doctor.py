@@ -558,7 +558,7 @@ def _check_views(report: DoctorReport, data_dir: Path) -> None:
     path = data_dir / VIEWS_DB
     if not path.is_file():
         return  # written by the first sync
-    from exporter.core.duck import duckdb
+    from exporter.core.duck import duckdb, readable_dir
 
     try:
         con = duckdb.connect(str(path), read_only=True)
@@ -568,8 +568,9 @@ def _check_views(report: DoctorReport, data_dir: Path) -> None:
     try:
         # Its paths are relative to the data directory, as `cd <data-dir> && duckdb` sees them;
         # count(*) reads each named file's footer only. Bound, not spliced: a path may hold a '.
-        con.execute("SET file_search_path = ?", [data_dir.resolve().as_posix()])
-        versions = con.execute("SELECT count(*) FROM operation_versions").fetchone()
+        with readable_dir(data_dir.resolve()) as seen:
+            con.execute("SET file_search_path = ?", [seen.as_posix()])
+            versions = con.execute("SELECT count(*) FROM operation_versions").fetchone()
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         report.add(

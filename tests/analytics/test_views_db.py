@@ -87,6 +87,25 @@ def test_views_database_keeps_working_after_the_directory_is_moved(
             con.close()
 
 
+@pytest.mark.parametrize("name", ["a,b", "what?now", "it's,a?dir"])
+def test_views_database_of_a_directory_whose_name_duckdb_splits(tmp_path: Path, name: str) -> None:
+    """DuckDB reads `file_search_path` as a comma-separated list and a `?` in ATTACH as
+    options: the file was not written (sync exit 0 with a warning), and doctor's check of it
+    failed too."""
+    from exporter.ops.doctor import DoctorReport, _check_views
+
+    data_dir = write_dataset(tmp_path / name)
+    assert write_views_database(data_dir) == data_dir.resolve() / "opsaudit.duckdb"
+    sql = "SELECT count(*) AS n FROM operations; SELECT count(*) AS v FROM operation_versions"
+    out = duckdb_cli("opsaudit.duckdb", "-c", sql, cwd=data_dir)
+    assert (out.stdout, out.stderr) == ("n\n12\nv\n15\n", "")
+    report = DoctorReport()
+    _check_views(report, data_dir)
+    assert [(f.check, f.level, f.message) for f in report.findings] == [
+        ("views", "ok", "opsaudit.duckdb answers (15 operation versions)")
+    ]
+
+
 def test_views_database_on_an_empty_data_dir(tmp_path: Path) -> None:
     path = write_views_database(tmp_path)
     assert path is not None

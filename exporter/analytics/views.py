@@ -14,11 +14,12 @@ import logging
 import os
 import re
 import shutil
+import threading
 import uuid
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from exporter.analytics.summary_total import delete_older_totals, write_summary_total
 from exporter.core.duck import duckdb, readable_dir
@@ -539,7 +540,55 @@ def execute(
     params: Sequence[Any] | dict[str, Any] | None = None,
 ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run one query (`params`: values of its `?` or `$name` placeholders); its column names and
-    rows. DuckDB errors become `QueryError` with DuckDB's whole message."""
+    rows. DuckDB errors become `QueryError` with DuckDB's whole message; Ctrl-C stops it."""
+    return _interruptible(con, lambda: _execute(con, sql, params))
+
+
+_T = TypeVar("_T")
+
+
+def _interruptible(con: duckdb.DuckDBPyConnection, run: Callable[[], _T]) -> _T:
+    """`run()` in a worker thread, so that Ctrl-C stops it at once (`con.interrupt()`): DuckDB
+    looks for a signal only while the main thread works on the query itself, which with more
+    than one thread it mostly does not (the query ran on to its end). Off the main thread (a
+    notebook's worker, the report's sections), `run()` as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        return run()
+    done: list[_T] = []
+    failed: list[BaseException] = []
+    # An Event, not Thread.join: a join interrupted by Ctrl-C may take the thread for ended
+    # while it runs on (CPython 3.11), and the connection is then still busy with its query.
+    ended = threading.Event()
+
+    def work() -> None:
+        try:
+            done.append(run())
+        except BaseException as exc:  # handed to the main thread, as raised
+            failed.append(exc)
+        finally:
+            ended.set()
+
+    threading.Thread(target=work, name="opsaudit-query", daemon=True).start()
+    try:
+        while not ended.wait(0.1):
+            pass
+    except KeyboardInterrupt:
+        while True:  # (a second Ctrl-C while the query stops: the connection is still busy)
+            con.interrupt()
+            try:
+                ended.wait()
+                break
+            except KeyboardInterrupt:
+                continue
+        raise
+    if failed:
+        raise failed[0]
+    return done[0]
+
+
+def _execute(
+    con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | dict[str, Any] | None
+) -> tuple[list[str], list[tuple[Any, ...]]]:
     try:
         cursor = con.execute(sql, params) if params is not None else con.execute(sql)
         if cursor.description is None:  # a statement with no result (SET, CREATE, ...)

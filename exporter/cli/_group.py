@@ -125,9 +125,9 @@ class OpsauditGroup(click.Group):
             click.echo("Interrupted.", err=True)  # Ctrl-C during a query: DuckDB's own error
             ctx.exit(130)
         except PermissionError as error:
-            # No bug: the user running opsaudit may not read or write a file of the dataset
-            # (another user's data directory, a mode of 000).
-            denied = AccessDeniedError(error.filename or "a file of the dataset")
+            # No bug: the user running opsaudit may not read or write a file (another user's
+            # data directory, a mode of 000).
+            denied = AccessDeniedError(error.filename or "a file")
             echo_error(str(denied), exit_code=int(denied.exit_code))
             ctx.exit(int(denied.exit_code))
         except Exception as error:

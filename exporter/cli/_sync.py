@@ -363,7 +363,10 @@ def _report_summary(summary: RunSummary, log_format: str, quiet: bool = False) -
 @click.command("status", short_help=short_help("status"))
 @data_dir_option
 @storage_option_option
-@output_options(["table", "json"], help="json is one object with keys projects, runs, coverage, events and stray_files.")
+@output_options(
+    ["table", "json"],
+    help="json is one object with keys projects, runs, coverage, events and stray_files.",
+)
 @click.option(
     "--runs",
     type=click.IntRange(0),

@@ -43,7 +43,7 @@ def readable_dir(directory: Path) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="opsaudit-dir-") as tmp:
         alias = Path(tmp) / "data"
-        alias.symlink_to(directory, target_is_directory=True)
+        alias.symlink_to(directory.resolve(), target_is_directory=True)
         yield alias
 
 

@@ -95,13 +95,12 @@ class UnreadableStateError(StorageError):
 
 
 class AccessDeniedError(StorageError):
-    """A file of the dataset this user may not read or write: no bug, and no corruption (moving
-    the state away would start a new dataset)."""
+    """A file this user may not read or write (of the dataset, mostly): no bug, and no
+    corruption (moving the state away would start a new dataset)."""
 
     def __init__(self, path: object) -> None:
         super().__init__(
-            f"permission denied: {path}: run as the user that owns the data directory, or give "
-            "this one access to it"
+            f"permission denied: {path}: run as the user that owns it, or give this one access"
         )
 
 

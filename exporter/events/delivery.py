@@ -297,8 +297,12 @@ class _Webhook:
                 # The acknowledgements are saved as they come, not only once the window is
                 # through: a run killed meanwhile resends what the last second took, not the
                 # whole window (still at least once).
-                while not futures_wait(futures, _SAVE_ACKS_EVERY).done.issuperset(futures):
-                    delivered += outbox.delivered("webhook", batches)
+                try:
+                    while not futures_wait(futures, _SAVE_ACKS_EVERY).done.issuperset(futures):
+                        delivered += outbox.delivered("webhook", batches)
+                except BaseException:
+                    self.stop.set()  # a state that cannot be written: the lanes stop, not send on
+                    raise
                 for f in futures:
                     f.result()
                 delivered += outbox.delivered("webhook", batches)

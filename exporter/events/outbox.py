@@ -422,15 +422,16 @@ class Outbox:
                 row = con.execute(
                     "SELECT webhook_left FROM event_batches WHERE seq = ?", (batch.seq,)
                 ).fetchone()
-                if row is None or row[0] is None:
-                    continue
+                if row is None or row[0] is None or row[0] == left:
+                    continue  # (nothing new since the last save: no write)
                 n += row[0] - left
                 con.execute(
                     "UPDATE event_batches SET webhook_left = ?, webhook_acked = ? WHERE seq = ?",
                     (left, bytes(batch.acked), batch.seq),
                 )
                 con.execute(f"DELETE FROM event_batches WHERE seq = ? AND {DONE_SQL}", (batch.seq,))
-            self._count(con, sink, n)
+            if n:
+                self._count(con, sink, n)
         return n
 
     @staticmethod

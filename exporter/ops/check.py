@@ -410,7 +410,7 @@ def _check_state(
                 f"{_stamp(_when(backlog.oldest_us))}, longer than --max-age "
                 f"{format_duration(max_age)}: is the receiver down? the next sync given the "
                 "sink retries them (a sink no longer used: `opsaudit discard-events --sink "
-                f"{'webhook' if backlog.pending.get('webhook') else 'file'}`)",
+                f"{'|'.join(s for s, n in backlog.pending.items() if n)}`)",
             )
         )
     return backfilling

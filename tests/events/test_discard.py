@@ -67,7 +67,7 @@ def test_a_dropped_sinks_backlog_is_discarded_and_the_other_sinks_kept(
         f"{len(expected)} event(s) waiting for delivery ({len(expected)} for the file, "
         f"{len(expected)} for the webhook), the oldest since {{since}}, longer than --max-age "
         "2h: is the receiver down? the next sync given the sink retries them (a sink no longer "
-        "used: `opsaudit discard-events --sink webhook`)"
+        "used: `opsaudit discard-events --sink file|webhook`)"
     ]
 
     result = _discard(data, "webhook")

@@ -344,8 +344,9 @@ def test_webhook_timeout_bounds_the_name_lookup_too(
 def test_acknowledgements_are_saved_while_the_webhook_delivers(
     make_sim: Any, tmp_path: Path, secret_file: Path, receiver: Receiver
 ) -> None:
-    """Saved as they come, not once the delivery window (2,000 batches) is through: a run
-    killed mid-window resent every event of it (up to ~20,000), now what its last 0.5 s took."""
+    """Saved as they come, not once the delivery window (whole batches of 2,000 events or more)
+    is through: a run killed mid-window resent every event of it, now what its last 0.5 s
+    took."""
     from exporter.events.config import read_backlog
     from exporter.store.state import StateDB
 

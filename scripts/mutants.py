@@ -2726,7 +2726,7 @@ MUTANTS = [
     Mutant(
         "discard-drops-every-sinks-backlog",  # the file's events were lost with the webhook's
         "exporter/events/config.py",
-        '        con.execute(f"UPDATE event_batches SET {cleared} WHERE {column} IS NOT NULL")\n',
+        '        con.execute(f"UPDATE event_batches SET {_CLEARED[sink]} WHERE {waiting} IS NOT NULL")\n',
         '        con.execute("UPDATE event_batches SET file_done = NULL, webhook_left = NULL")\n',
         (
             "tests/events/test_discard.py::"

@@ -570,8 +570,7 @@ def _interruptible(con: duckdb.DuckDBPyConnection, run: Callable[[], _T]) -> _T:
 
     threading.Thread(target=work, name="opsaudit-query", daemon=True).start()
     try:
-        while not ended.wait(0.1):
-            pass
+        ended.wait()
     except KeyboardInterrupt:
         while True:  # (a second Ctrl-C while the query stops: the connection is still busy)
             con.interrupt()

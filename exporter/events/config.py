@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # the commands that read the backlog (status, check) load no 
 __all__ = [
     "DONE_SQL",
     "SINKS",
+    "WAITING_SQL",
     "Backlog",
     "EventFilter",
     "EventsConfig",
@@ -28,6 +29,8 @@ __all__ = [
 ]
 
 SINKS = ("file", "webhook")
+# Per sink: how many of a batch's events still wait for it (NULL: the batch is not for it).
+WAITING_SQL = {"file": "events - file_done", "webhook": "webhook_left"}
 
 
 @dataclass(frozen=True)
@@ -121,30 +124,26 @@ def read_backlog(state: Any) -> Backlog:
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_batches'"
     ):
         return Backlog({s: 0 for s in SINKS}, None, delivered)
-    to_file, to_webhook, oldest = state.query(
-        "SELECT coalesce(sum(events - file_done), 0), coalesce(sum(webhook_left), 0), "
+    *waiting, oldest = state.query(
+        f"SELECT {', '.join(f'coalesce(sum({WAITING_SQL[s]}), 0)' for s in SINKS)}, "
         "min(recorded_us) FROM event_batches"
     )[0]
-    return Backlog({"file": int(to_file), "webhook": int(to_webhook)}, oldest, delivered)
+    return Backlog({s: int(n) for s, n in zip(SINKS, waiting)}, oldest, delivered)
 
 
 # A batch every sink it was for took: deleted.
 DONE_SQL = (
     "(file_done IS NULL OR file_done = events) AND (webhook_left IS NULL OR webhook_left = 0)"
 )
-# Per sink: the column that says a batch is for it (NULL: not), its events still waiting there,
-# and what a discard sets to NULL.
-_WAITING = {
-    "file": ("file_done", "events - file_done", "file_done = NULL"),
-    "webhook": ("webhook_left", "webhook_left", "webhook_left = NULL, webhook_acked = NULL"),
-}
+# Per sink: what a discard sets to NULL (the batches are then not for it).
+_CLEARED = {"file": "file_done = NULL", "webhook": "webhook_left = NULL, webhook_acked = NULL"}
 
 
 def discard_backlog(state: Any, sink: str) -> tuple[int, int | None]:
     """Drop the events waiting for `sink` (one no longer given to `sync`: `opsaudit
     discard-events`), in one transaction of a `StateDB`; they are not counted delivered, the
     other sink's are kept. Returns how many were dropped and the oldest's recorded_us."""
-    column, waiting, cleared = _WAITING[sink]
+    waiting = WAITING_SQL[sink]
     with state.transaction() as con:
         if not con.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_batches'"
@@ -152,8 +151,8 @@ def discard_backlog(state: Any, sink: str) -> tuple[int, int | None]:
             return 0, None
         n, oldest = con.execute(
             f"SELECT coalesce(sum({waiting}), 0), min(recorded_us) FROM event_batches "
-            f"WHERE {column} IS NOT NULL AND {waiting} > 0"
+            f"WHERE {waiting} > 0"
         ).fetchone()
-        con.execute(f"UPDATE event_batches SET {cleared} WHERE {column} IS NOT NULL")
+        con.execute(f"UPDATE event_batches SET {_CLEARED[sink]} WHERE {waiting} IS NOT NULL")
         con.execute(f"DELETE FROM event_batches WHERE {DONE_SQL}")
     return int(n), oldest

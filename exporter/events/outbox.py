@@ -30,6 +30,7 @@ from exporter.core.errors import StorageError
 from exporter.events.config import (
     DONE_SQL,
     SINKS,
+    WAITING_SQL,
     Backlog,
     EventFilter,
     EventsConfig,
@@ -322,7 +323,7 @@ class Outbox:
     def pending(self, sink: str, after: int = 0, limit: int = 1000) -> list[Batch]:
         """Batches with events waiting for `sink`, in commit order, from after seq `after`,
         until they hold at least `limit` events."""
-        waiting = "file_done < events" if sink == "file" else "webhook_left > 0"
+        waiting = f"{WAITING_SQL[sink]} > 0"
         out: list[Batch] = []
         count = 0
         while count < limit:

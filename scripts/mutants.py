@@ -2628,6 +2628,13 @@ MUTANTS = [
         ("tests/ops/test_cli_boundary.py::test_a_setting_of_the_wrong_kind_is_a_usage_error",),
     ),
     Mutant(
+        "config-refused-value-blames-the-flag",  # max_rps = -5: "(env var: OPSAUDIT_MAX_RPS)"
+        "exporter/cli/_config.py",
+        "        error.param_hint = set_by\n",
+        "        pass\n",
+        ("tests/ops/test_cli_boundary.py::test_a_refused_setting_names_the_file_not_the_flag",),
+    ),
+    Mutant(
         "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
         "exporter/ops/check.py",
         "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",

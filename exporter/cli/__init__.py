@@ -55,7 +55,7 @@ def cli(ctx: click.Context, config_file: Path | None) -> None:
         found = find_config(Path.cwd())
     if found is not None:
         # click consults the default map only for what neither a flag nor the environment set.
-        ctx.default_map = default_map(cli, read_config(*found))
+        ctx.default_map = default_map(cli, read_config(*found), found[0])
 
 
 def main() -> None:

@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from exporter.core.errors import ConfigError
 
 __all__ = [
     "CONFIG_FILE",
     "KEYS",
+    "blame_setting",
     "command_config_option",
     "configured",
     "default_map",
@@ -43,6 +45,9 @@ KEYS: dict[str, tuple[str, ...]] = {
     "max_age": ("max_age",),
 }
 
+
+# `ctx.meta` key: each parameter whose default a configuration file set -> "SETTING in FILE".
+_SET_BY = "opsaudit.config_set_by"
 
 # The demo makes its own dataset, and the simulator serves no real account.
 _NOT_CONFIGURED = frozenset({"demo", "simulate"})
@@ -97,6 +102,17 @@ def read_config(path: Path, in_pyproject: bool = False) -> dict[str, Any]:
     return data
 
 
+def blame_setting(error: click.BadParameter) -> None:
+    """Have a refused value that a configuration file set name that setting and file, not the
+    option and its environment variable, which the user never set (`max_rps = -5`)."""
+    ctx, param = error.ctx, error.param
+    if ctx is None or param is None or param.name is None:
+        return
+    set_by = ctx.meta.get(_SET_BY, {}).get(param.name)
+    if set_by is not None and ctx.get_parameter_source(param.name) is ParameterSource.DEFAULT_MAP:
+        error.param_hint = set_by
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -130,14 +146,17 @@ def _toml_kind(value: Any) -> str:
     return "a date or time"
 
 
-def default_map(group: click.Group, settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """click's `default_map` for `group`: each command's parameters that `settings` set."""
+def default_map(
+    group: click.Group, settings: dict[str, Any], source: Path
+) -> dict[str, dict[str, Any]]:
+    """click's `default_map` for `group`: each command's parameters that `settings` (read
+    from `source`) set."""
     out: dict[str, dict[str, Any]] = {}
     ctx = click.get_current_context()
     for name in group.list_commands(ctx):
         command = group.get_command(ctx, name)
         if configured(name) and command is not None:
-            values = _command_defaults(command, settings)
+            values = _command_defaults(command, settings, ctx, source)
             if values:
                 out[name] = values
     return out
@@ -148,11 +167,14 @@ def configured(name: str) -> bool:
     return name not in _NOT_CONFIGURED
 
 
-def _command_defaults(command: click.Command, settings: dict[str, Any]) -> dict[str, Any]:
+def _command_defaults(
+    command: click.Command, settings: dict[str, Any], ctx: click.Context, source: Path
+) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, value in settings.items():
         for param in command.params:
             if param.name in KEYS[key]:
+                ctx.meta.setdefault(_SET_BY, {})[param.name] = f"{key} in {source}"
                 multiple = getattr(param, "multiple", False)
                 if multiple:
                     value = list(value) if isinstance(value, list) else [value]
@@ -176,5 +198,6 @@ def command_config_option() -> click.Option:
 
 def _use_command_config(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
     if value is not None:
-        values = _command_defaults(ctx.command, read_config(*named_config(value)))
+        path, in_pyproject = named_config(value)
+        values = _command_defaults(ctx.command, read_config(path, in_pyproject), ctx, path)
         ctx.default_map = {**(ctx.default_map or {}), **values}

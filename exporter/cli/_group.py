@@ -117,6 +117,11 @@ class OpsauditGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             ctx.exit(130)
+        except click.BadParameter as error:
+            from exporter.cli._config import blame_setting
+
+            blame_setting(error)  # a value the configuration file set names it
+            raise
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise  # click's own: usage errors (2), ctx.exit, a refused prompt
         except RuntimeError as error:

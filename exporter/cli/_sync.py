@@ -228,7 +228,9 @@ def sync_command(
     try:
         base_url = validate_base_url(base_url)
     except ConfigError as exc:
-        raise click.BadParameter(str(exc).split(": ", 1)[-1], param_hint="--base-url") from None
+        ctx = click.get_current_context()
+        param = next(p for p in ctx.command.params if p.name == "base_url")
+        raise click.BadParameter(str(exc).removeprefix("--base-url "), ctx, param) from None
     if max_rps > ACCOUNT_RPS:
         click.echo(
             f"Warning: --max-rps {max_rps:g} is above the account's limit of 700 requests/min "

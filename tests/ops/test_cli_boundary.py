@@ -473,6 +473,50 @@ def test_a_setting_of_the_wrong_kind_is_a_usage_error(
     assert list(tmp_path.iterdir()) == [tmp_path / "opsaudit.toml"]
 
 
+@pytest.mark.parametrize(
+    ("setting", "command", "says"),
+    [
+        ("max_rps = -5", "sync", "-5.0 is not in the range x>=0."),
+        ('data_dir = ""', "status", "is empty"),
+        ('max_age = "soon"', "check", "'soon' is not a duration: use a number and s, m, h, d"),
+        ('fail_on = "stuck > x"', "check", "'stuck > x' is not a threshold"),
+        ('base_url = "ftp://x"', "sync", "'ftp://x' is not an http(s) URL"),
+    ],
+)
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_a_refused_setting_names_the_file_not_the_flag(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    setting: str,
+    command: str,
+    says: str,
+    where: str,
+) -> None:
+    """A value of the right kind that the option refuses (`max_rps = -5`) was blamed on the
+    option and its environment variable ("Invalid value for '--max-rps' (env var:
+    'OPSAUDIT_MAX_RPS')"), which the user never set: the message names the setting and the
+    file, whichever way the file is found or named."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "opsaudit.toml").write_text(setting + "\n")
+    key = setting.split(" ")[0]
+    args = [command] if where == "before" else [command, "--config", "opsaudit.toml"]
+    if command == "sync":
+        args += ["--data-dir", "d"]
+    result = invoke(*args, env={"NEON_API_KEY": "unused"})
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    named = tmp_path / "opsaudit.toml" if where == "before" else Path("opsaudit.toml")
+    error = result.stderr.splitlines()[-1]
+    assert error.startswith(f"Error: Invalid value for {key} in {named}: {says}"), error
+    assert "--" not in error.split(":", 2)[1] and "env var" not in error, error
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["opsaudit.toml"]
+    # Set by the flag or the environment, the same value is still blamed on them.
+    flag = {"max_rps": "--max-rps", "data_dir": "--data-dir", "max_age": "--max-age"}
+    if key in flag:
+        value = setting.split(" = ")[1].strip('"')
+        by_flag = invoke(command, flag[key], value, env={"NEON_API_KEY": "unused"})
+        assert by_flag.exit_code == 2 and f"for '{flag[key]}'" in by_flag.stderr
+
+
 def test_a_bad_config_file_is_a_usage_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

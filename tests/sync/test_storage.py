@@ -150,7 +150,8 @@ def test_bad_base_url_is_usage_error(tmp_path: Path, url: str, problem: str) -> 
     )
     assert result.exit_code == 2, result.output
     assert result.output.splitlines()[-1] == (
-        f"Error: Invalid value for --base-url: --base-url {url!r} {problem}; expected something "
+        f"Error: Invalid value for '--base-url' (env var: 'OPSAUDIT_BASE_URL'): {url!r} {problem}; "
+        "expected something "
         "like https://console.neon.tech/api/v2/"
     )
     assert not (tmp_path / "state.sqlite").exists()  # nothing started
@@ -191,7 +192,7 @@ def test_a_secret_in_the_base_url_is_refused_and_never_printed(
             cli, [*command, "--base-url", url], env={"NEON_API_KEY": "key-of-the-url-test"}
         )
         assert "s3cr3t-pw" not in result.output
-        assert f"--base-url {shown!r} {problem}" in result.output
+        assert f"{shown!r} {problem}" in result.output
     assert not (tmp_path / "state.sqlite").exists()
 
 

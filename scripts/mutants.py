@@ -2635,6 +2635,14 @@ MUTANTS = [
         ("tests/ops/test_cli_boundary.py::test_a_refused_setting_names_the_file_not_the_flag",),
     ),
     Mutant(
+        "lease-lost-answer-taken-for-another-writer",  # a 500 on our own PUT: exit 4, "killed"
+        "exporter/store/lake/lease.py",
+        "        if current is not None and current.token == self.token and not current.released:\n"
+        "            return current.etag\n",
+        "        if False:\n            return current.etag\n",
+        ("tests/lake/test_lease.py::test_a_lost_answer_to_our_own_lease_write_keeps_the_lease",),
+    ),
+    Mutant(
         "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
         "exporter/ops/check.py",
         "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",

@@ -269,3 +269,27 @@ def test_naming_the_run_while_the_heartbeat_renews_never_loses_the_lease(root: A
             lease.release()
         info = ds.lease().read()
         assert info is not None and (info.run_id, info.released) == (f"run-{trial}", True)
+
+
+def test_a_lost_answer_to_our_own_lease_write_keeps_the_lease(bucket: Any) -> None:
+    """The store applied the PUT but answered 500; its client sent it again and got 412 (our
+    own write was there). Taking the lease read that as another sync holding it (exit 4,
+    naming this very process, the lease left behind); a renewal read it as the lease taken
+    over (the run stopped, recorded `killed`). Both are ours: the lease is held."""
+    from exporter.store.lake import LakeDataset, parse_location
+
+    ds = LakeDataset.open(parse_location(bucket.url(), bucket.options), create=True)
+    lease = ds.lease(ttl=timedelta(seconds=30), holder="me")
+    bucket.server.arm(0, "PUT", r"/_opsaudit/lease\.json$", "lose-answer")
+    lease.acquire()
+    assert lease.held
+    bucket.server.arm(0, "PUT", r"/_opsaudit/lease\.json$", "lose-answer")
+    lease.note_run("run-1", 1)  # a renewal
+    lease.check()
+    other = ds.lease(ttl=timedelta(seconds=30), holder="other")
+    assert not other.try_acquire()
+    info = ds.lease().read()
+    assert info is not None and (info.holder, info.run_id, info.released) == ("me", "run-1", False)
+    lease.release()
+    assert other.try_acquire()  # released as ever
+    other.release()

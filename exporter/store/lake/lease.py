@@ -245,7 +245,9 @@ class Lease:
             else:
                 return False
         except PreconditionFailed:
-            return False
+            etag = self._our_write_landed()
+            if etag is None:
+                return False
         with self._lock:
             self._etag = etag
             self._renewed_mono = started
@@ -254,6 +256,15 @@ class Lease:
             self.taken_from = current
             self.carried = current.runs()[-_CARRIED_AT_MOST:]
         return True
+
+    def _our_write_landed(self) -> str | None:
+        """The lease's etag when a PUT of ours refused with 412 had landed after all: the store
+        applied it, its answer was lost (a 500), and the client's retry found it there. No
+        other writer has our token, so the lease naming it unreleased is our write."""
+        current = self.read()
+        if current is not None and current.token == self.token and not current.released:
+            return current.etag
+        return None
 
     def acquire(
         self, *, wait: bool = False, timeout: float | None = None, poll: float = 1.0
@@ -290,9 +301,12 @@ class Lease:
             try:
                 new = self.objects.put(self.key, self._body(), if_match=etag)
             except PreconditionFailed:
-                with self._lock:
-                    self._lost = "taken over by another writer"
-                raise LeaseLostError(self._lost_message()) from None
+                landed = self._our_write_landed()
+                if landed is None:
+                    with self._lock:
+                        self._lost = "taken over by another writer"
+                    raise LeaseLostError(self._lost_message()) from None
+                new = landed
             with self._lock:
                 self._etag = new
                 self._renewed_mono = started

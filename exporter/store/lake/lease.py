@@ -245,9 +245,10 @@ class Lease:
             else:
                 return False
         except PreconditionFailed:
-            etag = self._our_write_landed()
-            if etag is None:
+            landed = self._our_write_landed()
+            if landed is None:
                 return False
+            etag = landed
         with self._lock:
             self._etag = etag
             self._renewed_mono = started

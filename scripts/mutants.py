@@ -2643,6 +2643,15 @@ MUTANTS = [
         ("tests/lake/test_lease.py::test_a_lost_answer_to_our_own_lease_write_keeps_the_lease",),
     ),
     Mutant(
+        "lake-state-upload-lost-answer-fails",  # a 500 after it landed: exit 6, the key for why
+        "exporter/store/lake/tables.py",
+        "        with contextlib.suppress(PreconditionFailed):\n"
+        "            self.objects.put(key, state_bytes(Path(state_file)), if_none_match=True)\n",
+        "        if True:\n"
+        "            self.objects.put(key, state_bytes(Path(state_file)), if_none_match=True)\n",
+        ("tests/lake/test_tables.py::test_a_lost_answer_to_the_state_upload_is_ours",),
+    ),
+    Mutant(
         "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
         "exporter/ops/check.py",
         "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",

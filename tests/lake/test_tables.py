@@ -203,6 +203,22 @@ def test_commit_whose_answer_was_lost(bucket: Any, tmp_path: Path, make_versions
     assert _ids(fresh) == sorted(f"op-{n:08d}" for n in range(15))
 
 
+def test_a_lost_answer_to_the_state_upload_is_ours(
+    bucket: Any, tmp_path: Path, make_versions: Any
+) -> None:
+    """The state object's upload landed but was answered 500; the client's retry got 412 (the
+    object was there): the commit failed, exit 6 with the object's name for a reason. Its key
+    is new to this attempt (a random token), so the object there is ours."""
+    ds = LakeDataset.open(parse_location(bucket.url(), bucket.options), create=True)
+    ds.commit(make_versions(0, 5), _state(tmp_path / "s.sqlite", 1), 1)
+    bucket.server.arm(0, "PUT", r"/_opsaudit/state/", "lose-answer")
+    result = ds.commit(make_versions(1, 5), _state(tmp_path / "s.sqlite", 2), 2)
+    assert (result.already, result.txn_version) == (False, 2)
+    fresh = LakeDataset.open(parse_location(bucket.url(), bucket.options))
+    assert fresh.restore_state(tmp_path / "r.sqlite") == 2
+    assert _ids(fresh) == sorted(f"op-{n:08d}" for n in range(10))
+
+
 def test_state_in_wal_mode_is_uploaded_whole(root: Any, tmp_path: Path, make_versions: Any) -> None:
     """The state database runs in WAL mode: rows still in its -wal file are in the upload, and
     a restore never replays a stale -wal left beside the target."""

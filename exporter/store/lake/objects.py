@@ -42,6 +42,9 @@ class LakeUnreachableError(OpsauditError):
 class PreconditionFailed(Exception):
     """A conditional write lost: the object exists (create) or changed (update)."""
 
+    def __str__(self) -> str:  # what a message quoting it says (the key alone said nothing)
+        return f"{self.args[0]}: changed by another writer meanwhile (a conditional write lost)"
+
 
 @dataclass(frozen=True)
 class ObjectMeta:

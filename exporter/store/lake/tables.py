@@ -414,7 +414,10 @@ class LakeDataset:
             lease.check()
         token = uuid.uuid4().hex[:16]
         key = _state_key(version, token)
-        self.objects.put(key, state_bytes(Path(state_file)), if_none_match=True)
+        # The key is this attempt's own (a random token): a 412 is our upload landed, its answer
+        # lost (a 500), the client's retry finding it there.
+        with contextlib.suppress(PreconditionFailed):
+            self.objects.put(key, state_bytes(Path(state_file)), if_none_match=True)
         data = with_created_month(versions)
         try:
             self._record_superseded(data, version, run_id)

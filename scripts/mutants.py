@@ -2652,6 +2652,13 @@ MUTANTS = [
         ("tests/lake/test_tables.py::test_a_lost_answer_to_the_state_upload_is_ours",),
     ),
     Mutant(
+        "lake-client-settings-from-environment-ignored",  # AWS_ALLOW_HTTP: exit 6 every run
+        "exporter/store/lake/objects.py",
+        "        for key, value in {**environment, **location.options}.items():\n",
+        "        for key, value in location.options.items():\n",
+        ("tests/lake/test_objects.py::test_client_settings_from_the_environment",),
+    ),
+    Mutant(
         "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
         "exporter/ops/check.py",
         "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",

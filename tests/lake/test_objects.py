@@ -69,6 +69,36 @@ def test_credentials_from_an_aws_profile(
     assert LakeDataset.open(parse_location(bucket.url(), bucket.options)).committed_version() == 1
 
 
+def test_client_settings_from_the_environment(
+    bucket: Any, tmp_path: Any, monkeypatch: Any, make_versions: Any
+) -> None:
+    """AWS_ALLOW_HTTP (and the other client settings) in the environment, as README says the
+    AWS_* settings come: delta-rs read it, our own client did not (the options it is given
+    replace those obstore reads there), and every run was exit 6, "HTTP error: builder
+    error"."""
+    from exporter.store.lake import LakeDataset
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", bucket.server.endpoint)
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
+    loc = parse_location(bucket.url(), {})
+    ds = LakeDataset.open(loc, create=True)
+    lease = ds.lease()
+    lease.acquire()
+    state = tmp_path / "s.sqlite"
+    state.write_bytes(b"state")
+    ds.commit(make_versions(0, 3), state, 1, lease=lease)
+    lease.release()
+    assert LakeDataset.open(loc).committed_version() == 1
+    # An option given wins over the environment: refused plain HTTP is the client's error.
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "false")
+    with pytest.raises(ConfigError, match="AWS_ALLOW_HTTP=true"):
+        LakeDataset.open(loc).committed_version()
+    refused = parse_location(bucket.url(), {"AWS_ALLOW_HTTP": "false"})
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
+    with pytest.raises(ConfigError, match="AWS_ALLOW_HTTP=true"):
+        LakeDataset.open(refused).committed_version()
+
+
 @pytest.mark.parametrize(
     ("url", "options"),
     [

@@ -128,6 +128,12 @@ def classify(exc: BaseException, location: Location, doing: str) -> OpsauditErro
         )
     if isinstance(exc, OpsauditError):
         return exc
+    if "HTTP error: builder error" in text:  # reqwest refused the request before sending it
+        return ConfigError(
+            f"{doing} {where}: the object store's HTTP client refused the endpoint; an http:// "
+            f"endpoint needs {'AWS_' if location.scheme == 's3' else ''}ALLOW_HTTP=true "
+            "(--storage-option or the environment)"
+        )
     return StorageError(f"{doing} {where}: {first}")
 
 
@@ -273,7 +279,14 @@ class RemoteObjects(Objects):
             "timeout": timedelta(seconds=60),
         }
         family = {"s3": "aws_", "gs": "google_", "az": "azure_"}[location.scheme]
-        for key, value in location.options.items():
+        # The client's settings in the environment (AWS_ALLOW_HTTP...), as delta-rs reads them:
+        # obstore, given client options, reads none of them there. An option given wins.
+        environment = {
+            key: value
+            for key, value in os.environ.items()
+            if key.lower().startswith(family) and key.lower().removeprefix(family) in _CLIENT_KEYS
+        }
+        for key, value in {**environment, **location.options}.items():
             low = key.lower()
             bare = low.removeprefix(family)
             if bare in _CLIENT_KEYS:

@@ -2659,6 +2659,16 @@ MUTANTS = [
         ("tests/lake/test_objects.py::test_client_settings_from_the_environment",),
     ),
     Mutant(
+        "lake-killed-runs-scratch-kept",  # kill -9 left each run's state copy in /tmp for good
+        "exporter/store/lake/store.py",
+        "                        shutil.rmtree(path, ignore_errors=True)\n",
+        "                        pass\n",
+        (
+            "tests/lake/test_crash.py::"
+            "test_a_killed_runs_scratch_copy_of_the_state_is_removed_by_the_next",
+        ),
+    ),
+    Mutant(
         "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
         "exporter/ops/check.py",
         "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",

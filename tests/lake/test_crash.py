@@ -259,3 +259,54 @@ def test_kill_during_compaction_on_s3(bucket: Any, tmp_path: Path, make_versions
     data_files = [k for k in bucket.list_keys() if k.endswith(".parquet") and "_delta_log" not in k]
     assert len(data_files) == 1
     assert _check_readers(root) == 6
+
+
+def test_a_killed_runs_scratch_copy_of_the_state_is_removed_by_the_next(
+    bucket: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A run on object storage keeps its state's local copy in a scratch directory, removed
+    when it ends. kill -9 left it for good: a cron job killed now and then (OOM, timeouts)
+    filled the temporary directory with copies of the state. The next run removes those of
+    processes that are gone, and no other."""
+    import tempfile
+
+    from exporter.store.lake.store import LakeStore
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    code = (
+        "import sys, time\n"
+        "from exporter.store.lake import parse_location\n"
+        "from exporter.store.lake.store import LakeStore\n"
+        "store = LakeStore(parse_location(sys.argv[1], dict(a.split('=', 1) for a in sys.argv[2:])))\n"
+        "print(store._tmp, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, bucket.url(), *bucket.storage_options()],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert child.stdout is not None
+    left = Path(child.stdout.readline().strip())
+    child.kill()
+    child.wait()
+    child.stdout.close()
+    assert left.is_dir() and left.parent == scratch
+    (left / "state.sqlite").write_bytes(b"x" * 1000)  # what a run keeps there
+    unknown = scratch / "opsaudit-lake-k2j4h1x9"  # an older name: whose is not known, kept
+    unknown.mkdir()
+    store = LakeStore(parse_location(bucket.url(), bucket.options))
+    try:
+        mine = store._tmp
+        assert sorted(p.name for p in scratch.iterdir()) == sorted([mine.name, unknown.name])
+        # A second store of this process (alive) keeps the first's.
+        other = LakeStore(parse_location(bucket.url(), bucket.options), lock=False)
+        assert mine.is_dir()
+        other.close()
+    finally:
+        store.close()
+    assert sorted(p.name for p in scratch.iterdir()) == [unknown.name]

@@ -262,6 +262,41 @@ class LocalObjects(Objects):
         return not self.root.exists() or not any(self.root.iterdir())
 
 
+def _settings(location: Location) -> tuple[Any, Any]:
+    """obstore's config and client options for `location`, from its storage options and the
+    environment's client settings."""
+    config: Any = {}
+    client: Any = {
+        "connect_timeout": timedelta(seconds=5),
+        "timeout": timedelta(seconds=60),
+    }
+    family = {"s3": "aws_", "gs": "google_", "az": "azure_"}[location.scheme]
+    # The client's settings in the environment (AWS_ALLOW_HTTP...), as delta-rs reads them:
+    # obstore, given client options, reads none of them there. An option given wins.
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if key.lower().startswith(family) and key.lower().removeprefix(family) in _CLIENT_KEYS
+    }
+    for key, value in {**environment, **location.options}.items():
+        low = key.lower()
+        bare = low.removeprefix(family)
+        if bare in _CLIENT_KEYS:
+            if bare in ("allow_http", "allow_invalid_certificates", "http1_only", "http2_only"):
+                client[bare] = option_bool(value) is True  # as deltalake reads it
+            elif bare.endswith("timeout"):
+                client[bare] = _duration(value, key)
+            else:
+                client[bare] = value
+        elif low in _DELTA_ONLY or bare in ("conditional_put", "copy_if_not_exists"):
+            continue  # meaningful to delta-rs only; obstore is told its conditional mode next
+        elif low.startswith(family):
+            config[low] = value
+    if location.scheme == "s3":
+        config["aws_conditional_put"] = "etag"
+    return config, client
+
+
 class RemoteObjects(Objects):
     """obstore over S3 / GCS / Azure, configured from the location's storage options."""
 
@@ -273,35 +308,7 @@ class RemoteObjects(Objects):
             raise ConfigError(
                 f"{location.display}: object storage needs the lake extra: pip install 'opsaudit[lake]'"
             ) from None
-        config: Any = {}
-        client: Any = {
-            "connect_timeout": timedelta(seconds=5),
-            "timeout": timedelta(seconds=60),
-        }
-        family = {"s3": "aws_", "gs": "google_", "az": "azure_"}[location.scheme]
-        # The client's settings in the environment (AWS_ALLOW_HTTP...), as delta-rs reads them:
-        # obstore, given client options, reads none of them there. An option given wins.
-        environment = {
-            key: value
-            for key, value in os.environ.items()
-            if key.lower().startswith(family) and key.lower().removeprefix(family) in _CLIENT_KEYS
-        }
-        for key, value in {**environment, **location.options}.items():
-            low = key.lower()
-            bare = low.removeprefix(family)
-            if bare in _CLIENT_KEYS:
-                if bare in ("allow_http", "allow_invalid_certificates", "http1_only", "http2_only"):
-                    client[bare] = option_bool(value) is True  # as deltalake reads it
-                elif bare.endswith("timeout"):
-                    client[bare] = _duration(value, key)
-                else:
-                    client[bare] = value
-            elif low in _DELTA_ONLY or bare in ("conditional_put", "copy_if_not_exists"):
-                continue  # meaningful to delta-rs only; obstore is told its conditional mode below
-            elif low.startswith(family):
-                config[low] = value
-        if location.scheme == "s3":
-            config["aws_conditional_put"] = "etag"
+        config, client = _settings(location)
         retry: Any = {
             "max_retries": max_retries,
             "retry_timeout": timedelta(seconds=20),

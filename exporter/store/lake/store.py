@@ -44,7 +44,7 @@ from exporter.core.names import EXPORTED_META, to_arrow
 from exporter.core.names import TABLES as NAMES_TABLES
 from exporter.core.tables import VERSIONS_SCHEMA
 from exporter.store.base import BIG_FILE_ROWS, COMPACT_MIN_FILES, Committed
-from exporter.store.lake.lease import CLOCK_GRACE, DEFAULT_TTL, Lease
+from exporter.store.lake.lease import CLOCK_GRACE, DEFAULT_TTL, Lease, process_started
 from exporter.store.lake.location import Location
 from exporter.store.lake.superseded import SUPERSEDED
 from exporter.store.lake.tables import (
@@ -98,7 +98,7 @@ class LakeStore:
         self.location = location
         self.ds = LakeDataset.open(location, create=True)
         self.lease: Lease | None = None
-        self._tmp = Path(tempfile.mkdtemp(prefix="opsaudit-lake-"))
+        self._tmp = _scratch_dir()
         self._broken: str | None = None
         self._run_id = ""
         self._vacuum_due = False
@@ -317,6 +317,39 @@ class LakeStore:
             except Exception as exc:  # it expires by itself
                 log.warning("could not release the lease of %s: %s", self.location.display, exc)
         shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+_SCRATCH = "opsaudit-lake-"
+
+
+def _scratch_dir() -> Path:
+    """A new scratch directory for the state's local copy, named for this process (its pid
+    namespace, pid and start time); first, those of processes that are gone are removed: a
+    run killed with kill -9 never removed its own."""
+    base = Path(tempfile.gettempdir())
+    owner = _process_tag(os.getpid())
+    if owner is not None:
+        namespace = owner.split("-", 1)[0]
+        with contextlib.suppress(OSError):
+            for path in base.glob(f"{_SCRATCH}{namespace}-*"):
+                parts = path.name[len(_SCRATCH) :].split("-")
+                if len(parts) >= 4 and parts[1].isdigit():
+                    tag = _process_tag(int(parts[1]))
+                    if tag != f"{parts[0]}-{parts[1]}-{parts[2]}":  # that process is gone
+                        shutil.rmtree(path, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{_SCRATCH}{owner}-" if owner else _SCRATCH, dir=base))
+
+
+def _process_tag(pid: int) -> str | None:
+    """ "NAMESPACE-PID-STARTED" of a live process of this pid namespace; None where /proc does
+    not say (then no directory is taken for a dead process's)."""
+    started = process_started(pid)
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:
+        return None
+    digits = "".join(c for c in namespace if c.isdigit())
+    return f"{digits}-{pid}-{started}" if started and digits else None
 
 
 __all__ = ["LEASE_TTL_ENV", "PROJECTS", "SYNC_RUNS", "LakeStore", "lease_ttl"]

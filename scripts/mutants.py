@@ -2654,8 +2654,8 @@ MUTANTS = [
     Mutant(
         "lake-client-settings-from-environment-ignored",  # AWS_ALLOW_HTTP: exit 6 every run
         "exporter/store/lake/objects.py",
-        "        for key, value in {**environment, **location.options}.items():\n",
-        "        for key, value in location.options.items():\n",
+        "    for key, value in {**environment, **location.options}.items():\n",
+        "    for key, value in location.options.items():\n",
         ("tests/lake/test_objects.py::test_client_settings_from_the_environment",),
     ),
     Mutant(

@@ -2669,6 +2669,17 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "views-db-read-only-holder-ignored",  # a -readonly shell's next query: "No files found"
+        "exporter/analytics/views.py",
+        "    return _locked(path)\n",
+        "    return False\n",
+        (
+            "tests/analytics/test_views_db.py::"
+            "test_a_read_only_shell_keeps_answering_across_a_compaction",
+            "tests/analytics/test_views_db.py::test_a_read_only_reader_is_not_replaced_under",
+        ),
+    ),
+    Mutant(
         "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
         "exporter/ops/check.py",
         "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",

@@ -777,17 +777,32 @@ def check_read_only(
 
 
 def _held_by_another_connection(path: Path) -> bool:
-    """True if a writer (another process, or this one) has `path` open in DuckDB."""
+    """True if a connection (of another process, or this one) has `path` open in DuckDB."""
     try:
         # A read-only open takes a shared lock and fails at once (never waits) when a writer
         # holds the exclusive one; in this process DuckDB refuses a second open of the same
-        # file with a different mode. Readers-only are fine: a rename leaves them their copy.
+        # file with a different mode.
         probe = duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:
         message = str(exc).lower()
         return "lock" in message or "different configuration" in message
     probe.close()
-    return False
+    # A read-only holder shares the probe's lock: a rename would leave it its copy, but the
+    # compaction inputs that copy names are deleted next (its queries then fail).
+    return _locked(path)
+
+
+def _locked(path: Path) -> bool:
+    """Whether any process (this one too) holds a lock on `path`: DuckDB locks the whole file,
+    shared when read-only (Linux's /proc/locks; elsewhere False). Read, not probed with a lock
+    of our own: closing a descriptor of the file drops every lock this process has on it."""
+    try:
+        st = path.stat()
+        locks = Path("/proc/locks").read_text()
+    except OSError:
+        return False
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    return any(inode in line.split() for line in locks.splitlines())
 
 
 # The DuckDB storage format of `opsaudit.duckdb`: the oldest DuckDB CLI release on PyPI

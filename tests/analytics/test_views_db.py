@@ -174,14 +174,107 @@ def test_shell_in_another_process_does_not_block_or_raise(own_data_dir: Path) ->
     assert write_views_database(own_data_dir) == path
 
 
-def test_read_only_reader_keeps_its_copy_while_the_file_is_replaced(own_data_dir: Path) -> None:
+def test_a_read_only_reader_is_not_replaced_under(own_data_dir: Path) -> None:
+    """A read-only holder (`duckdb -readonly opsaudit.duckdb`, a notebook's read_only=True)
+    is a program holding the file open, as a read-write one is: the file is not replaced
+    under it (the compaction inputs it names are then kept: below)."""
     path = write_views_database(own_data_dir)
     assert path is not None
     proc = _hold(path, read_only=True)
     try:
-        assert write_views_database(own_data_dir) == path
+        started = time.monotonic()
+        assert write_views_database(own_data_dir) is None
+        assert time.monotonic() - started < 5
     finally:
         _stop(proc)
+    assert write_views_database(own_data_dir) == path  # refreshed once it is closed
+
+
+def test_a_read_only_shell_keeps_answering_across_a_compaction(tmp_path: Path) -> None:
+    """`duckdb -readonly opsaudit.duckdb` open while a sync compacted: the file was replaced
+    (a read-only holder did not count as holding it) and the compaction's inputs, which its
+    copy names, deleted: its next query failed, "No files found that match the pattern"."""
+    from exporter.api.client import RetryPolicy
+    from exporter.engine.sync import SyncConfig, sync
+    from exporter.engine.walk import WalkLimits
+    from exporter.simulator import SimConfig, Simulator
+
+    config = SimConfig(
+        seed=5,
+        projects=2,
+        shared_projects=0,
+        orgs=1,
+        days=2,
+        ops_per_project_per_day=60,
+        live_ops_per_project_per_hour=40,
+    )
+    data_dir = tmp_path / "data"
+    with Simulator(config) as sim:
+
+        def run() -> None:
+            summary = sync(
+                SyncConfig(
+                    data_dir=data_dir,
+                    api_key=sim.personal_key,
+                    base_url=sim.base_url,
+                    max_rps=None,
+                    retry=RetryPolicy(max_attempts=12, backoff_initial=0.01, backoff_max=0.05),
+                    commit_rows=20,
+                    commit_seconds=0.2,
+                    spill_rows=None,  # commits of commit_rows: many small files, compacted
+                    limits=WalkLimits(page_size=20, flush_rows=20),
+                )
+            )
+            assert summary.outcome == "ok", summary
+
+        run()
+        code = (
+            "import duckdb, sys\n"
+            "c = duckdb.connect('opsaudit.duckdb', read_only=True)\n"
+            "for _ in sys.stdin:\n"
+            "    try:\n"
+            "        print(c.execute('SELECT count(*) FROM operation_versions').fetchone()[0],"
+            " flush=True)\n"
+            "    except duckdb.Error as exc:\n"
+            "        print(str(exc).splitlines()[0], flush=True)\n"
+        )
+        shell = subprocess.Popen(
+            [sys.executable, "-c", code],
+            cwd=data_dir,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert shell.stdin is not None and shell.stdout is not None
+
+        def ask() -> str:
+            assert shell.stdin is not None and shell.stdout is not None
+            shell.stdin.write("?\n")
+            shell.stdin.flush()
+            return shell.stdout.readline().strip()
+
+        try:
+            before = ask()
+            assert before.isdigit() and int(before) > 0
+            sim.advance(8 * 3600)
+            run()  # ~600 new operations in small files, compacted at the end of the run
+            assert ask() == before  # its copy, whole: none of the files it names is gone
+        finally:
+            shell.stdin.close()
+            shell.wait(timeout=30)
+            shell.stdout.close()
+        run()  # nothing holds it now: refreshed, and the replaced files deleted
+    con = duckdb.connect(str(data_dir / "opsaudit.duckdb"), read_only=True)
+    try:
+        con.execute(f"SET file_search_path = '{data_dir}'")
+        [(versions,)] = con.execute("SELECT count(*) FROM operation_versions").fetchall()
+    finally:
+        con.close()
+    on_disk = duckdb.sql(
+        f"SELECT count(*) FROM read_parquet('{data_dir}/operation_versions/*/*.parquet')"
+    ).fetchall()
+    assert versions > int(before)
+    assert on_disk == [(versions,)]  # the replaced files were deleted: no row twice
 
 
 def test_an_empty_source_stands_in_with_duckdbs_own_types() -> None:

@@ -2680,6 +2680,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "metrics-killed-run-not-the-last",  # every run killed: outcome="ok" stayed 1
+        "exporter/ops/metrics.py",
+        "    ended = [r for r in runs if r.outcome != Outcome.RUNNING]\n",
+        "    ended = [r for r in runs if r.finished_at is not None]\n",
+        ("tests/ops/test_metrics.py::test_a_killed_run_is_the_last_run_in_the_metrics",),
+    ),
+    Mutant(
         "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
         "exporter/ops/check.py",
         "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",

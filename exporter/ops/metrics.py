@@ -18,10 +18,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exporter.core.layout import STATE_FILE, replace_durably
+from exporter.core.layout import LOCK_FILE, STATE_FILE, replace_durably
 from exporter.core.model import Outcome
 from exporter.ops.check import FINDING_KINDS, CheckReport, last_success_us
-from exporter.store.state import StateDB
+from exporter.store.state import StateDB, settled_runs
 
 __all__ = [
     "FAILURE_WINDOW",
@@ -101,7 +101,10 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
     try:
         # Runs after `as_of` have not happened yet for a check replayed in the past.
         until = int((now - dt.datetime(1970, 1, 1, tzinfo=UTC)) / dt.timedelta(microseconds=1))
-        runs = [r for r in state.runs_rows() if r.started_at <= until]
+        # A run killed with kill -9 is `killed` here as in `status` (the next sync records it).
+        runs = settled_runs(
+            [r for r in state.runs_rows() if r.started_at <= until], Path(data_dir) / LOCK_FILE
+        )
         open_ops = state.open_count()
         by_last_read = state.open_by_last_read(until)
         last_walks = [p.last_synced_at for p in state.projects_rows() if p.deleted_at is None]
@@ -109,7 +112,9 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
         backlog = read_backlog(state)
     finally:
         state.close()
-    finished = [r for r in runs if r.finished_at is not None]
+    # The last run that ended, a killed one too (it has no finish time): with every run killed
+    # (the OOM killer, a timeout), outcome="ok" must go to 0, as the README's alert expects.
+    ended = [r for r in runs if r.outcome != Outcome.RUNNING]
 
     success = last_success_us(runs, last_walks)
 
@@ -138,15 +143,18 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
         ),
         _by_last_read(by_last_read),
     ]
-    last = finished[-1] if finished else None
-    if last is not None and (ended := last.finished_at) is not None:
+    last = ended[-1] if ended else None
+    if last is not None and last.finished_at is not None:
         metrics += [
             Metric("opsaudit_last_run_timestamp_seconds", "Unix time the last sync finished.").add(
-                _seconds(ended)
+                _seconds(last.finished_at)
             ),
             Metric(
                 "opsaudit_last_run_duration_seconds", "Wall time of the last sync in seconds."
-            ).add((ended - last.started_at) / 1e6),
+            ).add((last.finished_at - last.started_at) / 1e6),
+        ]
+    if last is not None:
+        metrics += [
             _one_hot(last.outcome),
             Metric("opsaudit_last_run_requests", "API requests made by the last sync.").add(
                 last.requests

@@ -212,3 +212,52 @@ def test_a_metrics_file_in_no_directory_is_refused_before_the_run(
         )
     assert sim.stats()["requests"] == 0
     assert not (tmp_path / "data").exists()
+
+
+def test_a_killed_run_is_the_last_run_in_the_metrics(make_sim: Any, tmp_path: Path) -> None:
+    """A sync killed with kill -9 never showed in the metrics: they kept the run before it
+    (`outcome="ok"` 1) while `status` said `killed`, so with every cron run killed (the OOM
+    killer, a timeout) the README's OpsauditSyncFailing rule never fired."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    sim = make_sim(seed=12, projects=3, shared_projects=0, orgs=1)
+    data_dir, prom = tmp_path / "data", tmp_path / "opsaudit.prom"
+    env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
+    args = ["sync", "--data-dir", str(data_dir), "--max-rps", "0", "--metrics-file", str(prom)]
+    assert invoke(*args, env=env).exit_code == 0
+    [(first,)] = state_rows(data_dir, "SELECT finished_us FROM runs")
+    slow = subprocess.Popen(
+        [sys.executable, "-m", "exporter", "sync", "--data-dir", str(data_dir), "--max-rps", "1"],
+        env={**os.environ, **env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not state_rows(data_dir, "SELECT 1 FROM runs WHERE outcome = 'running'"):
+            assert time.monotonic() < deadline and slow.poll() is None
+            time.sleep(0.05)
+    finally:
+        slow.send_signal(signal.SIGKILL)
+        slow.wait()
+    status = invoke("status", "--data-dir", str(data_dir), "--format", "json")
+    assert [r["outcome"] for r in json.loads(status.stdout)["runs"]][:2] == [
+        "killed",
+        "ok",
+    ]
+    assert invoke("check", "--data-dir", str(data_dir), "--metrics-file", str(prom)).exit_code == 0
+    metrics = parse(prom)
+    assert metrics["opsaudit_last_run_outcome"][(("outcome", "killed"),)] == 1
+    assert sum(metrics["opsaudit_last_run_outcome"].values()) == 1
+    # It never finished: no finish time or duration is made up for it.
+    assert "opsaudit_last_run_timestamp_seconds" not in metrics
+    assert "opsaudit_last_run_duration_seconds" not in metrics
+    # The trail was last current when the ok run finished, as before.
+    assert metrics["opsaudit_last_success_timestamp_seconds"] == {(): first / 1e6}
+    # The next run settles it, and is the last run then.
+    assert invoke(*args, env=env).exit_code == 0
+    assert parse(prom)["opsaudit_last_run_outcome"][(("outcome", "ok"),)] == 1

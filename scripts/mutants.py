@@ -2687,6 +2687,16 @@ MUTANTS = [
         ("tests/ops/test_metrics.py::test_a_killed_run_is_the_last_run_in_the_metrics",),
     ),
     Mutant(
+        "lake-unrecorded-run-not-recorded",  # a refused upload: the run left no trace at all
+        "exporter/store/lake/tables.py",
+        "    for run in unrecorded:\n",
+        "    for run in ():\n",
+        (
+            "tests/lake/test_sync_lake.py::"
+            "test_a_run_that_could_not_write_the_store_is_recorded_failed",
+        ),
+    ),
+    Mutant(
         "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
         "exporter/ops/check.py",
         "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",

@@ -160,7 +160,10 @@ def _settle_runs(ds: Any, state_file: Path, batch: int) -> None:
         return  # held by a writer that does not name its run: which one runs is unknown
     state = open_restored_state(state_file, ds.location.display, batch)
     try:
-        settle_runs(state, lease, None if lease is None else lease.live_run(now))
+        if lease is None:
+            settle_runs(state, None)
+        else:
+            settle_runs(state, lease, lease.live_run(now), unrecorded=lease.unrecorded)
     finally:
         state.close()
 

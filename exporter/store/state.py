@@ -1063,6 +1063,22 @@ class StateDB:
                 (run_id, started_us),
             )
 
+    def record_ended(
+        self, run_id: str, started_us: int, finished_us: int, outcome: str, error: str | None
+    ) -> None:
+        """A run known from elsewhere to have ended so (its record never reached the store:
+        `store.lake.lease.Ended`); a run whose end the state has already is left as it is."""
+        with self.transaction() as con:
+            con.execute(
+                "INSERT OR IGNORE INTO runs (run_id, started_us, outcome) VALUES (?, ?, ?)",
+                (run_id, started_us, outcome),
+            )
+            con.execute(
+                "UPDATE runs SET finished_us = ?, outcome = ?, error = ? "
+                "WHERE run_id = ? AND finished_us IS NULL",
+                (finished_us, outcome, error, run_id),
+            )
+
     def finish_run(self, run_id: str, finished_us: int, **counts: Any) -> None:
         """Record a run's outcome and counters (the `runs` columns named in `counts`)."""
         names = sorted(counts)

@@ -528,3 +528,38 @@ def test_readers_tell_a_newer_state_and_an_unreadable_lease_from_a_corrupt_state
         done = _cli(command, env)
         assert done.returncode == 6 and "was written by a newer opsaudit" in done.stderr, command
         assert "corrupt" not in done.stderr
+
+
+def test_a_run_that_could_not_write_the_store_is_recorded_failed(
+    make_sim: Any, bucket: Bucket, tmp_path: Path
+) -> None:
+    """A run whose upload the store refused (exit 2) left no trace: its row was only in its
+    local copy of the state, the lease that named it was released as after any run, so
+    `sync_runs`, `status` and the metrics showed the run before it (`ok`) and the next run
+    never recorded it. The released lease now names it, ended: readers and the next run
+    record it `failed`, with its error."""
+    sim = make_sim(seed=64, projects=2, shared_projects=0, days=1, ops_per_project_per_day=30)
+    url = bucket.url("refused")
+    env = _cli_env(sim)
+    sync = ["sync", "--data-dir", url, *_so(bucket), "--max-rps", "0"]
+    prom = tmp_path / "opsaudit.prom"
+    assert _cli(sync, env).returncode == 0
+    sim.advance(600)
+    bucket.server.deny("PUT", r".*/refused/_opsaudit/state/")
+    refused = _cli([*sync, "--metrics-file", str(prom)], env)
+    assert refused.returncode == 2, refused.stderr
+    status = ["status", "--data-dir", url, *_so(bucket), "--format", "json"]
+    runs = json.loads(_cli(status, env).stdout)["runs"]
+    assert [r["outcome"] for r in runs] == ["failed", "ok"]
+    assert runs[0]["finished_at"] is not None
+    metrics = prom.read_text()
+    assert 'opsaudit_last_run_outcome{outcome="failed"} 1' in metrics
+    assert _cli(sync, env).returncode == 0  # records it for good with its first commit
+    runs = json.loads(_cli(status, env).stdout)["runs"]
+    assert [r["outcome"] for r in runs] == ["ok", "failed", "ok"]
+    sql = "SELECT outcome, error FROM sync_runs ORDER BY started_at"
+    query = _cli(["query", "--data-dir", url, *_so(bucket), "--format", "json", sql], env)
+    recorded = json.loads(query.stdout)
+    assert [r["outcome"] for r in recorded] == ["ok", "failed", "ok"]
+    assert "access denied" in recorded[1]["error"], recorded[1]
+    assert assert_exact(sim, table_rows(url, _opts(bucket))) is None

@@ -39,6 +39,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import NamedTuple
 
 from exporter.core.errors import LockHeldError
 from exporter.store.lake.objects import Objects, PreconditionFailed
@@ -83,6 +84,28 @@ def process_started(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
+class Ended(NamedTuple):
+    """A run that ended (`finished_us`, `outcome`, `error`) without its record reaching the
+    store: the upload that would have carried it failed."""
+
+    run_id: str
+    started_us: int
+    finished_us: int
+    outcome: str
+    error: str | None
+
+
+def _ended(value: list[object]) -> Ended:
+    run_id, started_us, finished_us, outcome, error = value
+    return Ended(
+        str(run_id),
+        int(started_us),  # type: ignore[call-overload]
+        int(finished_us),  # type: ignore[call-overload]
+        str(outcome),
+        None if error is None else str(error),
+    )
+
+
 @dataclass(frozen=True)
 class LeaseInfo:
     holder: str
@@ -101,6 +124,9 @@ class LeaseInfo:
     # The runs of the unreleased leases it replaced (killed writers, `Lease.carried`), oldest
     # first: each may have died before its first commit, as this one may.
     earlier: tuple[tuple[str, int], ...] = ()
+    # Runs that ended without their record reaching the store (`Ended`): the runs of this
+    # holder and of those before it, until a commit of the state records them.
+    unrecorded: tuple[Ended, ...] = ()
 
     def runs(self) -> list[tuple[str, int]]:
         """Every run this lease names, (id, started µs): those it carried, then its own."""
@@ -171,6 +197,10 @@ class Lease:
         # released: a second run killed before its first commit would lose the first's row,
         # which it had only in its local state.
         self.carried: list[tuple[str, int]] = []
+        # Runs that ended without their record reaching the store, named until one does
+        # (`LeaseInfo.unrecorded`): taken over from the lease this one replaced, and this
+        # holder's own (`release`).
+        self.unrecorded: list[Ended] = []
 
     # -- reading -------------------------------------------------------------------------
 
@@ -195,6 +225,7 @@ class Lease:
                 run_id=str(body["run_id"]) if body.get("run_id") else None,
                 run_started_us=int(body["run_started_us"]) if body.get("run_started_us") else None,
                 earlier=tuple((str(i), int(us)) for i, us in body.get("earlier") or ()),
+                unrecorded=tuple(_ended(e) for e in body.get("unrecorded") or ()),
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             # Unreadable lease (torn by hand?): treat it as expired once its mtime is old.
@@ -214,6 +245,7 @@ class Lease:
                 "run_id": self.run[0] if self.run else None,
                 "run_started_us": self.run[1] if self.run else None,
                 "earlier": self.carried,
+                "unrecorded": [list(e) for e in self.unrecorded],
             }
         ).encode()
 
@@ -253,6 +285,8 @@ class Lease:
             self._etag = etag
             self._renewed_mono = started
             self._lost = None
+        if current is not None and current.token != self.token:
+            self.unrecorded = list(current.unrecorded)[-_CARRIED_AT_MOST:]
         if current is not None and not current.released and current.token != self.token:
             self.taken_from = current
             self.carried = current.runs()[-_CARRIED_AT_MOST:]
@@ -353,9 +387,12 @@ class Lease:
             self._thread.join()
             self._thread = None
 
-    def release(self) -> None:
-        """Give the lease up (If-Match our etag; a lease already taken over is left alone)."""
+    def release(self, unrecorded: Ended | None = None) -> None:
+        """Give the lease up (If-Match our etag; a lease already taken over is left alone);
+        `unrecorded`: this holder's run, ended, whose record the store refused."""
         self.stop_heartbeat()
+        if unrecorded is not None:
+            self.unrecorded = [*self.unrecorded, unrecorded][-_CARRIED_AT_MOST:]
         with self._lock:
             etag, self._etag = self._etag, None
         if etag is None:
@@ -372,4 +409,4 @@ class Lease:
         self.release()
 
 
-__all__ = ["DEFAULT_TTL", "LEASE_KEY", "Lease", "LeaseInfo", "LeaseLostError"]
+__all__ = ["DEFAULT_TTL", "LEASE_KEY", "Ended", "Lease", "LeaseInfo", "LeaseLostError"]

@@ -38,13 +38,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exporter.core.errors import ConfigError, StorageError
+from exporter.core.errors import ConfigError, StorageError, redact
 from exporter.core.layout import STATE_FILE
+from exporter.core.model import Outcome
 from exporter.core.names import EXPORTED_META, to_arrow
 from exporter.core.names import TABLES as NAMES_TABLES
 from exporter.core.tables import VERSIONS_SCHEMA
 from exporter.store.base import BIG_FILE_ROWS, COMPACT_MIN_FILES, Committed
-from exporter.store.lake.lease import CLOCK_GRACE, DEFAULT_TTL, Lease, process_started
+from exporter.store.lake.lease import CLOCK_GRACE, DEFAULT_TTL, Ended, Lease, process_started
 from exporter.store.lake.location import Location
 from exporter.store.lake.superseded import SUPERSEDED
 from exporter.store.lake.tables import (
@@ -100,6 +101,7 @@ class LakeStore:
         self.lease: Lease | None = None
         self._tmp = _scratch_dir()
         self._broken: str | None = None
+        self._broken_by = ""  # the failed commit's error, as the run's record says it
         self._run_id = ""
         self._vacuum_due = False
         self._closed = False
@@ -171,12 +173,16 @@ class LakeStore:
         """The Delta log is the manifest: nothing to roll forward; runs left `running` by a
         killed writer are marked (uploaded with this run's first commit). A dataset written
         before the superseded record gets it now, once (exporter/store/lake/superseded.py)."""
-        settle_runs(self.state, self.lease.taken_from if self.lease is not None else None)
+        if self.lease is None:
+            settle_runs(self.state, None)
+        else:
+            settle_runs(self.state, self.lease.taken_from, unrecorded=self.lease.unrecorded)
         self.ds.record_superseded()
 
     def begin_run(self, run_id: str, started_us: int) -> None:
         """The run's row, and its name in the lease (uploaded at once, unlike the row)."""
         self.state.start_run(run_id, started_us)
+        self._run_id = run_id
         if self.lease is not None:
             self.lease.note_run(run_id, started_us)
 
@@ -204,9 +210,12 @@ class LakeStore:
             )
         except BaseException as exc:
             self._broken = type(exc).__name__
+            self._broken_by = redact(str(exc).split("\n", 1)[0]) or self._broken
             raise
         self._names.update(names)
         self._txn = n
+        if self.lease is not None:
+            self.lease.unrecorded = []  # the state just uploaded records them (`recover`)
         self._uploaded = self._changes()
         months: list[str] = []
         if rows.num_rows:
@@ -306,14 +315,34 @@ class LakeStore:
         if self._closed:
             return
         self._closed = True
+        ended = None
+        with contextlib.suppress(Exception):
+            ended = self._unrecorded_end()
         with contextlib.suppress(Exception):
             self.state.close()
-        self._release()
+        self._release(ended)
 
-    def _release(self) -> None:
+    def _unrecorded_end(self) -> Ended | None:
+        """This run as it ended, when a failed upload kept its record from the store: the
+        lease names it for readers and the next run (it was in no state a reader sees)."""
+        if self._broken is None or not self._run_id:
+            return None
+        rows = self.state.query(
+            "SELECT started_us, finished_us FROM runs WHERE run_id = ?",
+            (self._run_id,),
+        )
+        if not rows:
+            return None
+        started_us, finished_us = rows[0]
+        # Failed, with the upload's error, whatever the row says: it says how the run went
+        # before the upload that failed (`ok`, written just before its last, for one).
+        finished_us = finished_us or int(time.time() * 1e6)
+        return Ended(self._run_id, started_us, finished_us, Outcome.FAILED, self._broken_by)
+
+    def _release(self, ended: Ended | None = None) -> None:
         if self.lease is not None:
             try:
-                self.lease.release()
+                self.lease.release(ended)
             except Exception as exc:  # it expires by itself
                 log.warning("could not release the lease of %s: %s", self.location.display, exc)
         shutil.rmtree(self._tmp, ignore_errors=True)

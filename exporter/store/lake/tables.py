@@ -71,7 +71,7 @@ from exporter.core.errors import (
     UnreadableStateError,
 )
 from exporter.core.names import TABLE_FILES
-from exporter.store.lake.lease import Lease, LeaseInfo, LeaseLostError
+from exporter.store.lake.lease import Ended, Lease, LeaseInfo, LeaseLostError
 from exporter.store.lake.location import Location, parse_location, redact
 from exporter.store.lake.objects import (
     Objects,
@@ -177,10 +177,19 @@ def open_restored_state(path: Path, where: str, batch: int) -> StateDB:
         ) from None
 
 
-def settle_runs(state: StateDB, lease: LeaseInfo | None, live: str | None = None) -> None:
+def settle_runs(
+    state: StateDB,
+    lease: LeaseInfo | None,
+    live: str | None = None,
+    unrecorded: Sequence[Ended] = (),
+) -> None:
     """Runs left `running` by a killed writer marked `killed` (every one but `live`, the run
     holding the lease now), after adding the run an unreleased `lease` names if the state does
-    not know it (killed before its first commit, its row was only in its own local state)."""
+    not know it (killed before its first commit, its row was only in its own local state).
+    First, the runs that ended without their record reaching the store (`unrecorded`, which a
+    lease names) are recorded as they ended, unless the state has their end."""
+    for run in unrecorded:
+        state.record_ended(run.run_id, run.started_us, run.finished_us, run.outcome, run.error)
     if lease is not None and not lease.released:
         for run_id, started_us in lease.runs():
             state.add_run(run_id, started_us)

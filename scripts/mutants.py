@@ -2697,6 +2697,17 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "events-file-append-not-whole",  # a full disk left half a line after an exit-0 run
+        "exporter/core/layout.py",
+        "        with contextlib.suppress(OSError):  # cutting needs no space\n"
+        "            os.ftruncate(fd, size)\n",
+        "        pass\n",
+        (
+            f"{EVENTS}::test_a_full_disk_leaves_no_half_line_in_the_events_file",
+            f"{APPENDER}",
+        ),
+    ),
+    Mutant(
         "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
         "exporter/ops/check.py",
         "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",

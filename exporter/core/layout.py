@@ -8,10 +8,11 @@ performance targets).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -108,6 +109,21 @@ def write_all(fd: int, data: Any) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+@contextlib.contextmanager
+def appended_whole(fd: int) -> Iterator[None]:
+    """What is appended to `fd` inside stays whole or not at all: an append that fails part
+    way (a full disk: some bytes written, then ENOSPC) is cut back to where it began, so the
+    file grows only by whole lines. A kill in the midst leaves what it wrote: the next
+    append's reader mends that (`events.delivery`)."""
+    size = os.fstat(fd).st_size
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):  # cutting needs no space
+            os.ftruncate(fd, size)
+        raise
 
 
 def fsync_dir(path: Path) -> None:

@@ -96,7 +96,7 @@ class ChildAppender:
 
 def main(path: str) -> int:
     """The child: append what the parent hands over until the pipe closes."""
-    from exporter.core.layout import write_all
+    from exporter.core.layout import appended_whole, write_all
     from exporter.events.render import event_lines_buffer
 
     pa.set_memory_pool(pa.system_memory_pool())  # freed pieces go back to the OS
@@ -105,13 +105,13 @@ def main(path: str) -> int:
     try:
         for line in sys.stdin.buffer:
             append = json.loads(line)
-            with open(append["file"], "rb") as scratch:
+            with open(append["file"], "rb") as scratch, appended_whole(fd):
                 for start, length in append["pieces"]:
                     table = pa.ipc.open_stream(os.pread(scratch.fileno(), length, start)).read_all()
                     names = [table[n].combine_chunks() for n in _NAMES]
                     rows = table.drop_columns(list(_NAMES)).combine_chunks()
                     write_all(fd, event_lines_buffer(rows, *names))
-            os.fsync(fd)
+                os.fsync(fd)
             os.unlink(append["file"])
             stdout.write(b"ok\n")
             stdout.flush()

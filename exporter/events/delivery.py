@@ -38,7 +38,7 @@ from pathlib import Path
 
 import orjson
 
-from exporter.core.layout import write_all
+from exporter.core.layout import appended_whole, write_all
 from exporter.events.outbox import EventsConfig, Outbox
 from exporter.events.webhook import connect_within, safe_url, sign
 from exporter.store.base import VersionsReader
@@ -80,6 +80,7 @@ def deliver(
         try:
             out.delivered["file"] = deliver_file(outbox, config.file)
         except OSError as exc:
+            out.delivered["file"] = exc.delivered if isinstance(exc, FileAppendError) else 0
             message = f"events file {config.file}: {exc.strerror or exc}; the events wait"
             log.warning("%s", message)
             out.errors.append(message)
@@ -143,6 +144,15 @@ def _last_event_id(line: bytes | None) -> str | None:
     return event_id if isinstance(event_id, str) else None
 
 
+class FileAppendError(OSError):
+    """The events file refused an append (a full disk): nothing of it stays in the file;
+    `delivered` events were appended, and recorded, before it."""
+
+    def __init__(self, cause: OSError, delivered: int) -> None:
+        super().__init__(cause.errno, cause.strerror)
+        self.delivered = delivered
+
+
 def deliver_file(outbox: Outbox, path: Path) -> int:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
@@ -156,8 +166,12 @@ def deliver_file(outbox: Outbox, path: Path) -> int:
         delivered = 0
         after = 0
         while batches := outbox.pending("file", after, _FILE_BATCH):
-            write_all(fd, b"".join(b.file_data() for b in batches))
-            os.fsync(fd)
+            try:
+                with appended_whole(fd):  # a full disk: nothing of it, not half a line
+                    write_all(fd, b"".join(b.file_data() for b in batches))
+                    os.fsync(fd)
+            except OSError as exc:
+                raise FileAppendError(exc, delivered) from exc
             delivered += outbox.delivered_through("file", batches[-1].seq, after)
             after = batches[-1].seq
         return delivered

@@ -11,9 +11,9 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from exporter.core.layout import write_all
+from exporter.core.layout import appended_whole, write_all
 from exporter.events.appender import ChildAppender
-from exporter.events.delivery import deliver_file
+from exporter.events.delivery import FileAppendError, deliver_file
 from exporter.events.outbox import Batch, Outbox
 
 __all__ = ["CHILD_EVENTS", "FileFollower"]
@@ -57,6 +57,8 @@ class FileFollower:
         try:
             self.delivered += deliver_file(self.outbox, self.path)
         except OSError as exc:
+            if isinstance(exc, FileAppendError):  # what it appended before it failed
+                self.delivered += exc.delivered
             log.debug("events file: not followed in this run (%s)", exc.strerror or exc)
             return
         self.on = True
@@ -106,10 +108,11 @@ class FileFollower:
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
-                # One piece's JSON at a time (`Outbox.pieces`): memory is one piece's.
-                for build in (p for batch in batches for p in self.outbox.pieces(batch)):
-                    write_all(fd, build())
-                os.fsync(fd)
+                with appended_whole(fd):
+                    # One piece's JSON at a time (`Outbox.pieces`): memory is one piece's.
+                    for build in (p for batch in batches for p in self.outbox.pieces(batch)):
+                        write_all(fd, build())
+                    os.fsync(fd)
             finally:
                 os.close(fd)
         except OSError as exc:

@@ -959,3 +959,45 @@ def test_a_backlog_that_cannot_be_built_fails_the_run(make_sim: Any, tmp_path: P
     code, stderr = _python_sync_output(sim, data, events_file, "")
     assert code == 6, stderr
     assert "cannot read the committed rows of waiting events" in stderr
+
+
+def test_a_full_disk_leaves_no_half_line_in_the_events_file(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """An append the disk refused part way (ENOSPC after some bytes) left half a line at the
+    end of the events file of a run that exited 0: a log shipper tailing it read a torn event
+    until a later run cut it. Here the kernel refuses the bytes past a file size
+    (RLIMIT_FSIZE: EFBIG after a short write, as a full disk does)."""
+    sim = make_sim(seed=24, projects=2, days=1, ops_per_project_per_day=30)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    sync_events(sim, data, file=events_file)  # the backfill: no events
+    # Lines of its own first, so that the limit is past every other file the run writes.
+    filler = b'{"filler": "' + b"x" * 100 + b'"}\n'
+    events_file.write_bytes(filler * 60_000)  # 6.2 MB
+    size = events_file.stat().st_size
+    _changes(sim, random.Random(11))
+    code = (
+        "import resource, sys\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({size + 6000}, resource.RLIM_INFINITY))\n"
+        "from exporter.cli import main\n"
+        "sys.argv = ['opsaudit', 'sync', '--max-rps', '0']\n"
+        "main()\n"
+    )
+    env = child_env(sim, data, events_file)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    text = events_file.read_bytes()
+    assert text.endswith(b"\n") and len(text) <= size + 6000, text[-200:]
+    appended = [e["id"] for e in file_events(events_file)[60_000:]]
+    waiting = len(versions_after(data, set(run_ids(data)[:1]))) - len(appended)
+    assert waiting > 0, "every event fitted: the test would prove nothing"
+    summary = [line for line in done.stdout.splitlines() if line.startswith("sync ok")]
+    assert f"; {len(appended)} event(s) delivered, {waiting} waiting" in summary[0], summary
+    assert "File too large" in done.stderr, done.stderr
+    assert "torn" not in done.stderr  # none was left to cut
+    sync_events(sim, data, file=events_file)  # room again: the rest, each once
+    ids = [e["id"] for e in file_events(events_file)[60_000:]]
+    assert len(ids) == len(set(ids))
+    assert sorted(ids) == sorted(versions_after(data, set(run_ids(data)[:1])))

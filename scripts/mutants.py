@@ -2708,6 +2708,20 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "query-json-values-written-as-strings",  # raw::JSON as "{\"id\": ...}" in json
+        "exporter/analytics/format.py",
+        "    if type(value) is JsonText:\n        return orjson.Fragment(value.encode())\n",
+        "    if False:\n        return None\n",
+        ("tests/analytics/test_format.py::test_json_values_are_written_as_json",),
+    ),
+    Mutant(
+        "query-map-keys-by-str",  # a timestamp key "2026-11-26 00:00:00+00:00", not ISO
+        "exporter/analytics/format.py",
+        "        return {_json_key(k): jsonable(v) for k, v in value.items()}\n",
+        "        return {str(k): jsonable(v) for k, v in value.items()}\n",
+        ("tests/analytics/test_format.py::test_map_keys_are_written_as_their_values_are",),
+    ),
+    Mutant(
         "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
         "exporter/ops/check.py",
         "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",

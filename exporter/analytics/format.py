@@ -102,9 +102,19 @@ def _non_finite(value: float) -> str:
 _INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1
 
 
+class JsonText(str):
+    """A value of DuckDB's JSON type (the driver hands it over as its text): JSON output
+    carries it as JSON, not as a string holding JSON (`raw::JSON`, `json_object(...)`); text
+    output prints the text."""
+
+    __slots__ = ()
+
+
 def jsonable(value: Any) -> Any:
     """A value JSON can carry: timestamps ISO 8601 UTC with Z, dates ISO, decimals as numbers
     (exact: one a float cannot hold is an `orjson.Fragment` of its digits)."""
+    if type(value) is JsonText:
+        return orjson.Fragment(value.encode())
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
@@ -133,11 +143,16 @@ def jsonable(value: Any) -> Any:
         return str(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, dict):  # a MAP: its keys as JSON writes them (timestamps ISO too)
+        return {_json_key(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     return str(value)
+
+
+def _json_key(key: Any) -> str:
+    value = jsonable(key)
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
 
 
 # orjson writes str, int, bool, None, floats (a non-finite one as null, as `jsonable` says),
@@ -164,6 +179,8 @@ def text(value: Any) -> str:
     """One value as plain text (CSV and tables): NULL is empty, numbers exact."""
     if value is None:
         return ""
+    if isinstance(value, str):
+        return str.__str__(value)  # a JsonText too: its text
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):

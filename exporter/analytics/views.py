@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from exporter.analytics.format import JsonText
 from exporter.analytics.summary_total import delete_older_totals, write_summary_total
 from exporter.core.duck import duckdb, readable_dir
 from exporter.core.errors import ConfigError, QueryError, ReadOnlyError
@@ -593,11 +594,34 @@ def _execute(
         if cursor.description is None:  # a statement with no result (SET, CREATE, ...)
             return [], []
         columns = [d[0] for d in cursor.description]
-        zoned = [i for i, d in enumerate(cursor.description) if str(d[1]) == _TIMESTAMPTZ]
+        types = [str(d[1]) for d in cursor.description]
+        zoned = [i for i, t in enumerate(types) if t == _TIMESTAMPTZ]
         rows = cursor.fetchall()
     except duckdb.Error as exc:
         raise QueryError(_whole(exc)) from exc
+    if _JSON in types or f"{_JSON}[]" in types:
+        rows = _json_values(rows, types)
     return columns, _infinities(rows, zoned) if zoned else rows
+
+
+_JSON = "JSON"
+
+
+def _json_values(rows: list[tuple[Any, ...]], types: list[str]) -> list[tuple[Any, ...]]:
+    """The values of JSON columns (and lists of them) marked as JSON: the driver hands them
+    over as their text, which JSON output then wrote as a string holding JSON."""
+    marks = {i: t == _JSON for i, t in enumerate(types) if t in (_JSON, f"{_JSON}[]")}
+
+    def mark(value: Any, whole: bool) -> Any:
+        if value is None:
+            return None
+        if whole:
+            return JsonText(value)
+        return [None if v is None else JsonText(v) for v in value]
+
+    return [
+        tuple(mark(v, marks[i]) if i in marks else v for i, v in enumerate(row)) for row in rows
+    ]
 
 
 _TIMESTAMPTZ = "TIMESTAMP WITH TIME ZONE"

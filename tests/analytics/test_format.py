@@ -178,3 +178,54 @@ def test_infinite_timestamps_print_as_duckdb_spells_them() -> None:
         '"d":"9999-12-31T23:59:59.999999","e":"0001-01-01T00:00:00"}\n'
     )
     assert render(columns[:2], [r[:2] for r in rows], "csv") == "a,b\ninfinity,-infinity\n"
+
+
+def test_json_values_are_written_as_json() -> None:
+    """A value of DuckDB's JSON type (`raw::JSON`, `json_object(...)`) was written by `query
+    --format json|jsonl` as a string holding JSON ("{\\"id\\": ...}"), where the DuckDB CLI's
+    -jsonlines writes the object: README has users read `raw` with JSON operators."""
+    import duckdb
+
+    from exporter.analytics.views import execute
+
+    sql = (
+        "SELECT '{\"id\": \"a\", \"n\": [1, 2.5]}'::JSON AS j, json_object('k', 'v') AS o, "
+        "['1'::JSON, NULL, '\"s\"'::JSON] AS l, NULL::JSON AS n, '{\"x\":1}' AS text_only"
+    )
+    with duckdb.connect() as con:
+        columns, rows = execute(con, sql)
+    assert render(columns, rows, "jsonl") == (
+        '{"j":{"id": "a", "n": [1, 2.5]},"o":{"k":"v"},"l":[1,null,"s"],"n":null,'
+        '"text_only":"{\\"x\\":1}"}\n'
+    )
+    assert json.loads(render(columns, rows, "json")) == [
+        {"j": {"id": "a", "n": [1, 2.5]}, "o": {"k": "v"}, "l": [1, None, "s"], "n": None}
+        | {"text_only": '{"x":1}'}
+    ]
+    assert render(columns[:2], [r[:2] for r in rows], "csv") == (
+        'j,o\n"{""id"": ""a"", ""n"": [1, 2.5]}","{""k"":""v""}"\n'
+    )
+
+
+def test_map_keys_are_written_as_their_values_are() -> None:
+    """A MAP's keys were written with Python's str(): a timestamp key as "2026-11-26
+    00:00:00+00:00" (`histogram(date_trunc('day', created_at))`) where every value of it is
+    ISO 8601 UTC with Z."""
+    import duckdb
+
+    from exporter.analytics.views import execute
+
+    sql = (
+        "SELECT MAP {TIMESTAMPTZ '2026-11-26 00:00:00+00': 3, TIMESTAMPTZ '2026-11-27 12:30:00+00':"
+        " 4} AS t, MAP {DATE '2026-11-26': 'a'} AS d, MAP {2: 'two'} AS i"
+    )
+    with duckdb.connect() as con:
+        con.execute("SET TimeZone = 'UTC'")
+        columns, rows = execute(con, sql)
+    assert render(columns, rows, "jsonl") == (
+        '{"t":{"2026-11-26T00:00:00Z":3,"2026-11-27T12:30:00Z":4},"d":{"2026-11-26":"a"},'
+        '"i":{"2":"two"}}\n'
+    )
+    assert render(columns[:1], [r[:1] for r in rows], "csv") == (
+        't\n"{""2026-11-26T00:00:00Z"":3,""2026-11-27T12:30:00Z"":4}"\n'
+    )

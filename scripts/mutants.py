@@ -2722,6 +2722,20 @@ MUTANTS = [
         ("tests/analytics/test_format.py::test_map_keys_are_written_as_their_values_are",),
     ),
     Mutant(
+        "markdown-cells-cut",  # report --format markdown cut a 5,000-character error to 60
+        "exporter/analytics/format.py",
+        "    for row in _cells(rows, len(columns), thousands, cut=False):\n",
+        "    for row in _cells(rows, len(columns), thousands):\n",
+        ("tests/analytics/test_format.py::test_long_cells_are_cut_on_a_terminal_only",),
+    ),
+    Mutant(
+        "table-float-digits-lost",  # 0.00004 printed 0, 1e300 as 301 digits
+        "exporter/analytics/format.py",
+        "        if value and not 10.0 ** -decimals / 2 <= abs(value) < 1e15:\n",
+        "        if False:\n",
+        ("tests/analytics/test_format.py::test_floats_past_a_columns_decimals_keep_their_digits",),
+    ),
+    Mutant(
         "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
         "exporter/ops/check.py",
         "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",

@@ -211,10 +211,14 @@ def _column_decimals(rows: Sequence[Sequence[Any]], i: int) -> int:
     return max((d for row in rows if (d := _decimals(row[i])) is not None), default=0)
 
 
-def _cell(value: Any, decimals: int = 3, thousands: bool = False) -> str:
+def _cell(value: Any, decimals: int = 3, thousands: bool = False, cut: bool = True) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, float) and math.isfinite(value):
+        if value and not 10.0**-decimals / 2 <= abs(value) < 1e15:
+            # Too small for the column's decimals (0.00004 printed 0) or too large for fixed
+            # digits (1e300 printed 301 of them): its own significant digits, exactly.
+            return repr(value)
         # At most three decimals on a terminal (ms percentiles, shares); json keeps all.
         out = f"{value:,.{decimals}f}" if thousands else f"{value:.{decimals}f}"
         return out[1:] if out.startswith("-") and not out.strip("-0.,") else out  # no "-0"
@@ -223,16 +227,19 @@ def _cell(value: Any, decimals: int = 3, thousands: bool = False) -> str:
     if isinstance(value, dt.timedelta):
         return readable_interval(value)
     out = " ".join(text(value).split())  # newlines and tabs would break the alignment
-    return out if len(out) <= MAX_CELL else out[: MAX_CELL - 1] + "…"
+    return out if not cut or len(out) <= MAX_CELL else out[: MAX_CELL - 1] + "…"
 
 
 def _numeric(value: Any) -> bool:
     return isinstance(value, (int, float, decimal.Decimal)) and not isinstance(value, bool)
 
 
-def _cells(rows: Sequence[Sequence[Any]], width: int, thousands: bool) -> list[list[str]]:
+def _cells(
+    rows: Sequence[Sequence[Any]], width: int, thousands: bool, cut: bool = True
+) -> list[list[str]]:
+    """`cut`: long text cut to MAX_CELL (a terminal's table; markdown is a file: whole)."""
     decimals = [_column_decimals(rows, i) for i in range(width)]
-    return [[_cell(v, d, thousands) for v, d in zip(row, decimals)] for row in rows]
+    return [[_cell(v, d, thousands, cut) for v, d in zip(row, decimals)] for row in rows]
 
 
 def _table(
@@ -276,7 +283,7 @@ def _markdown(
     right = [any(_numeric(row[i]) for row in rows) for i in range(len(columns))]
     out = ["| " + " | ".join(escape(c) for c in columns) + " |"]
     out.append("|" + "|".join("---:" if r else "---" for r in right) + "|")
-    for row in _cells(rows, len(columns), thousands):
+    for row in _cells(rows, len(columns), thousands, cut=False):
         out.append("| " + " | ".join(escape(c) for c in row) + " |")
     return "\n".join(out) + "\n"
 

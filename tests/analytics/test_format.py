@@ -138,6 +138,23 @@ def test_long_cells_are_cut_on_a_terminal_only() -> None:
     text = "e" * 100
     assert render(["error"], [(text,)], "table").splitlines()[2] == "e" * 59 + "…"
     assert text in render(["error"], [(text,)], "json")
+    # Markdown is a file (`-o report.md`): it was cut as a terminal's table is, a 5,000
+    # character error text to 60 in `report --format markdown`.
+    assert render(["error"], [(text + "|x",)], "markdown").splitlines()[2] == f"| {text}\\|x |"
+
+
+def test_floats_past_a_columns_decimals_keep_their_digits() -> None:
+    """0.00004 printed 0 in table and markdown (three decimals at most), and 1e300 as 301
+    digits: a value the column's decimals cannot show prints its own significant digits."""
+    rows = [(0.00004, 1e300, 1.5), (2.25, -1e20, -0.0001)]
+    assert render(["tiny", "big", "f"], rows, "markdown").splitlines()[2:] == [
+        "| 4e-05 | 1e+300 | 1.5 |",
+        "| 2.25 | -1e+20 | -0.0001 |",
+    ]
+    assert render(["tiny", "big"], [r[:2] for r in rows], "table").splitlines()[2:4] == [
+        "4e-05  1e+300",
+        " 2.25  -1e+20",
+    ]
 
 
 def test_table_prints_inf_nan_and_readable_intervals() -> None:

@@ -2731,7 +2731,7 @@ MUTANTS = [
     Mutant(
         "table-float-digits-lost",  # 0.00004 printed 0, 1e300 as 301 digits
         "exporter/analytics/format.py",
-        "        if value and not 10.0 ** -decimals / 2 <= abs(value) < 1e15:\n",
+        "        if value and not 10.0**-decimals / 2 <= abs(value) < 1e15:\n",
         "        if False:\n",
         ("tests/analytics/test_format.py::test_floats_past_a_columns_decimals_keep_their_digits",),
     ),

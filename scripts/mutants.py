@@ -2736,6 +2736,16 @@ MUTANTS = [
         ("tests/analytics/test_format.py::test_floats_past_a_columns_decimals_keep_their_digits",),
     ),
     Mutant(
+        "library-data-dir-file-called-missing",  # exporter.connect(a file): "does not exist"
+        "exporter/core/errors.py",
+        "    if isinstance(data_dir, (str, os.PathLike)) and os.path.exists(data_dir):\n",
+        "    if False:\n",
+        (
+            "tests/ops/test_cli_boundary.py::"
+            "test_a_data_dir_that_is_a_file_is_named_so_by_the_library_too",
+        ),
+    ),
+    Mutant(
         "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
         "exporter/ops/check.py",
         "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",

@@ -7,6 +7,7 @@ codes. No message ever contains the API key.
 from __future__ import annotations
 
 import enum
+import os
 import re
 import threading
 
@@ -39,7 +40,10 @@ class ConfigError(OpsauditError):
 
 def missing_data_dir(data_dir: object) -> ConfigError:
     """The error of every reader given a `--data-dir` that does not exist (readers never create
-    one: a mistyped path would otherwise answer every question with nothing)."""
+    one: a mistyped path would otherwise answer every question with nothing), or is a file
+    (as the command line says it: the library said "does not exist")."""
+    if isinstance(data_dir, (str, os.PathLike)) and os.path.exists(data_dir):
+        return ConfigError(f"--data-dir {data_dir} is a file, not a directory")
     return ConfigError(
         f"--data-dir {data_dir} does not exist; run `opsaudit sync --data-dir {data_dir}` first, "
         "or point --data-dir (or $OPSAUDIT_DATA_DIR) at an existing dataset"

@@ -182,6 +182,22 @@ def test_a_data_dir_that_is_a_file_is_exit_2_for_every_command(
     assert a_file.read_bytes() == b"not a directory"
 
 
+def test_a_data_dir_that_is_a_file_is_named_so_by_the_library_too(tmp_path: Path) -> None:
+    """`exporter.connect`, `read_status` and `run_check` on a file said "does not exist; run
+    `opsaudit sync` first" (which would fail on it), where the command line says what it is."""
+    import exporter
+    from exporter.ops.check import run_check
+    from exporter.ops.status import read_status
+
+    a_file = tmp_path / "data.parquet"
+    a_file.write_bytes(b"not a directory")
+    for call in (exporter.connect, read_status, run_check):
+        with pytest.raises(exporter.ConfigError) as error:
+            call(a_file)
+        assert str(error.value) == f"--data-dir {a_file} is a file, not a directory", call
+    assert a_file.read_bytes() == b"not a directory"
+
+
 @pytest.mark.parametrize("command", [["report"], ["query", "SELECT 1"]])
 def test_a_directory_that_is_not_a_dataset_is_exit_2(tmp_path: Path, command: list[str]) -> None:
     (tmp_path / "notes.txt").write_text("a home directory, say")

@@ -2746,6 +2746,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "check-empty-prefix-is-exit-6",  # an empty local directory is exit 8, a prefix was 6
+        "exporter/cli/_ops.py",
+        "    except NoDatasetError:  # an empty prefix: as an empty local directory is (exit 8)\n",
+        "    except ZeroDivisionError:\n",
+        (
+            "tests/lake/test_bad_input.py::"
+            "test_check_of_an_empty_prefix_is_a_finding_as_of_an_empty_directory",
+        ),
+    ),
+    Mutant(
         "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
         "exporter/ops/check.py",
         "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from exporter.core.errors import ConfigError
+from exporter.core.errors import ConfigError, NoDatasetError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,8 +52,11 @@ def write_metrics_file(
     if isinstance(data_dir, str):  # object storage: from the restored state
         from exporter.store.readers import reading
 
-        with reading(data_dir, storage_options) as local:
-            metrics = collect_metrics(local, as_of=as_of)
+        try:
+            with reading(data_dir, storage_options) as local:
+                metrics = collect_metrics(local, as_of=as_of)
+        except NoDatasetError:  # nothing synced there: as a local directory without state
+            metrics = []
     else:
         metrics = collect_metrics(data_dir, as_of=as_of)
     try:

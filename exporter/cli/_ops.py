@@ -21,7 +21,7 @@ from exporter.cli._common import (
 )
 from exporter.cli._group import short_help
 from exporter.cli._metrics import metrics_file_option, write_metrics_file
-from exporter.core.errors import ConfigError, ExitCode
+from exporter.core.errors import ConfigError, ExitCode, NoDatasetError
 
 
 class Duration(click.ParamType):
@@ -153,19 +153,22 @@ def check_command(
     gaps longer than the platform's retention (about 6 months); the --fail-on thresholds.
     Meant for cron (`opsaudit sync; opsaudit check`), Nagios-style checks and CI.
     """
-    from exporter.ops.check import run_check
+    from exporter.ops.check import CheckReport, no_sync_yet, run_check
     from exporter.store.readers import reading
 
     # On object storage: the restored state and the tables' snapshots (no lease, no writes).
-    with reading(data_dir, storage_options) as local:
-        report = run_check(
-            local,
-            max_age=max_age,
-            reread_max_age=reread_max_age,
-            stuck_after=stuck_after,
-            thresholds=thresholds,
-            as_of=as_of,
-        )
+    try:
+        with reading(data_dir, storage_options) as local:
+            report = run_check(
+                local,
+                max_age=max_age,
+                reread_max_age=reread_max_age,
+                stuck_after=stuck_after,
+                thresholds=thresholds,
+                as_of=as_of,
+            )
+    except NoDatasetError:  # an empty prefix: as an empty local directory is (exit 8)
+        report = CheckReport(as_of or dt.datetime.now(dt.timezone.utc), [no_sync_yet(data_dir)])
     if fmt == "json":
         import orjson
 

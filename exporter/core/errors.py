@@ -94,6 +94,11 @@ class StorageError(OpsauditError):
     exit_code = ExitCode.STATE
 
 
+class NoDatasetError(StorageError):
+    """No dataset at an object-storage location yet (nothing synced there): `check` reports it
+    as it does an empty local directory, a finding (exit 8), not a storage error."""
+
+
 class UnreadableStateError(StorageError):
     """The state file is corrupt or not an opsaudit state (not: a newer format, a full disk)."""
 

@@ -251,13 +251,16 @@ def run_check(
     state_path = Path(data_dir) / STATE_FILE
     backfilling: set[str] = set()
     if not state_path.is_file() or state_path.stat().st_size == 0:
-        report.findings.append(
-            Finding("stale_sync", None, f"no sync has run in {data_dir} yet: run `opsaudit sync`")
-        )
+        report.findings.append(no_sync_yet(data_dir))
     else:
         backfilling = _check_state(state_path, report, max_age, reread_max_age)
     _check_data(Path(data_dir), report, backfilling, stuck_after, thresholds)
     return report
+
+
+def no_sync_yet(data_dir: object) -> Finding:
+    """The finding of a data directory (or object-storage location) no sync has written."""
+    return Finding("stale_sync", None, f"no sync has run in {data_dir} yet: run `opsaudit sync`")
 
 
 # Runs that commit what they read: each moves every checkpoint it reached.

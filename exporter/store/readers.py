@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from exporter.core.errors import ConfigError, StorageError, missing_data_dir
+from exporter.core.errors import ConfigError, NoDatasetError, missing_data_dir
 from exporter.core.layout import (
     STATE_FILE,
 )
@@ -129,7 +129,7 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
     try:
         batch = ds.restore_state(tmp / STATE_FILE)
         if batch is None:
-            raise StorageError(f"no dataset in {loc.display} yet: run `opsaudit sync` first")
+            raise NoDatasetError(f"no dataset in {loc.display} yet: run `opsaudit sync` first")
         _settle_runs(ds, tmp / STATE_FILE, batch)
         with _LAKES_LOCK:
             _LAKES[tmp] = ds

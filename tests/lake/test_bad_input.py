@@ -118,6 +118,31 @@ def test_read_only_open_of_an_empty_prefix(bucket: Any, tmp_path: Path) -> None:
         _open(f"file://{tmp_path}/nothing", {}, create=False)
 
 
+def test_check_of_an_empty_prefix_is_a_finding_as_of_an_empty_directory(
+    bucket: Any, tmp_path: Path
+) -> None:
+    """`check` on a prefix no sync wrote was exit 6 ("no opsaudit dataset here"), on an empty
+    local directory exit 8 (`stale_sync`): a monitor saw a different code for the same fact
+    depending on where the data lives."""
+    from click.testing import CliRunner
+
+    from exporter.cli import cli
+
+    (tmp_path / "empty").mkdir()
+    url = bucket.url("never-synced")
+    so = [a for o in bucket.storage_options() for a in ("--storage-option", o)]
+    for where, extra in ((url, so), (str(tmp_path / "empty"), [])):
+        prom = tmp_path / f"{len(extra)}.prom"
+        args = ["check", "--data-dir", where, *extra, "--metrics-file", str(prom)]
+        result = CliRunner().invoke(cli, args, prog_name="opsaudit")
+        assert (result.exit_code, result.stdout) == (
+            8,
+            f"stale_sync: no sync has run in {where} yet: run `opsaudit sync`\n",
+        ), result.output
+        assert 'opsaudit_check_findings{check="stale_sync"} 1' in prom.read_text()
+    assert bucket.list_keys() == []  # nothing written
+
+
 def test_a_bad_option_value_is_a_usage_error_that_does_not_show_it(
     make_sim: Any, bucket: Any
 ) -> None:

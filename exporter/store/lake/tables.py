@@ -66,6 +66,7 @@ import pyarrow.compute as pc
 from exporter.core.errors import (
     ConfigError,
     ExitCode,
+    NoDatasetError,
     OpsauditError,
     StorageError,
     UnreadableStateError,
@@ -272,7 +273,7 @@ class LakeDataset:
                     "at an existing opsaudit dataset."
                 )
             if got is None and not create:
-                raise StorageError(
+                raise NoDatasetError(
                     f"{location.display}: no opsaudit dataset here (run a sync first)"
                 )
         if got is None:

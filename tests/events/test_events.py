@@ -961,9 +961,7 @@ def test_a_backlog_that_cannot_be_built_fails_the_run(make_sim: Any, tmp_path: P
     assert "cannot read the committed rows of waiting events" in stderr
 
 
-def test_a_full_disk_leaves_no_half_line_in_the_events_file(
-    make_sim: Any, tmp_path: Path
-) -> None:
+def test_a_full_disk_leaves_no_half_line_in_the_events_file(make_sim: Any, tmp_path: Path) -> None:
     """An append the disk refused part way (ENOSPC after some bytes) left half a line at the
     end of the events file of a run that exited 0: a log shipper tailing it read a torn event
     until a later run cut it. Here the kernel refuses the bytes past a file size

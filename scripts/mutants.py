@@ -581,7 +581,7 @@ MUTANTS = [
     Mutant(
         "lease-dead-holder-waits-out-the-ttl",  # kill -9 blocks the next sync for 2 minutes
         "exporter/store/lake/lease.py",
-        "                or current.holder_is_dead(self.machine)\n",
+        "            or current.holder_is_dead(self.machine)\n",
         "",
         (
             "tests/lake/test_lease.py::test_a_killed_holder_of_this_machine_is_taken_over_at_once",
@@ -2637,10 +2637,31 @@ MUTANTS = [
     Mutant(
         "lease-lost-answer-taken-for-another-writer",  # a 500 on our own PUT: exit 4, "killed"
         "exporter/store/lake/lease.py",
-        "        if current is not None and current.token == self.token and not current.released:\n"
-        "            return current.etag\n",
-        "        if False:\n            return current.etag\n",
+        "        if got is not None and got[0] == body:\n",
+        "        if False:\n",
         ("tests/lake/test_lease.py::test_a_lost_answer_to_our_own_lease_write_keeps_the_lease",),
+    ),
+    Mutant(
+        "lease-ended-runs-named-from-the-first-renewal",  # killed before it: the record lost
+        "exporter/store/lake/lease.py",
+        "            self.unrecorded = list(current.unrecorded)[-_CARRIED_AT_MOST:]\n",
+        "            pass\n",
+        (
+            "tests/lake/test_lease.py::"
+            "test_an_ended_run_is_handed_on_by_a_holder_killed_before_it_renewed",
+            "tests/lake/test_sync_lake.py::"
+            "test_a_run_that_could_not_write_the_store_is_recorded_failed",
+        ),
+    ),
+    Mutant(
+        "lease-stale-etag-after-a-lost-renewal-answer",  # note_run returned, the run unnamed
+        "exporter/store/lake/lease.py",
+        "                new = self._landed(body) or self._put_over_our_own(body)\n",
+        "                new = self._landed(body)\n",
+        (
+            "tests/lake/test_lease.py::"
+            "test_a_renewal_over_an_earlier_write_of_ours_whose_answer_was_lost",
+        ),
     ),
     Mutant(
         "lake-state-upload-lost-answer-fails",  # a 500 after it landed: exit 6, the key for why
@@ -2661,8 +2682,8 @@ MUTANTS = [
     Mutant(
         "lake-killed-runs-scratch-kept",  # kill -9 left each run's state copy in /tmp for good
         "exporter/store/lake/store.py",
-        "                        shutil.rmtree(path, ignore_errors=True)\n",
-        "                        pass\n",
+        "                    shutil.rmtree(path, ignore_errors=True)\n",
+        "                    pass\n",
         (
             "tests/lake/test_crash.py::"
             "test_a_killed_runs_scratch_copy_of_the_state_is_removed_by_the_next",

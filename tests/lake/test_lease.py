@@ -293,3 +293,50 @@ def test_a_lost_answer_to_our_own_lease_write_keeps_the_lease(bucket: Any) -> No
     lease.release()
     assert other.try_acquire()  # released as ever
     other.release()
+
+
+def test_an_ended_run_is_handed_on_by_a_holder_killed_before_it_renewed(root: Any) -> None:
+    """A run the store refused is named, ended, in the lease it released. The next holder
+    wrote its lease without it, and named it only from its first renewal on: killed before
+    that (while restoring a large state), it dropped the record, and the refused run was
+    gone for good from `sync_runs`, `status` and the metrics."""
+    from exporter.store.lake.lease import Ended
+
+    ds = root.open()
+    refused = _lease(ds, "refused", ttl=timedelta(seconds=30))
+    refused.acquire()
+    ended = Ended("run-refused", 1, 2, "failed", "access denied")
+    refused.release(ended)
+    killed = _lease(root.open(), "killed")  # takes it, then dies before any renewal
+    killed.acquire()
+    info = ds.lease().read()
+    assert info is not None and info.unrecorded == (ended,)
+    time.sleep(_expiry(ds))
+    after = _lease(root.open(), "after")
+    after.acquire()
+    assert after.unrecorded == [ended]
+    after.release()
+
+
+def test_a_renewal_over_an_earlier_write_of_ours_whose_answer_was_lost(root: Any) -> None:
+    """A heartbeat renewal landed but its answer never came (a timeout, not retried): the
+    etag held is stale. The next renewal's 412 took the write there for this one, so
+    `note_run` returned without the lease naming the run; the run is named now."""
+    ds = root.open()
+    lease = _lease(ds, "holder", ttl=timedelta(seconds=30))
+    lease.acquire()
+    stale = lease._etag
+    ds.objects.put(lease.key, lease._body(), if_match=stale)  # landed, answer lost
+    lease.note_run("run-1", 1)
+    lease.check()
+    info = ds.lease().read()
+    assert info is not None and (info.holder, info.run_id, info.released) == (
+        "holder",
+        "run-1",
+        False,
+    )
+    other = _lease(root.open(), "other", ttl=timedelta(seconds=30))
+    assert not other.try_acquire()
+    lease.release()
+    info = ds.lease().read()
+    assert info is not None and info.released

@@ -30,7 +30,6 @@ of the same transaction version (see `_tables.py`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
@@ -265,41 +264,62 @@ class Lease:
         """One attempt: True if we now hold the lease."""
         current = self.read()
         started = time.monotonic()
+        if current is not None and not (
+            (current.token == self.token and not current.released)
+            or current.is_free(datetime.now(timezone.utc), self.grace)
+            or current.holder_is_dead(self.machine)
+        ):
+            return False
+        kept = self.unrecorded, self.carried
+        if current is not None and current.token != self.token:
+            # Named in the very lease this one writes: a holder killed before its first
+            # renewal must hand them on as well (a refused run's record was lost so).
+            self.unrecorded = list(current.unrecorded)[-_CARRIED_AT_MOST:]
+            if not current.released:
+                self.carried = current.runs()[-_CARRIED_AT_MOST:]
+        body = self._body()
         try:
             if current is None:
-                etag = self.objects.put(self.key, self._body(), if_none_match=True)
-            elif (
-                (current.token == self.token and not current.released)
-                or current.is_free(datetime.now(timezone.utc), self.grace)
-                or current.holder_is_dead(self.machine)
-            ):
-                etag = self.objects.put(self.key, self._body(), if_match=current.etag)
+                etag = self.objects.put(self.key, body, if_none_match=True)
             else:
-                return False
+                etag = self.objects.put(self.key, body, if_match=current.etag)
         except PreconditionFailed:
-            landed = self._our_write_landed()
+            landed = self._landed(body)
             if landed is None:
+                self.unrecorded, self.carried = kept
                 return False
             etag = landed
+        except BaseException:
+            self.unrecorded, self.carried = kept
+            raise
         with self._lock:
             self._etag = etag
             self._renewed_mono = started
             self._lost = None
-        if current is not None and current.token != self.token:
-            self.unrecorded = list(current.unrecorded)[-_CARRIED_AT_MOST:]
         if current is not None and not current.released and current.token != self.token:
             self.taken_from = current
-            self.carried = current.runs()[-_CARRIED_AT_MOST:]
         return True
 
-    def _our_write_landed(self) -> str | None:
-        """The lease's etag when a PUT of ours refused with 412 had landed after all: the store
-        applied it, its answer was lost (a 500), and the client's retry found it there. No
-        other writer has our token, so the lease naming it unreleased is our write."""
-        current = self.read()
-        if current is not None and current.token == self.token and not current.released:
-            return current.etag
+    def _landed(self, body: bytes) -> str | None:
+        """The lease's etag when the PUT of `body` refused with 412 had landed after all: the
+        store applied it, its answer was lost (a 500), and the client's retry found it there.
+        Only those very bytes (their `written_at` is this attempt's) are this write."""
+        got = self.objects.get(self.key)
+        if got is not None and got[0] == body:
+            return got[1].etag
         return None
+
+    def _put_over_our_own(self, body: bytes) -> str | None:
+        """`body` written over the lease when it is still ours, unreleased: an earlier write of
+        ours landed while its answer was lost (a renewal of the heartbeat, which goes on), so
+        the etag we held is stale. None when another writer holds it."""
+        current = self.read()
+        if current is None or current.token != self.token or current.released:
+            return None
+        try:
+            return self.objects.put(self.key, body, if_match=current.etag)
+        except PreconditionFailed:
+            return None
 
     def acquire(
         self, *, wait: bool = False, timeout: float | None = None, poll: float = 1.0
@@ -333,15 +353,16 @@ class Lease:
                 if etag is None or self._lost:
                     raise LeaseLostError(self._lost_message())
             started = time.monotonic()
+            body = self._body()
+            new: str | None
             try:
-                new = self.objects.put(self.key, self._body(), if_match=etag)
+                new = self.objects.put(self.key, body, if_match=etag)
             except PreconditionFailed:
-                landed = self._our_write_landed()
-                if landed is None:
-                    with self._lock:
-                        self._lost = "taken over by another writer"
-                    raise LeaseLostError(self._lost_message()) from None
-                new = landed
+                new = self._landed(body) or self._put_over_our_own(body)
+            if new is None:
+                with self._lock:
+                    self._lost = "taken over by another writer"
+                raise LeaseLostError(self._lost_message())
             with self._lock:
                 self._etag = new
                 self._renewed_mono = started
@@ -397,8 +418,12 @@ class Lease:
             etag, self._etag = self._etag, None
         if etag is None:
             return
-        with contextlib.suppress(PreconditionFailed):
-            self.objects.put(self.key, self._body(released=True), if_match=etag)
+        body = self._body(released=True)
+        try:
+            self.objects.put(self.key, body, if_match=etag)
+        except PreconditionFailed:  # one of ours whose answer was lost, or another's: left
+            if self._landed(body) is None:
+                self._put_over_our_own(body)
 
     def __enter__(self) -> Lease:
         self.acquire()

@@ -335,8 +335,11 @@ class LakeStore:
             return None
         started_us, finished_us = rows[0]
         # Failed, with the upload's error, whatever the row says: it says how the run went
-        # before the upload that failed (`ok`, written just before its last, for one).
+        # before the upload that failed (`ok`, written just before its last, for one). A
+        # Ctrl-C that cut the upload short: interrupted, as a run's Ctrl-C is.
         finished_us = finished_us or int(time.time() * 1e6)
+        if self._broken == KeyboardInterrupt.__name__:
+            return Ended(self._run_id, started_us, finished_us, Outcome.INTERRUPTED, "interrupted")
         return Ended(self._run_id, started_us, finished_us, Outcome.FAILED, self._broken_by)
 
     def _release(self, ended: Ended | None = None) -> None:
@@ -362,21 +365,34 @@ def _scratch_dir() -> Path:
         with contextlib.suppress(OSError):
             for path in base.glob(f"{_SCRATCH}{namespace}-*"):
                 parts = path.name[len(_SCRATCH) :].split("-")
-                if len(parts) >= 4 and parts[1].isdigit():
-                    tag = _process_tag(int(parts[1]))
-                    if tag != f"{parts[0]}-{parts[1]}-{parts[2]}":  # that process is gone
-                        shutil.rmtree(path, ignore_errors=True)
+                if len(parts) >= 4 and parts[1].isdigit() and _gone(int(parts[1]), parts[2]):
+                    shutil.rmtree(path, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"{_SCRATCH}{owner}-" if owner else _SCRATCH, dir=base))
 
 
-def _process_tag(pid: int) -> str | None:
-    """ "NAMESPACE-PID-STARTED" of a live process of this pid namespace; None where /proc does
-    not say (then no directory is taken for a dead process's)."""
-    started = process_started(pid)
+def _gone(pid: int, started: str) -> bool:
+    """Whether the process that named a scratch directory is gone: no process has its pid,
+    or one started at another time has (the pid reused). Unsure (its start unreadable): not."""
     try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        pass
+    now = process_started(pid)
+    return now is not None and now != started
+
+
+def _process_tag(pid: int) -> str | None:
+    """ "NAMESPACE-PID-STARTED" of a process of this pid namespace; None where /proc does not
+    say, or is another namespace's (then no directory is taken for a dead process's)."""
+    try:
+        if int(os.readlink("/proc/self")) != os.getpid():  # /proc mounted for another one
+            return None
         namespace = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
-    except OSError:
+    except (OSError, ValueError):
         return None
+    started = process_started(pid)
     digits = "".join(c for c in namespace if c.isdigit())
     return f"{digits}-{pid}-{started}" if started and digits else None
 

@@ -2731,8 +2731,15 @@ MUTANTS = [
     Mutant(
         "query-json-values-written-as-strings",  # raw::JSON as "{\"id\": ...}" in json
         "exporter/analytics/format.py",
-        "    if type(value) is JsonText:\n        return orjson.Fragment(value.encode())\n",
+        "    if type(value) is JsonText:\n        return _json_value(value)\n",
         "    if False:\n        return None\n",
+        ("tests/analytics/test_format.py::test_json_values_are_written_as_json",),
+    ),
+    Mutant(
+        "query-json-text-passed-through",  # its newlines split a JSONL record; NaN unreadable
+        "exporter/analytics/format.py",
+        "    return jsonable(parsed)\n",
+        "    return orjson.Fragment(value.encode())\n",
         ("tests/analytics/test_format.py::test_json_values_are_written_as_json",),
     ),
     Mutant(

@@ -6,6 +6,7 @@ import csv
 import datetime as dt
 import decimal
 import io
+import json
 import math
 import uuid
 from collections.abc import Sequence
@@ -114,7 +115,7 @@ def jsonable(value: Any) -> Any:
     """A value JSON can carry: timestamps ISO 8601 UTC with Z, dates ISO, decimals as numbers
     (exact: one a float cannot hold is an `orjson.Fragment` of its digits)."""
     if type(value) is JsonText:
-        return orjson.Fragment(value.encode())
+        return _json_value(value)
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
@@ -148,6 +149,17 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     return str(value)
+
+
+def _json_value(value: JsonText) -> Any:
+    """A JSON value's text as JSON output carries it: parsed and written again, compact (its
+    newlines would split a JSON Lines record), NaN and Infinity, which DuckDB writes into
+    JSON, as null (as a float's), numbers exact; text that does not parse stays text."""
+    try:
+        parsed = json.loads(value, parse_float=decimal.Decimal, parse_constant=float)
+    except ValueError:
+        return str.__str__(value)
+    return jsonable(parsed)
 
 
 def _json_key(key: Any) -> str:

@@ -206,13 +206,14 @@ def test_json_values_are_written_as_json() -> None:
     from exporter.analytics.views import execute
 
     sql = (
-        "SELECT '{\"id\": \"a\", \"n\": [1, 2.5]}'::JSON AS j, json_object('k', 'v') AS o, "
+        "SELECT '{\"id\": \"a\",\n \"n\": [1, 2.5]}'::JSON AS j, json_object('k', 'v') AS o, "
         "['1'::JSON, NULL, '\"s\"'::JSON] AS l, NULL::JSON AS n, '{\"x\":1}' AS text_only"
     )
     with duckdb.connect() as con:
         columns, rows = execute(con, sql)
+    # Compact: the newline in the JSON's text would split the JSON Lines record.
     assert render(columns, rows, "jsonl") == (
-        '{"j":{"id": "a", "n": [1, 2.5]},"o":{"k":"v"},"l":[1,null,"s"],"n":null,'
+        '{"j":{"id":"a","n":[1,2.5]},"o":{"k":"v"},"l":[1,null,"s"],"n":null,'
         '"text_only":"{\\"x\\":1}"}\n'
     )
     assert json.loads(render(columns, rows, "json")) == [
@@ -220,7 +221,18 @@ def test_json_values_are_written_as_json() -> None:
         | {"text_only": '{"x":1}'}
     ]
     assert render(columns[:2], [r[:2] for r in rows], "csv") == (
-        'j,o\n"{""id"": ""a"", ""n"": [1, 2.5]}","{""k"":""v""}"\n'
+        'j,o\n"{""id"": ""a"",\n ""n"": [1, 2.5]}","{""k"":""v""}"\n'
+    )
+    # DuckDB writes NaN and Infinity into JSON, which no JSON reader takes: null, as for a
+    # float; a number is written with its exact digits.
+    sql = (
+        "SELECT json_object('r', 'inf'::DOUBLE, 'x', 'nan'::FLOAT) AS j, "
+        "'12345678901234567890.123456789'::JSON AS d"
+    )
+    with duckdb.connect() as con:
+        columns, rows = execute(con, sql)
+    assert render(columns, rows, "jsonl") == (
+        '{"j":{"r":null,"x":null},"d":12345678901234567890.123456789}\n'
     )
 
 

@@ -43,12 +43,26 @@ def test_conditional_commits_cannot_be_turned_off(bucket: Any) -> None:
         _ = ds.options
 
 
+def _commit_one(loc: Any, tmp_path: Any, make_versions: Any) -> None:
+    """A batch committed under the lease (delta-rs and our object client both at work), read
+    back by a fresh open."""
+    from exporter.store.lake import LakeDataset
+
+    ds = LakeDataset.open(loc, create=True)
+    lease = ds.lease()
+    lease.acquire()
+    state = tmp_path / "s.sqlite"
+    state.write_bytes(b"state")
+    ds.commit(make_versions(0, 3), state, 1, lease=lease)
+    lease.release()
+    assert LakeDataset.open(loc).committed_version() == 1
+
+
 def test_credentials_from_an_aws_profile(
     bucket: Any, tmp_path: Any, monkeypatch: Any, make_versions: Any
 ) -> None:
     """Keys in a profile (AWS_PROFILE + shared credentials file), none in the environment: the
     table commits (delta-rs) and the lease/state objects (obstore via boto3) both find them."""
-    from exporter.store.lake import LakeDataset
 
     creds = tmp_path / "credentials"
     creds.write_text(
@@ -59,14 +73,7 @@ def test_credentials_from_an_aws_profile(
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config-none"))
     monkeypatch.setenv("AWS_PROFILE", "audit")
-    ds = LakeDataset.open(parse_location(bucket.url(), bucket.options), create=True)
-    lease = ds.lease()
-    lease.acquire()
-    state = tmp_path / "s.sqlite"
-    state.write_bytes(b"state")
-    ds.commit(make_versions(0, 3), state, 1, lease=lease)
-    lease.release()
-    assert LakeDataset.open(parse_location(bucket.url(), bucket.options)).committed_version() == 1
+    _commit_one(parse_location(bucket.url(), bucket.options), tmp_path, make_versions)
 
 
 def test_client_settings_from_the_environment(
@@ -81,14 +88,7 @@ def test_client_settings_from_the_environment(
     monkeypatch.setenv("AWS_ENDPOINT_URL", bucket.server.endpoint)
     monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
     loc = parse_location(bucket.url(), {})
-    ds = LakeDataset.open(loc, create=True)
-    lease = ds.lease()
-    lease.acquire()
-    state = tmp_path / "s.sqlite"
-    state.write_bytes(b"state")
-    ds.commit(make_versions(0, 3), state, 1, lease=lease)
-    lease.release()
-    assert LakeDataset.open(loc).committed_version() == 1
+    _commit_one(loc, tmp_path, make_versions)
     # An option given wins over the environment: refused plain HTTP is the client's error.
     monkeypatch.setenv("AWS_ALLOW_HTTP", "false")
     with pytest.raises(ConfigError, match="AWS_ALLOW_HTTP=true"):

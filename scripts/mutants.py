@@ -2681,7 +2681,7 @@ MUTANTS = [
     ),
     Mutant(
         "lake-killed-runs-scratch-kept",  # kill -9 left each run's state copy in /tmp for good
-        "exporter/store/lake/store.py",
+        "exporter/core/scratch.py",
         "                    shutil.rmtree(path, ignore_errors=True)\n",
         "                    pass\n",
         (
@@ -2781,6 +2781,16 @@ MUTANTS = [
         (
             "tests/lake/test_bad_input.py::"
             "test_check_of_an_empty_prefix_is_a_finding_as_of_an_empty_directory",
+        ),
+    ),
+    Mutant(
+        "lake-killed-readers-scratch-kept",  # a status killed mid-read left its state copy
+        "exporter/store/readers.py",
+        '    tmp = scratch_dir("opsaudit-read-").resolve()  # a reader killed with kill -9 too\n',
+        '    tmp = Path(tempfile.mkdtemp(prefix="opsaudit-read-")).resolve()\n',
+        (
+            "tests/lake/test_crash.py::"
+            "test_a_killed_runs_scratch_copy_of_the_state_is_removed_by_the_next",
         ),
     ),
     Mutant(

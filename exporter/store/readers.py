@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
-import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
@@ -27,6 +26,7 @@ from exporter.core.errors import ConfigError, NoDatasetError, missing_data_dir
 from exporter.core.layout import (
     STATE_FILE,
 )
+from exporter.core.scratch import scratch_dir
 from exporter.store.base import Reader
 from exporter.store.lake.location import Location, parse_location
 from exporter.store.local.reader import LocalReader
@@ -125,7 +125,7 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
     from exporter.store.lake.tables import LakeDataset  # pyarrow: object storage only (start-up)
 
     ds = LakeDataset.open(loc)  # StorageError when no dataset is there
-    tmp = Path(tempfile.mkdtemp(prefix="opsaudit-read-")).resolve()
+    tmp = scratch_dir("opsaudit-read-").resolve()  # a reader killed with kill -9 too
     try:
         batch = ds.restore_state(tmp / STATE_FILE)
         if batch is None:

@@ -21,6 +21,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import duckdb
+import pytest
 
 from exporter.store.lake import LakeDataset, parse_location
 
@@ -309,4 +310,23 @@ def test_a_killed_runs_scratch_copy_of_the_state_is_removed_by_the_next(
         other.close()
     finally:
         store.close()
+    assert sorted(p.name for p in scratch.iterdir()) == [unknown.name]
+    # A reader's copy (`status`, `check` on object storage) too, killed while it read.
+    from exporter.core.errors import NoDatasetError
+    from exporter.store.readers import reading
+
+    reader = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from exporter.core.scratch import scratch_dir as s; "
+            "p = s('opsaudit-read-'); (p / 'state.sqlite').write_bytes(b'x'); print(p)",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert Path(reader.stdout.strip()).is_dir()  # its process ended without removing it
+    with pytest.raises(NoDatasetError), reading(bucket.url(), bucket.storage_options()):
+        pass  # (no batch committed there: the reader's own copy is removed as it fails)
     assert sorted(p.name for p in scratch.iterdir()) == [unknown.name]

@@ -41,6 +41,7 @@ from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
 from exporter.core.errors import LockHeldError
+from exporter.core.scratch import process_started
 from exporter.store.lake.objects import Objects, PreconditionFailed
 
 LEASE_KEY = "_opsaudit/lease.json"
@@ -71,16 +72,6 @@ def _this_machine() -> str | None:
     if not boot:
         return None
     return f"{socket.gethostname()}/{boot}/{namespace}"
-
-
-def process_started(pid: int) -> str | None:
-    """The start time of process `pid` (clock ticks since boot, /proc/PID/stat field 22), None
-    if there is no such process (or no /proc)."""
-    stat = _read_text(f"/proc/{pid}/stat")
-    if stat is None:
-        return None
-    fields = stat.rsplit(")", 1)[-1].split()  # the name in parentheses may hold spaces
-    return fields[19] if len(fields) > 19 else None
 
 
 class Ended(NamedTuple):

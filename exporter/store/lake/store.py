@@ -28,11 +28,9 @@ import contextlib
 import logging
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -43,9 +41,10 @@ from exporter.core.layout import STATE_FILE
 from exporter.core.model import Outcome
 from exporter.core.names import EXPORTED_META, to_arrow
 from exporter.core.names import TABLES as NAMES_TABLES
+from exporter.core.scratch import scratch_dir
 from exporter.core.tables import VERSIONS_SCHEMA
 from exporter.store.base import BIG_FILE_ROWS, COMPACT_MIN_FILES, Committed
-from exporter.store.lake.lease import CLOCK_GRACE, DEFAULT_TTL, Ended, Lease, process_started
+from exporter.store.lake.lease import CLOCK_GRACE, DEFAULT_TTL, Ended, Lease
 from exporter.store.lake.location import Location
 from exporter.store.lake.superseded import SUPERSEDED
 from exporter.store.lake.tables import (
@@ -99,7 +98,7 @@ class LakeStore:
         self.location = location
         self.ds = LakeDataset.open(location, create=True)
         self.lease: Lease | None = None
-        self._tmp = _scratch_dir()
+        self._tmp = scratch_dir("opsaudit-lake-")
         self._broken: str | None = None
         self._broken_by = ""  # the failed commit's error, as the run's record says it
         self._run_id = ""
@@ -349,52 +348,6 @@ class LakeStore:
             except Exception as exc:  # it expires by itself
                 log.warning("could not release the lease of %s: %s", self.location.display, exc)
         shutil.rmtree(self._tmp, ignore_errors=True)
-
-
-_SCRATCH = "opsaudit-lake-"
-
-
-def _scratch_dir() -> Path:
-    """A new scratch directory for the state's local copy, named for this process (its pid
-    namespace, pid and start time); first, those of processes that are gone are removed: a
-    run killed with kill -9 never removed its own."""
-    base = Path(tempfile.gettempdir())
-    owner = _process_tag(os.getpid())
-    if owner is not None:
-        namespace = owner.split("-", 1)[0]
-        with contextlib.suppress(OSError):
-            for path in base.glob(f"{_SCRATCH}{namespace}-*"):
-                parts = path.name[len(_SCRATCH) :].split("-")
-                if len(parts) >= 4 and parts[1].isdigit() and _gone(int(parts[1]), parts[2]):
-                    shutil.rmtree(path, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{_SCRATCH}{owner}-" if owner else _SCRATCH, dir=base))
-
-
-def _gone(pid: int, started: str) -> bool:
-    """Whether the process that named a scratch directory is gone: no process has its pid,
-    or one started at another time has (the pid reused). Unsure (its start unreadable): not."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # alive, another user's
-        pass
-    now = process_started(pid)
-    return now is not None and now != started
-
-
-def _process_tag(pid: int) -> str | None:
-    """ "NAMESPACE-PID-STARTED" of a process of this pid namespace; None where /proc does not
-    say, or is another namespace's (then no directory is taken for a dead process's)."""
-    try:
-        if int(os.readlink("/proc/self")) != os.getpid():  # /proc mounted for another one
-            return None
-        namespace = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
-    except (OSError, ValueError):
-        return None
-    started = process_started(pid)
-    digits = "".join(c for c in namespace if c.isdigit())
-    return f"{digits}-{pid}-{started}" if started and digits else None
 
 
 __all__ = ["LEASE_TTL_ENV", "PROJECTS", "SYNC_RUNS", "LakeStore", "lease_ttl"]

@@ -2794,6 +2794,18 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "lake-refused-export-leaves-the-run-ok",  # exit 2, recorded ok everywhere for good
+        "exporter/store/lake/store.py",
+        "        except BaseException as exc:  # the state just uploaded may say the run went well\n"
+        "            self._break(exc)\n",
+        "        except BaseException as exc:  # the state just uploaded may say the run went well\n"
+        "            pass\n",
+        (
+            "tests/lake/test_sync_lake.py::"
+            "test_a_run_that_could_not_write_the_store_is_recorded_failed",
+        ),
+    ),
+    Mutant(
         "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
         "exporter/ops/check.py",
         "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",

@@ -1066,16 +1066,16 @@ class StateDB:
     def record_ended(
         self, run_id: str, started_us: int, finished_us: int, outcome: str, error: str | None
     ) -> None:
-        """A run known from elsewhere to have ended so (its record never reached the store:
-        `store.lake.lease.Ended`); a run whose end the state has already is left as it is."""
+        """A run known from elsewhere to have ended so (its end never reached the store:
+        `store.lake.lease.Ended`): over what the state says of it, which may be how it went
+        before the upload that failed (`ok`, uploaded just before its `sync_runs` export)."""
         with self.transaction() as con:
             con.execute(
                 "INSERT OR IGNORE INTO runs (run_id, started_us, outcome) VALUES (?, ?, ?)",
                 (run_id, started_us, outcome),
             )
             con.execute(
-                "UPDATE runs SET finished_us = ?, outcome = ?, error = ? "
-                "WHERE run_id = ? AND finished_us IS NULL",
+                "UPDATE runs SET finished_us = ?, outcome = ?, error = ? WHERE run_id = ?",
                 (finished_us, outcome, error, run_id),
             )
 

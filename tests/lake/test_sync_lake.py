@@ -530,8 +530,16 @@ def test_readers_tell_a_newer_state_and_an_unreadable_lease_from_a_corrupt_state
         assert "corrupt" not in done.stderr
 
 
+@pytest.mark.parametrize(
+    "refused",
+    [
+        "_opsaudit/state/",
+        # Its own export: the state uploaded just before said the run went well (`ok`).
+        "sync_runs/_delta_log/",
+    ],
+)
 def test_a_run_that_could_not_write_the_store_is_recorded_failed(
-    make_sim: Any, bucket: Bucket, tmp_path: Path
+    make_sim: Any, bucket: Bucket, tmp_path: Path, refused: str
 ) -> None:
     """A run whose upload the store refused (exit 2) left no trace: its row was only in its
     local copy of the state, the lease that named it was released as after any run, so
@@ -545,7 +553,7 @@ def test_a_run_that_could_not_write_the_store_is_recorded_failed(
     prom = tmp_path / "opsaudit.prom"
     assert _cli(sync, env).returncode == 0
     sim.advance(600)
-    bucket.server.deny("PUT", r".*/refused/_opsaudit/state/")
+    bucket.server.deny("PUT", rf".*/refused/{refused}")
     refused = _cli([*sync, "--metrics-file", str(prom)], env)
     assert refused.returncode == 2, refused.stderr
     status = ["status", "--data-dir", url, *_so(bucket), "--format", "json"]

@@ -208,8 +208,7 @@ class LakeStore:
                 rows, self.state.path, n, run_id=self._run_id, lease=self.lease, names=names
             )
         except BaseException as exc:
-            self._broken = type(exc).__name__
-            self._broken_by = redact(str(exc).split("\n", 1)[0]) or self._broken
+            self._break(exc)
             raise
         self._names.update(names)
         self._txn = n
@@ -277,7 +276,17 @@ class LakeStore:
     def replace_table(self, name: str, table: pa.Table) -> None:
         self._usable()
         self.flush_state()  # the snapshot tables never show a state that is not durable
-        self.ds.replace_table(name, table, run_id=self._run_id)
+        try:
+            self.ds.replace_table(name, table, run_id=self._run_id)
+        except BaseException as exc:  # the state just uploaded may say the run went well
+            self._break(exc)
+            raise
+
+    def _break(self, exc: BaseException) -> None:
+        """An upload of this run failed: nothing more is committed, and the lease names the
+        run as it ended (`_unrecorded_end`)."""
+        self._broken = type(exc).__name__
+        self._broken_by = redact(str(exc).split("\n", 1)[0]) or self._broken
 
     def refresh_readers(self) -> bool:
         """Delta readers read snapshots named by the log: nothing to point anywhere."""

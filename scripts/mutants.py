@@ -2806,6 +2806,26 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "lake-key-character-told",  # "Invalid symbol 45, offset 3": a key's character
+        "exporter/store/lake/objects.py",
+        '    said = re.sub(r"(?i)(invalid (?:symbol|byte|character|length))[^.;:]*", r"\\1", said)\n',
+        "",
+        (
+            "tests/lake/test_other_clouds.py::"
+            "test_a_bad_key_names_azures_settings_and_shows_nothing_of_it",
+        ),
+    ),
+    Mutant(
+        "lake-azure-given-aws-advice",  # a refused Azure key: "check AWS_ACCESS_KEY_ID"
+        "exporter/store/lake/objects.py",
+        '            f"({_CREDENTIALS[location.scheme]}) and the bucket\'s or container\'s policy"\n',
+        '            f"({_CREDENTIALS[\'s3\']}) and the bucket\'s or container\'s policy"\n',
+        (
+            "tests/lake/test_other_clouds.py::"
+            "test_a_bad_key_names_azures_settings_and_shows_nothing_of_it",
+        ),
+    ),
+    Mutant(
         "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
         "exporter/ops/check.py",
         "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",

@@ -150,6 +150,31 @@ def test_missing_container_is_a_configuration_error(make_sim: Any, container: Co
     assert "does not exist" in done.stderr, done.stderr
 
 
+def test_a_bad_key_names_azures_settings_and_shows_nothing_of_it(
+    make_sim: Any, container: Container
+) -> None:
+    """A key Azure cannot decode was blamed on --storage-option (it came from the environment)
+    and its bad character told by code and offset ("Invalid symbol 45, offset 3"); a key
+    Azurite refuses got AWS's advice (AWS_ACCESS_KEY_ID, AWS_PROFILE)."""
+    import base64
+
+    sim = make_sim(seed=24, projects=1, days=1, ops_per_project_per_day=10)
+    args = ["sync", "--data-dir", container.url("bad-key"), *_so(container), "--max-rps", "0"]
+    env = _cli_env(sim)
+    env["AZURE_STORAGE_ACCOUNT_KEY"] = "abc-SECRET"
+    undecodable = _cli(args, env, timeout=60)
+    assert undecodable.returncode == 2, undecodable.stderr
+    error = undecodable.stderr.splitlines()[-1]
+    assert "environment's AZURE_*" in error and "Invalid Access Key" in error, error
+    assert not any(s in error for s in ("SECRET", "abc", "45", "offset")), error
+    env["AZURE_STORAGE_ACCOUNT_KEY"] = base64.b64encode(b"x" * 64).decode()
+    refused = _cli(args, env, timeout=60)
+    assert refused.returncode == 2, refused.stderr
+    error = refused.stderr.splitlines()[-1]
+    assert "access denied" in error and "AZURE_STORAGE_ACCOUNT_KEY" in error, error
+    assert "AWS_" not in error and env["AZURE_STORAGE_ACCOUNT_KEY"] not in refused.stderr
+
+
 def test_gcs_if_match_names_the_generation(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """No GCS emulator honours conditional writes (module docstring), so this only pins the
     request side: object_store's GCS update matches the generation and refuses an ETag alone

@@ -85,6 +85,18 @@ def _duration(value: str, key: str) -> timedelta:
     return duration
 
 
+# Per URL scheme: where its credentials come from, its plain-http switch and its endpoint
+# setting, as a message names them (an Azure key error gave AWS's advice).
+_CREDENTIALS = {
+    "s3": "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, instance role",
+    "az": "AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_KEY, AZURE_CLIENT_ID with a secret, "
+    "managed identity",
+    "gs": "GOOGLE_APPLICATION_CREDENTIALS or GOOGLE_SERVICE_ACCOUNT, the instance's account",
+}
+_ALLOW_HTTP = {"s3": "AWS_ALLOW_HTTP", "az": "AZURE_ALLOW_HTTP", "gs": "allow_http"}
+_ENDPOINT = {"s3": "AWS_ENDPOINT_URL", "az": "AZURE_ENDPOINT", "gs": ""}
+
+
 def classify(exc: BaseException, location: Location, doing: str) -> OpsauditError:
     """Turn an obstore/deltalake/OS error into one short, secret-free opsaudit error."""
     text = str(exc)
@@ -102,9 +114,8 @@ def classify(exc: BaseException, location: Location, doing: str) -> OpsauditErro
         or any(s in text for s in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied"))
     ):
         return LakeAccessError(
-            f"{doing} {where}: access denied; check the credentials in the environment or "
-            "profile chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, instance role) "
-            "and the bucket policy"
+            f"{doing} {where}: access denied; check the credentials in the environment "
+            f"({_CREDENTIALS[location.scheme]}) and the bucket's or container's policy"
         )
     if any(
         s in text
@@ -118,8 +129,11 @@ def classify(exc: BaseException, location: Location, doing: str) -> OpsauditErro
             "tcp connect",
         )
     ):
-        endpoint = location.options.get("AWS_ENDPOINT_URL") or location.options.get(
-            "aws_endpoint_url", ""
+        setting = _ENDPOINT[location.scheme]
+        endpoint = (
+            next((v for k, v in location.options.items() if k.upper() == setting), "")
+            if setting
+            else ""
         )
         return LakeUnreachableError(
             f"{doing} {where}: the object store is unreachable"
@@ -131,8 +145,8 @@ def classify(exc: BaseException, location: Location, doing: str) -> OpsauditErro
     if "HTTP error: builder error" in text:  # reqwest refused the request before sending it
         return ConfigError(
             f"{doing} {where}: the object store's HTTP client refused the endpoint; an http:// "
-            f"endpoint needs {'AWS_' if location.scheme == 's3' else ''}ALLOW_HTTP=true "
-            "(--storage-option or the environment)"
+            f"endpoint needs {_ALLOW_HTTP[location.scheme]}=true (--storage-option or the "
+            "environment)"
         )
     return StorageError(f"{doing} {where}: {first}")
 
@@ -297,6 +311,23 @@ def _settings(location: Location) -> tuple[Any, Any]:
     return config, client
 
 
+def _settings_refused(exc: BaseException, location: Location) -> str:
+    """The client refused its settings: the options or the environment's (a credential among
+    them). What it said, without any value it may quote back or locate (an Azure key's bad
+    character was told by its code and offset)."""
+    said = (str(exc).splitlines() or [type(exc).__name__])[0]
+    family = {"s3": "AWS_", "gs": "GOOGLE_", "az": "AZURE_"}[location.scheme]
+    secrets = [*location.options.values()]
+    secrets += [v for k, v in os.environ.items() if k.upper().startswith(family)]
+    for value in sorted(filter(None, secrets), key=len, reverse=True):
+        said = said.replace(value, "***")
+    said = re.sub(r"(?i)(invalid (?:symbol|byte|character|length))[^.;:]*", r"\1", said)
+    return (
+        f"the object store's settings for {location.display} (--storage-option or the "
+        f"environment's {family}*) were refused: {redact(said)[:200]}"
+    )
+
+
 class RemoteObjects(Objects):
     """obstore over S3 / GCS / Azure, configured from the location's storage options."""
 
@@ -330,11 +361,7 @@ class RemoteObjects(Objects):
         except BaseException as exc:  # obstore panics (PanicException) on some bad keys
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
-            said = (str(exc).splitlines() or [type(exc).__name__])[0]
-            for value in location.options.values():  # the client may quote a value back
-                if value:
-                    said = said.replace(value, "***")
-            raise ConfigError(f"--storage-option for {location.display}: {said[:200]}") from None
+            raise ConfigError(_settings_refused(exc, location)) from None
 
     def _fail(self, exc: BaseException, doing: str) -> OpsauditError:
         return classify(exc, self.location, doing)

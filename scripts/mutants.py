@@ -2818,8 +2818,8 @@ MUTANTS = [
     Mutant(
         "lake-azure-given-aws-advice",  # a refused Azure key: "check AWS_ACCESS_KEY_ID"
         "exporter/store/lake/objects.py",
-        '            f"({_CREDENTIALS[location.scheme]}) and the bucket\'s or container\'s policy"\n',
-        '            f"({_CREDENTIALS[\'s3\']}) and the bucket\'s or container\'s policy"\n',
+        "            f\"({_CREDENTIALS[location.scheme]}) and the bucket's or container's policy\"\n",
+        "            f\"({_CREDENTIALS['s3']}) and the bucket's or container's policy\"\n",
         (
             "tests/lake/test_other_clouds.py::"
             "test_a_bad_key_names_azures_settings_and_shows_nothing_of_it",

@@ -2826,6 +2826,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "lake-runs-before-any-batch-unseen",  # a refused first run: "no dataset yet", exit 6
+        "exporter/store/readers.py",
+        "        if lease is None or not ((not lease.released and lease.runs()) or lease.unrecorded):\n",
+        "        if True:\n",
+        (
+            "tests/lake/test_sync_lake.py::"
+            "test_a_first_run_the_store_refused_is_shown_before_any_batch",
+        ),
+    ),
+    Mutant(
         "check-window-past-year-one-crashes",  # --max-age 99999999d: exit 5
         "exporter/ops/check.py",
         "        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)\n",

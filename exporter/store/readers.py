@@ -128,9 +128,8 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
     tmp = scratch_dir("opsaudit-read-").resolve()  # a reader killed with kill -9 too
     try:
         batch = ds.restore_state(tmp / STATE_FILE)
-        if batch is None:
+        if not _settle_runs(ds, tmp / STATE_FILE, batch):
             raise NoDatasetError(f"no dataset in {loc.display} yet: run `opsaudit sync` first")
-        _settle_runs(ds, tmp / STATE_FILE, batch)
         with _LAKES_LOCK:
             _LAKES[tmp] = ds
         yield tmp
@@ -140,11 +139,14 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _settle_runs(ds: Any, state_file: Path, batch: int) -> None:
+def _settle_runs(ds: Any, state_file: Path, batch: int | None) -> bool:
     """In the copy of the committed state a reader got: the runs as they are now. A run whose
     lease is free or held by another run was killed (it said `running` until the next sync);
-    one killed before its first commit is known only by the lease it left."""
+    one killed before its first commit is known only by the lease it left, as is one whose
+    upload the store refused. Returns whether there is a state to read: with no batch
+    committed, only when the lease names such runs (a first run killed, or refused)."""
     from exporter.store.lake.tables import open_restored_state, settle_runs
+    from exporter.store.state import StateDB
 
     try:
         lease = ds.lease().read()
@@ -154,11 +156,16 @@ def _settle_runs(ds: Any, state_file: Path, batch: int) -> None:
             ds.location.display,
             type(exc).__name__,
         )
-        return
+        return batch is not None
     now = datetime.now(timezone.utc)
     if lease is not None and lease.run_id is None and not lease.is_free(now):
-        return  # held by a writer that does not name its run: which one runs is unknown
-    state = open_restored_state(state_file, ds.location.display, batch)
+        return batch is not None  # a writer that does not name its run: which one is unknown
+    if batch is None:
+        if lease is None or not ((not lease.released and lease.runs()) or lease.unrecorded):
+            return False
+        state = StateDB(state_file)  # the runs alone: no batch was committed
+    else:
+        state = open_restored_state(state_file, ds.location.display, batch)
     try:
         if lease is None:
             settle_runs(state, None)
@@ -166,6 +173,7 @@ def _settle_runs(ds: Any, state_file: Path, batch: int) -> None:
             settle_runs(state, lease, lease.live_run(now), unrecorded=lease.unrecorded)
     finally:
         state.close()
+    return True
 
 
 def open_readers(

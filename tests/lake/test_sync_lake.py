@@ -571,3 +571,30 @@ def test_a_run_that_could_not_write_the_store_is_recorded_failed(
     assert [r["outcome"] for r in recorded] == ["ok", "failed", "ok"]
     assert "access denied" in recorded[1]["error"], recorded[1]
     assert assert_exact(sim, table_rows(url, _opts(bucket))) is None
+
+
+def test_a_first_run_the_store_refused_is_shown_before_any_batch(
+    make_sim: Any, bucket: Bucket, tmp_path: Path
+) -> None:
+    """The first run on a prefix, refused its first upload, left no batch: `status` said "no
+    dataset yet" (exit 6), `check` "no sync has run", and the run's own metrics file was
+    empty, though the lease it released named the run, failed."""
+    sim = make_sim(seed=65, projects=2, shared_projects=0, days=1, ops_per_project_per_day=30)
+    url = bucket.url("refused-first")
+    env = _cli_env(sim)
+    prom = tmp_path / "opsaudit.prom"
+    bucket.server.deny("PUT", r".*/refused-first/_opsaudit/state/")
+    sync = ["sync", "--data-dir", url, *_so(bucket), "--max-rps", "0"]
+    refused = _cli([*sync, "--metrics-file", str(prom)], env)
+    assert refused.returncode == 2, refused.stderr
+    status = _cli(["status", "--data-dir", url, *_so(bucket), "--format", "json"], env)
+    assert status.returncode == 0, status.stderr
+    assert [r["outcome"] for r in json.loads(status.stdout)["runs"]] == ["failed"]
+    assert 'opsaudit_last_run_outcome{outcome="failed"} 1' in prom.read_text()
+    check = _cli(["check", "--data-dir", url, *_so(bucket)], env)
+    assert check.returncode == 8 and "no sync has run" not in check.stdout, check.stdout
+    assert _cli(sync, env).returncode == 0
+    recorded = json.loads(
+        _cli(["status", "--data-dir", url, *_so(bucket), "--format", "json"], env).stdout
+    )["runs"]
+    assert [r["outcome"] for r in recorded] == ["ok", "failed"]

@@ -16,7 +16,8 @@ import tempfile
 from pathlib import Path
 
 
-def _read_text(path: str) -> str | None:
+def read_text(path: str) -> str | None:
+    """A small file's text (one of /proc's), stripped; None when it cannot be read."""
     try:
         with open(path) as fh:
             return fh.read().strip()
@@ -27,7 +28,7 @@ def _read_text(path: str) -> str | None:
 def process_started(pid: int) -> str | None:
     """The start time of process `pid` (clock ticks since boot, /proc/PID/stat field 22), None
     if there is no such process (or no /proc)."""
-    stat = _read_text(f"/proc/{pid}/stat")
+    stat = read_text(f"/proc/{pid}/stat")
     if stat is None:
         return None
     fields = stat.rsplit(")", 1)[-1].split()  # the name in parentheses may hold spaces
@@ -76,4 +77,4 @@ def _process_tag(pid: int) -> str | None:
     return f"{digits}-{pid}-{started}" if started and digits else None
 
 
-__all__ = ["process_started", "scratch_dir"]
+__all__ = ["process_started", "read_text", "scratch_dir"]

@@ -41,7 +41,7 @@ from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
 from exporter.core.errors import LockHeldError
-from exporter.core.scratch import process_started
+from exporter.core.scratch import process_started, read_text
 from exporter.store.lake.objects import Objects, PreconditionFailed
 
 LEASE_KEY = "_opsaudit/lease.json"
@@ -53,18 +53,10 @@ class LeaseLostError(LockHeldError):
     """Our lease expired or was taken over: stop writing (exit code of a held lock)."""
 
 
-def _read_text(path: str) -> str | None:
-    try:
-        with open(path) as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
-
-
 def _this_machine() -> str | None:
     """Who "this machine" is for the holder check: hostname, boot id and pid namespace (pids are
     comparable only within one boot and one namespace); None where /proc does not say."""
-    boot = _read_text("/proc/sys/kernel/random/boot_id")
+    boot = read_text("/proc/sys/kernel/random/boot_id")
     try:
         namespace = os.readlink("/proc/self/ns/pid")
     except OSError:

@@ -318,7 +318,8 @@ def _settings_refused(exc: BaseException, location: Location) -> str:
     said = (str(exc).splitlines() or [type(exc).__name__])[0]
     family = {"s3": "AWS_", "gs": "GOOGLE_", "az": "AZURE_"}[location.scheme]
     secrets = [*location.options.values()]
-    secrets += [v for k, v in os.environ.items() if k.upper().startswith(family)]
+    # (a short one, `true` or a region's digit, is no secret and would garble the text)
+    secrets += [v for k, v in os.environ.items() if k.upper().startswith(family) and len(v) >= 8]
     for value in sorted(filter(None, secrets), key=len, reverse=True):
         said = said.replace(value, "***")
     said = re.sub(r"(?i)(invalid (?:symbol|byte|character|length))[^.;:]*", r"\1", said)

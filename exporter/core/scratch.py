@@ -25,6 +25,14 @@ def read_text(path: str) -> str | None:
         return None
 
 
+def pid_namespace() -> str | None:
+    """This process's pid namespace ("pid:[4026531836]"): pids compare only within one."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
 def process_started(pid: int) -> str | None:
     """The start time of process `pid` (clock ticks since boot, /proc/PID/stat field 22), None
     if there is no such process (or no /proc)."""
@@ -69,12 +77,14 @@ def _process_tag(pid: int) -> str | None:
     try:
         if int(os.readlink("/proc/self")) != os.getpid():  # /proc mounted for another one
             return None
-        namespace = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
     except (OSError, ValueError):
+        return None
+    namespace = pid_namespace()
+    if namespace is None:
         return None
     started = process_started(pid)
     digits = "".join(c for c in namespace if c.isdigit())
     return f"{digits}-{pid}-{started}" if started and digits else None
 
 
-__all__ = ["process_started", "read_text", "scratch_dir"]
+__all__ = ["pid_namespace", "process_started", "read_text", "scratch_dir"]

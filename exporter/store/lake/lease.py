@@ -41,7 +41,7 @@ from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
 from exporter.core.errors import LockHeldError
-from exporter.core.scratch import process_started, read_text
+from exporter.core.scratch import pid_namespace, process_started, read_text
 from exporter.store.lake.objects import Objects, PreconditionFailed
 
 LEASE_KEY = "_opsaudit/lease.json"
@@ -57,11 +57,8 @@ def _this_machine() -> str | None:
     """Who "this machine" is for the holder check: hostname, boot id and pid namespace (pids are
     comparable only within one boot and one namespace); None where /proc does not say."""
     boot = read_text("/proc/sys/kernel/random/boot_id")
-    try:
-        namespace = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return None
-    if not boot:
+    namespace = pid_namespace()
+    if not boot or namespace is None:
         return None
     return f"{socket.gethostname()}/{boot}/{namespace}"
 

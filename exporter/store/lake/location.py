@@ -46,7 +46,8 @@ _SCHEMES = {
 # (issue 19: a deny-list missed aliases such as AZURE_STORAGE_MASTER_KEY). Credentials come only
 # from the environment or profile chains. Names are matched case-insensitively, with or without the
 # family prefix deltalake / object_store accept (`AWS_REGION` or `region`).
-_FAMILIES = ("aws_", "google_", "azure_")
+_SCHEME_FAMILY = {"s3": "aws_", "gs": "google_", "az": "azure_"}
+_FAMILIES = tuple(_SCHEME_FAMILY.values())
 _CLIENT_OPTIONS = frozenset(
     {
         "allow_http",
@@ -266,6 +267,12 @@ class Location:
     @property
     def is_local(self) -> bool:
         return self.scheme == "file"
+
+    @property
+    def family(self) -> str:
+        """The prefix of its settings' names, lower-case (`aws_`, `google_`, `azure_`): in the
+        options deltalake and object_store take and in the environment (upper-case there)."""
+        return _SCHEME_FAMILY[self.scheme]
 
     @property
     def path(self) -> Path:

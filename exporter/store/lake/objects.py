@@ -284,7 +284,7 @@ def _settings(location: Location) -> tuple[Any, Any]:
         "connect_timeout": timedelta(seconds=5),
         "timeout": timedelta(seconds=60),
     }
-    family = {"s3": "aws_", "gs": "google_", "az": "azure_"}[location.scheme]
+    family = location.family
     # The client's settings in the environment (AWS_ALLOW_HTTP...), as delta-rs reads them:
     # obstore, given client options, reads none of them there. An option given wins.
     environment = {
@@ -316,7 +316,7 @@ def _settings_refused(exc: BaseException, location: Location) -> str:
     them). What it said, without any value it may quote back or locate (an Azure key's bad
     character was told by its code and offset)."""
     said = (str(exc).splitlines() or [type(exc).__name__])[0]
-    family = {"s3": "AWS_", "gs": "GOOGLE_", "az": "AZURE_"}[location.scheme]
+    family = location.family.upper()
     secrets = [*location.options.values()]
     # (a short one, `true` or a region's digit, is no secret and would garble the text)
     secrets += [v for k, v in os.environ.items() if k.upper().startswith(family) and len(v) >= 8]

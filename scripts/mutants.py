@@ -2942,6 +2942,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
+        "exporter/core/layout.py",
+        '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',
+        '    if (root / STATE_FILE).exists() or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',
+        (f"{STORAGE}::test_data_beside_an_empty_state_file_is_refused",),
+    ),
+    Mutant(
         "storage-option-words-unchecked",  # SSE=bogus: exit 6 quoting the value
         "exporter/store/lake/location.py",
         "    words = _WORD_OPTIONS.get(bare)\n",

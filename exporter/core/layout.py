@@ -94,6 +94,28 @@ def any_file(directory: Path, pattern: str) -> bool:
         matches.close()
 
 
+def has_state(root: Path) -> bool:
+    """Whether `root` holds a state file: an empty one is none (SQLite names a file of 0 bytes
+    before it writes its first page, and a failed restore or `> state.sqlite` leaves one)."""
+    try:
+        return (root / STATE_FILE).stat().st_size > 0
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def stateless_data(root: Path) -> str | None:
+    """Why `root` is no dataset to sync or to report on: Parquet data with no state (or an empty
+    one) beside it. Taken for a new dataset, a sync would start the history again, every version
+    1, and leave every earlier file out of the views. None when that is not so."""
+    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):
+        return None
+    which = "an empty" if (root / STATE_FILE).exists() else "no"
+    return (
+        f"{root} holds Parquet data but {which} {STATE_FILE}: syncing into it would duplicate "
+        "history. Restore the state file or use an empty --data-dir."
+    )
+
+
 def find_sql_dir() -> Path | None:
     """Where the .sql files are: `exporter/sql` in a wheel, `<repo>/sql` in an editable install."""
     package = Path(__file__).resolve().parents[1]  # exporter/

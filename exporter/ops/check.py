@@ -33,7 +33,7 @@ from typing import Any, Literal, get_args
 
 from exporter.analytics.format import branch_failure_line, format_duration, jsonable
 from exporter.core.errors import ConfigError, missing_data_dir
-from exporter.core.layout import STATE_FILE
+from exporter.core.layout import STATE_FILE, has_state
 from exporter.core.model import DOCUMENTED_ACTIONS, Outcome, RunRow, last_current
 from exporter.core.timeutil import parse_duration
 from exporter.store.state import TERMINAL_STATUSES, StateDB, no_reread_ages
@@ -250,7 +250,7 @@ def run_check(
     report = CheckReport(as_of=now)
     state_path = Path(data_dir) / STATE_FILE
     backfilling: set[str] = set()
-    if not state_path.is_file() or state_path.stat().st_size == 0:
+    if not has_state(Path(data_dir)):
         report.findings.append(no_sync_yet(data_dir))
     else:
         backfilling = _check_state(state_path, report, max_age, reread_max_age)

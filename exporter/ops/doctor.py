@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from exporter.analytics.format import jsonable
 from exporter.core.errors import AccessDeniedError, ApiError, AuthError, ConfigError, StorageError
-from exporter.core.layout import LOCK_FILE, STATE_FILE, VIEWS_DB
+from exporter.core.layout import LOCK_FILE, STATE_FILE, VIEWS_DB, has_state, stateless_data
 from exporter.core.model import DEFAULT_BASE_URL
 from exporter.store.state import FORMAT_VERSION, StateDB, settled_runs
 
@@ -502,7 +502,11 @@ def _check_disk(report: DoctorReport, directory: Path) -> None:
 
 def _check_state(report: DoctorReport, path: Path, now: dt.datetime) -> None:
 
-    if not path.exists():
+    if not has_state(path.parent):
+        refused = stateless_data(path.parent)
+        if refused is not None:
+            report.add("state", "error", refused)
+            return
         report.add("state", "ok", "no state yet (a new dataset)")
         report.add("runs", "warn", "no sync has run yet", "run `opsaudit sync`")
         return

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exporter.core.layout import LOCK_FILE, STATE_FILE, replace_durably
+from exporter.core.layout import LOCK_FILE, STATE_FILE, has_state, replace_durably
 from exporter.core.model import Outcome
 from exporter.ops.check import FINDING_KINDS, CheckReport, last_success_us
 from exporter.store.state import StateDB, settled_runs
@@ -95,7 +95,7 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
 
     now = as_of or dt.datetime.now(UTC)
     state_path = Path(data_dir) / STATE_FILE
-    if not state_path.is_file() or state_path.stat().st_size == 0:
+    if not has_state(Path(data_dir)):
         return []
     state = StateDB(state_path, read_only=True)
     try:

@@ -16,7 +16,7 @@ import orjson
 
 from exporter.analytics.format import jsonable, render
 from exporter.core.errors import StorageError, missing_data_dir
-from exporter.core.layout import LOCK_FILE, STATE_FILE, VERSIONS_DIR
+from exporter.core.layout import LOCK_FILE, STATE_FILE, VERSIONS_DIR, has_state
 from exporter.store.state import StateDB, settled_runs
 
 __all__ = ["PROJECT_COLUMNS", "RUN_COLUMNS", "Status", "read_status", "render_status"]
@@ -88,7 +88,7 @@ def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = No
     if not data_dir.is_dir():
         raise missing_data_dir(data_dir)
     path = data_dir / STATE_FILE
-    if not path.is_file() or path.stat().st_size == 0:
+    if not has_state(data_dir):
         raise StorageError(f"no dataset in {data_dir} yet: run `opsaudit sync` first")
     now = as_of or dt.datetime.now(UTC)
     state = StateDB(path, read_only=True)

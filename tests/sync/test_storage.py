@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import duckdb
+import orjson
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
@@ -110,6 +111,45 @@ def test_data_without_state_is_refused(tmp_path: Path) -> None:
     (part / "x.parquet").write_bytes(b"PAR1")
     with pytest.raises(StorageError, match=r"no state\.sqlite"):
         Dataset(tmp_path)
+
+
+def test_data_beside_an_empty_state_file_is_refused(tmp_path: Path) -> None:
+    """A state file cut to 0 bytes (a restore gone wrong, `> state.sqlite`) was taken for a new
+    dataset: the sync exited 0 having started the history again (every version 1), and the
+    Parquet files of every earlier state were left as strays, out of every view."""
+    ds = Dataset(tmp_path)
+    _commit(ds, [_op(1, status="running")], "a")
+    ds.close()
+    (tmp_path / "state.sqlite").write_bytes(b"")
+    code, output = _sync_cli(tmp_path)
+    refused = "holds Parquet data but an empty state.sqlite: syncing into it would"
+    assert code == 6
+    assert refused in output
+    # Readers take it for no state, as they take a directory of Parquet alone; `query` and
+    # `report` said "an SQLite file of another application (application_id 0x0)".
+    status = CliRunner().invoke(cli, ["status", "--data-dir", str(tmp_path)])
+    assert (status.exit_code, status.output) == (
+        6,
+        f"Error: no dataset in {tmp_path} yet: run `opsaudit sync` first\n",
+    )
+    check = CliRunner().invoke(cli, ["check", "--data-dir", str(tmp_path)])
+    assert check.exit_code == 8 and "stale_sync: no sync has run in" in check.output
+    doctor = CliRunner().invoke(cli, ["doctor", "--data-dir", str(tmp_path), "--format", "json"])
+    (state,) = [c for c in orjson.loads(doctor.output)["findings"] if c["check"] == "state"]
+    assert state["level"] == "error" and refused in state["message"], state
+    query = CliRunner().invoke(
+        cli,
+        [
+            "query",
+            "--data-dir",
+            str(tmp_path),
+            "SELECT count(*) AS n FROM operation_versions",
+            "--format",
+            "json",
+        ],
+    )
+    assert (query.exit_code, orjson.loads(query.output)) == (0, [{"n": 1}]), query.output
+    assert (tmp_path / "state.sqlite").read_bytes() == b""
 
 
 def test_lock_held_is_exit_4(tmp_path: Path) -> None:

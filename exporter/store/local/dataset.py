@@ -52,9 +52,9 @@ from exporter.core.layout import (
     SUPERSEDED_PARTITION,
     SYNC_RUNS_FILE,
     VERSIONS_DIR,
-    any_file,
     fsync_dir,
     replace_durably,
+    stateless_data,
 )
 from exporter.core.tables import (
     FLAGGED_SCHEMA,
@@ -194,13 +194,10 @@ class Dataset:
         if lock:
             self._lock.acquire(wait)
         try:
-            state_path = self.root / STATE_FILE
-            if not state_path.exists() and any_file(self.root / VERSIONS_DIR, "*/*.parquet"):
-                raise StorageError(
-                    f"{self.root} holds Parquet data but no {STATE_FILE}: syncing into it would "
-                    "duplicate history. Restore the state file or use an empty --data-dir."
-                )
-            self.state = StateDB(state_path)
+            refused = stateless_data(self.root)
+            if refused is not None:
+                raise StorageError(refused)
+            self.state = StateDB(self.root / STATE_FILE)
             self._superseded_recorded = False
             self._summary_recorded = False
             self._flagged_recorded = False
@@ -608,5 +605,4 @@ __all__ = [
     "Dataset",
     "StagedFile",
     "Store",
-    "any_file",
 ]

@@ -22,6 +22,7 @@ from exporter.core.layout import (
     SUPERSEDED_META,
     VERSIONS_DIR,
     VERSIONS_GLOB,
+    has_state,
     summary_total_file,
 )
 from exporter.core.names import EXPORTED_META, Table, to_arrow
@@ -77,9 +78,9 @@ def committed_summary(data_dir: Path) -> list[str] | None:
 
 def _open_state(data_dir: Path) -> StateDB | None:
     """The state, read-only (a reader never creates or migrates it); None without a state file."""
-    state_path = data_dir / STATE_FILE
-    if not state_path.is_file():
+    if not has_state(data_dir):
         return None
+    state_path = data_dir / STATE_FILE
     # A corrupt, foreign or newer state is the state's error (exit 6), not the SQL's.
     return StateDB(state_path, read_only=True)
 

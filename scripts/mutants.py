@@ -1202,10 +1202,14 @@ MUTANTS = [
     ),
     Mutant(
         "webhook-watchdog-never-shuts",  # an answer trickled a byte a second held an attempt 37 s
-        "exporter/events/delivery.py",
+        "exporter/core/watchdog.py",
         "                                socket.socket.shutdown(watch.sock, socket.SHUT_RDWR)\n",
         "                                pass\n",
-        (f"{WEBHOOK}::test_webhook_timeout_bounds_a_whole_attempt_not_each_read",),
+        (
+            f"{WEBHOOK}::test_webhook_timeout_bounds_a_whole_attempt_not_each_read",
+            "tests/sync/test_http.py::"
+            "test_an_answer_trickled_a_byte_at_a_time_is_cut_at_the_attempts_bound",
+        ),
     ),
     Mutant(
         "listing-without-created-at-wipes-it",  # branches.created_at NULL after one odd listing
@@ -2939,6 +2943,69 @@ MUTANTS = [
         (
             "tests/events/test_discard.py::"
             "test_a_dropped_sinks_backlog_is_discarded_and_the_other_sinks_kept",
+        ),
+    ),
+    # Stopping and bounding the requests in flight (eighteenth session's reviews).
+    Mutant(
+        "http-attempt-unbounded",  # an answer trickled a byte at a time held a run for ever
+        "exporter/api/http.py",
+        '        self._watchdog = Watchdog(timeout.attempt, stop, name="opsaudit-http-watchdog")\n',
+        '        self._watchdog = Watchdog(1e9, stop, name="opsaudit-http-watchdog")\n',
+        (
+            "tests/sync/test_http.py::test_an_answer_trickled_a_byte_at_a_time_is_cut_at_the_attempts_bound",
+        ),
+    ),
+    Mutant(
+        "http-stop-does-not-cut-in-flight",  # Ctrl-C waited for a trickled answer, for ever
+        "exporter/api/http.py",
+        '        self._watchdog = Watchdog(timeout.attempt, stop, name="opsaudit-http-watchdog")\n',
+        '        self._watchdog = Watchdog(timeout.attempt, None, name="opsaudit-http-watchdog")\n',
+        (
+            "tests/sync/test_http.py::test_a_stop_cuts_the_requests_in_flight_and_sends_none_after",
+            "tests/sync/test_interrupt.py::test_a_signal_cuts_a_request_whose_answer_trickles",
+        ),
+    ),
+    Mutant(
+        "http-cutoff-ignored",  # a trickled page outlasted --time-budget
+        "exporter/api/http.py",
+        "                with self._watchdog.watch(self.cutoff) as watch:\n",
+        "                with self._watchdog.watch(None) as watch:\n",
+        ("tests/sync/test_http.py::test_a_cutoff_ends_a_request_in_flight",),
+    ),
+    Mutant(
+        "request-sent-after-its-pacing-wait",  # Ctrl-C: the walks waiting for a slot still sent
+        "exporter/api/client.py",
+        "        if self._stopped():  # while waiting for its slot",
+        "        if False:  # while waiting for its slot",
+        (
+            "tests/sync/test_interrupt.py::test_a_signal_sends_no_request_waiting_for_its_pacing_slot",
+        ),
+    ),
+    Mutant(
+        "pacing-wait-outlasts-the-stop",  # the exit waited for every walk's pacing slot
+        "exporter/engine/sync.py",
+        "            pacer=Pacer(config.max_rps, config.route_max_rps, sleep=self.stop.wait),\n",
+        "            pacer=Pacer(config.max_rps, config.route_max_rps),\n",
+        (
+            "tests/sync/test_interrupt.py::test_a_signal_sends_no_request_waiting_for_its_pacing_slot",
+        ),
+    ),
+    Mutant(
+        "library-ctrl-c-aborts-the-run",  # raised after every project, recorded killed, locked
+        "exporter/engine/sync.py",
+        "            done, self.interrupted = _first_ctrl_c_stops(lambda: _walks_ended(futures), self.stop)\n",
+        "            done, self.interrupted = _walks_ended(futures), None\n",
+        (
+            "tests/sync/test_interrupt.py::test_ctrl_c_in_a_library_call_stops_the_sync_and_records_it_interrupted",
+        ),
+    ),
+    Mutant(
+        "walks-waited-in-one-block",  # a Ctrl-C that only set the flag waited for every walk
+        "exporter/engine/sync.py",
+        "        done, pending = wait(futures, timeout=0.25, return_when=FIRST_EXCEPTION)\n",
+        "        done, pending = wait(futures, return_when=FIRST_EXCEPTION)\n",
+        (
+            "tests/sync/test_interrupt.py::test_ctrl_c_in_a_library_call_stops_the_sync_and_records_it_interrupted",
         ),
     ),
     Mutant(

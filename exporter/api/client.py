@@ -248,6 +248,7 @@ class ApiClient:
         retry: RetryPolicy | None = None,
         timeout: Timeout = DEFAULT_TIMEOUT,
         max_connections: int = 16,
+        stop: threading.Event | None = None,
     ):
         api_key = check_api_key(api_key)
         register_secret(api_key)
@@ -275,7 +276,11 @@ class ApiClient:
             },
             timeout,
             max_connections,
+            stop,
         )
+        # Set (the CLI does on SIGINT / SIGTERM): the requests in flight are cut, none is sent
+        # after its pacing wait, and a retry's wait ends at once (InterruptedError).
+        self.stop = stop
 
     def __repr__(self) -> str:  # never show the key
         return f"ApiClient({self.base_url!r})"
@@ -397,6 +402,8 @@ class ApiClient:
             try:
                 return self._attempt(path, params, route, expect, raw_operations)
             except _Retryable as exc:
+                if self._stopped():  # cut by the stop, or failed meanwhile: not retried
+                    raise InterruptedError("stopped") from None
                 delay = self._wait(exc, attempt)
                 if (
                     attempt >= policy.max_attempts
@@ -410,8 +417,24 @@ class ApiClient:
                     raise InterruptedError("budget reached") from None
                 self.stats.count_retry()
                 log.info("retrying after %s (attempt %d)", exc, attempt)
-            time.sleep(delay)
+            if self.stop is None:
+                time.sleep(delay)
+            elif self.stop.wait(delay):
+                raise InterruptedError("stopped")
             attempt += 1
+
+    def _stopped(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+    @property
+    def cutoff(self) -> float | None:
+        """A monotonic time past which an attempt in flight is cut (the run's --time-budget,
+        with some grace): a trickled answer never holds the run long past its budget."""
+        return self._http.cutoff
+
+    @cutoff.setter
+    def cutoff(self, value: float | None) -> None:
+        self._http.cutoff = value
 
     def _succeeded(self) -> None:
         with self._health_lock:
@@ -510,6 +533,8 @@ class ApiClient:
         if self._down is not None:
             raise ApiUnavailableError(self._down)
         self.pacer.acquire(route)
+        if self._stopped():  # while waiting for its slot (README: "stopped new requests at once")
+            raise InterruptedError("stopped")
         target = self._http.base_path + path
         if params:
             target += "?" + urlencode(params)  # as httpx encoded them (spaces as +)

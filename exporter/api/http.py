@@ -8,6 +8,9 @@ flows: the API is one host, `trust_env` was off). What it keeps, as httpx did it
 
 - timeouts per phase: connect, write (sending the request), read (each wait for bytes), pool
   (waiting for a free connection when `max_connections` are busy);
+- beyond httpx: a bound on the whole attempt, connect to last byte (an answer trickled a byte a
+  second never waits `read` for one), and every attempt cut at once when the run is stopped
+  (`core.watchdog`);
 - an idle connection the server closed (or that has bytes nobody asked for) is dropped before
   reuse, never sent on (httpcore's readability check); a response with `Connection: close`
   closes it;
@@ -31,6 +34,8 @@ from email.message import Message
 from typing import Any
 from urllib.parse import urlsplit
 
+from exporter.core.watchdog import Watch, Watchdog
+
 
 @dataclass(frozen=True)
 class Timeout:
@@ -40,6 +45,7 @@ class Timeout:
     read: float = 60.0
     write: float = 10.0
     pool: float = 120.0
+    attempt: float = 120.0  # the whole attempt, connect to last byte (not httpx's)
 
 
 class TransportError(Exception):
@@ -127,6 +133,7 @@ class Connections:
         headers: dict[str, str],
         timeout: Timeout,
         max_connections: int,
+        stop: threading.Event | None = None,
     ):
         parts = urlsplit(base_url)
         self._https = parts.scheme == "https"
@@ -139,6 +146,9 @@ class Connections:
         self._lock = threading.Lock()
         self._idle: list[http.client.HTTPConnection] = []
         self._context: Any = None
+        self._watchdog = Watchdog(timeout.attempt, stop, name="opsaudit-http-watchdog")
+        # A monotonic time past which an attempt in flight is cut (the run's --time-budget).
+        self.cutoff: float | None = None
 
     def _new(self) -> http.client.HTTPConnection:
         if not self._https:
@@ -167,6 +177,7 @@ class Connections:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+        self._watchdog.close()
 
     def get(self, target: str) -> Response:
         """GET `target` (path and query, from the origin's root)."""
@@ -175,7 +186,8 @@ class Connections:
         try:
             conn = self._take()
             try:
-                response, keep = self._exchange(conn, target)
+                with self._watchdog.watch(self.cutoff) as watch:
+                    response, keep = self._exchange(conn, target, watch)
             except BaseException:
                 conn.close()
                 raise
@@ -188,7 +200,24 @@ class Connections:
         finally:
             self._slots.release()
 
-    def _exchange(self, conn: http.client.HTTPConnection, target: str) -> tuple[Response, bool]:
+    def _exchange(
+        self, conn: http.client.HTTPConnection, target: str, watch: Watch
+    ) -> tuple[Response, bool]:
+        try:
+            return self._exchange_watched(conn, target, watch)
+        except TransportError:
+            if watch.fired:  # the watchdog shut the socket: say so, not what the read saw
+                raise self._cut() from None
+            raise
+
+    def _cut(self) -> TimeoutException:
+        if self._watchdog.stopped:
+            return ReadTimeout("the run was stopped")
+        return ReadTimeout(f"no complete answer within {self.timeout.attempt:g}s")
+
+    def _exchange_watched(
+        self, conn: http.client.HTTPConnection, target: str, watch: Watch
+    ) -> tuple[Response, bool]:
         if conn.sock is None:
             try:
                 conn.connect()
@@ -198,6 +227,9 @@ class Connections:
                 raise ConnectError(str(exc)) from None
         sock = conn.sock
         assert sock is not None
+        watch.sock = sock
+        if watch.fired:  # while connecting: the watchdog had no socket to shut
+            raise self._cut()
         try:
             sock.settimeout(self.timeout.write)
             conn.request("GET", target, headers=self._headers)
@@ -215,6 +247,8 @@ class Connections:
             raise RemoteProtocolError(str(exc) or type(exc).__name__) from None
         except OSError as exc:  # reset by the peer
             raise ReadError(str(exc)) from None
+        if watch.fired:  # shut while reading: an answer read to EOF may be cut short
+            raise self._cut()
         content = _decoded(body, reply.headers.get("Content-Encoding"))
         response = Response(reply.status, reply.reason, reply.headers, content)
         return response, not reply.will_close

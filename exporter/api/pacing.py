@@ -28,7 +28,7 @@ class Pacer:
         max_rps: float | None = DEFAULT_MAX_RPS,
         route_rps: float = ROUTE_MAX_RPS,
         clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], object] = time.sleep,  # a stop event's `wait` ends it early
     ):
         # max_rps None or <= 0: pacing off (benchmarks against a simulator without limits).
         self.enabled = bool(max_rps and max_rps > 0)

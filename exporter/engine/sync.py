@@ -20,11 +20,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 
@@ -66,6 +66,11 @@ from exporter.store.state import Coverage
 
 log = logging.getLogger("opsaudit.sync")
 
+# Seconds a request in flight at --time-budget's end is given before it is cut: a page on its
+# way is worth its wait, a trickled one is not (the run's lock holds off the next cron run).
+IN_FLIGHT_GRACE = 10.0
+
+_T = TypeVar("_T")
 
 _EXIT_CODES = {
     Outcome.OK: ExitCode.OK,
@@ -554,6 +559,33 @@ def _join_through_ctrl_c(
                 stop.set()
 
 
+def _first_ctrl_c_stops(
+    join: Callable[[], _T], stop: threading.Event
+) -> tuple[_T, KeyboardInterrupt | None]:
+    """`join`'s result, through a first Ctrl-C that reached this thread as KeyboardInterrupt (a
+    library call: no handler turned it into `stop`, as the CLI's does): it stops the run as the
+    CLI's first Ctrl-C does, and is returned, to be raised once the run is recorded
+    `interrupted`. A Ctrl-C once `stop` is set aborts, raised at once."""
+    interrupted: KeyboardInterrupt | None = None
+    while True:
+        try:
+            return join(), interrupted
+        except KeyboardInterrupt as exc:
+            if stop.is_set():
+                raise
+            stop.set()
+            interrupted = exc
+
+
+def _walks_ended(futures: list[Future[None]]) -> set[Future[None]]:
+    """The walks once all ended or one raised. Waited in slices: a Ctrl-C that only sets the
+    flag (`_thread.interrupt_main`, a signal another thread took) is raised between them."""
+    while True:
+        done, pending = wait(futures, timeout=0.25, return_when=FIRST_EXCEPTION)
+        if not pending or any(f.exception() is not None for f in done):
+            return done
+
+
 class _CommitterFailed(StorageError):
     """A walk's chunk refused because the committer already failed: a follow-on, never the
     cause (the committer's own error decides the exit code, issue 19 finding 6)."""
@@ -620,6 +652,7 @@ class _Run:
         self.clock_started = time.monotonic()
         self.allowed_gets: set[str] | None = None
         self.committer: _Committer | None = None
+        self.interrupted: KeyboardInterrupt | None = None  # a library call's first Ctrl-C
 
     def run(self) -> RunSummary:
         summary, dataset, config = self.summary, self.dataset, self.config
@@ -628,11 +661,14 @@ class _Run:
         client = ApiClient(
             config.base_url,
             config.api_key,
-            pacer=Pacer(config.max_rps, config.route_max_rps),
+            pacer=Pacer(config.max_rps, config.route_max_rps, sleep=self.stop.wait),
             retry=config.retry,
             max_connections=max(4, config.concurrency * 2),
+            stop=self.stop,
         )
         client.halt = self.budget.outlasted_by  # a retry's wait never outlasts the run
+        if self.budget.deadline is not None:  # nor does a request in flight, trickled
+            client.cutoff = self.budget.deadline + IN_FLIGHT_GRACE
         committer = self.committer = _Committer(dataset, summary.run_id, config, self.observer)
         failure: BaseException | None = None
         delivery: _Delivery | None = None
@@ -656,6 +692,8 @@ class _Run:
                 client.close()
             else:
                 self._end(client, committer, delivery, failure)
+        if self.interrupted is not None:
+            raise self.interrupted  # recorded `interrupted`, its reads committed
         return summary
 
     def _end(
@@ -772,6 +810,13 @@ class _Run:
                     f"; is --base-url ({config.base_url}) the management API's, ending in /api/v2?"
                 )
             return
+        except KeyboardInterrupt as exc:  # a library call's first Ctrl-C (_first_ctrl_c_stops)
+            if self.stop.is_set():
+                raise
+            self.stop.set()
+            self.interrupted = exc
+            summary.outcome, summary.error = Outcome.INTERRUPTED, "interrupted while listing"
+            return
         except InterruptedError:
             if self.stop.is_set():
                 summary.outcome, summary.error = Outcome.INTERRUPTED, "interrupted while listing"
@@ -833,7 +878,7 @@ class _Run:
                 pool.submit(self._walk_one, client, committer, pid, turn)
                 for pid, turn in zip(pids, order, strict=True)
             ]
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            done, self.interrupted = _first_ctrl_c_stops(lambda: _walks_ended(futures), self.stop)
             if any(f.exception() is not None for f in done):
                 # An unexpected error in one worker stops the others (issue 9, finding 15).
                 self.cancel.set()

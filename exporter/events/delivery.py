@@ -20,17 +20,14 @@ the secret never reach a log line or a message.
 from __future__ import annotations
 
 import base64
-import contextlib
 import http.client
 import logging
 import os
-import socket
 import ssl
 import threading
 import time
 import urllib.parse
 import zlib
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
@@ -39,6 +36,7 @@ from pathlib import Path
 import orjson
 
 from exporter.core.layout import appended_whole, write_all
+from exporter.core.watchdog import Watchdog
 from exporter.events.outbox import EventsConfig, Outbox
 from exporter.events.webhook import connect_within, safe_url, sign
 from exporter.store.base import VersionsReader
@@ -182,61 +180,6 @@ def deliver_file(outbox: Outbox, path: Path) -> int:
 # -- the webhook --------------------------------------------------------------------------------
 
 
-@dataclass(eq=False)
-class _Watch:
-    """One attempt under the watchdog."""
-
-    deadline: float  # time.monotonic()
-    sock: socket.socket | None = None  # once connected
-    fired: bool = False  # the deadline passed while the attempt ran
-
-
-class _Watchdog:
-    """Shuts the socket of an attempt past its deadline: `--webhook-timeout` bounds the attempt,
-    not only each read (an answer trickled a byte a second would hold it for ever). One thread
-    for all lanes: a timer per attempt would cost more than its POST."""
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self._cond = threading.Condition()
-        self._watches: set[_Watch] = set()
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="opsaudit-watchdog", daemon=True)
-        self._thread.start()
-
-    @contextlib.contextmanager
-    def watch(self) -> Iterator[_Watch]:
-        watch = _Watch(time.monotonic() + self.timeout)
-        with self._cond:
-            self._watches.add(watch)
-        try:
-            yield watch
-        finally:
-            with self._cond:  # from here on the watchdog leaves its socket alone
-                self._watches.discard(watch)
-
-    def _run(self) -> None:
-        with self._cond:
-            while not self._closed:
-                now = time.monotonic()
-                for watch in self._watches:
-                    if not watch.fired and watch.deadline <= now:
-                        watch.fired = True
-                        if watch.sock is not None:
-                            # socket.socket's: an SSLSocket's own drops its TLS state.
-                            with contextlib.suppress(OSError):
-                                socket.socket.shutdown(watch.sock, socket.SHUT_RDWR)
-                # A deadline set during this wait is `timeout` away at least: never late.
-                waiting = [w.deadline for w in self._watches if not w.fired]
-                self._cond.wait(min(waiting, default=now + self.timeout) - now)
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify()
-        self._thread.join()
-
-
 class _Webhook:
     """POSTs events to the webhook with retries; the first event that exhausts them stops it
     (`stop`, which its caller may set too)."""
@@ -267,7 +210,7 @@ class _Webhook:
         self.stop = stop if stop is not None else threading.Event()
         self.error: str | None = None
         self._error_lock = threading.Lock()
-        self._watchdog = _Watchdog(config.webhook_timeout)
+        self._watchdog = Watchdog(config.webhook_timeout)
 
     def close(self) -> None:
         self._watchdog.close()

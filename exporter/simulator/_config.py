@@ -45,6 +45,9 @@ class Faults:
     p_slow: float = 0.0  # sleep `slow_seconds` before answering
     slow_seconds: float = 0.5
     p_truncate: float = 0.0  # full Content-Length, part of the body, then close
+    # > 0: every body is sent a byte at a time, this many seconds apart (no silence a read
+    # timeout would see: only a bound on the whole attempt ends it).
+    trickle_seconds: float = 0.0
     seed: int = 1
 
 

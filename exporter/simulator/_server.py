@@ -184,8 +184,15 @@ class _Handler(BaseHTTPRequestHandler):
             # Headers promise the full length; the body stops half-way and the socket closes.
             data = data[: len(data) - max(1, len(body) // 2)]
             self.close_connection = True
+        trickle = self.server.faults.trickle_seconds
         try:
-            self.wfile.write(data)
+            if trickle > 0:
+                self.wfile.write(data[: len(data) - len(body)])
+                for i in range(len(body)):
+                    time.sleep(trickle)
+                    self.wfile.write(body[i : i + 1])
+            else:
+                self.wfile.write(data)
         except OSError:
             self.close_connection = True
 

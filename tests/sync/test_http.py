@@ -6,6 +6,7 @@ mechanism is removed (the mutants `http-no-decoding` and `http-reuses-closed-con
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import threading
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from exporter.api.client import ApiClient, RetryPolicy
-from exporter.api.http import Timeout
+from exporter.api.http import Connections, ReadTimeout, Timeout
 from exporter.api.pacing import Pacer
 from exporter.core.errors import TransientError
 
@@ -84,10 +85,13 @@ def server() -> Iterator[Any]:
     srv.server_close()
 
 
+def _url(srv: Any) -> str:
+    return f"http://127.0.0.1:{srv.server_address[1]}/api/v2"
+
+
 def _client(srv: Any, **kwargs: Any) -> ApiClient:
-    url = f"http://127.0.0.1:{srv.server_address[1]}/api/v2"
     kwargs.setdefault("retry", RetryPolicy(max_attempts=1))
-    return ApiClient(url, KEY, **kwargs)
+    return ApiClient(_url(srv), KEY, **kwargs)
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate", None])
@@ -155,6 +159,86 @@ def test_a_server_that_never_answers_is_a_read_timeout(server: Any) -> None:
     finally:
         release.set()
         _Handler.do_GET = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _trickling(release: threading.Event) -> Iterator[None]:
+    """The server sends its headers, then the body a byte every 50 ms (never a silence the read
+    timeout sees) until `release` is set."""
+    original = _Handler.do_GET
+
+    def trickle(handler: _Handler) -> None:
+        handler.server.requests.append((handler.path, dict(handler.headers)))
+        body = json.dumps({"operations": OPERATIONS, "pagination": {}}).encode()
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        with contextlib.suppress(OSError):
+            for i in range(len(body)):
+                if release.wait(0.05):
+                    return
+                handler.wfile.write(body[i : i + 1])
+
+    _Handler.do_GET = trickle  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        release.set()
+        _Handler.do_GET = original  # type: ignore[method-assign]
+
+
+def test_an_answer_trickled_a_byte_at_a_time_is_cut_at_the_attempts_bound(server: Any) -> None:
+    """The read timeout bounds each wait for bytes: an answer trickled a byte every 50 ms held
+    a request for ever (a `--time-budget 5s` sync still ran after 60 s, and every cron run
+    after it exited 4, lock held). `Timeout.attempt` bounds the attempt, connect to last byte."""
+    release = threading.Event()
+    timeout = Timeout(connect=1, read=5, write=1, pool=1, attempt=0.5)
+    connections = Connections(_url(server), {}, timeout, 1)
+    started = time.monotonic()
+    try:
+        with _trickling(release), pytest.raises(ReadTimeout) as cut:
+            connections.get("/api/v2/projects/p-1/operations")
+        elapsed = time.monotonic() - started
+    finally:
+        connections.close()
+    assert str(cut.value) == "no complete answer within 0.5s"
+    assert 0.5 <= elapsed < 2.0, elapsed
+
+
+def test_a_stop_cuts_the_requests_in_flight_and_sends_none_after(server: Any) -> None:
+    """Ctrl-C (the run's stop) waited for the request in flight: with a trickled answer, for
+    ever. It is cut at once, the request given up as a spent budget's (InterruptedError), and
+    a request waiting for its pacing slot is not sent when the wait ends."""
+    release, stop = threading.Event(), threading.Event()
+    client = _client(server, timeout=Timeout(read=5), stop=stop)
+    threading.Timer(0.3, stop.set).start()
+    started = time.monotonic()
+    try:
+        with _trickling(release), pytest.raises(InterruptedError):
+            client.list_operations("p-1", limit=1000)
+        elapsed = time.monotonic() - started
+        sent = len(server.requests)
+        with pytest.raises(InterruptedError):  # stopped: nothing more goes out
+            client.list_operations("p-1", limit=1000)
+    finally:
+        client.close()
+    assert 0.3 <= elapsed < 1.0, elapsed
+    assert (sent, len(server.requests), client.stats.retries) == (1, 1, 0)
+
+
+def test_a_cutoff_ends_a_request_in_flight(server: Any) -> None:
+    """`cutoff` (the run's --time-budget end, with grace) cuts an attempt sooner than its own
+    bound."""
+    release = threading.Event()
+    client = _client(server, timeout=Timeout(read=5))
+    client.cutoff = time.monotonic() + 0.3
+    started = time.monotonic()
+    try:
+        with _trickling(release), pytest.raises(TransientError, match=r"timed out \(ReadTimeout\)"):
+            client.list_operations("p-1", limit=1000)
+    finally:
+        client.close()
+    assert 0.3 <= time.monotonic() - started < 1.0
 
 
 def test_retries_stop_after_max_attempts(server: Any) -> None:

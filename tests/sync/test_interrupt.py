@@ -4,6 +4,7 @@ the run is recorded as `interrupted`; the next run continues and is exact."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -271,6 +272,136 @@ def test_ctrl_c_twice_is_recorded_as_interrupted_not_failed(make_sim: Any, tmp_p
         timeout=120,
     )
     assert child.returncode == 0, child.stderr
-    assert child.stdout.splitlines()[-1] == '[["interrupted", "interrupted (Ctrl-C twice)"]]'
+    assert child.stdout.splitlines()[-1] == '[["interrupted", "interrupted while listing"]]'
+    assert run_sync(sim, data).outcome == "ok"
+    assert_matches_truth(sim, data)
+
+
+def _sync_process(sim: Any, data: Path, *extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "NEON_API_KEY": sim.personal_key}
+    command = ["sync", "--data-dir", str(data), "--base-url", sim.base_url, *extra]
+    return subprocess.Popen(
+        [sys.executable, "-m", "exporter", *command],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _signal_once(proc: subprocess.Popen[str], sim: Any, requests: int) -> tuple[int, float]:
+    """SIGINT once the simulator got `requests`; (its count then, seconds to the exit)."""
+    deadline = time.monotonic() + 60
+    while sim.stats()["requests"] < requests and time.monotonic() < deadline:
+        assert proc.poll() is None, "the sync ended before it could be interrupted"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    count, signalled = sim.stats()["requests"], time.monotonic()
+    try:
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return count, time.monotonic() - signalled
+
+
+def test_a_signal_cuts_a_request_whose_answer_trickles(make_sim: Any, tmp_path: Path) -> None:
+    """Every answer sent a byte every 50 ms (no silence the read timeout sees): Ctrl-C waited
+    for the request in flight, for ever (a reviewer's sync still ran 60 s after it). The stop
+    cuts the requests in flight."""
+    sim = make_sim(seed=1918, projects=2, shared_projects=0, orgs=1, days=1)
+    sim.faults = Faults(trickle_seconds=0.05)
+    data = tmp_path / "d"
+    proc = _sync_process(sim, data, "--max-rps", "0")
+    _, elapsed = _signal_once(proc, sim, 1)
+    assert proc.returncode == 130
+    assert elapsed < 2.5, f"{elapsed:.1f}s from the signal to the exit"
+    con = sqlite3.connect(data / "state.sqlite")
+    try:
+        assert con.execute("SELECT outcome, error FROM runs").fetchall() == [
+            ("interrupted", "interrupted while listing")
+        ]
+    finally:
+        con.close()
+    sim.faults = Faults()
+    assert run_sync(sim, data).outcome == "ok"
+    assert_matches_truth(sim, data)
+
+
+def test_a_signal_sends_no_request_waiting_for_its_pacing_slot(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """At 1 request a second with four walks, each walk waits up to 4 s for its slot: after
+    Ctrl-C those waiting sent their request anyway, one a second (the account's shared budget
+    spent, the exit 4 s late). None is sent after the signal."""
+    sim = make_sim(seed=1919, projects=12, shared_projects=0, orgs=1, days=1)
+    data = tmp_path / "d"
+    proc = _sync_process(sim, data, "--max-rps", "1", "--concurrency", "4")
+    count, elapsed = _signal_once(proc, sim, 4)
+    assert proc.returncode == 130
+    # One may have left before the signal and arrived after it.
+    assert sim.stats()["requests"] - count <= 1, (count, sim.stats()["requests"])
+    assert elapsed < 3.5, f"{elapsed:.1f}s from the signal to the exit"
+
+
+# In a child process: a sync through the library API (no signal handler: Ctrl-C is a
+# KeyboardInterrupt in the main thread), Ctrl-C one second in; prints the seconds from it to
+# the KeyboardInterrupt out of `sync`, the run's record and whether the data directory is free.
+_CTRL_C_IN_A_LIBRARY_CALL = """
+import _thread, json, sqlite3, sys, threading, time
+from pathlib import Path
+import exporter.engine.sync as S
+from exporter.store.local.dataset import Dataset
+
+data, base_url, key = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+sent = []
+def ctrl_c():
+    sent.append(time.monotonic())
+    _thread.interrupt_main()
+threading.Timer(1.0, ctrl_c).start()
+config = S.SyncConfig(data_dir=data, api_key=key, base_url=base_url, max_rps=None, concurrency=2)
+try:
+    S.sync(config)
+    raised = None
+except KeyboardInterrupt:
+    raised = time.monotonic() - sent[0]
+Dataset(data).close()  # LockHeldError if a thread of the run still holds it
+con = sqlite3.connect(data / "state.sqlite")
+print(json.dumps([raised, con.execute("SELECT outcome, error FROM runs").fetchall()]))
+"""
+
+
+def test_ctrl_c_in_a_library_call_stops_the_sync_and_records_it_interrupted(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """In a notebook, Ctrl-C is a KeyboardInterrupt, not the CLI's signal handler: it surfaced
+    only after every project was synced (9 s on), the run recorded `killed` and its committer
+    still holding the lock (the next cell: LockHeldError). It now stops the run as the CLI's
+    first Ctrl-C does, and is raised once the run is recorded `interrupted`."""
+    sim = make_sim(
+        seed=1920, projects=PROJECTS, shared_projects=0, orgs=1, days=1, ops_per_project_per_day=20
+    )
+    sim.faults = Faults(p_slow=1.0, slow_seconds=0.1)  # 7.5 s for the whole backfill at least
+    data = tmp_path / "d"
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _CTRL_C_IN_A_LIBRARY_CALL,
+            str(data),
+            sim.base_url,
+            sim.personal_key,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr
+    raised, runs = json.loads(child.stdout.splitlines()[-1])
+    assert raised is not None and raised < 2.5, raised
+    assert runs == [["interrupted", None]]
+    assert 1 <= _walked(data) < PROJECTS
+    sim.faults = Faults()
     assert run_sync(sim, data).outcome == "ok"
     assert_matches_truth(sim, data)

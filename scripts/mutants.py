@@ -3024,6 +3024,16 @@ MUTANTS = [
             "tests/lake/test_location.py::test_a_bad_value_of_a_typed_option_names_the_option_not_the_value",
         ),
     ),
+    Mutant(
+        "404-pair-drops-open-operations",  # back in the listing: old state for good, exit 0
+        "exporter/engine/walk.py",
+        "        self.chunk = Chunk(self.pid, deleted_us=self.clock())\n",
+        "        self.chunk = Chunk(self.pid, deleted_us=self.clock(), open_deletes=set(self.open))\n",
+        (
+            "tests/sync/test_failures.py::"
+            "test_a_404_pair_of_a_listed_project_keeps_its_open_operations_tracked",
+        ),
+    ),
 ]
 
 

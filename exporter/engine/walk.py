@@ -443,10 +443,13 @@ class ProjectWalk:
                 "not; tried again in the next run",
                 status=404,
             )
-        # The project is gone (PRODUCT.md: deleted projects keep their history).
+        # The project is gone (PRODUCT.md: deleted projects keep their history). Deleted since
+        # the listing, or a moment of the API: the pair cannot tell, the next listing does. Its
+        # open operations stay tracked, as for a project a listing left out (`_LISTED_PROJECT`:
+        # not read, counted or checked while it is gone); a listing that shows it again has
+        # them re-read. Dropped here, they kept their old state for good, every run exit 0.
         self.result.deleted = True
-        # Its open operations can never be re-read: stop tracking them (history stays).
-        self.chunk = Chunk(self.pid, deleted_us=self.clock(), open_deletes=set(self.open))
+        self.chunk = Chunk(self.pid, deleted_us=self.clock())
         self._flush()
         return self.result
 

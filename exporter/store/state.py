@@ -57,8 +57,9 @@ IDLE_SKEW_US = 60_000_000
 
 
 # SQL: the tracked operation's project is not marked deleted. A project a complete listing left
-# out keeps its tracked operations (a listing that shows it again has them re-read; dropped, they
-# kept their old state for good), but they are not counted, planned or checked while it is gone.
+# out, or whose operations and own GET answered 404 (`walk.ProjectWalk._not_found`), keeps its
+# tracked operations (a listing that shows it again has them re-read; dropped, they kept their
+# old state for good), but they are not counted, planned or checked while it is gone.
 _LISTED_PROJECT = "project_id NOT IN (SELECT id FROM projects WHERE deleted_us IS NOT NULL)"
 
 

@@ -14,7 +14,13 @@ from exporter.cli import cli
 from exporter.core.model import TERMINAL_STATUSES
 from exporter.simulator import Faults, RateLimits
 
-from .conftest import assert_matches_truth, assert_no_identical_versions, read_versions, run_sync
+from .conftest import (
+    assert_matches_truth,
+    assert_no_identical_versions,
+    latest_raw,
+    read_versions,
+    run_sync,
+)
 
 
 def test_injected_faults_and_throttling_still_give_ground_truth(
@@ -243,6 +249,67 @@ def test_a_project_back_in_the_listing_has_its_open_operations_tracked_again(
         sim.update_operation(op_id, status="finished")
     assert run_sync(sim, tmp_path).outcome == "ok"
     assert_matches_truth(sim, tmp_path)
+
+
+def _tracked(data_dir: Path, pid: str) -> dict[str, str]:
+    """The state's tracked operations of one project: id -> status."""
+    con = sqlite3.connect(data_dir / "state.sqlite")
+    try:
+        return dict(con.execute("SELECT id, status FROM open_ops WHERE project_id = ?", (pid,)))
+    finally:
+        con.close()
+
+
+def _deleted_at(data_dir: Path) -> dict[str, Any]:
+    import duckdb
+
+    path = data_dir / "projects" / "projects.parquet"
+    return dict(duckdb.sql(f"SELECT id, deleted_at FROM read_parquet('{path}')").fetchall())
+
+
+def test_a_404_pair_of_a_listed_project_keeps_its_open_operations_tracked(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """A 404 of a listed project's operations and of the project itself marked it deleted and
+    dropped its open operations from tracking: when it was listed again they kept their old
+    state for good, every run exit 0, `check` ok, with --refresh-open-every 0 (review). The
+    pair is what a project deleted since the listing answers (the mark stands), but also a
+    moment of the API: they stay tracked, not read while it is gone, and are read again when a
+    listing shows it again; a listing without it confirms the deletion."""
+    sim = make_sim(seed=33, projects=3, days=1)
+    back, gone, other = sim.project_ids()[:3]
+    running = {pid: sim.add_operations(pid, 3, status="running") for pid in (back, gone)}
+    first = run_sync(sim, tmp_path)
+    assert first.outcome == "ok"
+    before = {pid: _tracked(tmp_path, pid) for pid in (back, gone)}
+    for pid in (back, gone):
+        assert set(running[pid]) <= set(before[pid])
+        sim.fail_requests(f"/projects/{pid}/operations", 404, times=1)
+        sim.fail_requests(f"/projects/{pid}", 404, times=1)
+    cut = run_sync(sim, tmp_path)
+    assert (cut.outcome, cut.exit_code, cut.projects_deleted) == ("ok", 0, 2)
+    for pid in (back, gone):
+        assert _tracked(tmp_path, pid) == before[pid]  # kept, as they were
+    still_open = sum(s not in TERMINAL_STATUSES for t in before.values() for s in t.values())
+    assert cut.open_operations == first.open_operations - still_open  # not counted meanwhile
+    deleted = _deleted_at(tmp_path)
+    assert deleted[back] is not None and deleted[gone] is not None and deleted[other] is None
+    sim.clear_failures()
+    sim.delete_project(gone)  # the next listing confirms this one's deletion
+    for op_id in running[back]:
+        sim.update_operation(op_id, status="finished", total_duration_ms=1234)
+    after = run_sync(sim, tmp_path)
+    assert (after.outcome, after.exit_code, after.projects_deleted) == ("ok", 0, 0)
+    assert_matches_truth(sim, tmp_path, [back, other])
+    assert {i: latest_raw(tmp_path)[i]["status"] for i in running[back]} == dict.fromkeys(
+        running[back], "finished"
+    )
+    # Re-read: finished, kept for one more look while it settles (it may change in place).
+    tracked = _tracked(tmp_path, back)
+    assert {i: tracked.get(i) for i in running[back]} == dict.fromkeys(running[back], "finished")
+    assert _tracked(tmp_path, gone) == before[gone]  # tracked, not read while it is gone
+    deleted = _deleted_at(tmp_path)
+    assert deleted[back] is None and deleted[gone] is not None and deleted[other] is None
 
 
 def test_key_never_lands_in_any_file(make_sim: Any, tmp_path: Path) -> None:

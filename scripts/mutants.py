@@ -3009,6 +3009,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "clock-skew-never-measured",  # a host clock 20 minutes off went unnoticed
+        "exporter/api/client.py",
+        "        if self.clock_skew is None:\n            self._note_clock(response)\n",
+        "        if False:\n            self._note_clock(response)\n",
+        ("tests/ops/test_doctor.py::test_a_host_clock_far_from_the_apis_is_a_warning",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -169,6 +170,25 @@ def _error_message(response: Response) -> tuple[str, str | None]:
     return message or response.reason_phrase or f"HTTP {response.status_code}", request_id
 
 
+# Beyond this (seconds), this host's clock and the API's differ by more than the minute of skew
+# the walk allows: what counts as recent (the settling window of a finished operation, the hot
+# open operations, an idle project's listing marks) compares the API's times with this host's.
+CLOCK_SKEW_LIMIT = 60.0
+
+
+def clock_skew_problem(skew: float | None) -> str | None:
+    """What to say of `ApiClient.clock_skew` when it is beyond the limit, else None."""
+    if skew is None or abs(skew) <= CLOCK_SKEW_LIMIT:
+        return None
+    minutes, seconds = divmod(round(abs(skew)), 60)
+    way = "ahead of" if skew < 0 else "behind"
+    return (
+        f"this host's clock is {minutes}m{seconds:02d}s {way} the API's (its Date header): "
+        "recent changes are judged by this host's clock, so an operation's change made in place "
+        "or an idle project's new operations may be missed"
+    )
+
+
 def validate_base_url(base_url: str) -> str:
     """The API's address with one trailing slash; a `ConfigError` (exit 2) saying what is wrong
     when it is not an http(s) URL with a host and a usable port (a port that is not a number
@@ -267,6 +287,8 @@ class ApiClient:
         self._failures_in_a_row = 0
         self._last_success = time.monotonic()
         self._down: str | None = None
+        # Seconds the API's clock (its Date header) is ahead of this host's; None until known.
+        self.clock_skew: float | None = None
         self._http = Connections(
             self.base_url,
             {
@@ -423,6 +445,17 @@ class ApiClient:
                 raise InterruptedError("stopped")
             attempt += 1
 
+    def _note_clock(self, response: Response) -> None:
+        """The server's clock against this host's, from the first Date header (1 s steps)."""
+        date = response.headers.get("Date")
+        if date is None:
+            return
+        try:
+            server = parsedate_to_datetime(date).timestamp()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return
+        self.clock_skew = server - time.time()
+
     def _stopped(self) -> bool:
         return self.stop is not None and self.stop.is_set()
 
@@ -554,6 +587,8 @@ class ApiClient:
             self._failed(route)
             raise _Retryable(f"connection failed ({type(exc).__name__})") from None
         self._any_answer = True
+        if self.clock_skew is None:
+            self._note_clock(response)
         status = response.status_code
         self.stats.count(route, status)
         if status >= 500:

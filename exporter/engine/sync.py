@@ -28,7 +28,13 @@ from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 
-from exporter.api.client import ApiClient, RequestStats, RetryPolicy, check_api_key
+from exporter.api.client import (
+    ApiClient,
+    RequestStats,
+    RetryPolicy,
+    check_api_key,
+    clock_skew_problem,
+)
 from exporter.api.discovery import PROJECTS_PAGE, discover
 from exporter.api.pacing import DEFAULT_MAX_RPS, ROUTE_MAX_RPS, Pacer
 from exporter.core.errors import (
@@ -824,6 +830,9 @@ class _Run:
                 summary.outcome = Outcome.BUDGET
                 summary.error = "the time budget ended while listing the projects"
             return
+        skewed = clock_skew_problem(client.clock_skew)
+        if skewed is not None:
+            log.warning("%s; set the clock (NTP)", skewed)
         if str(found.page_limit) != remembered and not found.explicit:
             state.set_meta("projects_page_limit", str(found.page_limit))
         state.add_known(found.ids, self.started)

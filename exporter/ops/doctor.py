@@ -313,7 +313,11 @@ def _connection_finding(report: DoctorReport, base_url: str, exc: BaseException)
 
 
 def _discovery(report: DoctorReport, base_url: str, key: str) -> None:
-    from exporter.api.client import ApiClient, RetryPolicy  # only when doctor calls the API
+    from exporter.api.client import (  # only when doctor calls the API
+        ApiClient,
+        RetryPolicy,
+        clock_skew_problem,
+    )
     from exporter.api.discovery import discover  # only when doctor calls the API
 
     try:
@@ -327,6 +331,9 @@ def _discovery(report: DoctorReport, base_url: str, key: str) -> None:
             "pass --org-id ID (the organization's settings page shows it) or --project ID",
         )
         return
+    skewed = clock_skew_problem(client.clock_skew)
+    if skewed is not None:
+        report.add("clock", "warn", skewed, "set this host's clock (NTP: timedatectl set-ntp true)")
     errors = getattr(found, "errors", [])
     message = f"{len(found.scope_of)} project(s) in scope"
     if errors:

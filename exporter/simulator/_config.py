@@ -48,6 +48,8 @@ class Faults:
     # > 0: every body is sent a byte at a time, this many seconds apart (no silence a read
     # timeout would see: only a bound on the whole attempt ends it).
     trickle_seconds: float = 0.0
+    # The server's clock (its Date header) against this host's, in seconds (negative: behind).
+    clock_skew_seconds: float = 0.0
     seed: int = 1
 
 

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -174,6 +175,8 @@ class _Handler(BaseHTTPRequestHandler):
             f"Content-Type: {content_type}",
             f"Content-Length: {len(body)}",
             f"X-Neon-Ret-Request-Id: {request_id}",
+            # Wall time, as a real server's (the operations' times are the virtual clock's).
+            "Date: " + formatdate(time.time() + self.server.faults.clock_skew_seconds, usegmt=True),
         ]
         for name, value in extra or ():
             head.append(f"{name}: {value}")

@@ -8,6 +8,7 @@ import fcntl
 import gc
 import http.server
 import os
+import re
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -427,3 +428,39 @@ def test_the_apis_root_without_its_path_is_named_not_the_key(sim: Any, tmp_path:
         "is not the management API Fix: use its URL, ending in /api/v2 "
         "(https://console.neon.tech/api/v2/)"
     )
+
+
+def test_a_host_clock_far_from_the_apis_is_a_warning(sim: Any, tmp_path: Path) -> None:
+    """What counts as recent compares the API's times with this host's clock: 20 minutes
+    apart, a finished operation's change made in place was missed for good (exit 0). `doctor`
+    and `sync` say so, from the API's Date header."""
+    from exporter.simulator import Faults
+
+    sim.faults = Faults(clock_skew_seconds=-1200)  # the API 20 minutes behind
+    result = doctor(sim, tmp_path, sim.personal_key)
+    [clock] = [line for line in result.stdout.splitlines() if line.startswith("warn  clock: ")]
+    assert re.fullmatch(
+        r"warn  clock: this host's clock is 20m0[01]s ahead of the API's \(its Date header\): "
+        r"recent changes are judged by this host's clock, so an operation's change made in "
+        r"place or an idle project's new operations may be missed Fix: set this host's clock "
+        r"\(NTP: timedatectl set-ntp true\)",
+        clock,
+    ), clock
+    synced = invoke(
+        "sync",
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--base-url",
+        sim.base_url,
+        "--max-rps",
+        "0",
+        env={"NEON_API_KEY": sim.personal_key},
+    )
+    assert synced.exit_code == 0, synced.output
+    assert re.search(
+        r"this host's clock is 20m0[01]s ahead of the API's .*; set the clock \(NTP\)",
+        synced.stderr,
+    )
+    sim.faults = Faults(clock_skew_seconds=30)  # within the minute allowed: nothing said
+    result = doctor(sim, tmp_path, sim.personal_key)
+    assert [line for line in result.stdout.splitlines() if "clock:" in line] == []

@@ -2141,6 +2141,26 @@ MUTANTS = [
         (f"{SUMMARY}::test_each_commit_records_the_summary_of_its_versions",),
     ),
     Mutant(
+        "age-in-the-session-time-zone",  # the DuckDB CLI in America/Los_Angeles: an hour off
+        "sql/00_base.sql",
+        "    (upto::TIMESTAMPTZ AT TIME ZONE 'UTC') - (since::TIMESTAMPTZ AT TIME ZONE 'UTC');\n",
+        "    upto::TIMESTAMPTZ - since::TIMESTAMPTZ;\n",
+        (
+            "tests/analytics/test_views_db.py::"
+            "test_ages_and_thresholds_do_not_depend_on_the_session_time_zone",
+        ),
+    ),
+    Mutant(
+        "stuck-threshold-in-the-session-time-zone",  # INTERVAL of days counted in local days
+        "sql/00_base.sql",
+        "    ((ts::TIMESTAMPTZ AT TIME ZONE 'UTC') - span::INTERVAL) AT TIME ZONE 'UTC';\n",
+        "    ts::TIMESTAMPTZ - span::INTERVAL;\n",
+        (
+            "tests/analytics/test_views_db.py::"
+            "test_ages_and_thresholds_do_not_depend_on_the_session_time_zone",
+        ),
+    ),
+    Mutant(
         "report-problems-newest-first",  # on-call reads the oldest first
         "sql/90_report.sql",
         "ORDER BY p.kind, p.age DESC, p.id;",

@@ -118,6 +118,15 @@ CREATE OR REPLACE MACRO is_failing(status) AS coalesce(status IN ('failed', 'err
 -- wall time in ms: updated_at - created_at, queueing and retries included (whole ms, floored).
 CREATE OR REPLACE MACRO wall_ms(created_at, updated_at) AS
     (epoch_us(updated_at) - epoch_us(created_at)) // 1000;
+-- Time arithmetic the same in every session TimeZone (`duckdb opsaudit.duckdb` runs in the
+-- machine's zone, opsaudit in UTC): TIMESTAMPTZ minus TIMESTAMPTZ, or minus an INTERVAL of days,
+-- counts days in the session's zone, an hour off across a DST change. These count in UTC.
+-- utc_age(since, upto): upto - since, days and time as UTC counts them.
+CREATE OR REPLACE MACRO utc_age(since, upto) AS
+    (upto::TIMESTAMPTZ AT TIME ZONE 'UTC') - (since::TIMESTAMPTZ AT TIME ZONE 'UTC');
+-- utc_before(ts, span): the instant `span` (an INTERVAL) before ts, days and months of UTC.
+CREATE OR REPLACE MACRO utc_before(ts, span) AS
+    ((ts::TIMESTAMPTZ AT TIME ZONE 'UTC') - span::INTERVAL) AT TIME ZONE 'UTC';
 -- The failure counts of a table of operations, written once (10_failures.sql, 90_report.sql):
 -- `rel` names a view or CTE of the key columns plus failures_count and status; one row per key
 -- (every other column): operations, failed (at least once), failure_rate, retries (the failed

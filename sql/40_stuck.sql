@@ -4,16 +4,16 @@
 --     FROM stuck_operations;                                   -- threshold 1 hour, as of now
 --     FROM stuck_operations_older_than(INTERVAL 6 HOURS);
 --     FROM stuck_operations_older_than(INTERVAL 30 MINUTES, as_of := TIMESTAMPTZ '2025-01-16 12:00Z');
--- age = as_of - created_at. "Now" is the newest state opsaudit knows: run a sync first.
+-- age = as_of - created_at, in UTC (00_base.sql's utc_age: the same in every TimeZone). "Now" is the newest state opsaudit knows: run a sync first.
 
 CREATE OR REPLACE MACRO stuck_operations_older_than(threshold, as_of := NULL) AS TABLE
 SELECT
     id, project_id, branch_id, endpoint_id, action, status, failures_count, error, retry_at,
     created_at, updated_at, observed_at,
-    coalesce(as_of::TIMESTAMPTZ, now()) - created_at AS age
+    utc_age(created_at, coalesce(as_of::TIMESTAMPTZ, now())) AS age
 FROM operations
 WHERE NOT is_terminal(status)
-  AND created_at < coalesce(as_of::TIMESTAMPTZ, now()) - threshold::INTERVAL
+  AND created_at < utc_before(coalesce(as_of::TIMESTAMPTZ, now()), threshold)
 ORDER BY created_at, id;
 
 CREATE OR REPLACE VIEW stuck_operations AS

@@ -10,8 +10,8 @@
 -- than stuck_after (default 1 hour) before as_of (default now).
 CREATE OR REPLACE MACRO report_is_stuck(status, created_at, as_of, stuck_after) AS
     NOT is_terminal(status) AND NOT is_failing(status)
-    AND created_at < coalesce(as_of::TIMESTAMPTZ, now())
-        - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR);
+    AND created_at < utc_before(
+        coalesce(as_of::TIMESTAMPTZ, now()), coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR));
 
 -- Whether a version (its created_date, created_at and project_id) lies in the window. Applied
 -- to created_date too, so whole partitions and row groups are skipped.
@@ -233,13 +233,14 @@ CREATE OR REPLACE MACRO report_problems_of(rows, as_of := NULL, stuck_after := N
 SELECT
     CASE WHEN is_failing(status) THEN 'failing' ELSE 'stuck' END AS kind,
     id, project_id, branch_id, action, status, error,
-    coalesce(as_of::TIMESTAMPTZ, now()) - created_at AS age,
-    created_at < coalesce(as_of::TIMESTAMPTZ, now())
-        - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR) AS old
+    utc_age(created_at, coalesce(as_of::TIMESTAMPTZ, now())) AS age,
+    created_at < utc_before(
+        coalesce(as_of::TIMESTAMPTZ, now()), coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR)
+    ) AS old
 FROM query_table(rows)
 WHERE NOT superseded AND (is_failing(status)
-   OR (NOT is_terminal(status) AND created_at < coalesce(as_of::TIMESTAMPTZ, now())
-        - coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR)));
+   OR (NOT is_terminal(status) AND created_at < utc_before(
+        coalesce(as_of::TIMESTAMPTZ, now()), coalesce(stuck_after::INTERVAL, INTERVAL 1 HOUR))));
 
 -- The two lists, oldest first (a failing operation is never also listed as stuck), each row
 -- with its branch by name (the latest; branch_deleted_at once no longer listed), joined on the

@@ -104,7 +104,7 @@ def _figures(con: duckdb.DuckDBPyConnection, report: Report, as_of: dt.datetime)
     # 1. Failure rate over time, per action (daily; failed = failed at least once).
     daily = _rows(
         con,
-        "SELECT created_at::DATE AS day, action, count(*) AS operations, "
+        "SELECT created_date AS day, action, count(*) AS operations, "
         "count(*) FILTER (WHERE is_failed(failures_count)) AS failed "
         f"FROM {ops} GROUP BY ALL ORDER BY day, action",
     )
@@ -208,7 +208,7 @@ def _figures(con: duckdb.DuckDBPyConnection, report: Report, as_of: dt.datetime)
     # 5. Compute start latency per day (finished start_compute, total_duration_ms).
     latency = _rows(
         con,
-        "SELECT created_at::DATE AS day, "
+        "SELECT created_date AS day, "
         "quantile_cont(total_duration_ms, [0.5, 0.9, 0.99]) AS q, count(*) AS operations "
         f"FROM {ops} WHERE action = 'start_compute' AND status = 'finished' "
         "AND total_duration_ms IS NOT NULL GROUP BY day ORDER BY day",

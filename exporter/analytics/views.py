@@ -491,7 +491,8 @@ def connect(
     if con is None:
         con = memory_connection()
     try:
-        # UTC everywhere: created_at::DATE must be the same day as the created_date partition.
+        # UTC everywhere: created_at::DATE must be the same day as the created_date partition
+        # (opsaudit.duckdb's readers keep their own zone: sql/ counts ages in UTC, utc_age).
         con.execute("SET TimeZone = 'UTC'")
         # Binding each view reads the first file's footer; cache footers across binds/queries.
         con.execute("SET parquet_metadata_cache = true")

@@ -61,6 +61,8 @@ def test_view_names() -> None:
         "is_failed",
         "is_failing",
         "wall_ms",
+        "utc_age",
+        "utc_before",
         "failure_counts",
         "stuck_operations_older_than",
         "report_is_stuck",

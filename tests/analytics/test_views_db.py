@@ -3,7 +3,9 @@ never blocked by a reader."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -24,12 +26,21 @@ def own_data_dir(tmp_path: Path) -> Path:
     return write_dataset(tmp_path / "data")
 
 
-def duckdb_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The DuckDB CLI from PyPI (`duckdb-cli`, in the test extra) as a user runs it."""
+def duckdb_cli_binary() -> str:
+    """The DuckDB CLI from PyPI (`duckdb-cli`, in the test extra)."""
     binary = shutil.which("duckdb", path=str(Path(sys.executable).parent)) or shutil.which("duckdb")
     assert binary is not None, "the DuckDB CLI is missing: pip install -e '.[test]'"
+    return binary
+
+
+def duckdb_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The DuckDB CLI as a user runs it."""
     return subprocess.run(
-        [binary, "-readonly", "-csv", *args], cwd=cwd, capture_output=True, text=True, timeout=60
+        [duckdb_cli_binary(), "-readonly", "-csv", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -312,3 +323,70 @@ def test_views_over_sources_without_files_do_not_load_pandas(tmp_path: Path) -> 
         "SELECT count(*) FROM operations"
     )
     assert rows.fetchall() == [(0,)]
+
+
+# Ages and thresholds across the DST change of 2025-03-09 in America/Los_Angeles (the fixed
+# dataset's operations were created 2025-01-11 and -12 UTC, PST; as_of is in PDT).
+DST_AS_OF = "TIMESTAMPTZ '2025-03-20 00:00:00+00'"
+DST_SQL = (
+    f"SELECT id, age FROM stuck_operations_older_than(INTERVAL 1 HOUR, as_of := {DST_AS_OF});"
+    # o5's age is 67 days 14 hours exactly: older than 13 hours more, not than 14.
+    "SELECT count(*) AS n FROM stuck_operations_older_than("
+    f"INTERVAL '67 days 14 hours', as_of := {DST_AS_OF});"
+    "SELECT id FROM stuck_operations_older_than("
+    f"INTERVAL '67 days 13 hours', as_of := {DST_AS_OF});"
+    # o12 (scheduling) is 66 days 12 hours old exactly: not stuck that long after.
+    "SELECT kind, id, age, old FROM report_problems("
+    f"as_of := {DST_AS_OF}, stuck_after := INTERVAL '66 days 12 hours');"
+)
+DST_EXPECTED = (
+    "id,age\n"
+    "o5,67 days 14:00:00\n"
+    "o7,66 days 16:00:00\n"
+    "o8,66 days 15:00:00\n"
+    "o12,66 days 12:00:00\n"
+    "n\n0\n"
+    "id\no5\n"
+    "kind,id,age,old\n"
+    "failing,o5,67 days 14:00:00,true\n"
+    "failing,o8,66 days 15:00:00,true\n"
+    "stuck,o7,66 days 16:00:00,true\n"
+)
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/Los_Angeles", "Asia/Kolkata"])
+def test_ages_and_thresholds_do_not_depend_on_the_session_time_zone(
+    own_data_dir: Path, zone: str
+) -> None:
+    """`duckdb opsaudit.duckdb` runs in the machine's zone (opsaudit sets UTC): TIMESTAMPTZ
+    minus TIMESTAMPTZ, or minus an INTERVAL of days, counts days in the session's zone, so an
+    age across a DST change was an hour short and a threshold of days an hour off in
+    America/Los_Angeles. Every reader sees the UTC figures."""
+    write_views_database(own_data_dir)
+    env = {**os.environ, "TZ": zone}
+    out = subprocess.run(
+        [duckdb_cli_binary(), "-readonly", "-csv", "opsaudit.duckdb"],
+        input=f"SET TimeZone = '{zone}';\n{DST_SQL}\n",
+        cwd=own_data_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (out.stdout, out.stderr) == (DST_EXPECTED, "")
+    con = duckdb.connect(str(own_data_dir / "opsaudit.duckdb"), read_only=True)
+    try:
+        con.execute(f"SET file_search_path = '{own_data_dir}'")
+        con.execute(f"SET TimeZone = '{zone}'")
+        ages = con.execute(
+            "SELECT id, age FROM stuck_operations_older_than("
+            f"INTERVAL 1 HOUR, as_of := {DST_AS_OF})"
+        ).fetchall()
+    finally:
+        con.close()
+    assert ages == [
+        ("o5", dt.timedelta(days=67, hours=14)),
+        ("o7", dt.timedelta(days=66, hours=16)),
+        ("o8", dt.timedelta(days=66, hours=15)),
+        ("o12", dt.timedelta(days=66, hours=12)),
+    ]

@@ -2141,6 +2141,13 @@ MUTANTS = [
         (f"{SUMMARY}::test_each_commit_records_the_summary_of_its_versions",),
     ),
     Mutant(
+        "report-csv-without-freshness",  # every format says how fresh the data is: csv too
+        "exporter/analytics/report_text.py",
+        '    tables = [("freshness", [report.freshness], fresh), *_sections(report)]\n',
+        '    tables = [("freshness", [], fresh), *_sections(report)]\n',
+        (f"{HEADLINE}::test_csv_says_how_fresh_the_data_is",),
+    ),
+    Mutant(
         "age-in-the-session-time-zone",  # the DuckDB CLI in America/Los_Angeles: an hour off
         "sql/00_base.sql",
         "    (upto::TIMESTAMPTZ AT TIME ZONE 'UTC') - (since::TIMESTAMPTZ AT TIME ZONE 'UTC');\n",

@@ -32,6 +32,7 @@ FORMATS = ("table", "json", "jsonl", "csv", "markdown")
 # The tables of the report, as `--section` names them (here, not in the report: the CLI
 # builds its options from these without importing DuckDB).
 SECTIONS = (
+    "freshness",
     "failing",
     "stuck",
     "errors",

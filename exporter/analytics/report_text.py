@@ -245,17 +245,32 @@ def _sections(report: Report) -> list[tuple[str, list[dict[str, Any]], Sequence[
     ]
 
 
+# How fresh the data is (report_figures.freshness), as json names it; `dataset` (the least
+# fresh one's data dir) only over several datasets, as in json.
+FRESHNESS_COLUMNS = (
+    "last_success_at",
+    "lag",
+    "last_run_at",
+    "last_run_outcome",
+    "last_run_projects_ok",
+    "last_run_projects",
+)
+
+
 def _csv(report: Report, section: str | None = None) -> str:
     report.check_lists()
-    sections = _sections(report)
+    fresh = (*FRESHNESS_COLUMNS, *(("dataset",) if "dataset" in report.freshness else ()))
+    tables = [("freshness", [report.freshness], fresh), *_sections(report)]
     if section is not None:
         # One table with its own columns, for a spreadsheet or a script.
-        records, columns = next((r, c) for name, r, c in sections if name == section)
+        records, columns = next((r, c) for name, r, c in tables if name == section)
         return render(columns, [tuple(r.get(c) for c in columns) for r in records], "csv")
-    # One table for spreadsheets: a section column, then every section's columns.
-    all_columns = ["section", *dict.fromkeys(c for _, _, cols in sections for c in cols)]
+    # One table for spreadsheets: a section column, then every section's columns. Freshness's
+    # row first (as the headline's line), its columns last: the others keep their places.
+    others = dict.fromkeys(c for _, _, cols in tables[1:] for c in cols)
+    all_columns = ["section", *others, *fresh]
     rows: list[tuple[Any, ...]] = []
-    for name, records, _ in sections:
+    for name, records, _ in tables:
         rows += [(name, *(r.get(c) for c in all_columns[1:])) for r in records]
     return render(all_columns, rows, "csv")
 

@@ -238,7 +238,7 @@ def query_command(
     type=click.Choice(SECTIONS),
     default=None,
     help="With --format csv: only this table, with its own columns (default: every table in "
-    "one, a section column first).",
+    "one, a section column first; the first row, freshness, says how fresh the data is).",
 )
 @data_dirs_option
 @storage_option_option

@@ -429,10 +429,12 @@ def test_report_csv_and_markdown(data_dir: Path) -> None:
     assert lines[0] == (
         "section,id,project_id,branch_id,branch_name,branch_deleted_at,action,status,error,age,"
         "operations,actions,last_seen,failed,failure_rate,retries,failing_now,deleted_at,p50_ms,p90_ms,p99_ms,max_ms,wall_p50_ms,wall_p90_ms,"
-        "wall_p99_ms,wall_max_ms,share"
+        "wall_p99_ms,wall_max_ms,share,last_success_at,lag,last_run_at,last_run_outcome,"
+        "last_run_projects_ok,last_run_projects"
     )
     assert [line.split(",")[0] for line in lines[1:]] == (
-        ["failing"] * 1
+        ["freshness"]
+        + ["failing"] * 1
         + ["stuck"]
         + ["errors"]
         + ["projects"]
@@ -441,8 +443,8 @@ def test_report_csv_and_markdown(data_dir: Path) -> None:
         + ["durations"] * 2
         + ["action_mix"] * 3
     )
-    assert "failures,,,,,,suspend_compute,,,,1,,,1,1.0,1,1,,,,,,,,,," in lines
-    assert "branches,,p2,br-p2,,,,,,,5,,,1,0.2,1,1,,,,,,,,,," in lines
+    assert "failures,,,,,,suspend_compute,,,,1,,,1,1.0,1,1,,,,,,,,,,,,,,,," in lines
+    assert "branches,,p2,br-p2,,,,,,,5,,,1,0.2,1,1,,,,,,,,,,,,,,,," in lines
     assert [line.split(",")[0] for line in lines[1:]].count("action_mix") == 3
     md = invoke("report", "--data-dir", str(data_dir), "--format", "markdown")
     assert md.exit_code == 0
@@ -583,6 +585,16 @@ def test_report_csv_section_is_one_table_with_its_own_columns(data_dir: Path) ->
         "p2,5,1,0.2,1,1\n",
     )
     errors = invoke("report", "--data-dir", str(data_dir), "--format", "csv", "--section", "errors")
+    fresh = invoke(
+        "report", "--data-dir", str(data_dir), "--format", "csv", "--section", "freshness"
+    )
+    assert fresh.exit_code == 0, fresh.output
+    header, row = fresh.stdout.splitlines()  # the lag runs to now
+    assert header == (
+        "last_success_at,lag,last_run_at,last_run_outcome,last_run_projects_ok,last_run_projects"
+    )
+    assert row.startswith("2025-01-11T10:02:00Z,PT")
+    assert row.endswith("S,2025-01-12T13:01:00Z,partial,,")
     assert errors.stdout.splitlines()[0] == "error,operations,actions,last_seen"
     assert len(errors.stdout.splitlines()) == 4
     wrong = invoke("report", "--data-dir", str(data_dir), "--section", "errors")

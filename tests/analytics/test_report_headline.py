@@ -3,6 +3,7 @@ in a terminal; json, csv and markdown keep every row. Figures checked exactly by
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from pathlib import Path
 from typing import Any
@@ -190,9 +191,9 @@ def test_other_formats_keep_every_row(wide: Path) -> None:
     as_json = orjson.loads(invoke("report", "--data-dir", str(wide), "--format", "json").stdout)
     assert [len(as_json[k]) for k in ("failures", "durations", "action_mix")] == [13, 13, 13]
     csv = invoke("report", "--data-dir", str(wide), "--format", "csv", "--top", "2").stdout
-    # 13 rows in each of failures, durations and action_mix; 1 project, 1 branch; no error,
-    # failing or stuck operation.
-    assert len(csv.splitlines()) == 1 + 3 * 13 + 1 + 1
+    # Freshness's row; 13 rows in each of failures, durations and action_mix; 1 project, 1
+    # branch; no error, failing or stuck operation.
+    assert len(csv.splitlines()) == 1 + 1 + 3 * 13 + 1 + 1
     markdown = invoke("report", "--data-dir", str(wide), "--format", "markdown").stdout
     assert markdown.count("| act01 |") == 3
     assert "more with --all" not in markdown
@@ -269,6 +270,46 @@ def test_on_call_tables_of_the_fixed_dataset(report_con: Any) -> None:
         "| o7 | p1 | br-p1 | lfc_autoresize | waiting_for_quorum | NULL | 06:00:00 |\n"
         "| o12 | p2 | br-p2 | start_compute | scheduling | NULL | 02:00:00 |\n"
     ) in markdown
+
+
+# The report's csv columns before freshness's (every section's, in order), and freshness's.
+CSV_COLUMNS = (
+    "section,id,project_id,branch_id,branch_name,branch_deleted_at,action,status,error,age,"
+    "operations,actions,last_seen,failed,failure_rate,retries,failing_now,deleted_at,p50_ms,"
+    "p90_ms,p99_ms,max_ms,wall_p50_ms,wall_p90_ms,wall_p99_ms,wall_max_ms,share"
+)
+FRESHNESS_CSV = (
+    "last_success_at,lag,last_run_at,last_run_outcome,last_run_projects_ok,last_run_projects"
+)
+
+
+def test_csv_says_how_fresh_the_data_is(report_con: Any) -> None:
+    """PRODUCT.md: every format of the report says how fresh the data is; csv did not. Its row
+    comes first, as the headline's line; its columns last, so every other column keeps its
+    place; `--section freshness` is that row alone."""
+    report = build_report(report_con, now=at(12, 14))
+    lines = render_report(report, "csv").splitlines()
+    assert lines[0] == f"{CSV_COLUMNS},{FRESHNESS_CSV}"
+    others = CSV_COLUMNS.count(",")  # the columns after `section` that freshness leaves empty
+    assert lines[1] == (
+        "freshness"
+        + "," * others
+        + ",2025-01-11T10:02:00Z,PT100680S,2025-01-12T13:01:00Z,partial,,"
+    )
+    assert [line.split(",")[0] for line in lines[1:3]] == ["freshness", "failing"]
+    assert lines[2] == "failing,o5,p2,br-p2,,,suspend_compute,failed,pod not ready,PT100800S" + (
+        "," * (others - 9 + 6)
+    )
+    assert render_report(report, "csv", section="freshness") == (
+        f"{FRESHNESS_CSV}\n2025-01-11T10:02:00Z,PT100680S,2025-01-12T13:01:00Z,partial,,\n"
+    )
+    # Over several datasets, the least fresh one's, named (as json's `dataset`).
+    several = dataclasses.replace(report, freshness={**report.freshness, "dataset": "/d/a"})
+    assert render_report(several, "csv", section="freshness") == (
+        f"{FRESHNESS_CSV},dataset\n"
+        "2025-01-11T10:02:00Z,PT100680S,2025-01-12T13:01:00Z,partial,,,/d/a\n"
+    )
+    assert render_report(several, "csv").splitlines()[0] == f"{CSV_COLUMNS},{FRESHNESS_CSV},dataset"
 
 
 def test_error_texts_name_the_three_actions_that_reported_them_most(tmp_path: Path) -> None:

@@ -49,6 +49,7 @@ LAKE_SUPERSEDED = "tests/lake/test_superseded_lake.py"
 LAKE_NAMES = "tests/lake/test_names_lake.py"
 NAMES = "tests/sync/test_names.py"
 NAMES_REPORT = "tests/sync/test_names_report.py"
+LIBRARY = "tests/sync/test_library.py"
 LAST_COMMIT = (
     "tests/sync/test_interrupt.py::"
     "test_ctrl_c_twice_during_the_last_commit_keeps_the_lock_until_it_ended"
@@ -75,6 +76,14 @@ MUTANTS = [
         "        return (\n            cp.names_read_us is None\n",
         "        return True or (\n            cp.names_read_us is None\n",
         (f"{NAMES}::test_no_change_sync_sends_no_listing_request",),
+    ),
+    # The library API (`import exporter`) says what the command line says.
+    Mutant(
+        "interrupted-exit-code-fatal",
+        "exporter/engine/sync.py",
+        "    Outcome.INTERRUPTED: ExitCode.INTERRUPTED,\n",
+        "",
+        (f"{LIBRARY}::test_an_interrupted_run_has_the_exit_code_of_ctrl_c",),
     ),
     Mutant(
         "names-max-age-ignored",

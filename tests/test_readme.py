@@ -55,7 +55,7 @@ def test_ci_runs_the_readme_commands() -> None:
 
 
 def test_every_exit_code_is_documented() -> None:
-    rows = dict(re.findall(r"^\| (\d) \| ([^|]+) \|", README, re.MULTILINE))
+    rows = dict(re.findall(r"^\| (\d+) \| ([^|]+) \|", README, re.MULTILINE))
     assert sorted(int(code) for code in rows) == sorted(int(code) for code in ExitCode)
 
 

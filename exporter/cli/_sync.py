@@ -32,7 +32,7 @@ from exporter.cli._events import events_options
 from exporter.cli._group import short_help
 from exporter.cli._metrics import metrics_file_option, write_metrics_file
 from exporter.cli._ops import Duration, FiniteFloatRange
-from exporter.core.errors import ConfigError, OpsauditError
+from exporter.core.errors import ConfigError, ExitCode, OpsauditError
 from exporter.core.model import NAMES_REQUESTS
 
 if TYPE_CHECKING:
@@ -294,12 +294,13 @@ def sync_command(
         raise
     finally:
         observer.finish()
-    _report_summary(summary, log_format, quiet)
+    code = summary.exit_code  # interrupted: 130, Ctrl-C's
+    if stop.signum == signal.SIGTERM and code is ExitCode.INTERRUPTED:
+        code = ExitCode.TERMINATED  # the shell's convention, 128 + 15 (systemctl stop)
+    _report_summary(summary, log_format, quiet, code)
     if metrics_file is not None:
         write_metrics_file(metrics_file, data_dir, storage_options)
-    if stop.signum is not None and str(summary.outcome) == "interrupted":
-        sys.exit(128 + stop.signum)  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
-    sys.exit(int(summary.exit_code))
+    sys.exit(int(code))
 
 
 class _StopOnSignal:
@@ -337,7 +338,9 @@ class _StopOnSignal:
             signal.signal(signum, handler)
 
 
-def _report_summary(summary: RunSummary, log_format: str, quiet: bool = False) -> None:
+def _report_summary(
+    summary: RunSummary, log_format: str, quiet: bool = False, code: int | None = None
+) -> None:
     if quiet:
         pass  # only what went wrong, below
     elif log_format == "json":
@@ -359,7 +362,7 @@ def _report_summary(summary: RunSummary, log_format: str, quiet: bool = False) -
         if len(errors) > 20:
             click.echo(f"  ... and {len(errors) - 20} more", err=True)
     if summary.error:
-        echo_error(summary.error, exit_code=int(summary.exit_code))
+        echo_error(summary.error, exit_code=int(summary.exit_code if code is None else code))
 
 
 @click.command("status", short_help=short_help("status"))

@@ -24,6 +24,8 @@ class ExitCode(enum.IntEnum):
     STATE = 6  # corrupt, foreign or newer-version state or data
     SQL = 7  # a query failed (bad SQL, unknown table, ...)
     ATTENTION = 8  # `check` or `doctor` found something to fix (one line per finding)
+    INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + its number, the shell's convention
+    TERMINATED = 143  # `sync` stopped by SIGTERM (systemctl stop): 128 + 15
 
 
 class OpsauditError(Exception):

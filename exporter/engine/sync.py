@@ -83,6 +83,8 @@ _EXIT_CODES = {
     Outcome.BUDGET: ExitCode.OK,
     Outcome.PARTIAL: ExitCode.PARTIAL,
     Outcome.AUTH_FAILED: ExitCode.AUTH,
+    # Stopped through `sync(stop=...)`: the CLI's Ctrl-C (SIGTERM's 143 is the CLI's to know).
+    Outcome.INTERRUPTED: ExitCode.INTERRUPTED,
 }
 
 
@@ -152,7 +154,8 @@ class ProjectResult:
 
 @dataclass
 class RunSummary:
-    """What a sync did; `exit_code` is what the CLI exits with."""
+    """What a sync did; `exit_code` is what the CLI exits with (143 for a run SIGTERM stopped:
+    the CLI's to know, `interrupted` is 130 here)."""
 
     run_id: str
     started_at: datetime

@@ -1,0 +1,34 @@
+"""The library API as a notebook uses it (`import exporter`): it says what the command line says
+(exit codes, refused values, accepted locations), refuses before it writes, and leaves the
+process it runs in as it found it."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import exporter
+
+from .conftest import run_sync
+
+
+def test_an_interrupted_run_has_the_exit_code_of_ctrl_c(make_sim: Any, tmp_path: Path) -> None:
+    """A run stopped through `stop` said exit code 5 (fatal) where the command line exits 130
+    (README, exit codes): `RunSummary.exit_code` is what the CLI exits with."""
+    sim = make_sim(seed=2201, projects=2, shared_projects=0, orgs=1, days=1)
+    stop = threading.Event()
+    stop.set()  # before the first page of the listing: nothing is walked
+    summary = exporter.sync(
+        exporter.SyncConfig(
+            data_dir=tmp_path / "d",
+            api_key=sim.personal_key,
+            base_url=sim.base_url,
+            max_rps=None,
+        ),
+        stop=stop,
+    )
+    assert (summary.outcome, summary.error) == ("interrupted", "interrupted while listing")
+    assert int(summary.exit_code) == 130
+    assert summary.exit_code is exporter.ExitCode.INTERRUPTED
+    assert run_sync(sim, tmp_path / "d").exit_code == exporter.ExitCode.OK

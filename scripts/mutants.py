@@ -86,6 +86,22 @@ MUTANTS = [
         (f"{LIBRARY}::test_an_interrupted_run_has_the_exit_code_of_ctrl_c",),
     ),
     Mutant(
+        "status-file-url-as-path",
+        "exporter/ops/status.py",
+        "    with reading(data_dir) as local:  # where the CLI's --data-dir and connect() look\n"
+        "        return _read_status(local, runs, as_of)\n",
+        "    return _read_status(Path(data_dir), runs, as_of)\n",
+        (f"{LIBRARY}::test_status_and_check_read_a_file_url_as_sync_and_connect_do",),
+    ),
+    Mutant(
+        "check-file-url-as-path",
+        "exporter/ops/check.py",
+        "    with reading(data_dir) as local:  # where the CLI's --data-dir and connect() look\n"
+        "        return _run_check(local,",
+        "    if True:\n        return _run_check(Path(data_dir),",
+        (f"{LIBRARY}::test_status_and_check_read_a_file_url_as_sync_and_connect_do",),
+    ),
+    Mutant(
         "names-max-age-ignored",
         "exporter/engine/walk.py",
         "            or not 0 <= self.clock() - cp.names_read_us < self.names_max_age_us\n",

@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from exporter.analytics.format import branch_failure_line, format_duration, jsonable
-from exporter.core.errors import ConfigError, missing_data_dir
+from exporter.core.errors import ConfigError
 from exporter.core.layout import STATE_FILE, has_state
 from exporter.core.model import DOCUMENTED_ACTIONS, Outcome, RunRow, last_current
 from exporter.core.timeutil import parse_duration
+from exporter.store.readers import reading
 from exporter.store.state import TERMINAL_STATUSES, StateDB, no_reread_ages
 
 __all__ = [
@@ -231,7 +232,7 @@ def _stamp(when: dt.datetime | None) -> str:
 
 
 def run_check(
-    data_dir: Path,
+    data_dir: Path | str,
     *,
     max_age: dt.timedelta = DEFAULT_MAX_AGE,
     reread_max_age: dt.timedelta | None = None,
@@ -239,13 +240,23 @@ def run_check(
     thresholds: Sequence[Threshold] = (),
     as_of: dt.datetime | None = None,
 ) -> CheckReport:
-    """Check the trail in `data_dir` as of `as_of` (default: now).
+    """Check the trail in `data_dir` (a directory, or `file:///abs/dir` as `sync()` and
+    `connect()` take it) as of `as_of` (default: now).
 
     Raises `ConfigError` if `data_dir` does not exist, `StorageError` if its state is unusable.
     """
+    with reading(data_dir) as local:  # where the CLI's --data-dir and connect() look
+        return _run_check(local, max_age, reread_max_age, stuck_after, thresholds, as_of)
 
-    if not Path(data_dir).is_dir():
-        raise missing_data_dir(data_dir)
+
+def _run_check(
+    data_dir: Path,
+    max_age: dt.timedelta,
+    reread_max_age: dt.timedelta | None,
+    stuck_after: dt.timedelta,
+    thresholds: Sequence[Threshold],
+    as_of: dt.datetime | None,
+) -> CheckReport:
     now = as_of or dt.datetime.now(UTC)
     report = CheckReport(as_of=now)
     state_path = Path(data_dir) / STATE_FILE

@@ -15,8 +15,9 @@ from typing import Any
 import orjson
 
 from exporter.analytics.format import jsonable, render
-from exporter.core.errors import StorageError, missing_data_dir
+from exporter.core.errors import StorageError
 from exporter.core.layout import LOCK_FILE, STATE_FILE, VERSIONS_DIR, has_state
+from exporter.store.readers import reading
 from exporter.store.state import StateDB, settled_runs
 
 __all__ = ["PROJECT_COLUMNS", "RUN_COLUMNS", "Status", "read_status", "render_status"]
@@ -79,14 +80,17 @@ def _at(us: int | None) -> dt.datetime | None:
     )
 
 
-def read_status(data_dir: Path, *, runs: int = 5, as_of: dt.datetime | None = None) -> Status:
-    """The status of `data_dir`; `ConfigError` if it does not exist, `StorageError` if no sync
-    has written its state yet or the state is unusable."""
+def read_status(data_dir: Path | str, *, runs: int = 5, as_of: dt.datetime | None = None) -> Status:
+    """The status of `data_dir` (a directory, or `file:///abs/dir` as `sync()` and `connect()`
+    take it); `ConfigError` if it does not exist, `StorageError` if no sync has written its
+    state yet or the state is unusable."""
+    with reading(data_dir) as local:  # where the CLI's --data-dir and connect() look
+        return _read_status(local, runs, as_of)
+
+
+def _read_status(data_dir: Path, runs: int, as_of: dt.datetime | None) -> Status:
     from exporter.events.outbox import read_backlog  # pyarrow: only when the state is read
 
-    data_dir = Path(data_dir)
-    if not data_dir.is_dir():
-        raise missing_data_dir(data_dir)
     path = data_dir / STATE_FILE
     if not has_state(data_dir):
         raise StorageError(f"no dataset in {data_dir} yet: run `opsaudit sync` first")

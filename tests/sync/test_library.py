@@ -32,3 +32,21 @@ def test_an_interrupted_run_has_the_exit_code_of_ctrl_c(make_sim: Any, tmp_path:
     assert int(summary.exit_code) == 130
     assert summary.exit_code is exporter.ExitCode.INTERRUPTED
     assert run_sync(sim, tmp_path / "d").exit_code == exporter.ExitCode.OK
+
+
+def test_status_and_check_read_a_file_url_as_sync_and_connect_do(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """`read_status` and `run_check` took `file:///abs/dir` for a path named `file:/abs/dir`
+    ("--data-dir file:/... does not exist"), where `sync()`, `connect()` and the CLI read it."""
+    sim = make_sim(seed=2205, projects=2, shared_projects=0, orgs=1, days=1)
+    url = f"file://{tmp_path / 'd'}"
+    assert run_sync(sim, url).outcome == "ok"  # type: ignore[arg-type]
+    by_path = exporter.read_status(tmp_path / "d")
+    by_url = exporter.read_status(url, as_of=by_path.as_of)
+    assert by_url == by_path
+    assert sorted(p["id"] for p in by_url.projects) == sorted(p.id for p in sim.world.projects)
+    assert [r["outcome"] for r in by_url.runs] == ["ok"]
+    checked = exporter.run_check(url, as_of=by_path.as_of)
+    assert checked == exporter.run_check(tmp_path / "d", as_of=by_path.as_of)
+    assert checked.findings == []

@@ -86,6 +86,13 @@ MUTANTS = [
         (f"{LIBRARY}::test_an_interrupted_run_has_the_exit_code_of_ctrl_c",),
     ),
     Mutant(
+        "base-url-checked-after-the-run-began",
+        "exporter/engine/sync.py",
+        "    validate_base_url(config.base_url)\n",
+        "",
+        (f"{LIBRARY}::test_a_bad_base_url_is_refused_before_the_data_directory_is_touched",),
+    ),
+    Mutant(
         "status-file-url-as-path",
         "exporter/ops/status.py",
         "    with reading(data_dir) as local:  # where the CLI's --data-dir and connect() look\n"

@@ -34,6 +34,7 @@ from exporter.api.client import (
     RetryPolicy,
     check_api_key,
     clock_skew_problem,
+    validate_base_url,
 )
 from exporter.api.discovery import PROJECTS_PAGE, discover
 from exporter.api.pacing import DEFAULT_MAX_RPS, ROUTE_MAX_RPS, Pacer
@@ -616,8 +617,10 @@ def sync(
     reported in the summary's outcome.
     """
 
-    # Before the data directory is touched: no key, nothing created (issue 23).
+    # Before the data directory is touched: no key, nothing created (issue 23); no API to ask
+    # (ApiClient would refuse the URL only once the run was recorded).
     check_api_key(config.api_key)
+    validate_base_url(config.base_url)
     arrow_without_pandas()
 
     dataset = open_store(

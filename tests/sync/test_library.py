@@ -8,7 +8,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import exporter
+from exporter.core.model import DEFAULT_BASE_URL
 
 from .conftest import run_sync
 
@@ -50,3 +53,19 @@ def test_status_and_check_read_a_file_url_as_sync_and_connect_do(
     checked = exporter.run_check(url, as_of=by_path.as_of)
     assert checked == exporter.run_check(tmp_path / "d", as_of=by_path.as_of)
     assert checked.findings == []
+
+
+def test_a_bad_base_url_is_refused_before_the_data_directory_is_touched(tmp_path: Path) -> None:
+    """The docstring's promise: `ConfigError` before anything is written. The data directory got
+    its state, lock and a run left `running` (the next run then said `killed`)."""
+    data = tmp_path / "d"
+    config = exporter.SyncConfig(
+        data_dir=data, api_key="k" * 64, base_url="ftp://example.com/api/v2/"
+    )
+    with pytest.raises(exporter.ConfigError) as err:
+        exporter.sync(config)
+    assert str(err.value) == (
+        "--base-url 'ftp://example.com/api/v2/' is not an http(s) URL; expected something like "
+        f"{DEFAULT_BASE_URL}"
+    )
+    assert not data.exists()

@@ -93,6 +93,24 @@ MUTANTS = [
         (f"{LIBRARY}::test_a_bad_base_url_is_refused_before_the_data_directory_is_touched",),
     ),
     Mutant(
+        "sync-settings-unchecked",
+        "exporter/engine/sync.py",
+        "    check_settings(config)",
+        "    pass",
+        (
+            f"{LIBRARY}::test_values_the_command_line_refuses_are_refused_before_anything_is_written",
+        ),
+    ),
+    Mutant(
+        "project-ids-string-iterated",
+        "exporter/engine/settings.py",
+        "    if isinstance(ids, str):",
+        "    if False:",
+        (
+            f"{LIBRARY}::test_values_the_command_line_refuses_are_refused_before_anything_is_written",
+        ),
+    ),
+    Mutant(
         "status-file-url-as-path",
         "exporter/ops/status.py",
         "    with reading(data_dir) as local:  # where the CLI's --data-dir and connect() look\n"
@@ -2928,9 +2946,9 @@ MUTANTS = [
     ),
     Mutant(
         "max-requests-below-any-run-refused-late",  # listed, then refused: a failed run
-        "exporter/cli/_sync.py",
-        "    least = 1 + NAMES_REQUESTS\n",
-        "    least = 1\n",
+        "exporter/engine/settings.py",  # the CLI's --max-requests and sync() share it
+        "LEAST_MAX_REQUESTS = 1 + NAMES_REQUESTS\n",
+        "LEAST_MAX_REQUESTS = 1\n",
         (
             "tests/sync/test_budget_runs.py::"
             "test_a_request_budget_no_run_could_work_with_is_refused_before_any_request",

@@ -78,12 +78,12 @@ class Identifier(click.ParamType):
     name = "id"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        text = str(value)
-        if not text.strip():
-            self.fail("an empty id; give the project's or organization's id", param, ctx)
-        if text != text.strip():
-            self.fail(f"{text!r} has spaces around it; ids have none", param, ctx)
-        return text
+        from exporter.engine.settings import id_problem  # the library's rule (sync() applies it)
+
+        problem = id_problem(str(value))
+        if problem is not None:
+            self.fail(problem, param, ctx)
+        return str(value)
 
 
 def data_dir_option(f: F, *, urls: bool = True, several: bool = False) -> F:

@@ -33,7 +33,7 @@ from exporter.cli._group import short_help
 from exporter.cli._metrics import metrics_file_option, write_metrics_file
 from exporter.cli._ops import Duration, FiniteFloatRange
 from exporter.core.errors import ConfigError, ExitCode, OpsauditError
-from exporter.core.model import NAMES_REQUESTS
+from exporter.engine.settings import MAX_CONCURRENCY, max_requests_problem
 
 if TYPE_CHECKING:
     from exporter.engine.sync import RunSummary
@@ -46,14 +46,9 @@ ACCOUNT_RPS = 700 / 60
 def _max_requests(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
     """Refused before any request when it cannot cover one page of the projects listing and
     a project's names (the run listed the projects, then refused, recording a failed run)."""
-    least = 1 + NAMES_REQUESTS
-    if value is not None and value < least:
-        raise click.BadParameter(
-            f"{value} does not cover a page of the projects listing and a project's branches "
-            f"and endpoints listings: {least} or more",
-            ctx,
-            param,
-        )
+    problem = None if value is None else max_requests_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem, ctx, param)
     return value
 
 
@@ -158,7 +153,7 @@ def _max_requests(ctx: click.Context, param: click.Parameter, value: int | None)
 )
 @click.option(
     "--concurrency",
-    type=click.IntRange(1, 64),
+    type=click.IntRange(1, MAX_CONCURRENCY),
     default=4,
     show_default=True,
     help="Projects walked at once.",

@@ -55,6 +55,7 @@ from exporter.engine.budget import Budget
 from exporter.engine.publish import publish
 from exporter.engine.records import arrow_without_pandas, versions_table
 from exporter.engine.schedule import DEFAULT_EVERY_US, RefreshSchedule
+from exporter.engine.settings import check_settings
 from exporter.engine.walk import (
     Chunk,
     ProjectWalk,
@@ -100,7 +101,7 @@ class SyncConfig:
     org_ids: list[str] | None = None  # --org-id: list only these organizations
     max_rps: float | None = DEFAULT_MAX_RPS  # None or 0: no pacing
     route_max_rps: float = ROUTE_MAX_RPS  # the API's 40/s per route (benchmarks scale it)
-    concurrency: int = 4  # projects walked at once
+    concurrency: int = 4  # projects walked at once (1 to 64)
     wait_for_lock: bool = False
     storage_options: list[str] = field(default_factory=list)  # --storage-option KEY=VALUE
     limits: WalkLimits = field(default_factory=WalkLimits)
@@ -621,6 +622,7 @@ def sync(
     # (ApiClient would refuse the URL only once the run was recorded).
     check_api_key(config.api_key)
     validate_base_url(config.base_url)
+    check_settings(config)  # what the CLI's options refuse (a notebook's concurrency=0)
     arrow_without_pandas()
 
     dataset = open_store(

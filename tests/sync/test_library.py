@@ -69,3 +69,52 @@ def test_a_bad_base_url_is_refused_before_the_data_directory_is_touched(tmp_path
         f"{DEFAULT_BASE_URL}"
     )
     assert not data.exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"max_rps": -1}, "--max-rps -1 is not in the range x>=0 (0 or None: no pacing)"),
+        ({"max_rps": float("nan")}, "--max-rps nan is not a finite number"),
+        ({"concurrency": 0}, "--concurrency 0 is not in the range 1<=x<=64"),
+        ({"concurrency": -3}, "--concurrency -3 is not in the range 1<=x<=64"),
+        (
+            {"refresh_open_every": -5},
+            "--refresh-open-every -5 is not a duration: give 0 or more seconds",
+        ),
+        ({"names_max_age": -5}, "--names-max-age -5 is not a duration: give 0 or more seconds"),
+        ({"time_budget": -1}, "--time-budget -1 is not a duration: give above 0 seconds"),
+        (
+            {"time_budget": 0},
+            "--time-budget 0 is no time at all: give a duration above 0 (in seconds)",
+        ),
+        (
+            {"full_sweep_every": 0},
+            "--full-sweep-every 0 is no time at all: give a duration above 0 (in seconds)",
+        ),
+        (
+            {"max_requests": 2},
+            "--max-requests 2 does not cover a page of the projects listing and a project's "
+            "branches and endpoints listings: 3 or more",
+        ),
+        (
+            {"project_ids": "abc"},
+            "--project ids are a list of strings, not the string 'abc'",
+        ),
+        ({"project_ids": [""]}, "--project an empty id; give the project's or organization's id"),
+        ({"org_ids": [" org-1"]}, "--org-id ' org-1' has spaces around it; ids have none"),
+    ],
+)
+def test_values_the_command_line_refuses_are_refused_before_anything_is_written(
+    tmp_path: Path, setting: dict[str, Any], message: str
+) -> None:
+    """They were taken silently: `concurrency=0` walked on one thread, `project_ids="abc"` the
+    projects 'a', 'b' and 'c', a negative `max_rps` or duration ran unpaced or re-read all."""
+    data = tmp_path / "d"
+    # An address that refuses at once: never a request out of the machine if this regresses.
+    closed = "http://127.0.0.1:9/api/v2/"
+    config = exporter.SyncConfig(data_dir=data, api_key="k" * 64, base_url=closed, **setting)
+    with pytest.raises(exporter.ConfigError) as err:
+        exporter.sync(config)
+    assert str(err.value) == message
+    assert not data.exists()

@@ -1,0 +1,109 @@
+"""The values a sync's settings may take: `sync()` refuses a `SyncConfig` the command line would
+refuse (`ConfigError`, exit 2), before anything is written, and the command line's options share
+the rules it has of its own (`--concurrency`'s range, `--max-requests`' least, an id's spaces).
+
+Imports nothing heavy: the command line's option types call it while they parse.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Protocol
+
+from exporter.core.errors import ConfigError
+from exporter.core.model import NAMES_REQUESTS
+
+__all__ = [
+    "LEAST_MAX_REQUESTS",
+    "MAX_CONCURRENCY",
+    "Settings",
+    "check_settings",
+    "id_problem",
+    "max_requests_problem",
+]
+
+MAX_CONCURRENCY = 64  # projects walked at once: 1 to this
+# A page of the projects listing and one project's branches and endpoints listings.
+LEAST_MAX_REQUESTS = 1 + NAMES_REQUESTS
+
+
+class Settings(Protocol):
+    """What `check_settings` reads of a `SyncConfig` (engine.sync imports this module)."""
+
+    project_ids: list[str] | None
+    org_ids: list[str] | None
+    max_rps: float | None
+    concurrency: int
+    time_budget: float | None
+    max_requests: int | None
+    full_sweep_every: float
+    refresh_open_every: float
+    names_max_age: float
+
+
+def max_requests_problem(value: int) -> str | None:
+    """Why `value` cannot be --max-requests (None: it can): the run would list the projects and
+    then refuse, recording a failed run."""
+    if value < LEAST_MAX_REQUESTS:
+        return (
+            f"{value} does not cover a page of the projects listing and a project's branches "
+            f"and endpoints listings: {LEAST_MAX_REQUESTS} or more"
+        )
+    return None
+
+
+def id_problem(text: str) -> str | None:
+    """Why `text` cannot be a project's or organization's id (None: it can): an empty one was
+    tried, answered 404 and stayed in the state as a project with no id."""
+    if not text.strip():
+        return "an empty id; give the project's or organization's id"
+    if text != text.strip():
+        return f"{text!r} has spaces around it; ids have none"
+    return None
+
+
+def check_settings(config: Settings) -> None:
+    """`ConfigError` naming the option for the first value the command line refuses too."""
+    for option, ids in (("--project", config.project_ids), ("--org-id", config.org_ids)):
+        _check_ids(option, ids)
+    rps = config.max_rps
+    if rps is not None and not math.isfinite(rps):
+        raise ConfigError(f"--max-rps {rps!r} is not a finite number")
+    if rps is not None and rps < 0:
+        raise ConfigError(f"--max-rps {rps!r} is not in the range x>=0 (0 or None: no pacing)")
+    if not 1 <= config.concurrency <= MAX_CONCURRENCY:
+        raise ConfigError(
+            f"--concurrency {config.concurrency!r} is not in the range 1<=x<={MAX_CONCURRENCY}"
+        )
+    if config.max_requests is not None:
+        problem = max_requests_problem(config.max_requests)
+        if problem is not None:
+            raise ConfigError(f"--max-requests {problem}")
+    if config.time_budget is not None:
+        _check_seconds("--time-budget", config.time_budget, zero=False)
+    _check_seconds("--full-sweep-every", config.full_sweep_every, zero=False)
+    _check_seconds("--refresh-open-every", config.refresh_open_every, zero=True)
+    _check_seconds("--names-max-age", config.names_max_age, zero=True)
+
+
+def _check_ids(option: str, ids: Sequence[str] | None) -> None:
+    if ids is None:
+        return
+    if isinstance(ids, str):  # iterated, "abc" was the projects 'a', 'b' and 'c'
+        raise ConfigError(f"{option} ids are a list of strings, not the string {ids!r}")
+    for pid in ids:
+        problem = id_problem(pid) if isinstance(pid, str) else f"{pid!r} is not a string"
+        if problem is not None:
+            raise ConfigError(f"{option} {problem}")
+
+
+def _check_seconds(option: str, seconds: float, *, zero: bool) -> None:
+    """A duration in seconds: finite, and above 0 (or, with `zero`, 0 or more)."""
+    if not math.isfinite(seconds) or seconds < 0:
+        least = "0 or more" if zero else "above 0"
+        raise ConfigError(f"{option} {seconds!r} is not a duration: give {least} seconds")
+    if not seconds and not zero:
+        raise ConfigError(
+            f"{option} {seconds!r} is no time at all: give a duration above 0 (in seconds)"
+        )

@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                 base_url=sim.info["base_url"],
                 max_rps=0,
                 concurrency=args.concurrency,
+                map_large_allocations=True,  # as `opsaudit sync`'s: this process is the run's
             )
             before, wall = time.process_time(), time.perf_counter()
             summary = sync(config)

@@ -70,13 +70,15 @@ def run_demo(
     ops_per_project_per_day: int = OPS_PER_PROJECT_PER_DAY,
     seed: int = DEMO_SEED,
     now: dt.datetime | None = None,
+    map_large_allocations: bool = False,
 ) -> DemoResult:
     """Start the simulator, sync it into `data_dir` (a new temp dir if None), stop it.
 
     The simulated history ends at `now` (default: the moment the demo runs, to the second), so
     `report --since 7d`, lags and ages read as they would on a live account; for a given seed
     the content is the same, shifted in time. Raises `ConfigError` if `data_dir` is not empty;
-    sync errors propagate as from `sync()`.
+    sync errors propagate as from `sync()`. `map_large_allocations`: as `SyncConfig`'s (the
+    command line's `opsaudit demo`; a notebook's process keeps its allocator).
     """
     # httpx, pyarrow: the CLI imports this module at start-up (`opsaudit --help`)
     from exporter.engine.sync import SyncConfig, sync
@@ -116,6 +118,7 @@ def run_demo(
                 api_key=sim.personal_key,
                 base_url=sim.base_url,
                 max_rps=None,
+                map_large_allocations=map_large_allocations,
             ),
             observer,
         )

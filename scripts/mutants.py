@@ -50,6 +50,7 @@ LAKE_NAMES = "tests/lake/test_names_lake.py"
 NAMES = "tests/sync/test_names.py"
 NAMES_REPORT = "tests/sync/test_names_report.py"
 LIBRARY = "tests/sync/test_library.py"
+ALLOCATORS = "tests/sync/test_allocators.py"
 LAST_COMMIT = (
     "tests/sync/test_interrupt.py::"
     "test_ctrl_c_twice_during_the_last_commit_keeps_the_lock_until_it_ended"
@@ -109,6 +110,20 @@ MUTANTS = [
         (
             f"{LIBRARY}::test_values_the_command_line_refuses_are_refused_before_anything_is_written",
         ),
+    ),
+    Mutant(
+        "library-sync-fixes-the-mmap-threshold",
+        "exporter/engine/sync.py",
+        "    map_large_allocations: bool = False\n",
+        "    map_large_allocations: bool = True\n",
+        (f"{ALLOCATORS}::test_a_library_sync_leaves_the_process_allocator_as_it_was",),
+    ),
+    Mutant(
+        "cli-sync-keeps-the-dynamic-mmap-threshold",
+        "exporter/cli/_sync.py",
+        "        map_large_allocations=True,",
+        "        map_large_allocations=False,",
+        (f"{ALLOCATORS}::test_the_command_line_sync_maps_large_allocations",),
     ),
     Mutant(
         "status-file-url-as-path",

@@ -57,7 +57,9 @@ def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool
     show = sys.stderr.isatty() if progress is None else progress
     observer = Progress(show)
     try:
-        result = run_demo(data_dir, observer, projects=projects, days=days)
+        result = run_demo(
+            data_dir, observer, projects=projects, days=days, map_large_allocations=True
+        )
     finally:
         observer.finish()
     summary = result.summary

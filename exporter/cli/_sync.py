@@ -265,6 +265,7 @@ def sync_command(
         events=events,
         refresh_open_every=refresh_open_every.total_seconds(),
         names_max_age=names_max_age.total_seconds(),
+        map_large_allocations=True,  # this process is the run's (a library caller's is not)
     )
     if clock_offset:
         from exporter.engine.walk import now_us

@@ -142,6 +142,11 @@ class SyncConfig:
     # --names-max-age (seconds): a project's branches and endpoints listings are read again once
     # older than this (0: every run); also in its first walk and when an unknown id shows up.
     names_max_age: float = 86_400.0
+    # Whether compaction may fix glibc's mmap threshold at 256 KiB for the rest of the process
+    # (`_map_large_allocations`: no call restores the dynamic one): the command line's, whose
+    # process is one run's. A notebook's process keeps its allocator (1 MiB numpy arrays each
+    # mapped were ~12x slower).
+    map_large_allocations: bool = False
 
 
 @dataclass
@@ -922,7 +927,8 @@ class _Run:
             return  # stopped early (revoked key, API down, a signal): no compaction
         _release_free_memory()
         if config.compact and committer.partitions:
-            _map_large_allocations()
+            if config.map_large_allocations:
+                _map_large_allocations()
             self.dataset.compact(committer.partitions)
             _release_free_memory()
         summary.settle(self.budget.reached or self.budget.fell_short)
@@ -1101,7 +1107,8 @@ _M_MMAP_THRESHOLD = -3
 
 def _map_large_allocations() -> None:
     """From here on, allocations of 256 KiB and more are mapped pages of their own, returned to
-    the OS when freed (glibc only; the rest of the process keeps the threshold it has).
+    the OS when freed, for the rest of the process (glibc only): for a process that is one
+    run's only (`SyncConfig.map_large_allocations`, the command line's).
 
     Compaction merges tens of MB of Arrow buffers of ever-changing sizes (the summary record's
     months); glibc's default threshold rises with the sizes it sees, puts them on the heap, and

@@ -3108,6 +3108,16 @@ MUTANTS = [
         ("tests/ops/test_doctor.py::test_a_host_clock_far_from_the_apis_is_a_warning",),
     ),
     Mutant(
+        "org-ids-ignored-beside-project-ids",  # --project X --org-id B: B never listed, exit 0
+        "exporter/api/discovery.py",
+        "    if project_ids and not org_ids:\n",
+        "    if project_ids:\n",
+        (
+            "tests/sync/test_failures.py::"
+            "test_projects_named_beside_an_organization_are_synced_with_its_projects",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -7,7 +7,8 @@ projects list in 25 requests, not 100. A personal key must name an organization 
 required"), so its organizations are listed first, then the projects others shared with the
 user (`GET /projects/shared`; a personal key in no organization lists its own projects without
 `org_id`, then those); an organization key implies its org; a project-scoped key may not list at
-all, which is why `--project` works without any listing. A listing that fails leaves its
+all, which is why `--project` works without any listing (with `--org-id` too, the run covers
+both: the projects named and the organizations' projects). A listing that fails leaves its
 projects unsynced: the run is partial (exit 1), unless every organization's failed.
 
 Listing pages are handed to `on_page` as they arrive (the sync records them in the state), so
@@ -137,7 +138,7 @@ def discover(
 ) -> Discovery:
     """List the projects in scope (see the module docstring for the rules)."""
     found = Discovery(page_limit=page_limit)
-    if project_ids:
+    if project_ids and not org_ids:
         found.explicit = True
         found.complete = False
         for pid in project_ids:
@@ -178,6 +179,10 @@ def discover(
             _list_shared(lister, found)
     found.whole_account = not org_ids and found.complete and not found.errors
     _add_unavailable(found)
+    # Named beside organizations: the run covers both, the projects named and the
+    # organizations' (it took the ids alone, and left the organizations out, with exit 0).
+    for pid in project_ids or ():
+        found.scope_of.setdefault(pid, None)
     return found
 
 

@@ -62,7 +62,8 @@ def _max_requests(ctx: click.Context, param: click.Parameter, value: int | None)
     type=Identifier(),
     multiple=True,
     metavar="ID",
-    help="Sync only this project (repeatable); no listing needed.",
+    help="Sync only this project (repeatable); no listing needed. With --org-id: this "
+    "project besides the organization's.",
 )
 @click.option(
     "--org-id",
@@ -70,7 +71,8 @@ def _max_requests(ctx: click.Context, param: click.Parameter, value: int | None)
     type=Identifier(),
     multiple=True,
     metavar="ID",
-    help="List only this organization (repeatable).",
+    help="List only this organization (repeatable); with --project, its projects besides "
+    "those named.",
 )
 @click.option(
     "--max-rps",

@@ -136,6 +136,21 @@ def test_project_scoped_key_with_project_flag(make_sim: Any, tmp_path: Path) -> 
     assert {r["project_id"] for r in read_versions(tmp_path)} == {pid}
 
 
+def test_projects_named_beside_an_organization_are_synced_with_its_projects(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """`--project X --org-id B` (PRODUCT.md: both filters) took the ids alone: organization B
+    was never listed, and the run said `sync ok: 1/1 projects`, exit 0."""
+    sim = make_sim(seed=34, projects=4, shared_projects=0, orgs=2, days=1)
+    org_a, org_b = sim.org_ids
+    named = sim.project_ids(org_a)[0]
+    summary = run_sync(sim, tmp_path, project_ids=[named], org_ids=[org_b])
+    assert (summary.outcome, summary.projects_total) == ("ok", 1 + len(sim.project_ids(org_b)))
+    synced = {r["project_id"] for r in read_versions(tmp_path)}
+    assert synced == {named, *sim.project_ids(org_b)}
+    assert_matches_truth(sim, tmp_path, sorted(synced))
+
+
 def test_project_scoped_key_listing_sees_its_project(make_sim: Any, tmp_path: Path) -> None:
     sim = make_sim(seed=25, projects=3, days=1)
     pid = sim.project_ids()[2]

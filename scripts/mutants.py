@@ -3118,6 +3118,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "killed-run-figures-not-committed",  # a killed run said 0 requests, 0 new operations
+        "exporter/engine/sync.py",
+        "            state.count_progress(con, self.run_id, new, changed, self.stats)\n",
+        "            pass\n",
+        (
+            "tests/sync/test_crash.py::"
+            "test_a_killed_run_is_recorded_with_the_versions_its_commits_wrote",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

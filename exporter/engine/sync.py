@@ -309,10 +309,18 @@ class NullObserver:
 class _Committer(threading.Thread):
     """The only writer: turns queued chunks into committed Parquet files and state changes."""
 
-    def __init__(self, dataset: Store, run_id: str, config: SyncConfig, observer: SyncObserver):
+    def __init__(
+        self,
+        dataset: Store,
+        run_id: str,
+        config: SyncConfig,
+        observer: SyncObserver,
+        stats: RequestStats | None = None,
+    ):
         super().__init__(name="opsaudit-committer", daemon=True)
         self.dataset = dataset
         self.run_id = run_id
+        self.stats = stats or RequestStats()  # the run's client's: recorded with each commit
         self.config = config
         self.observer = observer
         # Bounded: a fast API cannot pile up unwritten rows (flat memory).
@@ -514,6 +522,10 @@ class _Committer(threading.Thread):
             if outbox is not None:
                 # In the transaction that commits the rows: the outbox (issue 22).
                 recorded[0] = outbox.record(con, events, now, self.run_id)
+            # A run killed after this commit says what it did up to here (it said 0 new
+            # operations and 0 requests); its end writes the whole run's figures over these.
+            new, changed = sum(c.new for c in chunks), sum(c.changed for c in chunks)
+            state.count_progress(con, self.run_id, new, changed, self.stats)
 
         done = self.dataset.commit(table, f"{self.run_id}-{self._seq:05d}", self.run_id, apply)
         if follower is not None:
@@ -688,7 +700,9 @@ class _Run:
         client.halt = self.budget.outlasted_by  # a retry's wait never outlasts the run
         if self.budget.deadline is not None:  # nor does a request in flight, trickled
             client.cutoff = self.budget.deadline + IN_FLIGHT_GRACE
-        committer = self.committer = _Committer(dataset, summary.run_id, config, self.observer)
+        committer = self.committer = _Committer(
+            dataset, summary.run_id, config, self.observer, client.stats
+        )
         failure: BaseException | None = None
         delivery: _Delivery | None = None
         try:

@@ -1109,6 +1109,19 @@ class StateDB:
             )
 
     @staticmethod
+    def count_progress(
+        con: sqlite3.Connection, run_id: str, new: int, changed: int, stats: Any
+    ) -> None:
+        """Add a commit's new and changed operations to its run's row, and set its requests so
+        far (`RequestStats`), in the commit's own state transaction."""
+        con.execute(
+            "UPDATE runs SET new_operations = new_operations + ?, "
+            "changed_operations = changed_operations + ?, requests = ?, responses_429 = ?, "
+            "retries = ? WHERE run_id = ?",
+            (new, changed, stats.requests, stats.responses_429, stats.retries, run_id),
+        )
+
+    @staticmethod
     def count_written(con: sqlite3.Connection, run_id: str, rows: int) -> None:
         """Add a commit's versions to its run's row, in the commit's own state transaction."""
         con.execute(

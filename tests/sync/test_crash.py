@@ -108,12 +108,18 @@ def test_a_killed_run_is_recorded_with_the_versions_its_commits_wrote(
         timeout=120,
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    requests = sim.stats()["requests"]  # the killed run's, every one answered
     assert run_sync(sim, data).outcome == "ok"
     con = exporter.connect(data)
     try:
         rows = con.execute(
             "SELECT r.outcome, r.versions_written, (SELECT count(*) FROM operation_versions v "
             "WHERE v.run_id = r.run_id) FROM sync_runs r ORDER BY r.started_at"
+        ).fetchall()
+        # What its commits did, as they did it: it said 0 new operations and 0 requests.
+        figures = con.execute(
+            "SELECT new_operations, changed_operations, requests FROM sync_runs "
+            "ORDER BY started_at LIMIT 1"
         ).fetchall()
     finally:
         con.close()
@@ -122,3 +128,4 @@ def test_a_killed_run_is_recorded_with_the_versions_its_commits_wrote(
         ("ok", 0),
     ]
     assert rows[0][2] == len(sim.ground_truth())
+    assert figures == [(rows[0][2], 0, requests)]

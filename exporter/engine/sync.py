@@ -510,6 +510,10 @@ class _Committer(threading.Thread):
                     c.events = outbox.keep(c.table)
 
         def apply(con: Any) -> None:
+            # A run killed after this commit says what it did up to here (it said 0 new
+            # operations and 0 requests); its end writes the whole run's figures over these.
+            new, changed = sum(c.new for c in chunks), sum(c.changed for c in chunks)
+            state.count_progress(con, self.run_id, new, changed, self.stats)
             events.clear()
             if follower is not None:
                 follower.mark(con)  # the previous commit's events, appended to the file since
@@ -522,10 +526,6 @@ class _Committer(threading.Thread):
             if outbox is not None:
                 # In the transaction that commits the rows: the outbox (issue 22).
                 recorded[0] = outbox.record(con, events, now, self.run_id)
-            # A run killed after this commit says what it did up to here (it said 0 new
-            # operations and 0 requests); its end writes the whole run's figures over these.
-            new, changed = sum(c.new for c in chunks), sum(c.changed for c in chunks)
-            state.count_progress(con, self.run_id, new, changed, self.stats)
 
         done = self.dataset.commit(table, f"{self.run_id}-{self._seq:05d}", self.run_id, apply)
         if follower is not None:

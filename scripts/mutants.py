@@ -3128,6 +3128,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "native-stderr-not-relayed",  # a Rust panic's lines among the JSON logs
+        "exporter/cli/_sync.py",
+        '    if log_format != "json" or not getattr(root, "owns_process", False):\n',
+        "    if True:\n",
+        (
+            "tests/lake/test_sync_lake.py::"
+            "test_a_refused_data_upload_keeps_json_logs_one_object_a_line",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -278,7 +278,7 @@ def sync_command(
     observer = Progress(show and log_format == "text" and not quiet)
     stop = _StopOnSignal()
     try:
-        with stop:
+        with stop, _relayed_stderr(log_format):
             summary = sync(config, observer, stop.event)
     except OpsauditError:
         # Lock held, state or storage error: the metrics still say when the last success was.
@@ -299,6 +299,18 @@ def sync_command(
     if metrics_file is not None:
         write_metrics_file(metrics_file, data_dir, storage_options)
     sys.exit(int(code))
+
+
+def _relayed_stderr(log_format: str) -> contextlib.AbstractContextManager[None]:
+    """With `--log-format json` in opsaudit's own process: anything on fd 2 made a JSON line
+    (`cli._stderr`); a test's CliRunner keeps its process's stderr as it is."""
+    root = click.get_current_context().find_root().command
+    if log_format != "json" or not getattr(root, "owns_process", False):
+        return contextlib.nullcontext()
+    from exporter.cli._common import JsonFormatter
+    from exporter.cli._stderr import json_lines_on_stderr
+
+    return json_lines_on_stderr(JsonFormatter())
 
 
 class _StopOnSignal:

@@ -573,6 +573,25 @@ def test_a_run_that_could_not_write_the_store_is_recorded_failed(
     assert assert_exact(sim, table_rows(url, _opts(bucket))) is None
 
 
+def test_a_refused_data_upload_keeps_json_logs_one_object_a_line(
+    make_sim: Any, bucket: Bucket
+) -> None:
+    """delta-rs' writer, its data file's upload refused, prints a Rust panic on fd 2 ("thread
+    'tokio-rt-worker' panicked at ... Already shut down"): with --log-format json, stderr had
+    lines a log shipper could not read. They are a record of the `opsaudit.stderr` logger."""
+    sim = make_sim(seed=66, projects=2, shared_projects=0, days=1, ops_per_project_per_day=30)
+    url = bucket.url("refused-data")
+    bucket.server.deny("PUT", r".*/refused-data/operation_versions/created_month=")
+    sync = ["sync", "--data-dir", url, *_so(bucket), "--max-rps", "0", "--log-format", "json"]
+    done = _cli(sync, _cli_env(sim, {"RUST_BACKTRACE": "1"}))
+    assert done.returncode == 2, done.stderr
+    records = [orjson.loads(line) for line in done.stderr.splitlines()]  # each one JSON
+    relayed = [r for r in records if r["logger"] == "opsaudit.stderr"]
+    assert len(relayed) >= 1 and "panicked" in relayed[0]["message"], records
+    assert relayed[0]["level"] == "warning"
+    assert records[-1]["exit_code"] == 2
+
+
 def test_a_first_run_the_store_refused_is_shown_before_any_batch(
     make_sim: Any, bucket: Bucket, tmp_path: Path
 ) -> None:

@@ -164,7 +164,8 @@ def test_a_server_that_never_answers_is_a_read_timeout(server: Any) -> None:
 @contextlib.contextmanager
 def _trickling(release: threading.Event) -> Iterator[None]:
     """The server sends its headers, then the body a byte every 50 ms (never a silence the read
-    timeout sees) until `release` is set."""
+    timeout sees) until `release` is set; after 3 s (60 bytes) it closes, the answer cut short
+    (a mutant that lets the attempt run fails in 3 s, not in the 15 s of the whole body)."""
     original = _Handler.do_GET
 
     def trickle(handler: _Handler) -> None:
@@ -174,10 +175,11 @@ def _trickling(release: threading.Event) -> Iterator[None]:
         handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         with contextlib.suppress(OSError):
-            for i in range(len(body)):
+            for i in range(60):
                 if release.wait(0.05):
                     return
                 handler.wfile.write(body[i : i + 1])
+        handler.close_connection = True
 
     _Handler.do_GET = trickle  # type: ignore[method-assign]
     try:

@@ -379,10 +379,11 @@ def test_ctrl_c_in_a_library_call_stops_the_sync_and_records_it_interrupted(
     only after every project was synced (9 s on), the run recorded `killed` and its committer
     still holding the lock (the next cell: LockHeldError). It now stops the run as the CLI's
     first Ctrl-C does, and is raised once the run is recorded `interrupted`."""
+    projects = 40
     sim = make_sim(
-        seed=1920, projects=PROJECTS, shared_projects=0, orgs=1, days=1, ops_per_project_per_day=20
+        seed=1920, projects=projects, shared_projects=0, orgs=1, days=1, ops_per_project_per_day=20
     )
-    sim.faults = Faults(p_slow=1.0, slow_seconds=0.1)  # 7.5 s for the whole backfill at least
+    sim.faults = Faults(p_slow=1.0, slow_seconds=0.1)  # 6 s for the whole backfill at least
     data = tmp_path / "d"
     child = subprocess.run(
         [
@@ -401,7 +402,7 @@ def test_ctrl_c_in_a_library_call_stops_the_sync_and_records_it_interrupted(
     raised, runs = json.loads(child.stdout.splitlines()[-1])
     assert raised is not None and raised < 2.5, raised
     assert runs == [["interrupted", None]]
-    assert 1 <= _walked(data) < PROJECTS
+    assert 1 <= _walked(data) < projects
     sim.faults = Faults()
     assert run_sync(sim, data).outcome == "ok"
     assert_matches_truth(sim, data)

@@ -918,12 +918,13 @@ def test_pending_events_of_a_format_8_state_are_delivered_as_recorded(
 
 def _python_sync_output(sim: Any, data: Path, events_file: Path, patch: str) -> tuple[int, str]:
     """`_python_sync`'s child, its exit code and stderr; a run that never ends fails the test
-    (the child is killed at the timeout) instead of hanging the suite."""
+    (the child is killed at the timeout) instead of hanging the suite. Its syncs take a second
+    or two: 30 s is room enough, and what a mutant that hangs the run costs CI."""
     code = f"import os, signal, sys\n{patch}\nfrom exporter.cli import main\n"
     code += "sys.argv = ['opsaudit', 'sync', '--max-rps', '0']\nmain()\n"
     env = child_env(sim, data, events_file)
     proc = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30
     )
     return proc.returncode, proc.stderr
 

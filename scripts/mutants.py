@@ -1419,7 +1419,10 @@ MUTANTS = [
         "exporter/engine/sync.py",
         "        if summary.outcome is Outcome.RUNNING and isinstance(failure, KeyboardInterrupt):\n",
         "        if False:\n",
-        ("tests/sync/test_interrupt.py::test_ctrl_c_twice_is_recorded_as_interrupted_not_failed",),
+        (
+            "tests/sync/test_interrupt.py::"
+            "test_ctrl_c_while_listing_is_recorded_as_interrupted_not_failed[twice-interrupted (Ctrl-C twice)]",
+        ),
     ),
     Mutant(
         "budget-ending-in-the-listing-exits-5",  # "interrupted while listing", no signal came
@@ -3053,7 +3056,8 @@ MUTANTS = [
         '        self._watchdog = Watchdog(timeout.attempt, stop, name="opsaudit-http-watchdog")\n',
         '        self._watchdog = Watchdog(timeout.attempt, None, name="opsaudit-http-watchdog")\n',
         (
-            "tests/sync/test_http.py::test_a_stop_cuts_the_requests_in_flight_and_sends_none_after",
+            "tests/sync/test_http.py::"
+            "test_a_cut_ends_the_request_in_flight_as_no_failure_of_the_apis[stop]",
             "tests/sync/test_interrupt.py::test_a_signal_cuts_a_request_whose_answer_trickles",
         ),
     ),
@@ -3062,7 +3066,10 @@ MUTANTS = [
         "exporter/api/http.py",
         "                with self._watchdog.watch(self.cutoff) as watch:\n",
         "                with self._watchdog.watch(None) as watch:\n",
-        ("tests/sync/test_http.py::test_a_cutoff_ends_a_request_in_flight",),
+        (
+            "tests/sync/test_http.py::"
+            "test_a_cut_ends_the_request_in_flight_as_no_failure_of_the_apis[cutoff]",
+        ),
     ),
     Mutant(
         "request-sent-after-its-pacing-wait",  # Ctrl-C: the walks waiting for a slot still sent
@@ -3135,6 +3142,26 @@ MUTANTS = [
         (
             "tests/lake/test_sync_lake.py::"
             "test_a_refused_data_upload_keeps_json_logs_one_object_a_line",
+        ),
+    ),
+    Mutant(
+        "library-ctrl-c-past-the-walks-aborts",  # the run left running, later said killed
+        "exporter/engine/sync.py",
+        "            if isinstance(failure, KeyboardInterrupt) and not self.stop.is_set():\n",
+        "            if False:\n",
+        (
+            "tests/sync/test_interrupt.py::"
+            "test_ctrl_c_past_the_walks_in_a_library_call_records_the_run_interrupted",
+        ),
+    ),
+    Mutant(
+        "budget-cut-taken-for-a-timeout",  # a cut at the budget's end failed the run (exit 5)
+        "exporter/api/http.py",
+        '            return Cut("the run\'s time budget ended")\n',
+        '            return ReadTimeout("the run\'s time budget ended")\n',
+        (
+            "tests/sync/test_http.py::"
+            "test_a_cut_ends_the_request_in_flight_as_no_failure_of_the_apis[cutoff]",
         ),
     ),
     Mutant(

@@ -25,6 +25,7 @@ import orjson
 from exporter.api.http import (
     ConnectError,
     Connections,
+    Cut,
     Response,
     Timeout,
     TimeoutException,
@@ -573,6 +574,11 @@ class ApiClient:
             target += "?" + urlencode(params)  # as httpx encoded them (spaces as +)
         try:
             response = self._http.get(target)
+        except Cut as exc:  # the run's own doing: not the API's failure, nor to retry
+            self.stats.count(route, None)
+            if self.halt is not None:
+                self.halt(0.0)  # past --time-budget's end: the budget is reached
+            raise InterruptedError(str(exc)) from None
         except TimeoutException as exc:
             self.stats.count(route, None)
             self._failed(route)

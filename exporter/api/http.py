@@ -72,6 +72,11 @@ class PoolTimeout(TimeoutException):
     pass
 
 
+class Cut(TransportError):
+    """The run cut the attempt short (it was stopped, or its time budget ended): no failure of
+    the server's, nor a reason to retry."""
+
+
 class ConnectError(TransportError):
     """No connection could be made (refused, no such host, TLS handshake refused)."""
 
@@ -207,12 +212,14 @@ class Connections:
             return self._exchange_watched(conn, target, watch)
         except TransportError:
             if watch.fired:  # the watchdog shut the socket: say so, not what the read saw
-                raise self._cut() from None
+                raise self._cut(watch) from None
             raise
 
-    def _cut(self) -> TimeoutException:
+    def _cut(self, watch: Watch) -> TransportError:
         if self._watchdog.stopped:
-            return ReadTimeout("the run was stopped")
+            return Cut("the run was stopped")
+        if watch.by_cutoff:
+            return Cut("the run's time budget ended")
         return ReadTimeout(f"no complete answer within {self.timeout.attempt:g}s")
 
     def _exchange_watched(
@@ -229,7 +236,7 @@ class Connections:
         assert sock is not None
         watch.sock = sock
         if watch.fired:  # while connecting: the watchdog had no socket to shut
-            raise self._cut()
+            raise self._cut(watch)
         try:
             sock.settimeout(self.timeout.write)
             conn.request("GET", target, headers=self._headers)
@@ -248,7 +255,7 @@ class Connections:
         except OSError as exc:  # reset by the peer
             raise ReadError(str(exc)) from None
         if watch.fired:  # shut while reading: an answer read to EOF may be cut short
-            raise self._cut()
+            raise self._cut(watch)
         content = _decoded(body, reply.headers.get("Content-Encoding"))
         response = Response(reply.status, reply.reason, reply.headers, content)
         return response, not reply.will_close
@@ -258,6 +265,7 @@ __all__ = [
     "ConnectError",
     "ConnectTimeout",
     "Connections",
+    "Cut",
     "PoolTimeout",
     "ReadError",
     "ReadTimeout",

@@ -29,6 +29,7 @@ class Watch:
     deadline: float  # time.monotonic()
     sock: socket.socket | None = None  # once connected
     fired: bool = False  # cut: the deadline passed, or the stop was set, while it ran
+    by_cutoff: bool = False  # its deadline is the caller's cutoff, sooner than the timeout
 
 
 class Watchdog:
@@ -52,7 +53,8 @@ class Watchdog:
     @contextlib.contextmanager
     def watch(self, cutoff: float | None = None) -> Iterator[Watch]:
         deadline = time.monotonic() + self.timeout
-        watch = Watch(deadline if cutoff is None else min(deadline, cutoff))
+        by_cutoff = cutoff is not None and cutoff < deadline
+        watch = Watch(cutoff if cutoff is not None and by_cutoff else deadline, by_cutoff=by_cutoff)
         with self._cond:
             self._watches.add(watch)
             self._cond.notify()  # its deadline may be the soonest; a stop is looked for now

@@ -352,6 +352,7 @@ class _Committer(threading.Thread):
         self._ending = threading.Lock()
         self._at_end: list[Callable[[], None]] = []
         self._abandoned = False
+        self._closing = False  # its end is queued (`close`)
 
     def submit(self, chunk: Chunk) -> None:
         if self.error is not None:
@@ -372,8 +373,10 @@ class _Committer(threading.Thread):
         self.queue.put(chunk)
 
     def close(self) -> None:
-        """Commit what is queued and wait until that is done."""
-        self.queue.put(None)
+        """Commit what is queued and wait until that is done (again after a Ctrl-C there)."""
+        if not self._closing:
+            self.queue.put(None)
+            self._closing = True
         self.ended.wait()
 
     def abandon(self) -> None:
@@ -714,7 +717,13 @@ class _Run:
             raise
         finally:
             self.cancel.set()
+            if isinstance(failure, KeyboardInterrupt) and not self.stop.is_set():
+                # A library call's first Ctrl-C past the walks (the last commit, compaction):
+                # as the CLI's first, what was read is committed, the run `interrupted`.
+                self.stop.set()
+                self.interrupted = failure
             aborted = failure is not None and not isinstance(failure, Exception)
+            aborted = aborted and failure is not self.interrupted
             if committer.running and not aborted:
                 committer.close()
             if committer.running:
@@ -742,11 +751,16 @@ class _Run:
         summary.requests = client.stats.requests
         summary.responses_429 = client.stats.responses_429
         summary.retries = client.stats.retries
+        skewed = clock_skew_problem(client.clock_skew)  # known from the run's first answer
+        if skewed is not None:
+            log.warning("%s; set the clock (NTP)", skewed)
         client.close()
         if summary.outcome is Outcome.RUNNING and isinstance(failure, KeyboardInterrupt):
             # Ctrl-C a second time: interrupted, as after the first (it said failed, with
             # the error `KeyboardInterrupt`); what was committed stays.
-            summary.outcome, summary.error = Outcome.INTERRUPTED, "interrupted (Ctrl-C twice)"
+            twice = failure is not self.interrupted
+            summary.outcome = Outcome.INTERRUPTED
+            summary.error = "interrupted (Ctrl-C twice)" if twice else None
         if summary.outcome is Outcome.RUNNING:
             summary.outcome = Outcome.FAILED
             if failure is not None and summary.error is None:
@@ -857,9 +871,6 @@ class _Run:
                 summary.outcome = Outcome.BUDGET
                 summary.error = "the time budget ended while listing the projects"
             return
-        skewed = clock_skew_problem(client.clock_skew)
-        if skewed is not None:
-            log.warning("%s; set the clock (NTP)", skewed)
         if str(found.page_limit) != remembered and not found.explicit:
             state.set_meta("projects_page_limit", str(found.page_limit))
         state.add_known(found.ids, self.started)

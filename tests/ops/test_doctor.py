@@ -446,21 +446,24 @@ def test_a_host_clock_far_from_the_apis_is_a_warning(sim: Any, tmp_path: Path) -
         r"\(NTP: timedatectl set-ntp true\)",
         clock,
     ), clock
-    synced = invoke(
-        "sync",
-        "--data-dir",
-        str(tmp_path / "d"),
-        "--base-url",
-        sim.base_url,
-        "--max-rps",
-        "0",
-        env={"NEON_API_KEY": sim.personal_key},
-    )
-    assert synced.exit_code == 0, synced.output
-    assert re.search(
-        r"this host's clock is 20m0[01]s ahead of the API's .*; set the clock \(NTP\)",
-        synced.stderr,
-    )
+    # A run that lists the projects, and one given ids (no listing: said after its walks).
+    for scope in ([], ["--project", sim.project_ids()[0]]):
+        synced = invoke(
+            "sync",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--base-url",
+            sim.base_url,
+            "--max-rps",
+            "0",
+            *scope,
+            env={"NEON_API_KEY": sim.personal_key},
+        )
+        assert synced.exit_code == 0, synced.output
+        assert re.search(
+            r"this host's clock is 20m0[01]s ahead of the API's .*; set the clock \(NTP\)",
+            synced.stderr,
+        ), scope
     sim.faults = Faults(clock_skew_seconds=30)  # within the minute allowed: nothing said
     result = doctor(sim, tmp_path, sim.personal_key)
     assert [line for line in result.stdout.splitlines() if "clock:" in line] == []

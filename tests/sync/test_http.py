@@ -207,40 +207,49 @@ def test_an_answer_trickled_a_byte_at_a_time_is_cut_at_the_attempts_bound(server
     assert 0.5 <= elapsed < 2.0, elapsed
 
 
-def test_a_stop_cuts_the_requests_in_flight_and_sends_none_after(server: Any) -> None:
+@pytest.mark.parametrize("cut_by", ["stop", "cutoff"])
+def test_a_cut_ends_the_request_in_flight_as_no_failure_of_the_apis(
+    server: Any, cut_by: str
+) -> None:
     """Ctrl-C (the run's stop) waited for the request in flight: with a trickled answer, for
-    ever. It is cut at once, the request given up as a spent budget's (InterruptedError), and
-    a request waiting for its pacing slot is not sent when the wait ends."""
+    ever; so did a run past its --time-budget (`cutoff`: its end, with grace). Each is cut at
+    once, and given up as a spent budget's (InterruptedError): not retried, and no failure of
+    the API's (one cut, with the API "down" after one failure, ended the run `failed`, exit 5;
+    on a request's last attempt, it failed the project)."""
     release, stop = threading.Event(), threading.Event()
-    client = _client(server, timeout=Timeout(read=5), stop=stop)
-    threading.Timer(0.3, stop.set).start()
+    policy = RetryPolicy(max_attempts=1, down_after_failures=1, down_after_seconds=0)
+    client = _client(server, timeout=Timeout(read=5), stop=stop, retry=policy)
+    if cut_by == "stop":
+        threading.Timer(0.3, stop.set).start()
+    else:
+        client.cutoff = time.monotonic() + 0.3
     started = time.monotonic()
     try:
-        with _trickling(release), pytest.raises(InterruptedError):
+        with _trickling(release), pytest.raises(InterruptedError) as cut:
             client.list_operations("p-1", limit=1000)
         elapsed = time.monotonic() - started
-        sent = len(server.requests)
-        with pytest.raises(InterruptedError):  # stopped: nothing more goes out
-            client.list_operations("p-1", limit=1000)
+        if cut_by == "stop":
+            with pytest.raises(InterruptedError):  # stopped: nothing more goes out
+                client.list_operations("p-1", limit=1000)
+        else:  # a cut is no failure (the API not taken for down): the next request is answered
+            client.cutoff = None
+            assert [o.id for o in client.list_operations("p-1", limit=1000).operations] == [
+                "op-0",
+                "op-1",
+                "op-2",
+            ]
     finally:
         client.close()
+    assert (
+        str(cut.value)
+        == {
+            "stop": "the run was stopped",
+            "cutoff": "the run's time budget ended",
+        }[cut_by]
+    )
     assert 0.3 <= elapsed < 1.0, elapsed
-    assert (sent, len(server.requests), client.stats.retries) == (1, 1, 0)
-
-
-def test_a_cutoff_ends_a_request_in_flight(server: Any) -> None:
-    """`cutoff` (the run's --time-budget end, with grace) cuts an attempt sooner than its own
-    bound."""
-    release = threading.Event()
-    client = _client(server, timeout=Timeout(read=5))
-    client.cutoff = time.monotonic() + 0.3
-    started = time.monotonic()
-    try:
-        with _trickling(release), pytest.raises(TransientError, match=r"timed out \(ReadTimeout\)"):
-            client.list_operations("p-1", limit=1000)
-    finally:
-        client.close()
-    assert 0.3 <= time.monotonic() - started < 1.0
+    sent = {"stop": 1, "cutoff": 2}[cut_by]
+    assert (len(server.requests), client.stats.requests, client.stats.retries) == (sent, sent, 0)
 
 
 def test_retries_stop_after_max_attempts(server: Any) -> None:

@@ -110,7 +110,8 @@ def test_a_signal_stops_the_sync_within_seconds_and_commits_what_was_read(
 
 
 # In a child process: a sync through the library API whose last commit (the one the end of the
-# walks asks for) gets a SIGINT (the second Ctrl-C: KeyboardInterrupt) at its start, in the main
+# walks asks for) gets a SIGINT after its stop was set (the second Ctrl-C: KeyboardInterrupt) at
+# its start, in the main
 # thread waiting for it, and goes on once the main thread looked at the lock. Prints whether the
 # data directory was locked right after the abort, and whether it was free once the committer
 # ended.
@@ -127,6 +128,7 @@ from exporter.store.state import DataDirLock
 data, base_url, key, events = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with it ignored
 main, closing, checked = threading.main_thread().ident, threading.Event(), threading.Event()
+stop = threading.Event()
 close, commit = S._Committer.close, D.Dataset.commit
 
 
@@ -147,6 +149,7 @@ def slow_last_commit(self, *args, **kwargs):
         while not waiting(main):
             time.sleep(0.001)
         time.sleep(0.05)
+        stop.set()  # the first Ctrl-C, as the CLI's handler takes it
         signal.pthread_kill(main, signal.SIGINT)
         checked.wait(10)  # the commit goes on once the lock was looked at
     return commit(self, *args, **kwargs)
@@ -181,7 +184,7 @@ sink = EventsConfig(file=data.parent / "events.jsonl", backfill=True) if events 
 config = S.SyncConfig(data_dir=data, api_key=key, base_url=base_url, max_rps=None,
                       commit_seconds=60, refresh_open_every=0, events=sink)
 try:
-    S.sync(config)
+    S.sync(config, None, stop)
     aborted = False
 except KeyboardInterrupt:
     aborted = True
@@ -240,12 +243,14 @@ import json, sqlite3, sys
 from pathlib import Path
 import exporter.engine.sync as S
 
-data, base_url, key = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+data, base_url, key, twice = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4] == "twice"
 listed = S._Run._listed
 
 
 def listed_then_ctrl_c(self, projects, scope):
     listed(self, projects, scope)
+    if twice:
+        self.stop.set()  # the first Ctrl-C, as the CLI's handler takes it
     raise KeyboardInterrupt
 
 
@@ -259,20 +264,34 @@ print(json.dumps(con.execute("SELECT outcome, error FROM runs").fetchall()))
 """
 
 
-def test_ctrl_c_twice_is_recorded_as_interrupted_not_failed(make_sim: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("times", "error"),
+    [("once", "interrupted while listing"), ("twice", "interrupted (Ctrl-C twice)")],
+)
+def test_ctrl_c_while_listing_is_recorded_as_interrupted_not_failed(
+    make_sim: Any, tmp_path: Path, times: str, error: str
+) -> None:
     """The second Ctrl-C before the walks began (the committer not started) recorded the run
     as `failed` with the error `KeyboardInterrupt` (thirteenth review): it was interrupted,
-    as after the first."""
+    as after the first. A library call's first Ctrl-C there stops the run as the CLI's."""
     sim = make_sim(seed=1917, projects=2, shared_projects=0, orgs=1, days=1)
     data = tmp_path / "d"
     child = subprocess.run(
-        [sys.executable, "-c", _ABORT_IN_THE_LISTING, str(data), sim.base_url, sim.personal_key],
+        [
+            sys.executable,
+            "-c",
+            _ABORT_IN_THE_LISTING,
+            str(data),
+            sim.base_url,
+            sim.personal_key,
+            times,
+        ],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert child.returncode == 0, child.stderr
-    assert child.stdout.splitlines()[-1] == '[["interrupted", "interrupted while listing"]]'
+    assert json.loads(child.stdout.splitlines()[-1]) == [["interrupted", error]]
     assert run_sync(sim, data).outcome == "ok"
     assert_matches_truth(sim, data)
 
@@ -404,5 +423,76 @@ def test_ctrl_c_in_a_library_call_stops_the_sync_and_records_it_interrupted(
     assert runs == [["interrupted", None]]
     assert 1 <= _walked(data) < projects
     sim.faults = Faults()
+    assert run_sync(sim, data).outcome == "ok"
+    assert_matches_truth(sim, data)
+
+
+# In a child process: a library sync whose last commit, or its compaction, gets Ctrl-C (a real
+# SIGINT, Python's handler: a KeyboardInterrupt in the main thread, waiting for that commit or
+# compacting). Prints whether KeyboardInterrupt was raised, the run's record and whether the data
+# directory is free.
+_CTRL_C_PAST_THE_WALKS = """
+import json, os, signal, sqlite3, sys, time
+from pathlib import Path
+import exporter.engine.sync as S
+from exporter.store.local.dataset import Dataset
+
+data, base_url, key, where = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+
+
+def ctrl_c():
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.5)  # the handler raises in the main thread meanwhile
+
+
+if where == "last commit":
+    commit = S._Committer._commit
+    def last_commit(self, chunks, last=False):
+        if last:
+            ctrl_c()
+        return commit(self, chunks, last=last)
+    S._Committer._commit = last_commit
+else:
+    compact = Dataset.compact
+    def compaction(self, partitions):
+        ctrl_c()
+        return compact(self, partitions)
+    Dataset.compact = compaction
+try:
+    S.sync(S.SyncConfig(data_dir=data, api_key=key, base_url=base_url, max_rps=None))
+    raised = False
+except KeyboardInterrupt:
+    raised = True
+Dataset(data).close()  # LockHeldError if a thread of the run still holds it
+con = sqlite3.connect(data / "state.sqlite")
+print(json.dumps([raised, con.execute("SELECT outcome, error FROM runs").fetchall()]))
+"""
+
+
+@pytest.mark.parametrize("where", ["last commit", "compaction"])
+def test_ctrl_c_past_the_walks_in_a_library_call_records_the_run_interrupted(
+    make_sim: Any, tmp_path: Path, where: str
+) -> None:
+    """One Ctrl-C while a library sync waited for its last commit took the abort path: the
+    run was left `running` (the next run said `killed`); during its compaction, it said
+    "interrupted (Ctrl-C twice)". Either is the CLI's first Ctrl-C: recorded `interrupted`."""
+    sim = make_sim(seed=1921, projects=2, shared_projects=0, orgs=1, days=1)
+    data = tmp_path / "d"
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _CTRL_C_PAST_THE_WALKS,
+            str(data),
+            sim.base_url,
+            sim.personal_key,
+            where,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr
+    assert json.loads(child.stdout.splitlines()[-1]) == [True, [["interrupted", None]]]
     assert run_sync(sim, data).outcome == "ok"
     assert_matches_truth(sim, data)

@@ -3165,6 +3165,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "org-typo-beside-project-ids-syncs-nothing",  # exit 5, the projects named left out
+        "exporter/api/discovery.py",
+        "    if failed and len(failed) == len(orgs) and not named:\n",
+        "    if failed and len(failed) == len(orgs):\n",
+        (
+            "tests/sync/test_failures.py::"
+            "test_projects_named_beside_an_organization_are_synced_with_its_projects",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -165,7 +165,7 @@ def discover(
             log.info("no organization listing for this key (%s); listing its projects", exc)
             orgs = []
     if orgs:
-        _list_organizations(lister, found, orgs)
+        _list_organizations(lister, found, orgs, named=bool(project_ids))
         if not org_ids:
             _list_shared(lister, found)
     else:
@@ -186,10 +186,13 @@ def discover(
     return found
 
 
-def _list_organizations(lister: _Lister, found: Discovery, orgs: list[str]) -> None:
+def _list_organizations(
+    lister: _Lister, found: Discovery, orgs: list[str], named: bool = False
+) -> None:
     """Each organization's projects. One whose listing fails leaves its projects unsynced, the
     others synced: the run is partial, never silently complete. Every one failing is discovery
-    failing (an API that is down)."""
+    failing (an API that is down), unless projects are `named` beside them: those are synced,
+    the run partial (a mistyped --org-id beside --project synced nothing, exit 5)."""
     failed: list[ApiError] = []
     for org in orgs:
         try:
@@ -200,7 +203,7 @@ def _list_organizations(lister: _Lister, found: Discovery, orgs: list[str]) -> N
             log.warning("listing the projects of organization %s failed: %s", org, exc)
             found.errors.append(f"listing the projects of organization {org} failed: {exc}")
             failed.append(exc)
-    if failed and len(failed) == len(orgs):
+    if failed and len(failed) == len(orgs) and not named:
         raise failed[0]
 
 

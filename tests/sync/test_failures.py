@@ -149,6 +149,13 @@ def test_projects_named_beside_an_organization_are_synced_with_its_projects(
     synced = {r["project_id"] for r in read_versions(tmp_path)}
     assert synced == {named, *sim.project_ids(org_b)}
     assert_matches_truth(sim, tmp_path, sorted(synced))
+    # An organization mistyped beside them: the projects named are synced, the run partial (it
+    # was discovery failing, exit 5, nothing synced).
+    other = sim.project_ids(org_a)[1]
+    summary = run_sync(sim, tmp_path / "typo", project_ids=[other], org_ids=["org-typo"])
+    assert (summary.outcome, summary.exit_code) == ("partial", 1)
+    assert summary.errors[""].startswith("listing the projects of organization org-typo failed: ")
+    assert {r["project_id"] for r in read_versions(tmp_path / "typo")} == {other}
 
 
 def test_project_scoped_key_listing_sees_its_project(make_sim: Any, tmp_path: Path) -> None:

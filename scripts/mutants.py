@@ -1639,8 +1639,8 @@ MUTANTS = [
     Mutant(
         "events-delivery-alongside-not-awaited",  # the run returns before its delivery is done
         "exporter/engine/sync.py",
-        "            interrupted = _join_through_ctrl_c(delivery.ended.wait, delivery.stop)\n",
-        "            pass\n",
+        "        return _join_through_ctrl_c(delivery.ended.wait, delivery.stop)\n",
+        "        return None\n",
         (f"{EVENTS}::test_the_run_returns_once_its_delivery_alongside_the_record_is_done",),
     ),
     Mutant(
@@ -1663,9 +1663,9 @@ MUTANTS = [
     Mutant(
         "events-delivery-await-by-thread-join",  # CPython 3.11: a Ctrl-C in a join ends it
         "exporter/engine/sync.py",
-        "            interrupted = _join_through_ctrl_c(delivery.ended.wait, delivery.stop)\n",
-        "            interrupted = _join_through_ctrl_c(delivery.join, delivery.stop)\n",
-        (CTRL_C + "[await]",),
+        "        return _join_through_ctrl_c(delivery.ended.wait, delivery.stop)\n",
+        "        return _join_through_ctrl_c(delivery.join, delivery.stop)\n",
+        (f"{EVENTS}::test_a_second_ctrl_c_awaits_a_delivery_that_does_not_stop_at_once",),
     ),
     # The events file's appends in a child process (issue 22): marked only once it answered,
     # the lock held while it appends.
@@ -3173,6 +3173,27 @@ MUTANTS = [
             "tests/sync/test_failures.py::"
             "test_projects_named_beside_an_organization_are_synced_with_its_projects",
         ),
+    ),
+    Mutant(
+        "delivery-deaf-to-the-runs-stop",  # SIGTERM: the whole backlog POSTed, then exit 0
+        "exporter/engine/sync.py",
+        '        threading.Thread(target=self._linked, name="opsaudit-deliver-stop", daemon=True).start()\n',
+        "        pass\n",
+        ("tests/events/test_webhook.py::test_a_signal_stops_the_webhooks_delivery",),
+    ),
+    Mutant(
+        "stopped-delivery-recorded-ok",  # events left waiting by the signal, exit 0
+        "exporter/engine/sync.py",
+        "        summary.outcome = Outcome.INTERRUPTED\n        return True\n",
+        "        return False\n",
+        ("tests/events/test_webhook.py::test_a_signal_stops_the_webhooks_delivery",),
+    ),
+    Mutant(
+        "events-delivered-counted-per-sink",  # "10 event(s) delivered" for 5 events
+        "exporter/engine/sync.py",
+        "        self.summary.events_delivered = max(by_sink.values(), default=0)\n",
+        "        self.summary.events_delivered = sum(by_sink.values())\n",
+        ("tests/events/test_events.py",),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

@@ -190,9 +190,12 @@ class RunSummary:
     configured_rps: float | None = None  # the pacing asked for (None: unpaced)
     errors: dict[str, str] = field(default_factory=dict)  # project id (or "") -> message
     error: str | None = None
-    events_delivered: int = 0  # events the sinks took in this run (a file and a webhook: 2)
+    events_delivered: int = (
+        0  # events the sinks took in this run (one the file and the webhook took: 1)
+    )
     events_pending: int | None = None  # events left in the outbox (None: no sink configured)
     events_waiting: dict[str, int] = field(default_factory=dict)  # of them, per sink
+    events_delivered_by_sink: dict[str, int] = field(default_factory=dict)
     # The longest retry wait (Retry-After, backoff) given up at the time budget's end, in
     # seconds: a run ended early while throttled says so (0: none).
     wait_given_up: float = 0.0
@@ -268,6 +271,9 @@ class RunSummary:
             text += f"; {self.achieved_rps:.1f} req/s of {self.configured_rps:g} configured"
         if self.events_pending is not None:
             text += f"; {self.events_delivered} event(s) delivered"
+            if len(set(self.events_delivered_by_sink.values())) > 1:  # the sinks differ
+                each = sorted(self.events_delivered_by_sink.items())
+                text += f" ({', '.join(f'{n} to the {sink}' for sink, n in each)})"
             if self.events_pending:
                 text += f", {self.events_pending} waiting for the next run"
                 # Which sink: with two, "69 delivered, 69 waiting" said nothing of which.
@@ -548,8 +554,8 @@ class _Delivery(threading.Thread):
     has something slow for it to go alongside: the views database of a local directory is
     written in a child process while the events file's last append, or the webhook, goes on
     (bench/README.md, figure 9). Where the store's state is uploaded with the run's record
-    (object storage), it runs first, in line. `stop` ends the webhook at its next attempt
-    (a second Ctrl-C)."""
+    (object storage), it is awaited first. `stop` ends the webhook, its POSTs in flight cut: set
+    by the run's stop (`_linked`) and by an abort (a second Ctrl-C)."""
 
     def __init__(self, run: _Run, committer: _Committer):
         super().__init__(name="opsaudit-deliver", daemon=True)
@@ -559,6 +565,20 @@ class _Delivery(threading.Thread):
         # Awaited rather than joined: a Ctrl-C in Thread.join takes a live thread for ended
         # (CPython 3.11, bpo-45274's fix), and the next join returns at once.
         self.ended = threading.Event()
+
+    def start(self) -> None:
+        super().start()
+        threading.Thread(target=self._linked, name="opsaudit-deliver-stop", daemon=True).start()
+
+    def _linked(self) -> None:
+        """The run's stop (Ctrl-C, SIGTERM) stops the delivery too: a POST in flight is cut
+        and nothing more is sent, it waits in the outbox (it sent the whole backlog, and
+        `systemctl stop` waited for it until its SIGKILL). Looked at, not waited on: an Event
+        cannot wake on another's."""
+        while not self.ended.wait(0.05):
+            if self.owner.stop.is_set():
+                self.stop.set()
+                return
 
     def run(self) -> None:
         try:
@@ -787,12 +807,28 @@ class _Run:
         """The end-of-run delivery: alongside the run's record and the views database where
         there is one (a local directory), else in line, before the run is recorded."""
         delivery = _Delivery(self, committer)
-        if self.dataset.views_dataset() is None:
-            delivery.run()
+        delivery.start()
+        if self.dataset.views_dataset() is None:  # in line: awaited before the run's record
+            interrupted = self._await_delivery(delivery)
+            if interrupted is not None:
+                raise interrupted
             delivery.raise_failure()
-        else:
-            delivery.start()
+            self._stopped_while_delivering()
         return delivery
+
+    def _await_delivery(self, delivery: _Delivery) -> KeyboardInterrupt | None:
+        return _join_through_ctrl_c(delivery.ended.wait, delivery.stop)
+
+    def _stopped_while_delivering(self) -> bool:
+        """A run stopped while delivering, events left waiting: `interrupted` (exit 130, 143
+        for SIGTERM), as a run stopped before; True when that changed its outcome."""
+        summary = self.summary
+        if not (self.stop.is_set() and summary.events_pending):
+            return False
+        if summary.outcome not in (Outcome.OK, Outcome.BUDGET):
+            return False
+        summary.outcome = Outcome.INTERRUPTED
+        return True
 
     def _settle(
         self, delivery: _Delivery | None, committer: _Committer, failure: BaseException | None
@@ -805,10 +841,10 @@ class _Run:
         fails a run that had none: the run is recorded again as failed, and the error raised."""
         aborted = failure is not None and not isinstance(failure, Exception)
         interrupted = None
-        if delivery is not None and delivery.ident is not None:  # started (else ran in line)
+        if delivery is not None:
             if aborted:
                 delivery.stop.set()
-            interrupted = _join_through_ctrl_c(delivery.ended.wait, delivery.stop)
+            interrupted = self._await_delivery(delivery)
         if committer.follower is not None:
             # Its failure is the run's own error, or the delivery's.
             ended = _join_through_ctrl_c(lambda: _quietly(committer.follower.wait))
@@ -816,6 +852,11 @@ class _Run:
         if interrupted is not None:
             raise interrupted
         if delivery is None or delivery.failure is None:
+            if delivery is not None and self._stopped_while_delivering():
+                try:
+                    self._finish(self.summary)  # it was recorded `ok` alongside
+                except Exception as exc:
+                    log.error("could not record the end of run %s: %s", self.summary.run_id, exc)
             return
         if failure is not None:  # the run's own error is raised; the delivery's is said here
             log.error(
@@ -968,8 +1009,13 @@ class _Run:
         if committer.follower is not None:
             committer.follower.finish()
         done = deliver(self.dataset.state, events, self.dataset.versions_reader(), stop)
-        followed = committer.follower.delivered if committer.follower is not None else 0
-        self.summary.events_delivered = sum(done.delivered.values()) + followed
+        by_sink = dict(done.delivered)
+        if committer.follower is not None:
+            by_sink["file"] = by_sink.get("file", 0) + committer.follower.delivered
+        # Events, as `events_pending` counts them: one sent to the file and the webhook is one
+        # (the sum said 10 delivered for 5 events).
+        self.summary.events_delivered = max(by_sink.values(), default=0)
+        self.summary.events_delivered_by_sink = by_sink
         self.summary.events_pending = done.pending  # why a sink stopped: logged by deliver
         self.summary.events_waiting = done.waiting
 

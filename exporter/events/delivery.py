@@ -210,7 +210,8 @@ class _Webhook:
         self.stop = stop if stop is not None else threading.Event()
         self.error: str | None = None
         self._error_lock = threading.Lock()
-        self._watchdog = Watchdog(config.webhook_timeout)
+        # The stop (an event that exhausted its retries, the run's Ctrl-C) cuts POSTs in flight.
+        self._watchdog = Watchdog(config.webhook_timeout, self.stop)
 
     def close(self) -> None:
         self._watchdog.close()

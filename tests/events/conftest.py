@@ -56,6 +56,7 @@ class Receiver:
     hang_seconds: float = 1.0
     fail_first: int = 0  # answer 500 to the first N attempts of every event id
     hang_at: int | None = None  # the n-th attempt (counting all) hangs, once
+    slow_seconds: float = 0.0  # every answer given this late (a slow, healthy receiver)
     seed: int = 7
     received: list[Received] = field(default_factory=list)  # answered 2xx, in order
     attempts: list[str] = field(default_factory=list)  # every request's webhook-id
@@ -138,6 +139,7 @@ def start_receiver() -> Iterator[Receiver]:
                 valid, timestamp = False, 0
             with state.lock:
                 state.received.append(Received(event_id, timestamp, body, valid))
+            time.sleep(state.slow_seconds)
             self.send_response(204)
             self.send_header("content-length", "0")
             self.end_headers()

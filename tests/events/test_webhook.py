@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -383,3 +384,59 @@ def test_acknowledgements_are_saved_while_the_webhook_delivers(
     assert total > 41 and len(receiver.received) == total
     assert (during.pending["webhook"], during.delivered["webhook"]) == (total - 40, 40)
     assert (done[0].events_pending, done[0].events_delivered) == (0, total)
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_stops_the_webhooks_delivery(
+    make_sim: Any, tmp_path: Path, secret_file: Path, receiver: Receiver, signum: int, code: int
+) -> None:
+    """SIGTERM (or Ctrl-C) while the webhook delivered a backlog: the sync said "stopping" and
+    went on POSTing every event, 19 s of them at a slow receiver (and `systemctl stop` waited
+    for its SIGKILL where the receiver was down), then exited 0. It stops at once, the rest
+    waiting in the outbox for the next run, which delivers them."""
+    sim = make_sim(seed=36, projects=2, days=1, ops_per_project_per_day=60)
+    data = tmp_path / "data"
+    receiver.slow_seconds = 0.2
+    env = {**os.environ, "NEON_API_KEY": sim.personal_key}
+    sync = [
+        sys.executable,
+        "-m",
+        "exporter",
+        "sync",
+        "--data-dir",
+        str(data),
+        "--base-url",
+        sim.base_url,
+        "--max-rps",
+        "0",
+        "--webhook",
+        receiver.url,
+        "--webhook-secret-file",
+        str(secret_file),
+        "--events-backfill",
+    ]
+    proc = subprocess.Popen(
+        sync, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(receiver.attempts) < 3 and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.01)
+        proc.send_signal(signum)
+        signalled, at_signal = time.monotonic(), len(receiver.attempts)
+        out, err = proc.communicate(timeout=60)
+        elapsed = time.monotonic() - signalled
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    total = len(versions_after(data, set()))
+    assert (proc.returncode, total > 20) == (code, True), out + err
+    assert elapsed < 3.0, f"{elapsed:.1f}s from the signal to the exit"
+    assert len(receiver.attempts) - at_signal <= 4, (at_signal, len(receiver.attempts))  # lanes
+    assert out.startswith("sync interrupted: ") and " waiting for the next run" in out, out
+    receiver.slow_seconds = 0.0
+    again = subprocess.run(sync, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert receiver.ids() == set(versions_after(data, set()))

@@ -3196,6 +3196,20 @@ MUTANTS = [
         ("tests/events/test_events.py",),
     ),
     Mutant(
+        "resumed-walk-start-taken-for-the-walks",  # --skip-idle: new operations left for a day
+        "exporter/engine/walk.py",
+        "        walked_from = None if resuming else self.clock()\n",
+        "        walked_from = self.clock()\n",
+        (f"{SKIP_IDLE}::test_a_walk_resumed_by_a_budgeted_run_does_not_make_its_project_idle",),
+    ),
+    Mutant(
+        "idle-despite-names-due",  # a new branch's operations without names for a day
+        "exporter/store/state.py",
+        '                "AND names_read_us IS NOT NULL AND names_due = 0 "\n',
+        '                "AND 1 = 1 "\n',
+        (f"{SKIP_IDLE}::test_a_project_whose_names_are_due_is_never_idle",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -120,7 +120,7 @@ class Chunk:
     # Walk completed: the new (checkpoint_us, boundary_ids), and progress is cleared.
     completed: tuple[int | None, frozenset[str]] | None = None
     completed_us: int = 0
-    walked_from_us: int = 0  # when the completed walk read its first page
+    walked_from_us: int | None = None  # when the completed walk read its first page (None: as is)
     error: str | None = None  # the project failed: its last_error
     deleted_us: int | None = None  # the API answered 404 for the project
     names_due: bool = False  # these rows name a branch/endpoint id not known yet

@@ -461,7 +461,11 @@ class ProjectWalk:
         # oldest operation of all, in a backfill) left every open operation "above" it.
         self.lowest = None
         resuming = cp.resume_cursor is not None
-        walked_from = self.clock()
+        # When this walk read its first page. A resumed walk's was read in an earlier run,
+        # and what happened since is for the walk from the newest to read, which a budget may
+        # leave for later: the last whole walk's start stays (`--skip-idle` took a project
+        # with new operations for idle, for up to --full-sweep-every).
+        walked_from = None if resuming else self.clock()
         pager = Pager(self._fetch, self.limits.page_size, cp.resume_cursor, what=self.pid)
         top = _Top(cp.walk_top_us, set(cp.walk_top_ids)) if resuming else _Top()
         # Ids of the previous page: an overlapping page (inclusive cursor) re-sends some.

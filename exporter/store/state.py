@@ -611,7 +611,8 @@ class StateDB:
             con.execute(
                 "UPDATE projects SET checkpoint_us = ?, boundary_ids = ?, walk_top_us = NULL, "
                 "walk_top_ids = NULL, resume_cursor = NULL, walk_tail_ids = NULL, "
-                "last_synced_us = ?, walked_from_us = ?, last_error = NULL WHERE id = ?",
+                "last_synced_us = ?, walked_from_us = coalesce(?, walked_from_us), "
+                "last_error = NULL WHERE id = ?",
                 (checkpoint, ids_json(boundary), c.completed_us, c.walked_from_us, c.project_id),
             )
             self._set_deleted(con, [c.project_id], None)  # its operations answered: not deleted
@@ -855,9 +856,9 @@ class StateDB:
 
     def idle_projects(self, now: int, full_sweep_us: int) -> set[str]:
         """Projects `--skip-idle` may leave for a later run: walked completely, with nothing
-        tracked, no error, no walk in progress, no activity in the listing since their last
-        walk began, and walked within `full_sweep_us` (the guarantee: every project is walked
-        at least that often).
+        tracked, no error, no walk in progress, no names to read, no activity in the listing
+        since their last walk began, and walked within `full_sweep_us` (the guarantee: every
+        project is walked at least that often).
 
         Only a mark this run's listing wrote (`last_seen_us = now`, the run's start) is trusted: `--project`
         and a partial listing's unavailable projects carry an earlier listing's mark, which says
@@ -874,6 +875,9 @@ class StateDB:
                 "AND active_us IS NOT NULL AND walked_from_us IS NOT NULL "
                 "AND (active_us / 1000000 + 1) * 1000000 + ? <= walked_from_us "
                 "AND last_synced_us >= ? "
+                # Names still to read (a run cut short before its listings, an id they lacked):
+                # those of a new branch's operations stayed NULL until a full sweep.
+                "AND names_read_us IS NOT NULL AND names_due = 0 "
                 "AND NOT EXISTS (SELECT 1 FROM open_ops o WHERE o.project_id = p.id)",
                 (now, IDLE_SKEW_US, now - full_sweep_us),
             )

@@ -106,3 +106,83 @@ def test_skip_idle_allows_for_clock_skew(make_sim: Any, tmp_path: Path) -> None:
     summary = run_sync(sim, tmp_path, skip_idle=True)
     assert (summary.projects_idle, summary.projects_ok) == (0, 1)
     assert skewed in latest_raw(tmp_path)
+
+
+def test_a_walk_resumed_by_a_budgeted_run_does_not_make_its_project_idle(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """A walk a budget cut is resumed from its cursor and completed by the next run, whose
+    budget then ends before the walk from the newest operation. That walk's start was taken
+    for the project's last walk: operations created meanwhile looked older than it, and
+    `--skip-idle` left the project idle, its new operations missing for up to
+    --full-sweep-every while every run exited 0."""
+    from .conftest import sim_clock
+
+    sim = make_sim(
+        seed=31,
+        projects=1,
+        shared_projects=0,
+        orgs=1,
+        days=0,
+        ops_per_project_per_day=0,
+        live_ops_per_project_per_hour=0,
+    )
+    [pid] = sim.project_ids()
+    sim.add_operations(pid, 20, action="start_compute", same_second=False)
+    sim.advance(3600)
+    budgeted = {"page_size": 3, "skip_idle": True, "clock": sim_clock(sim)}
+    assert run_sync(sim, tmp_path, max_requests=6, **budgeted).outcome == "budget"
+    sim.advance(60)
+    new = sim.add_operations(pid, 2, action="apply_config")
+    sim.advance(240)
+    assert run_sync(sim, tmp_path, max_requests=9, **budgeted).outcome == "budget"
+    con = sqlite3.connect(tmp_path / "state.sqlite")
+    try:
+        [(cursor,)] = con.execute("SELECT resume_cursor FROM projects").fetchall()
+    finally:
+        con.close()
+    assert cursor is None  # the resumed walk completed; the walk from the newest did not start
+    sim.advance(300)
+    summary = run_sync(sim, tmp_path, page_size=3, skip_idle=True, clock=sim_clock(sim))
+    assert (summary.outcome, summary.projects_idle) == ("ok", 0)
+    assert set(new) <= set(latest_raw(tmp_path))
+    assert_matches_truth(sim, tmp_path)
+
+
+def test_a_project_whose_names_are_due_is_never_idle(make_sim: Any, tmp_path: Path) -> None:
+    """A run cut short before a project's branches and endpoints listings leaves them due ("a
+    run cut short reads them first in the next one"): `--skip-idle` left the project idle, and
+    a new branch's operations had no names for up to --full-sweep-every."""
+    from .conftest import sim_clock
+
+    sim = make_sim(
+        seed=61,
+        projects=1,
+        shared_projects=0,
+        orgs=1,
+        days=0,
+        ops_per_project_per_day=0,
+        live_ops_per_project_per_hour=0,
+    )
+    [pid] = sim.project_ids()
+    sim.add_operations(pid, 3, action="start_compute")
+    sim.advance(3600)
+    clock = sim_clock(sim)
+    assert run_sync(sim, tmp_path, skip_idle=True, clock=clock).outcome == "ok"
+    branch, _, _ = sim.add_branch(pid, "release-2025")
+    sim.advance(20 * 60)
+    # The listings (3 requests) and the project's page: no room for its names (2 more).
+    assert run_sync(sim, tmp_path, skip_idle=True, clock=clock, max_requests=5).outcome == "budget"
+    sim.advance(300)
+    summary = run_sync(sim, tmp_path, skip_idle=True, clock=clock)
+    assert (summary.outcome, summary.projects_idle) == ("ok", 0)
+    import exporter
+
+    con = exporter.connect(tmp_path)
+    try:
+        rows = con.execute(
+            "SELECT DISTINCT branch_name FROM operations WHERE branch_id = ?", [branch]
+        ).fetchall()
+    finally:
+        con.close()
+    assert rows == [("release-2025",)]

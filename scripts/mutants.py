@@ -1491,13 +1491,6 @@ MUTANTS = [
         ),
     ),
     Mutant(
-        "signal-does-not-stop-the-walks",  # finding 15: ^C walked every remaining project
-        "exporter/engine/budget.py",
-        "        if self.stopped:\n            return False\n        with self._lock:\n            if self.reached:",
-        "        with self._lock:\n            if self.reached:",
-        ("tests/sync/test_interrupt.py",),
-    ),
-    Mutant(
         "interrupted-run-recorded-as-finished",  # finding 15: outcome and exit code say ok
         "exporter/engine/sync.py",
         "            summary.outcome = Outcome.INTERRUPTED  # what was read is committed; no compaction\n",
@@ -1651,21 +1644,21 @@ MUTANTS = [
         "        except BaseException as exc:  # Ctrl-C again: raised once the delivery ended\n"
         "            finish_error = exc\n",
         "",
-        (CTRL_C + "[record]",),
+        (f"{EVENTS}::test_a_second_ctrl_c_awaits_a_delivery_that_does_not_stop_at_once[record]",),
     ),
     Mutant(
         "events-delivery-await-ended-by-ctrl-c",  # the same, a Ctrl-C while it is awaited
         "exporter/engine/sync.py",
         "            join()\n            return interrupted\n",
         "            join()\n            return None\n",
-        (CTRL_C + "[await]",),
+        (f"{EVENTS}::test_a_second_ctrl_c_awaits_a_delivery_that_does_not_stop_at_once[await]",),
     ),
     Mutant(
         "events-delivery-await-by-thread-join",  # CPython 3.11: a Ctrl-C in a join ends it
         "exporter/engine/sync.py",
         "        return _join_through_ctrl_c(delivery.ended.wait, delivery.stop)\n",
         "        return _join_through_ctrl_c(delivery.join, delivery.stop)\n",
-        (f"{EVENTS}::test_a_second_ctrl_c_awaits_a_delivery_that_does_not_stop_at_once",),
+        (f"{EVENTS}::test_a_second_ctrl_c_awaits_a_delivery_that_does_not_stop_at_once[await]",),
     ),
     # The events file's appends in a child process (issue 22): marked only once it answered,
     # the lock held while it appends.
@@ -1711,13 +1704,6 @@ MUTANTS = [
         "            if committer.running and not aborted:\n",
         "            if committer.running:\n",
         (LAST_COMMIT,),
-    ),
-    Mutant(
-        "webhook-not-stopped-by-an-abort",  # a second Ctrl-C waits out every attempt left
-        "exporter/engine/sync.py",
-        "            if aborted:\n                delivery.stop.set()\n",
-        "",
-        (CTRL_C + "[record]",),
     ),
     Mutant(
         "events-delivery-failure-alongside-not-raised",  # exit 0 with the outbox unreadable

@@ -30,11 +30,14 @@ class Watch:
     sock: socket.socket | None = None  # once connected
     fired: bool = False  # cut: the deadline passed, or the stop was set, while it ran
     by_cutoff: bool = False  # its deadline is the caller's cutoff, sooner than the timeout
+    # Begun once the stop was set: the caller's own check refuses it (one place, no race with
+    # this thread); the stop cuts the attempts under way when it came.
+    after_stop: bool = False
 
 
 class Watchdog:
     """Shuts the socket of each attempt past `timeout` seconds (or past `cutoff()`, a monotonic
-    time, when that is sooner), and of every attempt once `stop` is set."""
+    time, when that is sooner), and of every attempt under way when `stop` is set."""
 
     def __init__(
         self,
@@ -54,7 +57,11 @@ class Watchdog:
     def watch(self, cutoff: float | None = None) -> Iterator[Watch]:
         deadline = time.monotonic() + self.timeout
         by_cutoff = cutoff is not None and cutoff < deadline
-        watch = Watch(cutoff if cutoff is not None and by_cutoff else deadline, by_cutoff=by_cutoff)
+        watch = Watch(
+            cutoff if cutoff is not None and by_cutoff else deadline,
+            by_cutoff=by_cutoff,
+            after_stop=self.stopped,
+        )
         with self._cond:
             self._watches.add(watch)
             self._cond.notify()  # its deadline may be the soonest; a stop is looked for now
@@ -74,7 +81,8 @@ class Watchdog:
                 now = time.monotonic()
                 stopped = self.stopped
                 for watch in self._watches:
-                    if not watch.fired and (stopped or watch.deadline <= now):
+                    cut = stopped and not watch.after_stop
+                    if not watch.fired and (cut or watch.deadline <= now):
                         watch.fired = True
                         if watch.sock is not None:
                             # socket.socket's: an SSLSocket's own drops its TLS state.

@@ -76,9 +76,8 @@ class Budget:
                 self.requests_left += n
 
     def take(self) -> bool:
-        """One request may be sent (True), or the budget is spent (False, from then on)."""
-        if self.stopped:
-            return False
+        """One request may be sent (True), or the budget is spent (False, from then on). A
+        stopped run's requests are refused by its client (`ApiClient.stop`)."""
         with self._lock:
             if self.reached:
                 return False

@@ -839,11 +839,8 @@ class _Run:
         write the events file and the state, which the dataset's close hands to the next run.
         The delivery's failure (the state cannot be written, the committed rows cannot be read)
         fails a run that had none: the run is recorded again as failed, and the error raised."""
-        aborted = failure is not None and not isinstance(failure, Exception)
         interrupted = None
-        if delivery is not None:
-            if aborted:
-                delivery.stop.set()
+        if delivery is not None:  # an abort's first Ctrl-C stopped it (`_Delivery._linked`)
             interrupted = self._await_delivery(delivery)
         if committer.follower is not None:
             # Its failure is the run's own error, or the delivery's.

@@ -172,6 +172,7 @@ def test_the_run_returns_once_its_delivery_alongside_the_record_is_done(
     expected = versions_after(data, set())
     assert summary.events_pending == 0
     assert summary.events_delivered == len(expected) > 0
+    assert summary.events_delivered_by_sink == {"file": len(expected), "webhook": len(expected)}
     assert sorted(receiver.ids()) == sorted(expected)
     assert sorted(e["id"] for e in file_events(tmp_path / "events.jsonl")) == sorted(expected)
 
@@ -667,13 +668,15 @@ def test_ctrl_c_twice_at_the_run_end_stops_the_delivery_before_the_lock_is_relea
     assert sorted(receiver.ids()) == expected
 
 
+@pytest.mark.parametrize("phase", ["record", "await"])
 def test_a_second_ctrl_c_awaits_a_delivery_that_does_not_stop_at_once(
-    make_sim: Any, tmp_path: Path
+    make_sim: Any, tmp_path: Path, phase: str
 ) -> None:
-    """The first Ctrl-C stops the delivery at its next step; one busy for a while (here a
-    second, deaf to the stop) is still awaited through a second Ctrl-C: the dataset's close,
-    which releases the lock, comes after it. CPython 3.11's `Thread.join`, cut by the Ctrl-C,
-    took the delivery for ended."""
+    """The first Ctrl-C stops the delivery at its next step; one busy for a while (here 3 s,
+    deaf to the stop) is still awaited through a second Ctrl-C, while the run is recorded
+    (`record`: the views database written meanwhile) or after (`await`): the dataset's close,
+    which releases the lock, comes after it, and the abort is raised (no summary). CPython
+    3.11's `Thread.join`, cut by the Ctrl-C, took the delivery for ended."""
     sim = make_sim(seed=43, projects=2, days=1, ops_per_project_per_day=20)
     data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
     started = tmp_path / "delivering"
@@ -684,10 +687,20 @@ def test_a_second_ctrl_c_awaits_a_delivery_that_does_not_stop_at_once(
         "deliver = S._Run._deliver\n"
         "def busy(self, *args):\n"
         f"    open({str(started)!r}, 'w').close()\n"
-        "    time.sleep(1.5)\n"
+        "    time.sleep(3.0)\n"
         "    return deliver(self, *args)\n"
         "S._Run._deliver = busy\n"
-        "closing = s.Dataset.close\n"
+        + (
+            "import exporter.engine.publish as p\n"
+            "views = p.refresh_views_database\n"
+            "def slow(dataset):\n"
+            "    time.sleep(1.0)\n"
+            "    return views(dataset)\n"
+            "p.refresh_views_database = slow\n"
+            if phase == "record"
+            else ""
+        )
+        + "closing = s.Dataset.close\n"
         "def close(self):\n"
         "    alive = [t.name for t in threading.enumerate() if t.name == 'opsaudit-deliver']\n"
         "    closing(self)\n"
@@ -698,19 +711,24 @@ def test_a_second_ctrl_c_awaits_a_delivery_that_does_not_stop_at_once(
         "main()\n"
     )
     env = child_env(sim, data, events_file)
-    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         deadline = time.monotonic() + 60
-        while not started.exists() and time.monotonic() < deadline:
+        # `await`: once the views database is written, the run only awaits its delivery.
+        while time.monotonic() < deadline and not (
+            started.exists() and (phase == "record" or (data / "opsaudit.duckdb").exists())
+        ):
             time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
         time.sleep(0.3)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, err
+    assert (proc.returncode, out) == (130, b""), err  # aborted: no summary
     assert b"delivering at close: []\n" in err, err
 
 

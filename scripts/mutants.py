@@ -55,9 +55,6 @@ LAST_COMMIT = (
     "tests/sync/test_interrupt.py::"
     "test_ctrl_c_twice_during_the_last_commit_keeps_the_lock_until_it_ended"
 )
-CTRL_C = (
-    f"{EVENTS}::test_ctrl_c_twice_at_the_run_end_stops_the_delivery_before_the_lock_is_released"
-)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,21 @@ def run_sync(sim: Any, data_dir: Path, key: str | None = None, **kwargs: Any) ->
     return sync(config)
 
 
+def empty_project_sim(make_sim: Any, **kwargs: Any) -> tuple[Any, str]:
+    """One project with no history and no live arrivals: the test writes every operation."""
+    kwargs.setdefault("seed", 90)
+    sim = make_sim(
+        projects=1,
+        shared_projects=0,
+        orgs=1,
+        days=0,
+        ops_per_project_per_day=0,
+        live_ops_per_project_per_hour=0,
+        **kwargs,
+    )
+    return sim, sim.project_ids()[0]
+
+
 def sim_clock(sim: Any) -> Callable[[], int]:
     """The simulator's virtual clock as a sync's clock (`SyncConfig.clock`): what is fresh,
     hot or due is then judged on the time the test moves with `sim.advance`."""

@@ -22,6 +22,7 @@ from exporter.engine.walk import MAX_MISSES, RETENTION_US, WalkLimits
 from .conftest import (
     assert_matches_truth,
     assert_no_identical_versions,
+    empty_project_sim,
     latest_raw,
     run_sync,
     sim_clock,
@@ -35,21 +36,6 @@ TWO_TRIES = RetryPolicy(max_attempts=2, backoff_initial=0.01, backoff_max=0.01)
 def _now_start() -> str:
     """A simulator clock at the wall clock: "freshly finished" means what it means for real."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _empty_project_sim(make_sim: Any, **kwargs: Any) -> tuple[Any, str]:
-    """One project with no history and no live arrivals: the test writes every operation."""
-    kwargs.setdefault("seed", 90)
-    sim = make_sim(
-        projects=1,
-        shared_projects=0,
-        orgs=1,
-        days=0,
-        ops_per_project_per_day=0,
-        live_ops_per_project_per_hour=0,
-        **kwargs,
-    )
-    return sim, sim.project_ids()[0]
 
 
 def _deep_open_ops(sim: Any, pid: str, n_open: int, n_above: int, status: str) -> list[str]:
@@ -92,7 +78,7 @@ def test_1_unchanged_gets_advance_the_rotation(make_sim: Any, tmp_path: Path) ->
     """Many open operations, few GETs per run: the rotation must move on when a GET finds an
     operation unchanged, so the least recently checked ones are reached within
     ceil(open / max_gets) + 1 runs."""
-    sim, pid = _empty_project_sim(make_sim, seed=91)
+    sim, pid = empty_project_sim(make_sim, seed=91)
     n_open, max_gets = 12, 3
     open_ids = _deep_open_ops(sim, pid, n_open, 10, "failed")
     limits = WalkLimits(page_size=5, flush_rows=5, max_extend_pages=0, max_gets=max_gets)
@@ -117,7 +103,7 @@ def test_1_every_exit_0_sync_is_current_however_many_open_operations(
     """With the default limits a sync that exits 0 has re-read every open operation: 600 open
     ones spread 12 apart (GETs are the cheapest refresh) all finish, and one sync brings every
     one of them (was: 500 GETs per project and run, 5,000 per account, the rest a run later)."""
-    sim, pid = _empty_project_sim(make_sim, seed=94)
+    sim, pid = empty_project_sim(make_sim, seed=94)
     open_ids = []
     for _ in range(600):
         sim.add_operations(pid, 11, same_second=False)
@@ -264,7 +250,7 @@ def test_12_resumed_walk_is_exact_with_an_inclusive_cursor(make_sim: Any, tmp_pa
 
 
 def test_14_transient_404_does_not_stop_tracking(make_sim: Any, tmp_path: Path) -> None:
-    sim, pid = _empty_project_sim(make_sim, seed=914)
+    sim, pid = empty_project_sim(make_sim, seed=914)
     [op_id] = _deep_open_ops(sim, pid, 1, 8, "running")
     limits = WalkLimits(page_size=3, flush_rows=3, max_extend_pages=0, max_gets=10)
     assert run_sync(sim, tmp_path, limits=limits).outcome == "ok"
@@ -283,7 +269,7 @@ def test_14_repeated_404s_of_a_young_operation_do_not_stop_tracking(
     """Three runs in a row (here in the same second) whose GET of one open operation answers
     404 once each: the operation, a minute old, is no candidate for retention; it stays tracked
     and its later change is stored (the stateful test found it dropped, its row stale)."""
-    sim, pid = _empty_project_sim(make_sim, seed=914, start=_now_start())
+    sim, pid = empty_project_sim(make_sim, seed=914, start=_now_start())
     [op_id] = _deep_open_ops(sim, pid, 1, 8, "error")
     limits = WalkLimits(page_size=3, flush_rows=3, max_extend_pages=0, max_gets=10)
     clock = sim_clock(sim)
@@ -306,7 +292,7 @@ def test_14_an_operation_past_retention_that_keeps_answering_404_is_dropped(
 ) -> None:
     """Older than retention, 404 in MAX_MISSES runs in a row: deleted by the platform, no
     longer tracked (no GET per run for good); its history stays."""
-    sim, pid = _empty_project_sim(make_sim, seed=915, start=_now_start())
+    sim, pid = empty_project_sim(make_sim, seed=915, start=_now_start())
     [op_id] = _deep_open_ops(sim, pid, 1, 8, "running")
     limits = WalkLimits(page_size=3, flush_rows=3, max_extend_pages=0, max_gets=10)
     clock = sim_clock(sim)
@@ -331,7 +317,7 @@ def test_17_in_place_change_right_after_finishing_is_stored(
 ) -> None:
     """The API filled total_duration_ms (0 -> 31) with the same updated_at after an operation
     finished: the final state is the one stored."""
-    sim, pid = _empty_project_sim(make_sim, seed=917, start=_now_start())
+    sim, pid = empty_project_sim(make_sim, seed=917, start=_now_start())
     if deep:
         [op_id] = _deep_open_ops(sim, pid, 1, 8, "running")
     else:

@@ -41,6 +41,31 @@ def _walked(data_dir: Path, *, names: bool = False) -> int:
         return 0  # not created yet
 
 
+def _sync_process(sim: Any, data: Path, *extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "NEON_API_KEY": sim.personal_key}
+    command = ["sync", "--data-dir", str(data), "--base-url", sim.base_url, *extra]
+    return subprocess.Popen(
+        [sys.executable, "-m", "exporter", *command],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _child_last_line(script: str, data: Path, sim: Any, *args: str) -> str:
+    """`script` (a sync through the library, patched) run in a child process on `data` against
+    `sim` (argv: data, base URL, key, `args`): the last line it printed; it must exit 0."""
+    child = subprocess.run(
+        [sys.executable, "-c", script, str(data), sim.base_url, sim.personal_key, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr
+    return child.stdout.splitlines()[-1]
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_stops_the_sync_within_seconds_and_commits_what_was_read(
     make_sim: Any, tmp_path: Path, signum: int, code: int
@@ -51,27 +76,7 @@ def test_a_signal_stops_the_sync_within_seconds_and_commits_what_was_read(
     # Every answer takes 0.1 s: the whole backfill takes 7.5 s at least (150 projects, 2 at once).
     sim.faults = Faults(p_slow=1.0, slow_seconds=0.1)
     data = tmp_path / "d"
-    env = {**os.environ, "NEON_API_KEY": sim.personal_key}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "exporter",
-            "sync",
-            "--data-dir",
-            str(data),
-            "--base-url",
-            sim.base_url,
-            "--max-rps",
-            "0",
-            "--concurrency",
-            "2",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _sync_process(sim, data, "--max-rps", "0", "--concurrency", "2")
     try:
         deadline = time.monotonic() + 60
         while (
@@ -212,26 +217,12 @@ def test_ctrl_c_twice_during_the_last_commit_keeps_the_lock_until_it_ended(
     the commit still being written. The next run is exact."""
     sim = make_sim(seed=1916, projects=3, shared_projects=0, orgs=1, days=1)
     data = tmp_path / "d"
-    child = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _ABORT_IN_THE_LAST_COMMIT,
-            str(data),
-            sim.base_url,
-            sim.personal_key,
-            "events" if events else "",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert child.returncode == 0, child.stderr
+    last = _child_last_line(_ABORT_IN_THE_LAST_COMMIT, data, sim, "events" if events else "")
     appends = "[true]" if events else "[]"
-    assert child.stdout.splitlines()[-1] == (
+    assert last == (
         '{"aborted": true, "locked_after_abort": true, '
         f'"locked_during_the_last_append": {appends}, "locked_after_the_commit": false}}'
-    ), child.stderr
+    )
     assert run_sync(sim, data).outcome == "ok"
     assert_matches_truth(sim, data)
 
@@ -276,36 +267,10 @@ def test_ctrl_c_while_listing_is_recorded_as_interrupted_not_failed(
     as after the first. A library call's first Ctrl-C there stops the run as the CLI's."""
     sim = make_sim(seed=1917, projects=2, shared_projects=0, orgs=1, days=1)
     data = tmp_path / "d"
-    child = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _ABORT_IN_THE_LISTING,
-            str(data),
-            sim.base_url,
-            sim.personal_key,
-            times,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert child.returncode == 0, child.stderr
-    assert json.loads(child.stdout.splitlines()[-1]) == [["interrupted", error]]
+    last = _child_last_line(_ABORT_IN_THE_LISTING, data, sim, times)
+    assert json.loads(last) == [["interrupted", error]]
     assert run_sync(sim, data).outcome == "ok"
     assert_matches_truth(sim, data)
-
-
-def _sync_process(sim: Any, data: Path, *extra: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "NEON_API_KEY": sim.personal_key}
-    command = ["sync", "--data-dir", str(data), "--base-url", sim.base_url, *extra]
-    return subprocess.Popen(
-        [sys.executable, "-m", "exporter", *command],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def _signal_once(proc: subprocess.Popen[str], sim: Any, requests: int) -> tuple[int, float]:
@@ -404,21 +369,8 @@ def test_ctrl_c_in_a_library_call_stops_the_sync_and_records_it_interrupted(
     )
     sim.faults = Faults(p_slow=1.0, slow_seconds=0.1)  # 6 s for the whole backfill at least
     data = tmp_path / "d"
-    child = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _CTRL_C_IN_A_LIBRARY_CALL,
-            str(data),
-            sim.base_url,
-            sim.personal_key,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert child.returncode == 0, child.stderr
-    raised, runs = json.loads(child.stdout.splitlines()[-1])
+    last = _child_last_line(_CTRL_C_IN_A_LIBRARY_CALL, data, sim)
+    raised, runs = json.loads(last)
     assert raised is not None and raised < 2.5, raised
     assert runs == [["interrupted", None]]
     assert 1 <= _walked(data) < projects
@@ -478,21 +430,7 @@ def test_ctrl_c_past_the_walks_in_a_library_call_records_the_run_interrupted(
     "interrupted (Ctrl-C twice)". Either is the CLI's first Ctrl-C: recorded `interrupted`."""
     sim = make_sim(seed=1921, projects=2, shared_projects=0, orgs=1, days=1)
     data = tmp_path / "d"
-    child = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _CTRL_C_PAST_THE_WALKS,
-            str(data),
-            sim.base_url,
-            sim.personal_key,
-            where,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert child.returncode == 0, child.stderr
-    assert json.loads(child.stdout.splitlines()[-1]) == [True, [["interrupted", None]]]
+    last = _child_last_line(_CTRL_C_PAST_THE_WALKS, data, sim, where)
+    assert json.loads(last) == [True, [["interrupted", None]]]
     assert run_sync(sim, data).outcome == "ok"
     assert_matches_truth(sim, data)

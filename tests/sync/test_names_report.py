@@ -16,7 +16,7 @@ from exporter.analytics.html import render_html
 from exporter.analytics.report import build_report
 from exporter.analytics.report_text import render_report
 
-from .conftest import run_sync
+from .conftest import empty_project_sim, run_sync
 
 
 def _named_world(make_sim: Any, tmp_path: Path) -> dict[str, Any]:
@@ -27,17 +27,7 @@ def _named_world(make_sim: Any, tmp_path: Path) -> dict[str, Any]:
     # The simulated clock starts an hour before the wall clock: every operation is created
     # before the syncs read the lists (names are valid from when they were read).
     start = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
-    sim = make_sim(
-        seed=61,
-        projects=1,
-        shared_projects=0,
-        orgs=1,
-        days=0,
-        ops_per_project_per_day=0,
-        live_ops_per_project_per_hour=0,
-        start=start.strftime("%Y-%m-%dT%H:%M:%SZ"),
-    )
-    pid = sim.project_ids()[0]
+    sim, pid = empty_project_sim(make_sim, seed=61, start=start.strftime("%Y-%m-%dT%H:%M:%SZ"))
     preview, preview_ep, _ = sim.add_branch(pid, "preview/pr-42")  # create_branch, start_compute
     alice, _alice_ep, _ = sim.add_branch(pid, "dev/alice")
     failed = sim.add_operations(pid, 4, action="start_compute", same_second=False)

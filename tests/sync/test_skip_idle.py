@@ -11,7 +11,7 @@ from typing import Any
 
 from exporter.core.timeutil import to_micros
 
-from .conftest import assert_matches_truth, latest_raw, run_sync
+from .conftest import assert_matches_truth, empty_project_sim, latest_raw, run_sync, sim_clock
 
 OPS_ROUTE = "GET /projects/{project_id}/operations"
 
@@ -116,18 +116,7 @@ def test_a_walk_resumed_by_a_budgeted_run_does_not_make_its_project_idle(
     for the project's last walk: operations created meanwhile looked older than it, and
     `--skip-idle` left the project idle, its new operations missing for up to
     --full-sweep-every while every run exited 0."""
-    from .conftest import sim_clock
-
-    sim = make_sim(
-        seed=31,
-        projects=1,
-        shared_projects=0,
-        orgs=1,
-        days=0,
-        ops_per_project_per_day=0,
-        live_ops_per_project_per_hour=0,
-    )
-    [pid] = sim.project_ids()
+    sim, pid = empty_project_sim(make_sim, seed=31)
     sim.add_operations(pid, 20, action="start_compute", same_second=False)
     sim.advance(3600)
     budgeted = {"page_size": 3, "skip_idle": True, "clock": sim_clock(sim)}
@@ -153,18 +142,7 @@ def test_a_project_whose_names_are_due_is_never_idle(make_sim: Any, tmp_path: Pa
     """A run cut short before a project's branches and endpoints listings leaves them due ("a
     run cut short reads them first in the next one"): `--skip-idle` left the project idle, and
     a new branch's operations had no names for up to --full-sweep-every."""
-    from .conftest import sim_clock
-
-    sim = make_sim(
-        seed=61,
-        projects=1,
-        shared_projects=0,
-        orgs=1,
-        days=0,
-        ops_per_project_per_day=0,
-        live_ops_per_project_per_hour=0,
-    )
-    [pid] = sim.project_ids()
+    sim, pid = empty_project_sim(make_sim, seed=61)
     sim.add_operations(pid, 3, action="start_compute")
     sim.advance(3600)
     clock = sim_clock(sim)

@@ -190,9 +190,8 @@ class RunSummary:
     configured_rps: float | None = None  # the pacing asked for (None: unpaced)
     errors: dict[str, str] = field(default_factory=dict)  # project id (or "") -> message
     error: str | None = None
-    events_delivered: int = (
-        0  # events the sinks took in this run (one the file and the webhook took: 1)
-    )
+    # Events the sinks took in this run: one the file and the webhook both took counts once.
+    events_delivered: int = 0
     events_pending: int | None = None  # events left in the outbox (None: no sink configured)
     events_waiting: dict[str, int] = field(default_factory=dict)  # of them, per sink
     events_delivered_by_sink: dict[str, int] = field(default_factory=dict)

@@ -3193,6 +3193,16 @@ MUTANTS = [
         (f"{SKIP_IDLE}::test_a_project_whose_names_are_due_is_never_idle",),
     ),
     Mutant(
+        "older-state-read-unmigrated",  # check/status on an older dataset: exit 5
+        "exporter/store/state.py",
+        "                    self._read_migrated(version)\n",
+        "                    pass\n",
+        (
+            "tests/ops/test_check.py::"
+            "test_a_state_an_older_opsaudit_wrote_is_read_as_migrated_and_left_untouched",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

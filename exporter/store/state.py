@@ -379,7 +379,9 @@ class StateDB:
         try:
             if read_only:
                 self._con = _connect_read_only(path)
-                self._check(migrate=False)
+                version = self._check(migrate=False)
+                if version < FORMAT_VERSION:
+                    self._read_migrated(version)
                 return
             if not existed:
                 # Built aside and renamed in: a creation cut short (disk full, kill) never
@@ -406,7 +408,9 @@ class StateDB:
                 "it was left untouched: move it away to start a new dataset, or restore a backup"
             ) from exc
 
-    def _check(self, migrate: bool = True) -> None:
+    def _check(self, migrate: bool = True) -> int:
+        """Refuse a file that is not ours, newer or corrupt; migrate an older one (`migrate`).
+        Returns the file's format version."""
         app_id = self._con.execute("PRAGMA application_id").fetchone()[0]
         if app_id != APPLICATION_ID:
             raise UnreadableStateError(
@@ -426,6 +430,17 @@ class StateDB:
             raise sqlite3.DatabaseError(f"integrity check failed: {check}")
         if version < FORMAT_VERSION and migrate:
             self._migrate(version)
+        return version
+
+    def _read_migrated(self, version: int) -> None:
+        """A reader of a state an older opsaudit wrote reads a copy in memory migrated to this
+        version's tables (`check` and `status` failed on a column it lacked, "unexpected error",
+        until a sync migrated the file); the file itself is never written by a reader."""
+        copy = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self._con.backup(copy)
+        self._con.close()
+        self._con = copy
+        self._migrate(version)
 
     def _migrate(self, version: int) -> None:
         """Bring an older state file up to FORMAT_VERSION, in one transaction."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -477,3 +478,29 @@ def test_windows_reaching_past_the_first_date_find_nothing_older(
         "ok: last successful sync 0s ago, 3 projects, no findings\n",
         "",
     )
+
+
+def test_a_state_an_older_opsaudit_wrote_is_read_as_migrated_and_left_untouched(
+    tmp_path: Path,
+) -> None:
+    """`check` and `status` on a dataset an older opsaudit wrote (state format 6: no names
+    columns) before any sync migrated it said "unexpected error" (exit 5): they read the file as
+    this version would after migrating it, and never write it."""
+    from exporter.store.state import StateDB
+
+    asset = Path(__file__).parents[1] / "assets" / "pre-superseded"
+    old, migrated = tmp_path / "old", tmp_path / "migrated"
+    for copy in (old, migrated):
+        shutil.copytree(asset, copy)
+    StateDB(migrated / "state.sqlite").close()  # what the next sync's open does
+    before = (old / "state.sqlite").read_bytes()
+    as_of = "2026-11-25T00:00:00Z"
+    for command in (
+        ["check", "--format", "json", "--as-of", as_of],
+        ["status", "--format", "json"],
+    ):
+        results = [invoke(*command, "--data-dir", str(d)) for d in (old, migrated)]
+        assert [r.exit_code for r in results] == [results[1].exit_code] * 2
+        assert results[0].exit_code in (0, 8), results[0].output
+        assert results[0].stdout.replace(str(old), str(migrated)) == results[1].stdout
+    assert (old / "state.sqlite").read_bytes() == before

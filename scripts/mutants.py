@@ -3203,6 +3203,87 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "idle-project-not-marked-current",  # check: project_not_synced for a current project
+        "exporter/engine/sync.py",
+        "            state.found_idle(idle, self.started)\n",
+        "            pass\n",
+        (
+            "tests/sync/test_skip_idle.py::test_a_project_left_idle_is_current_as_of_the_listing_that_showed_it",
+        ),
+    ),
+    Mutant(
+        "walk-leaves-current-behind",  # current_at NULL after a walk
+        "exporter/store/state.py",
+        '                "last_synced_us = ?, current_us = ?, walked_from_us = coalesce(?, walked_from_us), "\n',
+        '                "last_synced_us = ?, current_us = NULL + ?, walked_from_us = coalesce(?, walked_from_us), "\n',
+        (
+            "tests/sync/test_skip_idle.py::test_a_project_left_idle_is_current_as_of_the_listing_that_showed_it",
+        ),
+    ),
+    Mutant(
+        "check-freshness-by-last-walk",  # stale_sync after budgeted --skip-idle runs
+        "exporter/ops/check.py",
+        "    report.last_success_at = _at(last_success_us(runs, [p.current_at for p in projects]))\n",
+        "    report.last_success_at = _at(last_success_us(runs, [p.last_synced_at for p in projects]))\n",
+        (
+            "tests/sync/test_skip_idle.py::test_a_project_left_idle_is_current_as_of_the_listing_that_showed_it",
+        ),
+    ),
+    Mutant(
+        "check-project-by-last-walk",  # project_not_synced for a project found idle
+        "exporter/ops/check.py",
+        "        current = _at(p.current_at)\n        if last is None:\n",
+        "        current = _at(p.last_synced_at)\n        if last is None:\n",
+        (
+            "tests/sync/test_skip_idle.py::test_a_project_left_idle_is_current_as_of_the_listing_that_showed_it",
+        ),
+    ),
+    Mutant(
+        "metrics-freshness-by-last-walk",  # the last-success metric stale
+        "exporter/ops/metrics.py",
+        "        last_walks = [p.current_at for p in state.projects_rows() if p.deleted_at is None]\n",
+        "        last_walks = [p.last_synced_at for p in state.projects_rows() if p.deleted_at is None]\n",
+        (
+            "tests/sync/test_skip_idle.py::test_a_project_left_idle_is_current_as_of_the_listing_that_showed_it",
+        ),
+    ),
+    Mutant(
+        "status-lag-by-last-walk",  # status: lag since the last walk
+        "exporter/ops/status.py",
+        "        current = _at(p.current_at)\n",
+        "        current = _at(p.last_synced_at)\n",
+        (
+            "tests/sync/test_skip_idle.py::test_a_project_left_idle_is_current_as_of_the_listing_that_showed_it",
+        ),
+    ),
+    Mutant(
+        "report-freshness-by-last-walk",  # report: stale after budgeted --skip-idle runs
+        "exporter/analytics/report_figures.py",
+        '        f"SELECT current_at FROM projects WHERE {where}",\n',
+        '        f"SELECT last_synced_at FROM projects WHERE {where}",\n',
+        (
+            "tests/sync/test_skip_idle.py::test_a_project_left_idle_is_current_as_of_the_listing_that_showed_it",
+        ),
+    ),
+    Mutant(
+        "current-not-migrated",  # an older state's projects never current
+        "exporter/store/state.py",
+        '                con.execute("UPDATE projects SET current_us = last_synced_us")\n',
+        "                pass\n",
+        (
+            "tests/ops/test_check.py::test_a_state_an_older_opsaudit_wrote_is_read_as_migrated_and_left_untouched",
+        ),
+    ),
+    Mutant(
+        "projects-view-without-current-fallback",  # an older projects file: current_at NULL
+        "sql/00_base.sql",
+        "    coalesce((to_json(p) ->> 'current_at')::TIMESTAMPTZ, last_synced_at) AS current_at,\n",
+        "    (to_json(p) ->> 'current_at')::TIMESTAMPTZ AS current_at,\n",
+        (
+            "tests/ops/test_check.py::test_a_state_an_older_opsaudit_wrote_is_read_as_migrated_and_left_untouched",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

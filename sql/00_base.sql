@@ -90,13 +90,16 @@ SELECT v.*
 FROM operation_versions AS v
 ANTI JOIN read_parquet('superseded/*.parquet') AS s ON v.id = s.id AND v.version = s.version;
 
--- Every project ever seen, deleted ones included (deleted_at is set for those).
+-- Every project ever seen, deleted ones included (deleted_at is set for those). current_at:
+-- when its trail was last known complete (its last walk, or a later listing that showed it
+-- idle, `--skip-idle`); a file an older opsaudit wrote has none: its last walk.
 CREATE OR REPLACE VIEW projects AS
 SELECT
     id, name, region_id, pg_version, platform_id, provisioner, org_id, owner_id, created_at,
-    updated_at, raw, first_seen_at, last_seen_at, deleted_at, last_synced_at, checkpoint_at,
-    last_error, open_operations
-FROM read_parquet('projects/projects.parquet');
+    updated_at, raw, first_seen_at, last_seen_at, deleted_at, last_synced_at,
+    coalesce((to_json(p) ->> 'current_at')::TIMESTAMPTZ, last_synced_at) AS current_at,
+    checkpoint_at, last_error, open_operations
+FROM read_parquet('projects/projects.parquet') AS p;
 
 -- One row per sync run.
 CREATE OR REPLACE VIEW sync_runs AS

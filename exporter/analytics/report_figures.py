@@ -362,14 +362,14 @@ def freshness(con: duckdb.DuckDBPyConnection, as_of: dt.datetime) -> dict[str, A
 def _last_walks(
     con: duckdb.DuckDBPyConnection, runs: Sequence[Mapping[str, Any]], label: str | None
 ) -> list[dt.datetime | None]:
-    """Each live project's last completed walk, where the last run stopped early (budget,
-    signal); else none is needed."""
+    """Each live project's `current_at` (its last walk, or a listing that showed it idle),
+    where the last run stopped early (budget, signal); else none is needed."""
     if not runs or runs[-1]["outcome"] not in STOPPED_OUTCOMES:
         return []
     where = "deleted_at IS NULL" + ("" if label is None else " AND dataset = ?")
     _, rows = execute(
         con,
-        f"SELECT last_synced_at FROM projects WHERE {where}",
+        f"SELECT current_at FROM projects WHERE {where}",
         None if label is None else [label],
     )
     return [r[0] for r in rows]

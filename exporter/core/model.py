@@ -176,6 +176,9 @@ class ProjectRow(NamedTuple):
     last_seen_at: int | None
     deleted_at: int | None  # None: still listed
     last_synced_at: int | None  # the last completed walk
+    # When its trail was last known complete: that walk, or a later listing showing it idle
+    # (`--skip-idle` left it): what freshness is judged by (`check`, status, metrics, report).
+    current_at: int | None
     checkpoint_at: int | None
     last_error: str | None
     open_operations: int
@@ -192,11 +195,12 @@ def last_current(
     finished: Sequence[tuple[str, Instant]], last_walks: Sequence[Instant | None]
 ) -> Instant | None:
     """When the trail was last known current, from the finished runs (outcome and when it
-    finished, oldest first) and each live project's last completed walk; None: never. What
+    finished, oldest first) and each live project's `current_at` (its last completed walk, or a
+    later listing that showed it idle); None: never. What
     `check` and the report's freshness both say.
 
     A run with outcome ok finished with every project in scope complete. After budgeted or
-    interrupted runs, the trail is current as of the oldest project's last completed walk, once
+    interrupted runs, the trail is current as of the oldest project's `current_at`, once
     every project has one (issue 19, finding 5: budgeted runs were never a success, `stale_sync`
     for ever). A partial or failed last run adds nothing: a failing listing may hide projects
     the state never saw."""

@@ -94,6 +94,7 @@ PROJECTS_SCHEMA = pa.schema(
         ("last_seen_at", UTC_US),
         ("deleted_at", UTC_US),
         ("last_synced_at", UTC_US),
+        ("current_at", UTC_US),
         ("checkpoint_at", UTC_US),
         ("last_error", pa.string()),
         ("open_operations", pa.int64()),

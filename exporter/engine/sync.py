@@ -939,6 +939,7 @@ class _Run:
         pids = state.stalest_first(found.ids)
         if config.skip_idle:
             idle = state.idle_projects(self.started, int(config.full_sweep_every * 1e6))
+            state.found_idle(idle, self.started)
             pids = [p for p in pids if p not in idle]
         if config.max_gets_per_run is not None:
             self.allowed_gets = state.refresh_allowance(

@@ -280,7 +280,7 @@ SYNCED_OUTCOMES = (Outcome.OK, Outcome.PARTIAL, Outcome.BUDGET, Outcome.INTERRUP
 
 def last_success_us(runs: Sequence[RunRow], last_walks: Sequence[int | None]) -> int | None:
     """When the trail was last known current (microseconds), from `runs` (oldest first) and each
-    project's last completed walk (deleted projects left out): `core.model.last_current`, the
+    project's `current_at` (deleted projects left out): `core.model.last_current`, the
     one definition the report's freshness shares (a run stopped early on purpose counts by the
     walks it completed, not by its outcome's name)."""
     return last_current(
@@ -324,7 +324,7 @@ def _check_state(
         state.close()
 
     # The whole trail: the last successful run, and gaps the platform's retention could fill.
-    report.last_success_at = _at(last_success_us(runs, [p.last_synced_at for p in projects]))
+    report.last_success_at = _at(last_success_us(runs, [p.current_at for p in projects]))
     if report.last_success_at is None:
         find(Finding("stale_sync", None, "no sync has succeeded yet (see `opsaudit status`)"))
     elif now - report.last_success_at > max_age:
@@ -372,16 +372,20 @@ def _check_state(
     backfilling: set[str] = set()
     for p in projects:
         pid, error, last = p.id, p.last_error, _at(p.last_synced_at)
+        current = _at(p.current_at)
         if last is None:
             find(Finding("project_not_synced", pid, f"project {pid} has never completed a sync"))
-        elif now - last > max_age:
+        elif current is not None and now - current > max_age:
+            # A project `--skip-idle` left is current as of the listing that showed it idle.
+            when = f"last synced {_stamp(last)}"
+            if current != last:
+                when += f", last found idle {_stamp(current)}"
             find(
                 Finding(
                     "project_not_synced",
                     pid,
-                    f"project {pid} last synced {_stamp(last)} "
-                    f"({format_duration(now - last)} ago), longer ago than --max-age "
-                    f"{format_duration(max_age)}",
+                    f"project {pid} {when} ({format_duration(now - current)} ago), longer ago "
+                    f"than --max-age {format_duration(max_age)}",
                 )
             )
         if error:

@@ -107,7 +107,7 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
         )
         open_ops = state.open_count()
         by_last_read = state.open_by_last_read(until)
-        last_walks = [p.last_synced_at for p in state.projects_rows() if p.deleted_at is None]
+        last_walks = [p.current_at for p in state.projects_rows() if p.deleted_at is None]
         projects = len(last_walks)
         backlog = read_backlog(state)
     finally:
@@ -122,7 +122,7 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
         Metric(
             "opsaudit_last_success_timestamp_seconds",
             "Unix time the trail was last current: the last sync with outcome ok finished, or "
-            "after budgeted runs the oldest project's last completed walk (absent before).",
+            "after budgeted runs the oldest project's last walk or idle listing (absent before).",
         ).add(_seconds(success)),
         Metric("opsaudit_open_operations", "Operations still open, re-read by each sync.").add(
             open_ops

@@ -29,6 +29,7 @@ PROJECT_COLUMNS = (
     "name",
     "checkpoint_at",
     "last_synced_at",
+    "current_at",
     "open_operations",
     "lag_seconds",
     "deleted",
@@ -123,15 +124,18 @@ def _read_status(data_dir: Path, runs: int, as_of: dt.datetime | None) -> Status
         "delivered": backlog.delivered,
     }
     for p in project_rows:
-        last = _at(p.last_synced_at)
+        # Lag from when its trail was last known complete (a walk, or a listing showing it
+        # idle: `--skip-idle`), not from its last walk.
+        current = _at(p.current_at)
         status.projects.append(
             {
                 "id": p.id,
                 "name": p.name,
                 "checkpoint_at": _at(p.checkpoint_at),
-                "last_synced_at": last,
+                "last_synced_at": _at(p.last_synced_at),
+                "current_at": current,
                 "open_operations": p.open_operations,
-                "lag_seconds": None if last is None else int((now - last).total_seconds()),
+                "lag_seconds": None if current is None else int((now - current).total_seconds()),
                 "deleted": p.deleted_at is not None,
                 "last_error": p.last_error,
             }

@@ -13,7 +13,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,10 @@ APPLICATION_ID = 0x4F505341  # "OPSA": marks the file as ours (PRAGMA applicatio
 # 11: the report's flagged record (issue 24): `flagged/` files (the versions not terminal or with
 # an error text) registered in `files` with the versions; an older opsaudit would add versions
 # without it, so it must refuse. Migrated by `Dataset.record_flagged`, not here.
-FORMAT_VERSION = 11
+# 12: projects.current_us: when a project's trail was last known complete (its last walk, or a
+# listing that showed it idle); `check`, `status`, the metrics and the report judge freshness by
+# it (a project `--skip-idle` leaves was `project_not_synced` past --max-age).
+FORMAT_VERSION = 12
 # `--skip-idle`: how far this host's clock may run ahead of the API's before activity marks
 # (the API's clock) could read as older than a walk's start (this host's clock).
 IDLE_SKEW_US = 60_000_000
@@ -80,6 +83,8 @@ CREATE TABLE projects (
     last_seen_us INTEGER,          -- last listing that showed it
     deleted_us INTEGER,            -- first listing without it, or a 404 on its operations
     last_synced_us INTEGER,        -- last completed walk
+    current_us INTEGER,            -- last known complete: its last completed walk, or a later
+                                   -- listing that showed no activity (--skip-idle left it)
     last_error TEXT,
     checkpoint_us INTEGER,         -- newest created_at of the last completed walk
     boundary_ids TEXT,             -- JSON list: ids at exactly checkpoint_us
@@ -466,6 +471,9 @@ class StateDB:
                     _execute_once(con, statement)
             if version < 9:
                 _execute_once(con, "ALTER TABLE event_batches ADD COLUMN facts BLOB")
+            if version < 12:
+                _execute_once(con, "ALTER TABLE projects ADD COLUMN current_us INTEGER")
+                con.execute("UPDATE projects SET current_us = last_synced_us")
             con.execute(
                 "UPDATE meta SET value = ? WHERE key = 'format_version'", (str(FORMAT_VERSION),)
             )
@@ -626,9 +634,16 @@ class StateDB:
             con.execute(
                 "UPDATE projects SET checkpoint_us = ?, boundary_ids = ?, walk_top_us = NULL, "
                 "walk_top_ids = NULL, resume_cursor = NULL, walk_tail_ids = NULL, "
-                "last_synced_us = ?, walked_from_us = coalesce(?, walked_from_us), "
+                "last_synced_us = ?, current_us = ?, walked_from_us = coalesce(?, walked_from_us), "
                 "last_error = NULL WHERE id = ?",
-                (checkpoint, ids_json(boundary), c.completed_us, c.walked_from_us, c.project_id),
+                (
+                    checkpoint,
+                    ids_json(boundary),
+                    c.completed_us,
+                    c.completed_us,
+                    c.walked_from_us,
+                    c.project_id,
+                ),
             )
             self._set_deleted(con, [c.project_id], None)  # its operations answered: not deleted
         if c.error is not None:
@@ -898,6 +913,16 @@ class StateDB:
             )
         }
 
+    def found_idle(self, ids: Collection[str], now: int) -> None:
+        """This run's listing (`now`, its start) showed `ids` idle: their trails are complete as
+        of it though no walk read them (`current_us`; their last walk stays `last_synced_us`,
+        which the full sweep counts from)."""
+        with self.transaction() as con:
+            con.executemany(
+                "UPDATE projects SET current_us = max(coalesce(current_us, 0), ?) WHERE id = ?",
+                [(now, pid) for pid in sorted(ids)],
+            )
+
     def refresh_allowance(self, limit: int, due: Callable[[OpenOp], bool]) -> set[str]:
         """The `limit` tracked operations checked longest ago among those `due`, across the
         whole account: the single-operation GETs a run may spend go to them (fair: no
@@ -945,9 +970,9 @@ class StateDB:
         """How current the trail is, account-wide (status, check, sync_runs)."""
         hour, day = now - 3_600_000_000, now - 86_400_000_000
         total, in_hour, in_day, oldest = self.query(
-            "SELECT count(*), count(*) FILTER (WHERE last_synced_us >= ?), "
-            "count(*) FILTER (WHERE last_synced_us >= ?), "
-            "min(coalesce(last_synced_us, first_seen_us)) FROM projects WHERE deleted_us IS NULL",
+            "SELECT count(*), count(*) FILTER (WHERE current_us >= ?), "
+            "count(*) FILTER (WHERE current_us >= ?), "
+            "min(coalesce(current_us, first_seen_us)) FROM projects WHERE deleted_us IS NULL",
             (hour, day),
         )[0]
         [(unchecked,)] = self.query(
@@ -1153,7 +1178,7 @@ class StateDB:
         rows = self.query(
             "SELECT id, name, region_id, pg_version, platform_id, provisioner, org_id, "
             "owner_id, created_us, updated_us, raw, first_seen_us, last_seen_us, deleted_us, "
-            "last_synced_us, checkpoint_us, last_error, "
+            "last_synced_us, current_us, checkpoint_us, last_error, "
             "(SELECT count(*) FROM open_ops o WHERE o.project_id = p.id AND "
             f"p.deleted_us IS NULL AND {_still_open('o.status')}) FROM projects p ORDER BY id"
         )

@@ -486,6 +486,8 @@ def test_a_state_an_older_opsaudit_wrote_is_read_as_migrated_and_left_untouched(
     """`check` and `status` on a dataset an older opsaudit wrote (state format 6: no names
     columns) before any sync migrated it said "unexpected error" (exit 5): they read the file as
     this version would after migrating it, and never write it."""
+    from exporter import connect
+    from exporter.ops.status import read_status
     from exporter.store.state import StateDB
 
     asset = Path(__file__).parents[1] / "assets" / "pre-superseded"
@@ -504,3 +506,13 @@ def test_a_state_an_older_opsaudit_wrote_is_read_as_migrated_and_left_untouched(
         assert results[0].exit_code in (0, 8), results[0].output
         assert results[0].stdout.replace(str(old), str(migrated)) == results[1].stdout
     assert (old / "state.sqlite").read_bytes() == before
+    # Known current as of their last walks (state format 12), as its projects file says.
+    projects = read_status(old).projects
+    assert [p["current_at"] for p in projects] == [p["last_synced_at"] for p in projects]
+    assert None not in [p["current_at"] for p in projects]
+    con = connect(old)
+    try:
+        rows = con.execute("SELECT current_at, last_synced_at FROM projects").fetchall()
+    finally:
+        con.close()
+    assert len(rows) == len(projects) and all(now == walk for now, walk in rows)

@@ -242,6 +242,7 @@ def test_status_renders_through_format(make_sim: Any, tmp_path: Path) -> None:
         "name",
         "checkpoint_at",
         "last_synced_at",
+        "current_at",
         "open_operations",
         "lag_seconds",
         "deleted",

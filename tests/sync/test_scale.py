@@ -117,8 +117,8 @@ def test_coverage_figures_are_exact_on_a_constructed_state(tmp_path: Path) -> No
             ("p-gone", now - 9 * day, now - 8 * day, now - 7 * day),  # deleted: not counted
         ]
         con.executemany(
-            "INSERT INTO projects (id, first_seen_us, last_synced_us, deleted_us) "
-            "VALUES (?, ?, ?, ?)",
+            "INSERT INTO projects (id, first_seen_us, last_synced_us, current_us, deleted_us) "
+            "VALUES (?1, ?2, ?3, ?3, ?4)",
             rows,
         )
         ops = [

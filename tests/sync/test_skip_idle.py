@@ -164,3 +164,81 @@ def test_a_project_whose_names_are_due_is_never_idle(make_sim: Any, tmp_path: Pa
     finally:
         con.close()
     assert rows == [("release-2025",)]
+
+
+def test_a_project_left_idle_is_current_as_of_the_listing_that_showed_it(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """`check`, `status`, the metrics and the report judged a project `--skip-idle` left by its
+    last walk: with `--max-age` shorter than `--full-sweep-every`, `check` said
+    `project_not_synced` (and, after budgeted runs, `stale_sync`) for projects that were
+    current. They judge it by the listing that showed it idle (`current_at`)."""
+    sim = make_sim(
+        seed=62,
+        projects=3,
+        shared_projects=0,
+        orgs=1,
+        days=0,
+        ops_per_project_per_day=0,
+        live_ops_per_project_per_hour=0,
+    )
+    quiet, small, large = sorted(sim.project_ids())
+    for pid in (quiet, small, large):
+        sim.add_operations(pid, 2, action="start_compute")
+    sim.advance(3600)
+    clock = sim_clock(sim)
+    budgeted = {"page_size": 3, "skip_idle": True, "clock": clock}
+    assert run_sync(sim, tmp_path, **budgeted).outcome == "ok"
+    sim.advance(7200)
+    sim.add_operations(small, 1, action="apply_config")
+    sim.add_operations(large, 10, action="apply_config", same_second=False)
+    sim.advance(600)
+    assert run_sync(sim, tmp_path, max_requests=6, **budgeted).outcome == "budget"
+    sim.advance(600)
+    # The large project's walk completes; the run ends on its budget; the quiet one is idle.
+    last = run_sync(sim, tmp_path, max_requests=8, **budgeted)
+    assert (last.outcome, last.projects_idle, last.projects_ok) == ("budget", 1, 1)
+    con = sqlite3.connect(tmp_path / "state.sqlite")
+    try:
+        [(started,)] = con.execute("SELECT max(started_us) FROM runs").fetchall()
+        walks = dict(con.execute("SELECT id, last_synced_us FROM projects").fetchall())
+    finally:
+        con.close()
+    assert walks[quiet] < started - 2 * 3600 * 10**6 and walks[small] == walks[large] == started
+    since_walk = datetime.fromtimestamp(started / 1e6, timezone.utc)
+    as_of = since_walk + timedelta(minutes=1)
+
+    from exporter.analytics.report_figures import freshness
+    from exporter.ops.check import run_check
+    from exporter.ops.metrics import collect_metrics
+    from exporter.ops.status import read_status
+
+    check = run_check(tmp_path, max_age=timedelta(minutes=30), as_of=as_of)
+    assert (check.findings, check.last_success_at) == ([], since_walk)
+    later = run_check(tmp_path, max_age=timedelta(minutes=30), as_of=as_of + timedelta(hours=2))
+    [message] = [f.message for f in later.findings if f.subject == quiet]
+    walked = datetime.fromtimestamp(walks[quiet] / 1e6, timezone.utc)
+    assert message == (
+        f"project {quiet} last synced {walked:%Y-%m-%d %H:%M:%S}Z, last found idle "
+        f"{since_walk:%Y-%m-%d %H:%M:%S}Z (2h 1m ago), longer ago than --max-age 30m"
+    )
+    status = read_status(tmp_path, as_of=as_of)
+    assert [(p["id"], p["current_at"], p["lag_seconds"]) for p in status.projects] == [
+        (pid, since_walk, 60) for pid in (quiet, small, large)
+    ]
+    assert status.projects[0]["last_synced_at"] == datetime.fromtimestamp(
+        walks[quiet] / 1e6, timezone.utc
+    )
+    [success] = [
+        m.samples
+        for m in collect_metrics(tmp_path, as_of=as_of)
+        if m.name == "opsaudit_last_success_timestamp_seconds"
+    ]
+    assert success == [({}, started / 1e6)]
+    import exporter
+
+    duck = exporter.connect(tmp_path)
+    try:
+        assert freshness(duck, as_of)["last_success_at"] == since_walk
+    finally:
+        duck.close()

@@ -51,6 +51,7 @@ def export_tables(store: Store) -> bool:
         "last_seen_at",
         "deleted_at",
         "last_synced_at",
+        "current_at",
         "checkpoint_at",
     }
     store.replace_table("projects", _table(store.state.projects_rows(), PROJECTS_SCHEMA, micros))

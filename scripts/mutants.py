@@ -3095,7 +3095,7 @@ MUTANTS = [
         "exporter/api/client.py",
         "        if self.clock_skew is None:\n            self._note_clock(response)\n",
         "        if False:\n            self._note_clock(response)\n",
-        ("tests/ops/test_doctor.py::test_a_host_clock_far_from_the_apis_is_a_warning",),
+        ("tests/ops/test_doctor.py::test_a_host_clock_far_from_the_apis_is_an_error",),
     ),
     Mutant(
         "org-ids-ignored-beside-project-ids",  # --project X --org-id B: B never listed, exit 0
@@ -3282,6 +3282,20 @@ MUTANTS = [
         (
             "tests/ops/test_check.py::test_a_state_an_older_opsaudit_wrote_is_read_as_migrated_and_left_untouched",
         ),
+    ),
+    Mutant(
+        "doctor-partial-discovery-a-warning",  # `doctor &&` passed a set-up syncing partially
+        "exporter/ops/doctor.py",
+        '            "error",\n            f"{message}, but some listings failed',
+        '            "warn",\n            f"{message}, but some listings failed',
+        ("tests/ops/test_doctor.py::test_an_organization_listing_refused_is_an_error",),
+    ),
+    Mutant(
+        "doctor-clock-skew-a-warning",  # `doctor &&` passed a host 20 minutes off
+        "exporter/ops/doctor.py",
+        '            "clock", "error", skewed,',
+        '            "clock", "warn", skewed,',
+        ("tests/ops/test_doctor.py::test_a_host_clock_far_from_the_apis_is_an_error",),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

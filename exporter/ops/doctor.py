@@ -331,15 +331,19 @@ def _discovery(report: DoctorReport, base_url: str, key: str) -> None:
             "pass --org-id ID (the organization's settings page shows it) or --project ID",
         )
         return
+    # Errors, not warnings: either makes a sync miss operations or projects while it exits 0
+    # or 1, and `doctor && ...` must not pass such a set-up.
     skewed = clock_skew_problem(client.clock_skew)
     if skewed is not None:
-        report.add("clock", "warn", skewed, "set this host's clock (NTP: timedatectl set-ntp true)")
+        report.add(
+            "clock", "error", skewed, "set this host's clock (NTP: timedatectl set-ntp true)"
+        )
     errors = getattr(found, "errors", [])
     message = f"{len(found.scope_of)} project(s) in scope"
     if errors:
         report.add(
             "discovery",
-            "warn",
+            "error",
             f"{message}, but some listings failed: {'; '.join(errors)}",
             "a sync would be partial (exit 1): check the key's access",
         )

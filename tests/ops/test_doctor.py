@@ -430,17 +430,19 @@ def test_the_apis_root_without_its_path_is_named_not_the_key(sim: Any, tmp_path:
     )
 
 
-def test_a_host_clock_far_from_the_apis_is_a_warning(sim: Any, tmp_path: Path) -> None:
+def test_a_host_clock_far_from_the_apis_is_an_error(sim: Any, tmp_path: Path) -> None:
     """What counts as recent compares the API's times with this host's clock: 20 minutes
     apart, a finished operation's change made in place was missed for good (exit 0). `doctor`
-    and `sync` say so, from the API's Date header."""
+    and `sync` say so, from the API's Date header; `doctor` exits 8 (it said warn, exit 0: a
+    `doctor &&` gate passed the set-up)."""
     from exporter.simulator import Faults
 
     sim.faults = Faults(clock_skew_seconds=-1200)  # the API 20 minutes behind
     result = doctor(sim, tmp_path, sim.personal_key)
-    [clock] = [line for line in result.stdout.splitlines() if line.startswith("warn  clock: ")]
+    assert result.exit_code == 8
+    [clock] = [line for line in result.stdout.splitlines() if line.startswith("error clock: ")]
     assert re.fullmatch(
-        r"warn  clock: this host's clock is 20m0[01]s ahead of the API's \(its Date header\): "
+        r"error clock: this host's clock is 20m0[01]s ahead of the API's \(its Date header\): "
         r"recent changes are judged by this host's clock, so an operation's change made in "
         r"place or an idle project's new operations may be missed Fix: set this host's clock "
         r"\(NTP: timedatectl set-ntp true\)",
@@ -467,3 +469,22 @@ def test_a_host_clock_far_from_the_apis_is_a_warning(sim: Any, tmp_path: Path) -
     sim.faults = Faults(clock_skew_seconds=30)  # within the minute allowed: nothing said
     result = doctor(sim, tmp_path, sim.personal_key)
     assert [line for line in result.stdout.splitlines() if "clock:" in line] == []
+
+
+def test_an_organization_listing_refused_is_an_error(sim: Any, tmp_path: Path) -> None:
+    """One organization's listing refused: a sync would be partial and that organization's
+    projects never synced. `doctor` said warn and exited 0 (a `doctor &&` gate passed it)."""
+    org = sim.org_ids[0]
+    sim.fail_requests(f"/projects?org_id={org}", 403)
+    result = doctor(sim, tmp_path, sim.personal_key)
+    sim.clear_failures()
+    assert result.exit_code == 8
+    [line] = [
+        s
+        for s in result.stdout.splitlines()
+        if s.startswith(("warn  discovery", "error discovery"))
+    ]
+    assert line.startswith("error discovery: ") and line.endswith(
+        "Fix: a sync would be partial (exit 1): check the key's access"
+    ), line
+    assert "some listings failed" in line and org in line

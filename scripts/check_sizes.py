@@ -28,6 +28,8 @@ MODULE_EXCEPTIONS: dict[str, str] = {
     "exporter/engine/sync.py": "the run, the committer thread and the run summary",
     "exporter/engine/walk.py": "the walk and the refresh of open operations in one class",
     "exporter/store/lake/objects.py": "local and remote object stores and their credentials",
+    "exporter/store/lake/location.py": "the --data-dir forms and the storage options' allow-list "
+    "with each option's type (split: the options to their own module)",
     "exporter/store/lake/tables.py": "the Delta tables: open, commit, snapshot, compact, vacuum",
     "exporter/store/local/dataset.py": "the local store: staged commit with its two records, "
     "their one-time migration, recovery, compaction",

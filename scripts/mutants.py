@@ -3305,6 +3305,56 @@ MUTANTS = [
         (f"{STORAGE}::test_data_beside_an_empty_state_file_is_refused",),
     ),
     Mutant(
+        "data-dir-credentials-past-a-slash-shown",  # s3://KEY:SE/CRET@bucket: printed whole
+        "exporter/store/lake/location.py",
+        '    if "@" in authority or (scheme != "file" and "@" in rest):\n',
+        '    if "@" in authority:\n',
+        (
+            "tests/lake/test_location.py::test_credentials_holding_a_slash_or_a_hash_are_refused_unshown",
+        ),
+    ),
+    Mutant(
+        "refused-data-dir-shows-its-query",  # https://...?sig=SAS: the token printed
+        "exporter/store/lake/location.py",
+        '    return re.split(r"[?#]", tail, maxsplit=1)[0]\n',
+        "    return tail\n",
+        (
+            "tests/lake/test_location.py::test_a_refused_url_is_shown_without_its_query_or_user_info",
+        ),
+    ),
+    Mutant(
+        "unreachable-endpoint-shows-its-query",  # ?X-Token=...: printed
+        "exporter/store/lake/objects.py",
+        "urlsplit(endpoint)._replace(path='', query='', fragment='').geturl()",
+        "redact(endpoint)",
+        ("tests/lake/test_bad_input.py::test_an_unreachable_endpoint_is_shown_without_its_query",),
+    ),
+    Mutant(
+        "storage-error-body-unscrubbed",  # a 500's body quoting the SAS: printed
+        "exporter/store/lake/objects.py",
+        "    first = _scrubbed(text.splitlines()[0] if text else type(exc).__name__, location)[:300]\n",
+        "    first = redact(text.splitlines()[0] if text else type(exc).__name__)[:300]\n",
+        (
+            "tests/lake/test_bad_input.py::test_a_storage_error_quotes_no_credential_of_the_environment",
+        ),
+    ),
+    Mutant(
+        "endpoint-option-unchecked",  # minio:9000: a Rust panic, exit 1
+        "exporter/store/lake/location.py",
+        "    if bare in _URL_OPTIONS and not _endpoint_ok(value):\n",
+        "    if False:\n",
+        (
+            "tests/lake/test_location.py::test_a_bad_value_of_a_typed_option_names_the_option_not_the_value",
+        ),
+    ),
+    Mutant(
+        "rust-panic-escapes-the-group",  # a traceback and exit 1, "partial"
+        "exporter/cli/_group.py",
+        "            if isinstance(error, (SystemExit, GeneratorExit)):\n",
+        "            if True:\n",
+        ("tests/ops/test_unexpected_error.py::test_a_rust_panic_is_an_unexpected_error",),
+    ),
+    Mutant(
         "storage-option-words-unchecked",  # SSE=bogus: exit 6 quoting the value
         "exporter/store/lake/location.py",
         "    words = _WORD_OPTIONS.get(bare)\n",

@@ -137,13 +137,19 @@ class OpsauditGroup(click.Group):
             ctx.exit(int(denied.exit_code))
         except Exception as error:
             _unexpected(ctx, error)
+        except BaseException as error:
+            # A Rust panic out of a native library (pyo3's PanicException derives from
+            # BaseException): a bug like any other, not a traceback and exit 1 ("partial").
+            if isinstance(error, (SystemExit, GeneratorExit)):
+                raise
+            _unexpected(ctx, error)
 
 
 # What DuckDB raises when Ctrl-C interrupts a query (not a KeyboardInterrupt).
 _DUCKDB_INTERRUPTED = "Query interrupted"
 
 
-def _unexpected(ctx: click.Context, error: Exception) -> None:
+def _unexpected(ctx: click.Context, error: BaseException) -> None:
     """A bug: one line and exit 5 (never 1, "partial"); the traceback in the log."""
     # `-v` makes this INFO line visible; the JSON log (INFO) always carries it.
     logging.getLogger("opsaudit").info("unexpected error", exc_info=error)

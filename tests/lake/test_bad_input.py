@@ -4,9 +4,11 @@ written. (Unknown URL schemes are in test_location.py.)"""
 from __future__ import annotations
 
 import socket
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +75,61 @@ def test_unreachable_endpoint(bucket: Any) -> None:
     assert time.monotonic() - started < 15
     assert err.value.exit_code == ExitCode.FATAL
     assert f"127.0.0.1:{port}" in _one_line(err.value)
+
+
+def test_an_unreachable_endpoint_is_shown_without_its_query(bucket: Any) -> None:
+    """The message showed the endpoint option whole, a token in its query string with it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}/?X-Token=S3cr3tT0ken#frag"
+    with pytest.raises(LakeUnreachableError) as err:
+        _open(bucket.url(), {**bucket.options, "AWS_ENDPOINT_URL": endpoint})
+    assert str(err.value) == (
+        f"cannot read _opsaudit/dataset.json in {bucket.url()}: the object store is unreachable "
+        f"at http://127.0.0.1:{port} (network, DNS or endpoint setting)"
+    )
+
+
+class _Fails(BaseHTTPRequestHandler):
+    """A blob store answering 500, its body quoting the request (its SAS query string)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def _any(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        body = f"<Error><Message>boom at {self.path}</Message></Error>".encode()
+        self.send_response(500)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _any
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_storage_error_quotes_no_credential_of_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A storage error's first line went out as the server wrote it: an Azure SAS token the
+    request carried, quoted back in the error body, was printed."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Fails)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "acct")
+    monkeypatch.setenv("AZURE_STORAGE_SAS_KEY", "sig=SASs1gnatureSECRET%3D&sv=2022-11-02")
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(StorageError) as err:
+            _open("az://c/t", {"AZURE_ENDPOINT": endpoint, "AZURE_ALLOW_HTTP": "true"})
+    finally:
+        server.shutdown()
+        server.server_close()
+    said = str(err.value)
+    assert said.startswith("cannot read _opsaudit/dataset.json in az://c/t: Generic ")
+    assert "boom at /c/t/_opsaudit/dataset.json?***" in said
+    assert "SASs1gnatureSECRET" not in said and "sv=2022" not in said
 
 
 def test_prefix_with_foreign_objects(bucket: Any) -> None:

@@ -61,6 +61,59 @@ def test_refused(value: str) -> None:
     assert "secret" not in str(err.value) and "sig=abc" not in str(err.value)
 
 
+_CREDENTIALS = "credentials in the URL are not accepted; use the environment or profile chain"
+_UNSUPPORTED = (
+    "unsupported scheme https://; use a local path, file://, s3://bucket/prefix, "
+    "gs://bucket/prefix or az://container/prefix"
+)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (
+            "s3://AKIAIOSFODNN7EXAMPLE:wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY@bucket/prefix",
+            f"'s3://***@bucket/prefix': {_CREDENTIALS}",
+        ),
+        ("gs://tok#en@bucket/p", f"'gs://***@bucket/p': {_CREDENTIALS}"),
+        ("az://acct:k?ey@container/p?sig=x", f"'az://***@container/p': {_CREDENTIALS}"),
+        (
+            "s3://AKIA:secretkey/with/slashes",
+            "'s3://***': a bucket name holds no ':' (credentials in the URL are not accepted, "
+            "an endpoint goes in --storage-option)",
+        ),
+    ],
+)
+def test_credentials_holding_a_slash_or_a_hash_are_refused_unshown(value: str, shown: str) -> None:
+    """A secret key holding '/' (or '#') ended urlsplit's netloc before its '@': the URL passed
+    the credentials check and was printed whole where the client refused it."""
+    with pytest.raises(ConfigError) as err:
+        parse_location(value)
+    assert str(err.value) == f"--data-dir {shown}"
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (
+            "https://acct.blob.core.windows.net/c/p?sv=2022-11-02&sig=SECRETSIG",
+            f"'https://acct.blob.core.windows.net/c/p': {_UNSUPPORTED}",
+        ),
+        ("https://user:pa/ss@host/x#frag", f"'https://***@host/x': {_UNSUPPORTED}"),
+        (
+            "s3:bucket/p?X-Amz-Signature=SECRETSIG",
+            "'s3:bucket/p': malformed URL; write s3://bucket/prefix",
+        ),
+    ],
+)
+def test_a_refused_url_is_shown_without_its_query_or_user_info(value: str, shown: str) -> None:
+    """An unsupported scheme or a malformed URL was shown whole, its SAS or presigned token
+    with it (only user info was hidden)."""
+    with pytest.raises(ConfigError) as err:
+        parse_location(value)
+    assert str(err.value) == f"--data-dir {shown}"
+
+
 def test_storage_options() -> None:
     opts = parse_storage_options(
         ["AWS_ENDPOINT_URL=http://127.0.0.1:9000", "AWS_REGION = eu-west-1"]
@@ -126,7 +179,7 @@ def test_an_option_without_a_key_is_not_echoed() -> None:
 def test_repr_shows_no_option_value() -> None:
     loc = parse_location(
         "s3://bucket/p",
-        {"AWS_ENDPOINT_URL": "http://user:pw@127.0.0.1:9000", "AWS_REGION": "eu-west-9"},
+        {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000/tok", "AWS_REGION": "eu-west-9"},
     )
     expected = "Location('s3://bucket/p', options=['AWS_ENDPOINT_URL', 'AWS_REGION'])"
     assert (repr(loc), str(loc)) == (expected, expected)
@@ -156,6 +209,10 @@ def test_parsing_loads_no_heavy_module() -> None:
 _NOT_INTEGER = "not a whole number (e.g. 3)"
 _NOT_DURATION = "not a duration: use a number and a unit (30s, 500ms, 2m)"
 _NOT_BOOLEAN = "not a boolean: use true or false"
+_NOT_ENDPOINT = (
+    "not an http(s) URL with a host, a port from 1 to 65535 if any, and no user info "
+    "(e.g. http://127.0.0.1:9000)"
+)
 
 
 @pytest.mark.parametrize(
@@ -181,6 +238,14 @@ _NOT_BOOLEAN = "not a boolean: use true or false"
         ("AWS_SERVER_SIDE_ENCRYPTION=aes256", "not one of AES256, aws:kms, aws:kms:dsse, sse-c"),
         ("aws_server_side_encryption=s3cr3t", "not one of AES256, aws:kms, aws:kms:dsse, sse-c"),
         ("AWS_CHECKSUM_ALGORITHM=crc32c", "not one of sha256"),
+        # object_store panicked on these (a traceback, exit 1)
+        ("AWS_ENDPOINT_URL=minio:9000", _NOT_ENDPOINT),
+        ("AWS_ENDPOINT_URL=http://127.0.0.1:90000", _NOT_ENDPOINT),
+        ("aws_endpoint=http://u:p/w@host", _NOT_ENDPOINT),
+        ("AZURE_ENDPOINT=http://127.0.0.1:0", _NOT_ENDPOINT),
+        ("AZURE_STORAGE_ENDPOINT=http://h ost:9", _NOT_ENDPOINT),
+        ("AWS_METADATA_ENDPOINT=http://:80", _NOT_ENDPOINT),
+        ("azure_msi_endpoint=ftp://host", _NOT_ENDPOINT),
     ],
 )
 def test_a_bad_value_of_a_typed_option_names_the_option_not_the_value(item: str, says: str) -> None:

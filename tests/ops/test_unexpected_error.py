@@ -212,3 +212,30 @@ def test_a_command_without_v_is_not_told_to_run_with_v(
         "Error: unexpected error (RuntimeError: a bug). This is a bug in opsaudit: report it "
         "with the command that failed\n"
     )
+
+
+def test_a_rust_panic_is_an_unexpected_error() -> None:
+    """object_store panics on an endpoint it cannot parse (one from the environment, which no
+    option check sees): pyo3's PanicException is a BaseException, which the group's `except
+    Exception` missed: a Python traceback and exit 1, "partial"."""
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": "minio:9000",
+        "AWS_ACCESS_KEY_ID": "a",
+        "AWS_SECRET_ACCESS_KEY": "b",
+        "RUST_BACKTRACE": "0",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "exporter", "status", "--data-dir", "s3://audit/t"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parents[2],  # this checkout's package (the mutants' copy)
+    )
+    assert done.returncode == 5, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "Error: unexpected error (PanicException: request valid: InvalidUri(InvalidUri("
+        "InvalidFormat))). This is a bug in opsaudit: report it with the command that failed"
+    )

@@ -151,6 +151,11 @@ _WORD_OPTIONS = {
     "checksum_algorithm": ("sha256",),
 }
 _ANY_CASE_OPTIONS = frozenset({"checksum_algorithm"})
+# The options that are a URL the client connects to: object_store panics on one it cannot parse
+# (`minio:9000`, a port of 90000), a traceback and exit 1 ("partial") before this check.
+_URL_OPTIONS = frozenset(
+    {"endpoint", "endpoint_url", "storage_endpoint", "metadata_endpoint", "msi_endpoint"}
+)
 # object_store's spellings of a boolean (case-insensitive); anything else it refuses.
 _TRUE = frozenset({"1", "true", "on", "yes", "y"})
 _FALSE = frozenset({"0", "false", "off", "no", "n"})
@@ -221,11 +226,31 @@ def _check_value(key: str, value: str) -> None:
             )
     if bare in _BOOLEAN_OPTIONS and option_bool(value) is None:
         raise ConfigError(f"--storage-option {key}: not a boolean: use true or false")
+    if bare in _URL_OPTIONS and not _endpoint_ok(value):
+        raise ConfigError(
+            f"--storage-option {key}: not an http(s) URL with a host, a port from 1 to 65535 if "
+            "any, and no user info (e.g. http://127.0.0.1:9000)"
+        )
     words = _WORD_OPTIONS.get(bare)
     if words is not None:
         given = value.lower() if bare in _ANY_CASE_OPTIONS else value
         if given not in words:
             raise ConfigError(f"--storage-option {key}: not one of {', '.join(words)}")
+
+
+def _endpoint_ok(value: str) -> bool:
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:  # a port out of range or not a number, an IPv6 address without its ]
+        return False
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and port != 0
+        and "@" not in value  # user info, shown wherever the endpoint is
+        and " " not in value
+    )
 
 
 def known_option(key: str) -> bool:
@@ -247,6 +272,18 @@ _USERINFO = re.compile(r"(?<=://)[^/@]*@")
 def redact(value: str) -> str:
     """A URL or option value with any user:password@ part hidden."""
     return _USERINFO.sub("***@", value)
+
+
+def _shown(text: str) -> str:
+    """A refused `--data-dir` URL as its message shows it: everything between its scheme and its
+    last '@' hidden (user info whose '/', '?' or '#' urlsplit and `redact` take for the end of
+    it), its query string and fragment (a SAS or presigned token) left out."""
+    head, at, tail = text.rpartition("@")
+    if at:
+        scheme = _URL_LIKE.match(head)
+        slashes = "//" if scheme and scheme[2].startswith("//") else ""
+        tail = f"{scheme[1]}:{slashes}***@{tail}" if scheme else f"***@{tail}"
+    return re.split(r"[?#]", tail, maxsplit=1)[0]
 
 
 @dataclass(frozen=True)
@@ -356,23 +393,19 @@ def parse_location(
             # "name:thing" with no // and an unknown scheme: an odd but legal directory name.
             return _local(Path(text), options)
         raise ConfigError(
-            f"--data-dir {redact(text)!r}: unsupported scheme {scheme_typed}://; use a local "
+            f"--data-dir {_shown(text)!r}: unsupported scheme {scheme_typed}://; use a local "
             "path, file://, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix"
         )
     if not rest.startswith("//"):
         raise ConfigError(
-            f"--data-dir {redact(text)!r}: malformed URL; write {scheme_typed}://bucket/prefix"
+            f"--data-dir {_shown(text)!r}: malformed URL; write {scheme_typed}://bucket/prefix"
         )
+    _refuse_credentials(text, scheme, scheme_typed, rest)
     parts = urlsplit(text)
     if parts.query or parts.fragment:
         raise ConfigError(
-            f"--data-dir {redact(text.split('?')[0].split('#')[0])!r}: query strings and fragments are not accepted (tokens "
+            f"--data-dir {_shown(text)!r}: query strings and fragments are not accepted (tokens "
             "such as SAS signatures belong in the environment, not the URL)"
-        )
-    if parts.username or parts.password:
-        raise ConfigError(
-            f"--data-dir {redact(text)!r}: credentials in the URL are not accepted; use the "
-            "environment or profile chain"
         )
     if scheme == "file":
         if parts.netloc not in ("", "localhost"):
@@ -388,6 +421,23 @@ def parse_location(
         raise ConfigError(f"--data-dir {text!r}: empty, '.' or '..' path segment in the prefix")
     url = f"{scheme_typed}://{bucket}" + (f"/{prefix}" if prefix else "")
     return Location(scheme=scheme, url=url, bucket=bucket, prefix=prefix, options=options)
+
+
+def _refuse_credentials(text: str, scheme: str, scheme_typed: str, rest: str) -> None:
+    """User info before the host, or anywhere in an object store's URL: a secret key holding
+    '/' or '#' put the rest of it in urlsplit's path or fragment, past its username check. A
+    bucket holds no ':' either: a key without its '@' is no bucket."""
+    authority = re.split(r"[/?#]", rest[2:], maxsplit=1)[0]
+    if "@" in authority or (scheme != "file" and "@" in rest):
+        raise ConfigError(
+            f"--data-dir {_shown(text)!r}: credentials in the URL are not accepted; use the "
+            "environment or profile chain"
+        )
+    if ":" in authority:
+        raise ConfigError(
+            f"--data-dir '{scheme_typed}://***': a bucket name holds no ':' (credentials in the "
+            "URL are not accepted, an endpoint goes in --storage-option)"
+        )
 
 
 def _local(path: Path, options: dict[str, str]) -> Location:

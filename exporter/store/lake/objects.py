@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from exporter.core.errors import ConfigError, ExitCode, OpsauditError, StorageError
 from exporter.core.layout import fsync_dir, write_aside
@@ -100,7 +101,8 @@ _ENDPOINT = {"s3": "AWS_ENDPOINT_URL", "az": "AZURE_ENDPOINT", "gs": ""}
 def classify(exc: BaseException, location: Location, doing: str) -> OpsauditError:
     """Turn an obstore/deltalake/OS error into one short, secret-free opsaudit error."""
     text = str(exc)
-    first = redact(text.splitlines()[0] if text else type(exc).__name__)[:300]
+    # A server's error body may quote the request, the environment's SAS token in its query.
+    first = _scrubbed(text.splitlines()[0] if text else type(exc).__name__, location)[:300]
     where = location.display
     name = type(exc).__name__
     if "NoSuchBucket" in text or ("404 Not Found" in text and "list request" in text):
@@ -137,7 +139,12 @@ def classify(exc: BaseException, location: Location, doing: str) -> OpsauditErro
         )
         return LakeUnreachableError(
             f"{doing} {where}: the object store is unreachable"
-            + (f" at {redact(endpoint)}" if endpoint else "")
+            # Its scheme, host and port alone: a token may ride in its path or query string.
+            + (
+                f" at {urlsplit(endpoint)._replace(path='', query='', fragment='').geturl()}"
+                if endpoint
+                else ""
+            )
             + " (network, DNS or endpoint setting)"
         )
     if isinstance(exc, OpsauditError):
@@ -315,18 +322,26 @@ def _settings_refused(exc: BaseException, location: Location) -> str:
     """The client refused its settings: the options or the environment's (a credential among
     them). What it said, without any value it may quote back or locate (an Azure key's bad
     character was told by its code and offset)."""
-    said = (str(exc).splitlines() or [type(exc).__name__])[0]
+    said = _scrubbed((str(exc).splitlines() or [type(exc).__name__])[0], location)
+    said = re.sub(r"(?i)(invalid (?:symbol|byte|character|length))[^.;:]*", r"\1", said)
+    return (
+        f"the object store's settings for {location.display} (--storage-option or the "
+        f"environment's {location.family.upper()}*) were refused: {said[:200]}"
+    )
+
+
+def _scrubbed(said: str, location: Location) -> str:
+    """What the client or the server said, without the value of any storage option or of the
+    environment's settings of the location's family (a credential among them), nor user info."""
     family = location.family.upper()
     secrets = [*location.options.values()]
     # (a short one, `true` or a region's digit, is no secret and would garble the text)
     secrets += [v for k, v in os.environ.items() if k.upper().startswith(family) and len(v) >= 8]
+    # A SAS token's fields, which a request may carry in another order.
+    secrets += [part for value in secrets for part in value.split("&") if len(part) >= 8]
     for value in sorted(filter(None, secrets), key=len, reverse=True):
         said = said.replace(value, "***")
-    said = re.sub(r"(?i)(invalid (?:symbol|byte|character|length))[^.;:]*", r"\1", said)
-    return (
-        f"the object store's settings for {location.display} (--storage-option or the "
-        f"environment's {family}*) were refused: {redact(said)[:200]}"
-    )
+    return redact(said)
 
 
 class RemoteObjects(Objects):

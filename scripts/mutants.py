@@ -3373,6 +3373,20 @@ MUTANTS = [
             "test_a_404_pair_of_a_listed_project_keeps_its_open_operations_tracked",
         ),
     ),
+    Mutant(
+        "empty-report-without-freshness",  # `report --since 1d`: nothing of the last sync
+        "exporter/analytics/report_text.py",
+        '        out.append(_block([("Data", freshness_text(report))], fmt))\n',
+        "",
+        ("tests/analytics/test_cli.py::test_report_window_with_no_match_still_says_how_fresh",),
+    ),
+    Mutant(
+        "empty-html-page-without-freshness",
+        "exporter/analytics/html.py",
+        '        parts.append(_rows_table([("Data", freshness_text(report))]))\n',
+        "",
+        ("tests/analytics/test_cli.py::test_report_window_with_no_match_still_says_how_fresh",),
+    ),
 ]
 
 

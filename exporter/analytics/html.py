@@ -368,6 +368,11 @@ def _headline(report: Report) -> str:
             + (f", n={slowest['n']:,})" if slowest["n"] < SMALL_N else ")"),
         ),
     ]  # fmt: skip
+    return _rows_table(rows)
+
+
+def _rows_table(rows: list[tuple[str, str]]) -> str:
+    """The headline's table: a name and its value per row."""
     body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
     return f'<table class="headline"><tbody>{body}</tbody></table>'
 
@@ -406,6 +411,8 @@ def render_html(
         f"<p>{window}. Generated {html.escape(str(jsonable(now)))}.</p>",
     ]
     if report.operations == 0:
+        # Still how fresh (PRODUCT.md: every format): an empty window may be a sync that stopped.
+        parts.append(_rows_table([("Data", freshness_text(report))]))
         parts.append(f"<p>{html.escape(empty_message(report))}</p></body></html>")
         return "\n".join(parts) + "\n"
     totals = report.totals()  # of the lists `build_report(top=N)` cut

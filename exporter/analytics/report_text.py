@@ -132,6 +132,11 @@ def _headline(report: Report, fmt: str) -> str:
             else "none (no durations)",
         ),
     ]
+    return _block(lines, fmt)
+
+
+def _block(lines: list[tuple[str, str]], fmt: str) -> str:
+    """Named lines: a markdown list, or names padded to one column in a terminal."""
     if fmt == "markdown":
         return "".join(f"- **{name}**: {value}\n" for name, value in lines)
     width = max(len(name) for name, _ in lines)
@@ -158,10 +163,13 @@ def _human(report: Report, fmt: str, top: int | None = None) -> str:
     out = [
         f"# opsaudit report: {title}\n\n" if fmt == "markdown" else f"opsaudit report: {title}\n"
     ]
+    out.append("" if fmt == "markdown" else "\n")
     if report.operations == 0:
+        # Still how fresh (PRODUCT.md: every format): an empty window may be a sync that stopped.
+        out.append(_block([("Data", freshness_text(report))], fmt))
         out.append("\n" + empty_message(report) + "\n")
         return "".join(out)
-    out.append(("" if fmt == "markdown" else "\n") + _headline(report, fmt))
+    out.append(_headline(report, fmt))
     totals = report.totals()
     for name, columns, rows, cut in _tables(report):
         out.append("\n" + heading(name))

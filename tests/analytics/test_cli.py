@@ -459,6 +459,8 @@ def test_report_empty_dataset_says_so(tmp_path: Path) -> None:
     assert table.stdout == (
         "opsaudit report: 0 operations (all time, all projects)\n"
         "\n"
+        "Data  no successful sync yet\n"
+        "\n"
         "No operations in the dataset yet: run `opsaudit sync` first.\n"
     )
     json = invoke("report", "--data-dir", str(tmp_path), "--format", "json")
@@ -473,10 +475,41 @@ def test_report_empty_dataset_says_so(tmp_path: Path) -> None:
     assert json.stderr == "No operations in the dataset yet: run `opsaudit sync` first.\n"
 
 
-def test_report_window_with_no_match(data_dir: Path) -> None:
-    result = invoke("report", "--data-dir", str(data_dir), "--since", "2030-01-01")
-    assert result.exit_code == 0
-    assert "No operations match (since 2030-01-01T00:00:00Z)." in result.stdout
+def test_report_window_with_no_match_still_says_how_fresh(data_dir: Path, tmp_path: Path) -> None:
+    """An empty window printed the title and "No operations match" alone in table, markdown and
+    html (json and csv kept the freshness): with cron broken for days, `report --since 1d` said
+    nothing of the last sync. Every format says it, in the headline's words."""
+    fresh = "last successful sync 2025-01-11T10:02:00Z, "
+    last_run = " before this report; last run 2025-01-12T13:01:00Z: partial"
+    table = invoke("report", "--data-dir", str(data_dir), "--since", "2030-01-01")
+    assert table.exit_code == 0
+    head, blank, data, rest = table.stdout.split("\n", 3)
+    assert (head, blank) == ("opsaudit report: 0 operations (since 2030-01-01T00:00:00Z)", "")
+    assert data.startswith(f"Data  {fresh}") and data.endswith(last_run)
+    assert rest == "\nNo operations match (since 2030-01-01T00:00:00Z).\n"
+    md = invoke(
+        "report", "--data-dir", str(data_dir), "--since", "2030-01-01", "--format", "markdown"
+    )
+    head, blank, data, rest = md.stdout.split("\n", 3)
+    assert (head, blank) == ("# opsaudit report: 0 operations (since 2030-01-01T00:00:00Z)", "")
+    assert data.startswith(f"- **Data**: {fresh}") and data.endswith(last_run)
+    assert rest == "\nNo operations match (since 2030-01-01T00:00:00Z).\n"
+    out = tmp_path / "r.html"
+    page = invoke(
+        "report",
+        "--data-dir",
+        str(data_dir),
+        "--since",
+        "2030-01-01",
+        "--format",
+        "html",
+        "-o",
+        str(out),
+    )
+    assert page.exit_code == 0
+    text = out.read_text()
+    assert f'<table class="headline"><tbody><tr><th>Data</th><td>{fresh}' in text
+    assert "<p>No operations match (since 2030-01-01T00:00:00Z).</p>" in text
 
 
 def test_report_bad_since_is_a_usage_error(data_dir: Path) -> None:

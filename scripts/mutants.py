@@ -3387,6 +3387,20 @@ MUTANTS = [
         "",
         ("tests/analytics/test_cli.py::test_report_window_with_no_match_still_says_how_fresh",),
     ),
+    Mutant(
+        "demo-prints-a-relative-data-dir",  # the notebook, run in notebooks/, finds no data
+        "exporter/cli/_demo.py",
+        "    data = result.data_dir.absolute()\n",
+        "    data = result.data_dir\n",
+        ("tests/test_demo.py::test_a_relative_data_dir_is_printed_absolute_for_the_notebook",),
+    ),
+    Mutant(
+        "demo-prints-relative-plots",  # the PNGs land in notebooks/plots
+        "exporter/cli/_demo.py",
+        '    plots = Path.cwd() / "plots"\n',
+        '    plots = Path("plots")\n',
+        ("tests/test_demo.py::test_a_relative_data_dir_is_printed_absolute_for_the_notebook",),
+    ),
 ]
 
 

@@ -50,6 +50,25 @@ def test_demo_succeeds_and_says_what_next(demo: tuple[Path, Result]) -> None:
     assert "notebooks/overview.ipynb" in out
 
 
+def test_a_relative_data_dir_is_printed_absolute_for_the_notebook(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`demo --data-dir reldemo` printed `OPSAUDIT_DATA_DIR=reldemo OPSAUDIT_NOTEBOOK_OUT=plots
+    jupyter execute notebooks/overview.ipynb`: jupyter runs the kernel in notebooks/, so the
+    notebook found no data there and its PNGs went to notebooks/plots, not ./plots. Both
+    paths are printed absolute."""
+    monkeypatch.chdir(tmp_path)
+    result = invoke("demo", "--data-dir", "reldemo", "--projects", "1", "--days", "1")
+    assert result.exit_code == 0, result.output
+    data_dir, plots = shlex.quote(str(tmp_path / "reldemo")), shlex.quote(str(tmp_path / "plots"))
+    assert f"The dataset is in {tmp_path / 'reldemo'}." in result.stdout
+    assert result.stdout.endswith(
+        f"  OPSAUDIT_DATA_DIR={data_dir} OPSAUDIT_NOTEBOOK_OUT={plots} jupyter execute "
+        "notebooks/overview.ipynb    # the overview notebook (a clone with '.[test]'): its "
+        f"figures as PNG files in {tmp_path / 'plots'}\n"
+    )
+
+
 def test_report_agrees_with_query(demo: tuple[Path, Result]) -> None:
     data_dir, result = demo
     assert result.exit_code == 0, result.output

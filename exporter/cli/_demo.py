@@ -72,10 +72,14 @@ def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool
     click.echo("")
     page = _print_report(result.data_dir)
 
-    where = shlex.quote(str(result.data_dir))
+    # Absolute: jupyter runs the notebook's kernel in notebooks/, where a relative path to the
+    # data or the plots points elsewhere.
+    data = result.data_dir.absolute()
+    plots = Path.cwd() / "plots"
+    where = shlex.quote(str(data))
     click.echo("")
     kept = " (a temporary directory, kept for you: delete it when done)" if result.temporary else ""
-    click.echo(f"The dataset is in {result.data_dir}{kept}.")
+    click.echo(f"The dataset is in {data}{kept}.")
     click.echo(f"The report with charts (one page, opens offline in a browser): {page}")
     click.echo("Next, try:")
     click.echo(f"  opsaudit query --data-dir {where} {shlex.quote(_EXAMPLE_SQL)}")
@@ -89,9 +93,9 @@ def demo_command(data_dir: Path | None, projects: int, days: int, progress: bool
         "    # the DuckDB CLI: every view is defined there"
     )
     click.echo(
-        f"  OPSAUDIT_DATA_DIR={where} OPSAUDIT_NOTEBOOK_OUT=plots jupyter execute "
-        "notebooks/overview.ipynb    # the overview notebook (a clone with '.[test]'): its "
-        "figures as PNG files in ./plots"
+        f"  OPSAUDIT_DATA_DIR={where} OPSAUDIT_NOTEBOOK_OUT={shlex.quote(str(plots))} jupyter "
+        "execute notebooks/overview.ipynb    # the overview notebook (a clone with '.[test]'): "
+        f"its figures as PNG files in {plots}"
     )
 
 

@@ -3401,6 +3401,20 @@ MUTANTS = [
         '    plots = Path("plots")\n',
         ("tests/test_demo.py::test_a_relative_data_dir_is_printed_absolute_for_the_notebook",),
     ),
+    Mutant(
+        "sql-not-utf8-a-bug",  # Latin-1 SQL from -f or stdin: exit 5, "a bug in opsaudit"
+        "exporter/cli/_query.py",
+        "    except UnicodeError:\n",
+        "    except UnicodeEncodeError:\n",
+        ("tests/analytics/test_cli.py::test_query_sql_not_utf8_is_a_usage_error",),
+    ),
+    Mutant(
+        "sql-argument-surrogates-unchecked",  # DuckDB's parser: TypeError, exit 5
+        "exporter/cli/_query.py",
+        '        sql.encode("utf-8")',
+        '        sql.encode("utf-8", "surrogateescape")',
+        ("tests/analytics/test_cli.py::test_query_sql_not_utf8_is_a_usage_error",),
+    ),
 ]
 
 

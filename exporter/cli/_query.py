@@ -83,13 +83,21 @@ def _sql_text(sql: str | None, sql_file: IO[str] | None) -> str:
     """The SQL of `opsaudit query`: the argument, `-` (stdin) or `-f FILE` (exactly one)."""
     if sql is not None and sql_file is not None:
         raise click.UsageError("give the SQL as an argument or with -f FILE, not both")
-    if sql_file is None and sql == "-":
-        return click.open_file("-", encoding="utf-8").read()
-    if sql_file is not None:
-        return sql_file.read()
-    if sql is None:
-        raise click.UsageError('no SQL given: opsaudit query "SELECT ...", -f FILE or - (stdin)')
-    return sql
+    if sql == "-" or (sql_file is not None and sql_file.name in ("-", "<stdin>")):
+        source = "stdin"
+    else:
+        source = "the SQL argument" if sql_file is None else f"-f {sql_file.name}"
+    try:
+        if sql == "-":
+            return click.open_file("-", encoding="utf-8").read()
+        if sql_file is not None:
+            return sql_file.read()
+        if sql is not None:
+            sql.encode("utf-8")  # argv's bytes that are not UTF-8 arrive as surrogates (PEP 383)
+            return sql
+    except UnicodeError:
+        raise click.UsageError(f"{source} is not UTF-8 text: save the SQL as UTF-8") from None
+    raise click.UsageError('no SQL given: opsaudit query "SELECT ...", -f FILE or - (stdin)')
 
 
 def _params(values: Sequence[str]) -> dict[str, str] | None:

@@ -124,6 +124,27 @@ def test_query_sql_from_a_file_or_stdin(data_dir: Path, tmp_path: Path) -> None:
     )
 
 
+def test_query_sql_not_utf8_is_a_usage_error(data_dir: Path, tmp_path: Path) -> None:
+    """Latin-1 SQL said "unexpected error ... This is a bug in opsaudit" (exit 5): a
+    UnicodeDecodeError from -f FILE and stdin, a TypeError from DuckDB's parser for the
+    argument (undecodable argv bytes arrive as surrogates). A usage error, as a bad TOML file."""
+    latin1 = b"select 'caf\xe9' as x"
+    (tmp_path / "q.sql").write_bytes(latin1)
+    for args, stdin, source in (
+        (["-f", str(tmp_path / "q.sql")], None, f"-f {tmp_path / 'q.sql'}"),
+        (["--file", "-"], latin1, "stdin"),
+        (["-"], latin1, "stdin"),
+        ([latin1.decode("utf-8", "surrogateescape")], None, "the SQL argument"),
+    ):
+        result = CliRunner().invoke(
+            cli, ["query", "--data-dir", str(data_dir), *args], input=stdin, prog_name="opsaudit"
+        )
+        assert result.exit_code == 2, args
+        assert result.stderr.endswith(
+            f"Error: {source} is not UTF-8 text: save the SQL as UTF-8\n"
+        ), args
+
+
 def test_query_json_keeps_every_column_of_a_join(data_dir: Path) -> None:
     # A join's `SELECT *` names `id` and `created_at` twice: as keys of one object the project's
     # values replaced the operation's, silently (a new user's first hour, thirteenth review).

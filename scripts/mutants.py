@@ -3415,6 +3415,13 @@ MUTANTS = [
         '        sql.encode("utf-8", "surrogateescape")',
         ("tests/analytics/test_cli.py::test_query_sql_not_utf8_is_a_usage_error",),
     ),
+    Mutant(
+        "output-unencodable-crashes",  # Latin-1 terminal, '\u2026' of a cut cell: exit 5
+        "exporter/cli/_common.py",
+        '            click.echo(exc.object.encode(exc.encoding, "replace").decode(exc.encoding), nl=False)\n',
+        "            raise\n",
+        ("tests/analytics/test_cli.py::test_a_terminal_without_the_ellipsis_gets_a_question_mark",),
+    ),
 ]
 
 

@@ -189,7 +189,10 @@ def emit(text: str | bytes, output: Path | None) -> None:
     """Print `text`, or write it to `output` (the `-o` of `output_options`); bytes as they are
     (UTF-8 already: the report's JSON)."""
     if output is None:
-        click.echo(text, nl=False)
+        try:
+            click.echo(text, nl=False)  # the text is encoded whole before any of it is written
+        except UnicodeEncodeError as exc:  # Latin-1 and a cut cell's '\u2026': '?', not a crash
+            click.echo(exc.object.encode(exc.encoding, "replace").decode(exc.encoding), nl=False)
     else:
         try:
             if isinstance(text, bytes):

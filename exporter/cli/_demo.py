@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from exporter.cli._common import DataDir, Progress, lean_allocators, setup_logging
+from exporter.cli._common import DataDir, Progress, emit, lean_allocators, setup_logging
 from exporter.cli._group import short_help
 from exporter.demo import DEFAULT_DAYS, DEFAULT_PROJECTS, run_demo
 
@@ -110,7 +110,7 @@ def _print_report(data_dir: Path) -> Path:
     con = connect(data_dir)
     try:
         report = build_report(con, top=max(TOP_ROWS, PAGE_ROWS))  # what both show
-        click.echo(render_report(report, "table", top=TOP_ROWS))
+        emit(render_report(report, "table", top=TOP_ROWS) + "\n", None)
         page = data_dir / "report.html"
         page.write_text(render_html(con, report), encoding="utf-8")
     finally:

@@ -145,6 +145,16 @@ def test_query_sql_not_utf8_is_a_usage_error(data_dir: Path, tmp_path: Path) -> 
         ), args
 
 
+def test_a_terminal_without_the_ellipsis_gets_a_question_mark(data_dir: Path) -> None:
+    """On a Latin-1 terminal the '\u2026' of a cut cell crashed the table (UnicodeEncodeError,
+    exit 5, "a bug in opsaudit"): what the terminal's encoding cannot carry is replaced."""
+    sql = "SELECT raw FROM operations WHERE id = 'o1'"
+    utf8 = invoke("query", "--data-dir", str(data_dir), sql)
+    assert "\u2026\n(1 row)" in utf8.stdout
+    latin1 = CliRunner(charset="latin-1").invoke(cli, ["query", "--data-dir", str(data_dir), sql])
+    assert (latin1.exit_code, latin1.stdout) == (0, utf8.stdout.replace("\u2026", "?"))
+
+
 def test_query_json_keeps_every_column_of_a_join(data_dir: Path) -> None:
     # A join's `SELECT *` names `id` and `created_at` twice: as keys of one object the project's
     # values replaced the operation's, silently (a new user's first hour, thirteenth review).

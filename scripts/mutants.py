@@ -3422,6 +3422,20 @@ MUTANTS = [
         "            raise\n",
         ("tests/analytics/test_cli.py::test_a_terminal_without_the_ellipsis_gets_a_question_mark",),
     ),
+    Mutant(
+        "more-line-total-without-separators",  # "(10 of 2956 rows; 2,946 more ...)"
+        "exporter/analytics/report_text.py",
+        "({top:,} of {total:,} rows;",
+        "({top:,} of {total} rows;",
+        (f"{HEADLINE}::test_the_more_line_carries_thousands_separators",),
+    ),
+    Mutant(
+        "threshold-count-without-separators",  # "threshold: 3194 operation(s) ..."
+        "exporter/ops/check.py",
+        'f"{int(value):,} operation(s) of',
+        'f"{int(value)} operation(s) of',
+        ("tests/ops/test_check.py::test_a_threshold_count_carries_thousands_separators",),
+    ),
 ]
 
 

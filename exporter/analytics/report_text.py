@@ -153,7 +153,7 @@ def _table_top(
         return render(columns, rows, "table", thousands=True)
     shown = render(columns, rows[:top], "table", thousands=True).rstrip("\n").rsplit("\n", 1)[0]
     more = total - top
-    return f"{shown}\n({top} of {total} rows; {more:,} more with --all or --top N)\n"
+    return f"{shown}\n({top:,} of {total:,} rows; {more:,} more with --all or --top N)\n"
 
 
 def _human(report: Report, fmt: str, top: int | None = None) -> str:

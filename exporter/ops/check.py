@@ -412,7 +412,7 @@ def _check_state(
                 Finding(
                     "open_not_reread",
                     pid,
-                    f"project {pid}: {stale} open operation(s) not re-read for more than "
+                    f"project {pid}: {stale:,} open operation(s) not re-read for more than "
                     f"{format_duration(reread_max_age)} (oldest check {_stamp(oldest)})",
                 )
             )
@@ -591,6 +591,6 @@ def _threshold_message(t: Threshold, value: float, stuck_after: dt.timedelta) ->
         )
     created = "" if t.window is None else f" created in the last {format_duration(t.window)}"
     return (
-        f"{int(value)} operation(s) of {scope}{created} not terminal "
+        f"{int(value):,} operation(s) of {scope}{created} not terminal "
         f"{format_duration(stuck_after)} after creation ({t.text})"
     )

@@ -142,6 +142,21 @@ def wide(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return data_dir
 
 
+def test_the_more_line_carries_thousands_separators(tmp_path: Path) -> None:
+    """ "(10 of 2956 rows; 2,946 more ...)": the total had no separators (README: counts carry
+    them), nor a --top of a thousand or more."""
+    start = dt.datetime(2025, 1, 20, tzinfo=UTC)
+    specs = [
+        (f"s{k}", "p1", "ep1", "start_compute", "running", 0, None, start, 1, None, 1)
+        for k in range(1234)
+    ]
+    write_versions(tmp_path, specs, "run-1")
+    out = invoke("report", "--data-dir", str(tmp_path)).stdout
+    assert out.count("(10 of 1,234 rows; 1,224 more with --all or --top N)\n") == 1  # stuck
+    top = invoke("report", "--data-dir", str(tmp_path), "--top", "1000").stdout
+    assert top.count("(1,000 of 1,234 rows; 234 more with --all or --top N)\n") == 1
+
+
 def test_headline_cuts_to_three_actions(wide: Path) -> None:
     con = connect(wide)
     try:

@@ -79,12 +79,22 @@ def iso(when: dt.datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def analytics_dataset(data_dir: Path) -> Path:
-    """The hand-computed dataset of tests/analytics/conftest.py, written into `data_dir`."""
+def _analytics() -> ModuleType:
+    """tests/analytics/conftest.py, whose writers make the datasets of hand-made rows."""
     spec = importlib.util.spec_from_file_location(
         "analytics_conftest", ROOT / "tests" / "analytics" / "conftest.py"
     )
     assert spec is not None and spec.loader is not None
     module: ModuleType = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.write_dataset(data_dir)  # type: ignore[no-any-return]
+    return module
+
+
+def analytics_dataset(data_dir: Path) -> Path:
+    """The hand-computed dataset of tests/analytics/conftest.py, written into `data_dir`."""
+    return _analytics().write_dataset(data_dir)  # type: ignore[no-any-return]
+
+
+def write_versions(data_dir: Path, specs: list[tuple[Any, ...]], run_id: str) -> None:
+    """Version rows written as one sync run would (tests/analytics/conftest.py)."""
+    _analytics().write_versions(data_dir, specs, run_id)

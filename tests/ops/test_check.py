@@ -23,6 +23,7 @@ from .conftest import (
     stamp,
     state_rows,
     state_write,
+    write_versions,
 )
 
 TERMINAL = ("finished", "cancelled", "skipped")
@@ -254,6 +255,22 @@ def test_thresholds_on_the_data(tmp_path: Path) -> None:
         "threshold: failure rate of start_compute over the last 7d is 33.3% "
         "(failure_rate(start_compute) > 5% over 7d); most: start_compute failed 2 times on br-p1",
         "threshold: 4 operation(s) of all actions not terminal 1h after creation (stuck > 0)",
+    ]
+
+
+def test_a_threshold_count_carries_thousands_separators(tmp_path: Path) -> None:
+    """ "threshold: 3194 operation(s) ...": no separators, unlike every other count."""
+    start = dt.datetime(2025, 1, 12, tzinfo=dt.timezone.utc)
+    specs = [
+        (f"s{k}", "p1", "ep1", "start_compute", "running", 0, None, start, 1, None, 1)
+        for k in range(1234)
+    ]
+    write_versions(tmp_path, specs, "run-1")
+    args = ["--as-of", "2025-01-12T14:00:00Z", "--fail-on", "stuck > 0"]
+    result = invoke("check", "--data-dir", str(tmp_path), *args)
+    assert result.exit_code == 8
+    assert result.stdout.splitlines()[1:] == [
+        "threshold: 1,234 operation(s) of all actions not terminal 1h after creation (stuck > 0)"
     ]
 
 

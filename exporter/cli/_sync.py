@@ -413,8 +413,10 @@ def status_command(
 def compact_command(
     data_dir: Path | str, storage_options: tuple[str, ...], wait_for_lock: bool
 ) -> None:
-    """Merge small Parquet files (sync also does this at the end of each run); on object
-    storage OPTIMIZE, then VACUUM with a 24-hour retention."""
+    """Merge small Parquet files (sync also does this at the end of each run): a month's
+    files under 500,000 rows are merged once there are 32 of them, fewer are left as they are
+    ("removed 0 file(s)"). On object storage OPTIMIZE of every month with two or more, then
+    VACUUM with a 24-hour retention."""
     lean_allocators()  # before pyarrow is imported
     from exporter.store.opener import open_store
 

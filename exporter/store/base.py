@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 # Compaction: merge a partition's small files once there are this many of them (so a partition
 # holds at most this many small files plus its big ones). Files of BIG_FILE_ROWS or more are left
 # alone, so a busy month is not rewritten again and again; merging streams file by file, so its
-# memory is one input file, not the partition.
+# memory is one input file, not the partition. Both numbers are in `opsaudit compact --help`
+# and the README.
 COMPACT_MIN_FILES = 32
 BIG_FILE_ROWS = 500_000
 

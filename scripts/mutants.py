@@ -3296,6 +3296,28 @@ MUTANTS = [
         '            "clock", "error", skewed,',
         '            "clock", "warn", skewed,',
         ("tests/ops/test_doctor.py::test_a_host_clock_far_from_the_apis_is_an_error",),
+        "reason-phrase-unredacted",  # 403 Forbidden for key <key>: the whole key on stderr
+        "exporter/api/client.py",
+        "    reason = _server_text(response.reason_phrase)\n",
+        "    reason = response.reason_phrase\n",
+        (
+            "tests/sync/test_http.py::test_a_reason_phrase_naming_the_key_is_redacted",
+            f"{ROBUST}::test_9_a_status_line_naming_the_key_is_redacted_in_every_report",
+        ),
+    ),
+    Mutant(
+        "server-text-cut-before-redaction",  # a key split by the cut: its first part printed
+        "exporter/api/client.py",
+        "    return redact(text)[:limit]\n",
+        "    return redact(text[:limit])\n",
+        ("tests/sync/test_http.py::test_a_key_the_cut_would_split_is_redacted_before_the_cut",),
+    ),
+    Mutant(
+        "server-error-message-unbounded",  # a 2 MB message copied into every record
+        "exporter/api/client.py",
+        '            message = _server_text(str(body.get("message") or ""))\n',
+        '            message = redact(str(body.get("message") or ""))\n',
+        ("tests/sync/test_http.py::test_a_huge_error_message_is_bounded",),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

@@ -135,10 +135,17 @@ class _Retryable(Exception):
         self.status = status
 
 
+def _server_text(text: str, limit: int = 200) -> str:
+    """A text the server (or a connection error) wrote, as a message may carry it: redacted,
+    then cut. Cut first, a key the cut split slipped past redaction (53 of its 64 characters in
+    stderr and the state); never cut, a 2 MB error message was copied into every record."""
+    return redact(text)[:limit]
+
+
 def _reason(exc: BaseException) -> str:
     """A connection error's own words ("[Errno 111] Connection refused"), redacted, short."""
     text = str(exc).strip() or type(exc).__name__
-    return redact(text.splitlines()[0])[:200]
+    return _server_text(text.splitlines()[0])
 
 
 def _retry_after_seconds(response: Response) -> float | None:
@@ -156,19 +163,21 @@ def _retry_after_seconds(response: Response) -> float | None:
 
 
 def _error_message(response: Response) -> tuple[str, str | None]:
-    """The server's message and request id, from the JSON error body or the header."""
+    """The server's message and request id, from the JSON error body or the header, or its
+    status line's reason phrase (a gateway's may name the key): each redacted and bounded."""
     request_id = response.headers.get("X-Neon-Ret-Request-Id")
     message = ""
     try:
         body = orjson.loads(response.content)
         if isinstance(body, dict):
-            message = redact(str(body.get("message") or ""))
+            message = _server_text(str(body.get("message") or ""))
             request_id = request_id or body.get("request_id")
     except orjson.JSONDecodeError:
         pass
     if request_id is not None:
-        request_id = redact(str(request_id))[:100]
-    return message or response.reason_phrase or f"HTTP {response.status_code}", request_id
+        request_id = _server_text(str(request_id), 100)
+    reason = _server_text(response.reason_phrase)
+    return message or reason or f"HTTP {response.status_code}", request_id
 
 
 # Beyond this (seconds), this host's clock and the API's differ by more than the minute of skew
@@ -616,7 +625,7 @@ class ApiClient:
         if status in _RETRY_STATUSES:
             retry_after = _retry_after_seconds(response)
             rid = f" (request id {request_id})" if request_id else ""
-            reason = f"HTTP {status} {message[:200]}{rid}"
+            reason = f"HTTP {status} {message}{rid}"
             if retry_after is not None and retry_after > self.retry.max_elapsed:
                 # No budget waits that out (time.sleep raised OverflowError on inf: exit 5, "a
                 # bug"); nor is the pacer pushed back by it, which would stall every request.

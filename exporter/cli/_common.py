@@ -262,7 +262,7 @@ JSON_ERRORS = "opsaudit.json_errors"
 
 
 def echo_error(message: str, **fields: Any) -> None:
-    """`Error: message` on stderr, or one JSON object when the command logs JSON."""
+    """`Error: message` (redacted: it may quote the server) on stderr, or one JSON object."""
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.meta.get(JSON_ERRORS):
         import orjson
@@ -271,12 +271,12 @@ def echo_error(message: str, **fields: Any) -> None:
             "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "level": "error",
             "logger": "opsaudit",
-            "message": message,
+            "message": redact(message),
             **fields,
         }
         click.echo(orjson.dumps(entry, default=str).decode(), err=True)
     else:
-        click.echo(f"Error: {message}", err=True)
+        click.echo(f"Error: {redact(message)}", err=True)
 
 
 class _NumpyOutOfReach:

@@ -882,10 +882,10 @@ class _Run:
                 page_limit=int(remembered) if remembered else PROJECTS_PAGE,
             )
         except AuthError as exc:
-            summary.outcome, summary.error = Outcome.AUTH_FAILED, str(exc)
+            summary.outcome, summary.error = Outcome.AUTH_FAILED, redact(str(exc))
             return
         except ApiError as exc:
-            summary.outcome, summary.error = Outcome.FAILED, f"discovery failed: {exc}"
+            summary.outcome, summary.error = Outcome.FAILED, redact(f"discovery failed: {exc}")
             if isinstance(exc, NotFoundError) and not config.org_ids:
                 # The API answers its listings for any key (401/403 otherwise): a 404 there
                 # is another server, or its root without the API's path (an --org-id of no

@@ -21,7 +21,7 @@ import pytest
 from exporter.api.client import ApiClient, RetryPolicy
 from exporter.api.http import Connections, ReadTimeout, Timeout
 from exporter.api.pacing import Pacer
-from exporter.core.errors import TransientError
+from exporter.core.errors import ApiError, TransientError
 
 FAST = {"backoff_initial": 0.001, "backoff_max": 0.002}
 
@@ -44,8 +44,8 @@ class _Handler(BaseHTTPRequestHandler):
         srv = self.server
         srv.requests.append((self.path, dict(self.headers)))
         if srv.status != 200:
-            message = json.dumps({"message": "unavailable", "request_id": "r-1"}).encode()
-            self.send_response(srv.status)
+            message = json.dumps({"message": srv.message, "request_id": "r-1"}).encode()
+            self.send_response(srv.status, srv.reason)
             if srv.retry_after is not None:
                 self.send_header("Retry-After", srv.retry_after)
             self.send_header("Content-Length", str(len(message)))
@@ -78,6 +78,8 @@ def server() -> Iterator[Any]:
     srv.close_after = False
     srv.status = 200
     srv.retry_after = None
+    srv.message = "unavailable"
+    srv.reason = None  # the status line's reason phrase (None: the standard one)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     yield srv
@@ -423,3 +425,46 @@ def test_https_pages_from_a_server_the_bundle_trusts(
     assert path == "/api/v2/projects/p-1/operations?limit=1000"
     assert headers["Authorization"] == f"Bearer {KEY}"
     assert len(tls_server.requests) == 2
+
+
+# -- what the server wrote, in an error: redacted, then bounded ------------------------------------
+
+OPERATIONS_ROUTE = "GET /projects/{project_id}/operations"
+
+
+def _error_of(server: Any) -> str:
+    with (
+        _client(server, retry=RetryPolicy(max_attempts=1, **FAST)) as client,
+        pytest.raises(ApiError) as caught,
+    ):
+        client.list_operations("p-1", limit=1000)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("status", [403, 503])
+def test_a_reason_phrase_naming_the_key_is_redacted(server: Any, status: int) -> None:
+    """A gateway's status line `HTTP/1.1 403 Forbidden for key <key>` (no JSON message) was the
+    error's text as sent: the whole key in stderr, the run summary and RunSummary.error."""
+    server.status, server.message, server.reason = status, "", f"Forbidden for key {KEY}"
+    said = {
+        403: f"{OPERATIONS_ROUTE}: HTTP 403: Forbidden for key [REDACTED] (request id r-1)",
+        503: f"{OPERATIONS_ROUTE} kept failing after 1 attempts: "
+        "HTTP 503 Forbidden for key [REDACTED] (request id r-1)",
+    }
+    assert _error_of(server) == said[status]
+
+
+def test_a_key_the_cut_would_split_is_redacted_before_the_cut(server: Any) -> None:
+    """A retried 503's message was cut at 200 characters, then redacted: a key straddling the
+    cut was no longer whole, and its first part was printed and stored."""
+    server.status, server.message, server.reason = 503, "", "x" * 190 + KEY
+    assert _error_of(server) == (
+        f"{OPERATIONS_ROUTE} kept failing after 1 attempts: "
+        f"HTTP 503 {'x' * 190}[REDACTED] (request id r-1)"
+    )
+
+
+def test_a_huge_error_message_is_bounded(server: Any) -> None:
+    """A 400 with a 2 MB message was copied whole: 12 MB of stderr, 6 MB per sync_runs row."""
+    server.status, server.message = 400, "E" * 2_000_000
+    assert _error_of(server) == f"{OPERATIONS_ROUTE}: HTTP 400: {'E' * 200} (request id r-1)"

@@ -7,14 +7,17 @@ simulator over HTTP and real files; each fails when its mechanism is removed.
 from __future__ import annotations
 
 import codecs
+import json
 import math
 import os
 import resource
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +149,52 @@ def test_9_a_server_echoing_the_key_never_gets_it_printed_or_stored(
     con = connect(data_dir)
     [(stored,)] = con.execute("SELECT last_error FROM projects WHERE id = ?", [victim]).fetchall()
     assert "Bearer [REDACTED]" in stored and key not in stored
+
+
+class _KeyInStatusLine(BaseHTTPRequestHandler):
+    """A gateway answering every request `403 Forbidden for key <the key it was sent>`."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        key = self.headers["Authorization"].split(" ", 1)[1]
+        self.send_response(403, f"Forbidden for key {key}")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_9_a_status_line_naming_the_key_is_redacted_in_every_report(tmp_path: Path) -> None:
+    """The reason phrase was the error's text as sent: `Error: discovery failed: GET /projects:
+    HTTP 403: Forbidden for key napi...` (the whole key), in the JSON summary's error too."""
+    key = "napi0a1b2c3d4e5f6g7h8i9j0k1l2m3n4o5p6q7r8s9t0u1v2w3x4y5z6a7b8c9"
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _KeyInStatusLine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/api/v2"
+    try:
+        result = CliRunner().invoke(
+            cli,
+            [
+                "sync",
+                "--data-dir",
+                str(tmp_path / "data"),
+                "--base-url",
+                url,
+                "--log-format",
+                "json",
+            ],
+            env={"NEON_API_KEY": key},
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    said = "discovery failed: GET /projects: HTTP 403: Forbidden for key [REDACTED]"
+    assert result.exit_code == 5
+    assert json.loads(result.stderr.splitlines()[-1])["message"] == said
+    assert json.loads(result.stdout.splitlines()[-1])["error"] == said
+    assert key not in result.stderr + result.stdout
 
 
 def test_9_sync_config_repr_hides_the_key(tmp_path: Path) -> None:

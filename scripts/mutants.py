@@ -448,8 +448,8 @@ MUTANTS = [
     Mutant(
         "redaction-removed",
         "exporter/core/errors.py",
-        '    """`text` with every registered secret and any `Bearer <token>` replaced by [REDACTED]."""\n',
-        '    """`text` with every registered secret and any `Bearer <token>` replaced by [REDACTED]."""\n    return text\n',
+        '    by [REDACTED]."""\n',
+        '    by [REDACTED]."""\n    return text\n',
         (f"{ROBUST}::test_9_a_server_echoing_the_key_never_gets_it_printed_or_stored",),
     ),
     Mutant(
@@ -3318,6 +3318,20 @@ MUTANTS = [
         '            message = _server_text(str(body.get("message") or ""))\n',
         '            message = redact(str(body.get("message") or ""))\n',
         ("tests/sync/test_http.py::test_a_huge_error_message_is_bounded",),
+    ),
+    Mutant(
+        "encoded-key-not-redacted",  # the key percent-encoded or in base64: printed, stored
+        "exporter/core/errors.py",
+        "            _SECRETS.update(_written_forms(secret))\n",
+        "            _SECRETS.add(secret)\n",
+        ("tests/sync/test_http.py::test_the_key_url_encoded_or_in_base64_is_redacted",),
+    ),
+    Mutant(
+        "base64-key-at-one-alignment",  # a Basic header of "ops:<key>": the key's base64 kept
+        "exporter/core/errors.py",
+        "    for skip in range(3):  # bytes of other text before the secret's first byte\n",
+        "    for skip in range(1):  # bytes of other text before the secret's first byte\n",
+        ("tests/sync/test_http.py::test_the_key_url_encoded_or_in_base64_is_redacted",),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

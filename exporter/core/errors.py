@@ -6,10 +6,12 @@ codes. No message ever contains the API key.
 
 from __future__ import annotations
 
+import base64
 import enum
 import os
 import re
 import threading
+from urllib.parse import quote, quote_plus
 
 
 class ExitCode(enum.IntEnum):
@@ -140,20 +142,39 @@ class ReadOnlyError(QueryError):
 
 _SECRETS: set[str] = set()
 _SECRETS_LOCK = threading.Lock()
+_LOWER_HEX = re.compile(r"%[0-9A-F]{2}")  # %2F as %2f: servers write either
 _BEARER = re.compile(r"(?i)\b(bearer)(\s+|%20|\+)[^\s\"',;&]+")
 REDACTED = "[REDACTED]"
 
 
 def register_secret(secret: str) -> None:
-    """Redact `secret` from every text passed to `redact` in this process."""
+    """Redact `secret` from every text passed to `redact` in this process, as written and as a
+    server may quote it: percent-encoded, or in base64 (a Basic header of "user:key")."""
     if secret:
         with _SECRETS_LOCK:
-            _SECRETS.add(secret)
+            _SECRETS.update(_written_forms(secret))
+
+
+def _written_forms(secret: str) -> set[str]:
+    """`secret` and its encoded forms. In a longer base64 text the secret's bytes may begin at
+    any of three alignments: each alignment's characters made of the secret's bytes alone (its
+    core) are the same whatever comes before or after, so the core is what is redacted."""
+    forms = {secret}
+    for encoded in (quote(secret, safe=""), quote(secret), quote_plus(secret)):
+        forms |= {encoded, _LOWER_HEX.sub(lambda m: m[0].lower(), encoded)}
+    raw = secret.encode()
+    for skip in range(3):  # bytes of other text before the secret's first byte
+        whole = base64.b64encode(bytes(skip) + raw).decode()
+        core = whole[-(-skip * 8 // 6) : (skip + len(raw)) * 8 // 6]
+        forms |= {core, core.replace("+", "-").replace("/", "_")}  # and base64url
+    # A core too short to be told from other text is no secret's form (a test key of 3 bytes).
+    return {form for form in forms if form == secret or len(form) >= 8}
 
 
 def redact(text: str) -> str:
-    """`text` with every registered secret and any `Bearer <token>` replaced by [REDACTED]."""
-    for secret in _SECRETS:
+    """`text` with every registered secret (any of its forms) and any `Bearer <token>` replaced
+    by [REDACTED]."""
+    for secret in sorted(_SECRETS, key=len, reverse=True):  # a longer form before its part
         if secret in text:
             text = text.replace(secret, REDACTED)
     return _BEARER.sub(lambda m: f"{m[1]}{m[2]}{REDACTED}", text)

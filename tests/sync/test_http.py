@@ -468,3 +468,23 @@ def test_a_huge_error_message_is_bounded(server: Any) -> None:
     """A 400 with a 2 MB message was copied whole: 12 MB of stderr, 6 MB per sync_runs row."""
     server.status, server.message = 400, "E" * 2_000_000
     assert _error_of(server) == f"{OPERATIONS_ROUTE}: HTTP 400: {'E' * 200} (request id r-1)"
+
+
+def test_the_key_url_encoded_or_in_base64_is_redacted(server: Any) -> None:
+    """Only the key as written was redacted: a gateway quoting it percent-encoded (a query it
+    echoed) or in base64 (a Basic header of "ops:<key>") had it printed and stored."""
+    key = "napi_Sup3r+S3cret/Key=XYZ"
+    server.status = 403
+    server.message = (
+        "bad key napi_Sup3r%2BS3cret%2FKey%3DXYZ or napi_Sup3r%2bS3cret%2fKey%3dXYZ, "
+        "bmFwaV9TdXAzcitTM2NyZXQvS2V5PVhZWg==, Basic b3BzOm5hcGlfU3VwM3IrUzNjcmV0L0tleT1YWVo="
+    )
+    with (
+        ApiClient(_url(server), key, retry=RetryPolicy(max_attempts=1)) as client,
+        pytest.raises(ApiError) as caught,
+    ):
+        client.list_operations("p-1", limit=1000)
+    assert str(caught.value) == (
+        f"{OPERATIONS_ROUTE}: HTTP 403: bad key [REDACTED] or [REDACTED], "
+        "[REDACTED]g==, Basic b3BzOm[REDACTED]o= (request id r-1)"
+    )

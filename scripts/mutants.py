@@ -746,7 +746,7 @@ MUTANTS = [
     Mutant(
         "base-url-credentials-accepted",  # a password before the host taken and printed
         "exporter/api/client.py",
-        '    if "@" in parts.netloc:\n',
+        '    if "@" in base_url:\n',
         "    if False:\n",
         (f"{STORAGE}::test_a_secret_in_the_base_url_is_refused_and_never_printed",),
     ),
@@ -3332,6 +3332,21 @@ MUTANTS = [
         "    for skip in range(3):  # bytes of other text before the secret's first byte\n",
         "    for skip in range(1):  # bytes of other text before the secret's first byte\n",
         ("tests/sync/test_http.py::test_the_key_url_encoded_or_in_base64_is_redacted",),
+    ),
+    Mutant(
+        "base-url-at-after-a-slash-accepted",  # admin:12345/S3cret@h: host admin, port 12345
+        "exporter/api/client.py",
+        '    if "@" in base_url:\n',
+        '    if "@" in parts.netloc:\n',
+        (f"{STORAGE}::test_a_secret_in_the_base_url_is_refused_and_never_printed",),
+    ),
+    Mutant(
+        "shown-url-userinfo-up-to-the-first-slash",  # user:Pa/ssW0rd@host printed whole
+        "exporter/api/client.py",
+        """    return f"{scheme}{sep}{rest.rpartition('@')[2]}".split("?")[0].split("#")[0]\n""",
+        """    head, slash, path = rest.partition("/")\n"""
+        """    return f"{scheme}{sep}{head.rpartition('@')[2]}{slash}{path}".split("?")[0]\n""",
+        (f"{STORAGE}::test_a_secret_in_the_base_url_is_refused_and_never_printed",),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

@@ -213,13 +213,11 @@ def validate_base_url(base_url: str) -> str:
 
 def _shown(base_url: str) -> str:
     """`base_url` as an error may print it: without credentials before the host, a query
-    string or a fragment (secrets, PRODUCT.md), whether or not the rest parses."""
+    string or a fragment (secrets, PRODUCT.md), whether or not the rest parses. The userinfo
+    ends at the last "@", as `events.webhook.safe_url` has it: a password may hold a "/", "?"
+    or "#" (cut at the first of those, `http://user:Pa/ssW0rd@host` was printed whole)."""
     scheme, sep, rest = base_url.partition("//")
-    if not sep:
-        return base_url.split("?")[0].split("#")[0]
-    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
-    host = rest[:end].rpartition("@")[2]
-    return f"{scheme}//{host}{rest[end:]}".split("?")[0].split("#")[0]
+    return f"{scheme}{sep}{rest.rpartition('@')[2]}".split("?")[0].split("#")[0]
 
 
 def _base_url_problem(base_url: str) -> str | None:
@@ -229,8 +227,10 @@ def _base_url_problem(base_url: str) -> str | None:
         return "is not a valid URL"
     if parts.scheme not in ("http", "https") or not parts.netloc:
         return "is not an http(s) URL"
-    if "@" in parts.netloc:
-        # Never sent (the key goes in a header) and printed wherever the URL is: refused.
+    if "@" in base_url:
+        # Never sent (the key goes in a header) and printed wherever the URL is: refused. Any
+        # "@": a password holding "/" or "?" ends the host early (http://admin:12345/S3cret@h
+        # was taken for host admin, port 12345, and printed in every connect error).
         return "holds credentials before the host; the API key goes in NEON_API_KEY"
     if parts.query or parts.fragment or base_url.endswith(("?", "#")):
         return "has a query string or a fragment, which may hold tokens (not accepted)"

@@ -212,6 +212,21 @@ def test_bad_base_url_is_usage_error(tmp_path: Path, url: str, problem: str) -> 
             "https://console.example/api/v2",
             "holds credentials before the host; the API key goes in NEON_API_KEY",
         ),
+        # A "/", "?" or "#" in the password: the userinfo ends at the last "@" (it was shown,
+        # or cut short, or taken for a host and port and accepted).
+        *(
+            (
+                f"http://{userinfo}@127.0.0.1:18090/api/v2",
+                "http://127.0.0.1:18090/api/v2",
+                "holds credentials before the host; the API key goes in NEON_API_KEY",
+            )
+            for userinfo in ("user:Pa/s3cr3t-pw", "user:Pa?s3cr3t-pw", "user:Pa#s3cr3t-pw")
+        ),
+        (
+            "http://admin:12345/s3cr3t-pw@127.0.0.1:18090/api/v2",
+            "http://127.0.0.1:18090/api/v2",
+            "holds credentials before the host; the API key goes in NEON_API_KEY",
+        ),
         (
             "https://console.example/api/v2?token=s3cr3t-pw",
             "https://console.example/api/v2",

@@ -3349,6 +3349,13 @@ MUTANTS = [
         (f"{STORAGE}::test_a_secret_in_the_base_url_is_refused_and_never_printed",),
     ),
     Mutant(
+        "webhook-secret-not-text-a-bug",  # a non-UTF-8 secret file: exit 5, "a bug"
+        "exporter/events/webhook.py",
+        '    except UnicodeDecodeError:  # exit 5, "a bug", before; as --api-key-file says it\n',
+        "    except ZeroDivisionError:\n",
+        (f"{WEBHOOK}::test_a_webhook_secret_file_that_is_not_text_is_a_usage_error",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

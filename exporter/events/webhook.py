@@ -93,6 +93,10 @@ def read_webhook_secret(path: Path) -> bytes:
         raise ConfigError(
             f"--webhook-secret-file {path}: cannot read it ({exc.strerror})"
         ) from None
+    except UnicodeDecodeError:  # exit 5, "a bug", before; as --api-key-file says it
+        raise ConfigError(
+            f"--webhook-secret-file {path} is not text (UTF-8): save the secret as plain text"
+        ) from None
     encoded = text.removeprefix("whsec_")
     try:
         key = base64.b64decode(encoded, validate=True)

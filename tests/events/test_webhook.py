@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from exporter.cli import cli
 from exporter.core.errors import ConfigError
 from exporter.events.webhook import read_webhook_secret, validate_webhook_url
 
@@ -140,6 +142,33 @@ def test_cli_refuses_an_unsendable_url_with_exit_2_and_shows_no_secret(tmp_path:
         assert run.stderr.splitlines()[-1] == f"Error: --webhook {text}"
         assert "TOPSECRET" not in run.stderr and "TÖPSECRET" not in run.stderr
     assert not (tmp_path / "data").exists()  # no run began, none is recorded
+
+
+def test_a_webhook_secret_file_that_is_not_text_is_a_usage_error(tmp_path: Path) -> None:
+    """A byte that is not UTF-8 in the file was a UnicodeDecodeError out of the read: exit 5,
+    "a bug"; it is refused as --api-key-file's is."""
+    secret = tmp_path / "webhook.secret"
+    secret.write_bytes(b"whsec_abc\xff\n")
+    result = CliRunner().invoke(
+        cli,
+        [
+            "sync",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--base-url",
+            "http://127.0.0.1:9/api/v2",
+            "--webhook",
+            "http://127.0.0.1:1/h",
+            "--webhook-secret-file",
+            str(secret),
+        ],
+        env={"NEON_API_KEY": "unused"},  # refused before any request
+    )
+    assert (result.exit_code, result.stderr.splitlines()[-1]) == (
+        2,
+        f"Error: --webhook-secret-file {secret} is not text (UTF-8): save the secret as plain text",
+    )
+    assert not (tmp_path / "data").exists()
 
 
 @pytest.mark.parametrize(

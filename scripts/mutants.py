@@ -753,7 +753,7 @@ MUTANTS = [
     Mutant(
         "base-url-error-prints-it-whole",  # the error echoes a password or token as typed
         "exporter/api/client.py",
-        '            f"--base-url {_shown(base_url)!r} {problem}; expected something like {',
+        '            f"--base-url {redact_url(base_url)!r} {problem}; expected something like {',
         '            f"--base-url {base_url!r} {problem}; expected something like {',
         (f"{STORAGE}::test_a_secret_in_the_base_url_is_refused_and_never_printed",),
     ),
@@ -3342,7 +3342,7 @@ MUTANTS = [
     ),
     Mutant(
         "shown-url-userinfo-up-to-the-first-slash",  # user:Pa/ssW0rd@host printed whole
-        "exporter/api/client.py",
+        "exporter/core/errors.py",
         """    return f"{scheme}{sep}{rest.rpartition('@')[2]}".split("?")[0].split("#")[0]\n""",
         """    head, slash, path = rest.partition("/")\n"""
         """    return f"{scheme}{sep}{head.rpartition('@')[2]}{slash}{path}".split("?")[0]\n""",
@@ -3354,6 +3354,16 @@ MUTANTS = [
         '    except UnicodeDecodeError:  # exit 5, "a bug", before; as --api-key-file says it\n',
         "    except ZeroDivisionError:\n",
         (f"{WEBHOOK}::test_a_webhook_secret_file_that_is_not_text_is_a_usage_error",),
+    ),
+    Mutant(
+        "help-shows-configured-url-whole",  # base_url's password and token in every --help
+        "exporter/cli/_common.py",
+        '            extra["default"] = redact_url(extra["default"])\n',
+        '            extra["default"] = extra["default"]\n',
+        (
+            "tests/ops/test_cli_boundary.py::"
+            "test_help_shows_a_configured_url_default_without_its_secrets",
+        ),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

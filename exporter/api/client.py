@@ -41,6 +41,7 @@ from exporter.core.errors import (
     ScopeError,
     TransientError,
     redact,
+    redact_url,
     register_secret,
 )
 from exporter.core.model import DEFAULT_BASE_URL
@@ -206,18 +207,9 @@ def validate_base_url(base_url: str) -> str:
     problem = _base_url_problem(base_url)
     if problem is not None:
         raise ConfigError(
-            f"--base-url {_shown(base_url)!r} {problem}; expected something like {DEFAULT_BASE_URL}"
+            f"--base-url {redact_url(base_url)!r} {problem}; expected something like {DEFAULT_BASE_URL}"
         )
     return base_url.rstrip("/") + "/"
-
-
-def _shown(base_url: str) -> str:
-    """`base_url` as an error may print it: without credentials before the host, a query
-    string or a fragment (secrets, PRODUCT.md), whether or not the rest parses. The userinfo
-    ends at the last "@", as `events.webhook.safe_url` has it: a password may hold a "/", "?"
-    or "#" (cut at the first of those, `http://user:Pa/ssW0rd@host` was printed whole)."""
-    scheme, sep, rest = base_url.partition("//")
-    return f"{scheme}{sep}{rest.rpartition('@')[2]}".split("?")[0].split("#")[0]
 
 
 def _base_url_problem(base_url: str) -> str | None:

@@ -4,6 +4,7 @@ exit codes is `_group.OpsauditGroup`)."""
 from __future__ import annotations
 
 import codecs
+import functools
 import logging
 import os
 import sys
@@ -15,7 +16,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from exporter.core.errors import ConfigError, ExitCode, StorageError, missing_data_dir, redact
+from exporter.core.errors import (
+    ConfigError,
+    ExitCode,
+    StorageError,
+    missing_data_dir,
+    redact,
+    redact_url,
+)
 from exporter.core.model import DEFAULT_BASE_URL
 
 if TYPE_CHECKING:
@@ -86,9 +94,24 @@ class Identifier(click.ParamType):
         return str(value)
 
 
+class ConfiguredUrlOption(click.Option):
+    """An option a configuration file may set to a URL (`--base-url`, `--data-dir`): `--help`
+    shows that default as an error would, without userinfo, query or fragment (`base_url =
+    "https://u:pw@proxy/api/v2?token=..."` was printed whole under each command)."""
+
+    def get_help_extra(self, ctx: click.Context) -> Any:
+        extra = super().get_help_extra(ctx)
+        if "default" in extra:
+            extra["default"] = redact_url(extra["default"])
+        return extra
+
+
+# `click.option` of an option a configuration file may set to a URL.
+url_option = functools.partial(click.option, cls=ConfiguredUrlOption)
+
+
 def data_dir_option(f: F, *, urls: bool = True, several: bool = False) -> F:
-    """`--data-dir`, from $OPSAUDIT_DATA_DIR when not given, else ./opsaudit-data; `several`:
-    repeatable, as `data_dirs` (the readers read several datasets together)."""
+    """`--data-dir` ($OPSAUDIT_DATA_DIR, else ./opsaudit-data); `several`: as `data_dirs`."""
     if several:
         text = (
             "Directory holding the Parquet dataset and the state, or s3://bucket/prefix, "
@@ -102,7 +125,7 @@ def data_dir_option(f: F, *, urls: bool = True, several: bool = False) -> F:
         )
     else:
         text = "Directory holding the Parquet dataset and the state."
-    return click.option(
+    return url_option(
         "--data-dir",
         "data_dirs" if several else "data_dir",
         type=DataDir(urls),
@@ -205,7 +228,7 @@ def emit(text: str | bytes, output: Path | None) -> None:
 
 def api_options(f: F) -> F:
     """`--api-key-file` and `--base-url` (from $OPSAUDIT_BASE_URL when not given)."""
-    f = click.option(
+    f = url_option(
         "--base-url",
         envvar="OPSAUDIT_BASE_URL",
         show_envvar=True,

@@ -178,3 +178,12 @@ def redact(text: str) -> str:
         if secret in text:
             text = text.replace(secret, REDACTED)
     return _BEARER.sub(lambda m: f"{m[1]}{m[2]}{REDACTED}", text)
+
+
+def redact_url(url: str) -> str:
+    """`url` as a message or a help text may print it: without credentials before the host, a
+    query string or a fragment (secrets, PRODUCT.md), whether or not the rest parses. The
+    userinfo ends at the last "@", as `events.webhook.safe_url` has it: a password may hold a
+    "/", "?" or "#" (cut at the first of those, `http://user:Pa/ssW0rd@host` was printed whole)."""
+    scheme, sep, rest = url.partition("//")
+    return f"{scheme}{sep}{rest.rpartition('@')[2]}".split("?")[0].split("#")[0]

@@ -369,6 +369,26 @@ def test_text_logs_carry_the_facts_json_logs_carry(make_sim: Any, tmp_path: Path
     ), line
 
 
+@pytest.mark.parametrize("where", ["opsaudit.toml", "pyproject.toml"])
+def test_help_shows_a_configured_url_default_without_its_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """--help printed the file's base_url and data_dir as written: a proxy's password and a
+    query token under every command."""
+    monkeypatch.chdir(tmp_path)
+    table = "[tool.opsaudit]\n" if where == "pyproject.toml" else ""
+    (tmp_path / where).write_text(
+        f"{table}base_url = "
+        '"https://u:HookPassw0rd@proxy.example.com/api/v2?token=QueryT0kenSecret"\n'
+        'data_dir = "s3://AKID:Stor3Secret@bucket/prefix?sig=Sig0Secret#frag"\n'
+    )
+    help_text = " ".join(invoke("sync", "--help").stdout.split())  # unwrapped
+    assert "default: https://proxy.example.com/api/v2]" in help_text
+    assert "default: s3://bucket/prefix]" in help_text
+    for secret in ("HookPassw0rd", "QueryT0kenSecret", "Stor3Secret", "Sig0Secret", "frag"):
+        assert secret not in help_text
+
+
 def test_a_config_file_sets_defaults_and_flags_and_environment_win(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -33,11 +33,8 @@ MODULE_EXCEPTIONS: dict[str, str] = {
     "exporter/store/lake/tables.py": "the Delta tables: open, commit, snapshot, compact, vacuum",
     "exporter/store/local/dataset.py": "the local store: staged commit with its two records, "
     "their one-time migration, recovery, compaction",
-    "exporter/cli/_common.py": "the options shared by several commands (their types, their "
-    "option class), logging and progress",
     "exporter/simulator/_world.py": "the simulated platform's state: operations, names, controls",
     "exporter/analytics/html.py": "the one page: its headline, tables and five charts",
-    "exporter/cli/_common.py": "the commands' shared options, output, logging and progress",
 }
 
 # "path:qualified.name" -> why it is still longer than MAX_FUNCTION_LINES.

@@ -3296,6 +3296,8 @@ MUTANTS = [
         '            "clock", "error", skewed,',
         '            "clock", "warn", skewed,',
         ("tests/ops/test_doctor.py::test_a_host_clock_far_from_the_apis_is_an_error",),
+    ),
+    Mutant(
         "reason-phrase-unredacted",  # 403 Forbidden for key <key>: the whole key on stderr
         "exporter/api/client.py",
         "    reason = _server_text(response.reason_phrase)\n",

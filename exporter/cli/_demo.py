@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
-from exporter.cli._common import DataDir, Progress, emit, lean_allocators, setup_logging
+from exporter.cli._common import DataDir, emit, lean_allocators, setup_logging
 from exporter.cli._group import short_help
+from exporter.cli._progress import Progress
 from exporter.demo import DEFAULT_DAYS, DEFAULT_PROJECTS, run_demo
 
 # The query suggested at the end: short, and it shows that the whole history is there.

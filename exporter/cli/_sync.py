@@ -16,7 +16,6 @@ import click
 from exporter.api.pacing import DEFAULT_MAX_RPS
 from exporter.cli._common import (
     Identifier,
-    Progress,
     api_options,
     data_dir_option,
     echo_error,
@@ -32,6 +31,7 @@ from exporter.cli._events import events_options
 from exporter.cli._group import short_help
 from exporter.cli._metrics import metrics_file_option, write_metrics_file
 from exporter.cli._ops import Duration, FiniteFloatRange
+from exporter.cli._progress import Progress
 from exporter.core.errors import ConfigError, ExitCode, OpsauditError
 from exporter.engine.settings import MAX_CONCURRENCY, max_requests_problem
 

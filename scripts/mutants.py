@@ -3368,6 +3368,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "compact-says-removed-on-object-storage",  # 29 "removed", none deleted for 24 h
+        "exporter/cli/_sync.py",
+        "    kept = (\n",
+        "    kept = \"\" and (\n",
+        ("tests/lake/test_sync_lake.py::test_readers_agree_with_a_local_run",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -415,7 +415,7 @@ def compact_command(
 ) -> None:
     """Merge small Parquet files (sync also does this at the end of each run): a month's
     files under 500,000 rows are merged once there are 32 of them, fewer are left as they are
-    ("removed 0 file(s)"). On object storage OPTIMIZE of every month with two or more, then
+    ("merged away 0 file(s)"). On object storage OPTIMIZE of every month with two or more, then
     VACUUM with a 24-hour retention."""
     lean_allocators()  # before pyarrow is imported
     from exporter.store.opener import open_store
@@ -428,7 +428,16 @@ def compact_command(
         removed = compact(dataset)
     finally:
         dataset.close()
-    click.echo(f"compaction removed {removed} file(s)")
+    from exporter.store.readers import is_url
+
+    # On object storage the merged files stay in the bucket (readers of older versions may
+    # still read them) until VACUUM finds them past its retention: "removed" read as deleted.
+    kept = (
+        " (on object storage the old ones are deleted once 24 hours old)"
+        if is_url(data_dir)
+        else ""
+    )
+    click.echo(f"compaction merged away {removed} file(s){kept}")
 
 
 sync_command.name = "sync"

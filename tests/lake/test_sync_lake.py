@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -330,6 +331,12 @@ def test_readers_agree_with_a_local_run(make_sim: Any, bucket: Bucket, tmp_path:
     assert ck.returncode in (0, 8), ck.stderr
     cp = _cli(["compact", "--data-dir", url, *_so(bucket)], env)
     assert cp.returncode == 0, cp.stderr
+    # Merged, not deleted: VACUUM deletes them once past its retention ("removed" read as gone).
+    assert re.fullmatch(
+        r"compaction merged away \d+ file\(s\) \(on object storage the old ones are deleted "
+        r"once 24 hours old\)\n",
+        cp.stdout,
+    ), cp.stdout
     c_after = _cli(["query", "--data-dir", url, *_so(bucket), "--format", "csv", counts], env)
     assert c_after.stdout == c_local.stdout
     import polars as pl

@@ -59,7 +59,8 @@ def test_compact_command(make_sim: Any, tmp_path: Path, monkeypatch: Any) -> Non
     before, summaries = len(part_files()), len(summary_files())
     result = CliRunner().invoke(cli, ["compact", "--data-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    removed = int(result.output.split()[2])
+    removed = int(result.output.split()[3])
+    assert result.output == f"compaction merged away {removed} file(s)\n"
     assert before - len(part_files()) >= 8 and summaries - len(summary_files()) >= 8
     assert removed == before - len(part_files()) + summaries - len(summary_files())
 

@@ -3223,8 +3223,8 @@ MUTANTS = [
     Mutant(
         "check-freshness-by-last-walk",  # stale_sync after budgeted --skip-idle runs
         "exporter/ops/check.py",
-        "    report.last_success_at = _at(last_success_us(runs, [p.current_at for p in projects]))\n",
-        "    report.last_success_at = _at(last_success_us(runs, [p.last_synced_at for p in projects]))\n",
+        "        [(p.current_at, p.first_seen_at) for p in projects if p.deleted_at is None],\n",
+        "        [(p.last_synced_at, p.first_seen_at) for p in projects if p.deleted_at is None],\n",
         (
             "tests/sync/test_skip_idle.py::test_a_project_left_idle_is_current_as_of_the_listing_that_showed_it",
         ),
@@ -3241,8 +3241,8 @@ MUTANTS = [
     Mutant(
         "metrics-freshness-by-last-walk",  # the last-success metric stale
         "exporter/ops/metrics.py",
-        "        last_walks = [p.current_at for p in state.projects_rows() if p.deleted_at is None]\n",
-        "        last_walks = [p.last_synced_at for p in state.projects_rows() if p.deleted_at is None]\n",
+        "        live = [p for p in state.projects_rows() if p.deleted_at is None]\n",
+        "        live = [p._replace(current_at=p.last_synced_at) for p in state.projects_rows() if p.deleted_at is None]\n",
         (
             "tests/sync/test_skip_idle.py::test_a_project_left_idle_is_current_as_of_the_listing_that_showed_it",
         ),
@@ -3259,8 +3259,8 @@ MUTANTS = [
     Mutant(
         "report-freshness-by-last-walk",  # report: stale after budgeted --skip-idle runs
         "exporter/analytics/report_figures.py",
-        '        f"SELECT current_at FROM projects WHERE {where}",\n',
-        '        f"SELECT last_synced_at FROM projects WHERE {where}",\n',
+        '        f"SELECT current_at, first_seen_at FROM projects WHERE {where}",\n',
+        '        f"SELECT last_synced_at, first_seen_at FROM projects WHERE {where}",\n',
         (
             "tests/sync/test_skip_idle.py::test_a_project_left_idle_is_current_as_of_the_listing_that_showed_it",
         ),
@@ -3371,8 +3371,17 @@ MUTANTS = [
         "compact-says-removed-on-object-storage",  # 29 "removed", none deleted for 24 h
         "exporter/cli/_sync.py",
         "    kept = (\n",
-        "    kept = \"\" and (\n",
+        '    kept = "" and (\n',
         ("tests/lake/test_sync_lake.py::test_readers_agree_with_a_local_run",),
+    ),
+    Mutant(
+        "one-project-run-makes-the-trail-current",  # sync --project X cleared stale_sync
+        "exporter/core/model.py",
+        "        if outcome == Outcome.OK and whole(started, ended):\n",
+        "        if outcome == Outcome.OK:\n",
+        (
+            "tests/ops/test_check.py::test_a_run_of_one_project_does_not_make_the_whole_trail_current",
+        ),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

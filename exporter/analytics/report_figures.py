@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from exporter.analytics.views import execute, sql_names_for
 from exporter.core.duck import duckdb
-from exporter.core.model import STOPPED_OUTCOMES, last_current
+from exporter.core.model import last_current
 
 __all__ = [
     "HEADLINE_BRANCHES",
@@ -327,7 +327,8 @@ def freshness(con: duckdb.DuckDBPyConnection, as_of: dt.datetime) -> dict[str, A
     dataset = "dataset" if several else "NULL"
     runs = fetch_records(
         con,
-        f"SELECT {dataset} AS dataset, finished_at, outcome, projects_ok, projects_total "
+        f"SELECT {dataset} AS dataset, started_at, finished_at, outcome, projects_ok, "
+        "projects_total "
         "FROM sync_runs WHERE finished_at IS NOT NULL ORDER BY finished_at",
     )
     labels = sorted({r["dataset"] for r in runs}) or [None]
@@ -338,7 +339,8 @@ def freshness(con: duckdb.DuckDBPyConnection, as_of: dt.datetime) -> dict[str, A
     for label in labels:
         own = [r for r in runs if r["dataset"] == label]
         current = last_current(
-            [(r["outcome"], r["finished_at"]) for r in own], _last_walks(con, own, label)
+            [(r["outcome"], r["started_at"], r["finished_at"]) for r in own],
+            _live_projects(con, label),
         )
         last = own[-1] if own else {}
         entry = {
@@ -359,20 +361,18 @@ def freshness(con: duckdb.DuckDBPyConnection, as_of: dt.datetime) -> dict[str, A
     return stalest
 
 
-def _last_walks(
-    con: duckdb.DuckDBPyConnection, runs: Sequence[Mapping[str, Any]], label: str | None
-) -> list[dt.datetime | None]:
-    """Each live project's `current_at` (its last walk, or a listing that showed it idle),
-    where the last run stopped early (budget, signal); else none is needed."""
-    if not runs or runs[-1]["outcome"] not in STOPPED_OUTCOMES:
-        return []
+def _live_projects(
+    con: duckdb.DuckDBPyConnection, label: str | None
+) -> list[tuple[dt.datetime | None, dt.datetime | None]]:
+    """Each live project's `current_at` (its last walk, or a listing that showed it idle) and
+    `first_seen_at`: which runs made the whole trail current (`core.model.last_current`)."""
     where = "deleted_at IS NULL" + ("" if label is None else " AND dataset = ?")
     _, rows = execute(
         con,
-        f"SELECT current_at FROM projects WHERE {where}",
+        f"SELECT current_at, first_seen_at FROM projects WHERE {where}",
         None if label is None else [label],
     )
-    return [r[0] for r in rows]
+    return [(r[0], r[1]) for r in rows]
 
 
 def _staler(entry: Mapping[str, Any], than: Mapping[str, Any]) -> bool:

@@ -192,22 +192,39 @@ Instant = TypeVar("Instant", int, dt.datetime)
 
 
 def last_current(
-    finished: Sequence[tuple[str, Instant]], last_walks: Sequence[Instant | None]
+    finished: Sequence[tuple[str, Instant, Instant]],
+    projects: Sequence[tuple[Instant | None, Instant | None]],
 ) -> Instant | None:
-    """When the trail was last known current, from the finished runs (outcome and when it
-    finished, oldest first) and each live project's `current_at` (its last completed walk, or a
-    later listing that showed it idle); None: never. What
-    `check` and the report's freshness both say.
+    """When the trail was last known current, from the finished runs (outcome, when it started
+    and when it finished, oldest first) and each live project's `current_at` (its last completed
+    walk, or a later listing that showed it idle) and `first_seen_at`; None: never. What
+    `check`, the metrics and the report's freshness all say.
 
-    A run with outcome ok finished with every project in scope complete. After budgeted or
-    interrupted runs, the trail is current as of the oldest project's `current_at`, once
-    every project has one (issue 19, finding 5: budgeted runs were never a success, `stale_sync`
-    for ever). A partial or failed last run adds nothing: a failing listing may hide projects
-    the state never saw."""
-    successes = [at for outcome, at in finished if outcome == Outcome.OK]
-    walks = [w for w in last_walks if w is not None]
-    if finished and finished[-1][0] in STOPPED_OUTCOMES and walks and len(walks) == len(last_walks):
-        successes.append(min(walks))
+    A run with outcome ok finished with every project in its scope complete; it made the whole
+    trail current only if its scope was the whole trail: every live project current since the
+    run started, but those first seen after it (a `sync --project X` exits 0 while the others
+    are stale: it cleared `stale_sync` and both alerts). After budgeted or interrupted runs, the
+    trail is current as of the oldest project's `current_at`, once every project has one (issue
+    19, finding 5: budgeted runs were never a success, `stale_sync` for ever). A partial or
+    failed last run adds nothing: a failing listing may hide projects the state never saw."""
+    currents = [c for c, _ in projects if c is not None]
+    oldest = min(currents) if len(currents) == len(projects) and currents else None
+
+    def whole(started: Instant, ended: Instant) -> bool:
+        if oldest is not None and oldest >= started:
+            return True  # the usual case, at no cost per project
+        return all(
+            (c is not None and c >= started) or (seen is not None and seen > ended)
+            for c, seen in projects
+        )
+
+    successes = []
+    for outcome, started, ended in reversed(finished):  # the newest that qualifies
+        if outcome == Outcome.OK and whole(started, ended):
+            successes.append(ended)
+            break
+    if finished and finished[-1][0] in STOPPED_OUTCOMES and oldest is not None:
+        successes.append(oldest)
     return max(successes, default=None)
 
 

@@ -34,7 +34,7 @@ from typing import Any, Literal, get_args
 from exporter.analytics.format import branch_failure_line, format_duration, jsonable
 from exporter.core.errors import ConfigError
 from exporter.core.layout import STATE_FILE, has_state
-from exporter.core.model import DOCUMENTED_ACTIONS, Outcome, RunRow, last_current
+from exporter.core.model import DOCUMENTED_ACTIONS, Outcome, ProjectRow, RunRow, last_current
 from exporter.core.timeutil import parse_duration
 from exporter.store.readers import reading
 from exporter.store.state import TERMINAL_STATUSES, StateDB, no_reread_ages
@@ -278,13 +278,14 @@ def no_sync_yet(data_dir: object) -> Finding:
 SYNCED_OUTCOMES = (Outcome.OK, Outcome.PARTIAL, Outcome.BUDGET, Outcome.INTERRUPTED)
 
 
-def last_success_us(runs: Sequence[RunRow], last_walks: Sequence[int | None]) -> int | None:
-    """When the trail was last known current (microseconds), from `runs` (oldest first) and each
-    project's `current_at` (deleted projects left out): `core.model.last_current`, the
-    one definition the report's freshness shares (a run stopped early on purpose counts by the
-    walks it completed, not by its outcome's name)."""
+def last_success_us(runs: Sequence[RunRow], projects: Sequence[ProjectRow]) -> int | None:
+    """When the trail was last known current (microseconds), from `runs` (oldest first) and the
+    live projects' `current_at` and `first_seen_at`: `core.model.last_current`, the one
+    definition the metrics and the report's freshness share (a run stopped early on purpose
+    counts by the walks it completed, not by its outcome's name)."""
     return last_current(
-        [(r.outcome, r.finished_at) for r in runs if r.finished_at is not None], last_walks
+        [(r.outcome, r.started_at, r.finished_at) for r in runs if r.finished_at is not None],
+        [(p.current_at, p.first_seen_at) for p in projects if p.deleted_at is None],
     )
 
 
@@ -324,7 +325,7 @@ def _check_state(
         state.close()
 
     # The whole trail: the last successful run, and gaps the platform's retention could fill.
-    report.last_success_at = _at(last_success_us(runs, [p.current_at for p in projects]))
+    report.last_success_at = _at(last_success_us(runs, projects))
     if report.last_success_at is None:
         find(Finding("stale_sync", None, "no sync has succeeded yet (see `opsaudit status`)"))
     elif now - report.last_success_at > max_age:

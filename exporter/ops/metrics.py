@@ -107,8 +107,8 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
         )
         open_ops = state.open_count()
         by_last_read = state.open_by_last_read(until)
-        last_walks = [p.current_at for p in state.projects_rows() if p.deleted_at is None]
-        projects = len(last_walks)
+        live = [p for p in state.projects_rows() if p.deleted_at is None]
+        projects = len(live)
         backlog = read_backlog(state)
     finally:
         state.close()
@@ -116,7 +116,7 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
     # (the OOM killer, a timeout), outcome="ok" must go to 0, as the README's alert expects.
     ended = [r for r in runs if r.outcome != Outcome.RUNNING]
 
-    success = last_success_us(runs, last_walks)
+    success = last_success_us(runs, live)
 
     metrics = [
         Metric(

@@ -533,3 +533,48 @@ def test_a_state_an_older_opsaudit_wrote_is_read_as_migrated_and_left_untouched(
     finally:
         con.close()
     assert len(rows) == len(projects) and all(now == walk for now, walk in rows)
+
+
+def test_a_run_of_one_project_does_not_make_the_whole_trail_current(
+    trail: tuple[Any, Path, dt.datetime],
+) -> None:
+    """`sync --project X` exits 0 with the others stale: its ok made the trail current (no
+    `stale_sync`, the last-success metric at now, both README alerts cleared). Only a run
+    whose scope was the whole trail does (every live project current since it started)."""
+    from exporter.ops.metrics import collect_metrics
+
+    sim, data_dir, _ = trail
+    hour = 3_600_000_000
+    # The full run an hour earlier.
+    state_write(
+        data_dir,
+        "UPDATE runs SET started_us = started_us - ?, finished_us = finished_us - ?",
+        (hour, hour),
+    )
+    state_write(
+        data_dir,
+        "UPDATE projects SET first_seen_us = first_seen_us - ?1, last_seen_us = last_seen_us - ?1, "
+        "last_synced_us = last_synced_us - ?1, current_us = current_us - ?1",
+        (hour,),
+    )
+    [(full_end,)] = state_rows(data_dir, "SELECT finished_us FROM runs")
+    one, *others = sorted(sim.project_ids())
+    assert run_sync(sim, data_dir, project_ids=[one]).outcome == "ok"
+    [(one_end,)] = state_rows(data_dir, "SELECT max(finished_us) FROM runs")
+    as_of = at_us(one_end) + dt.timedelta(minutes=1)
+    report = run_check(data_dir, max_age=dt.timedelta(minutes=30), as_of=as_of)
+    assert report.last_success_at == at_us(full_end)
+    assert [(f.check, f.subject) for f in report.findings] == [
+        ("stale_sync", None),
+        *(("project_not_synced", pid) for pid in others),
+    ]
+    [success] = [
+        m.samples
+        for m in collect_metrics(data_dir, as_of=as_of)
+        if m.name == "opsaudit_last_success_timestamp_seconds"
+    ]
+    assert success == [({}, full_end / 1e6)]
+    # The next full run makes it current again.
+    assert run_sync(sim, data_dir).outcome == "ok"
+    [(again,)] = state_rows(data_dir, "SELECT max(finished_us) FROM runs")
+    assert run_check(data_dir, as_of=at_us(again)).last_success_at == at_us(again)

@@ -3193,6 +3193,23 @@ MUTANTS = [
         (f"{SKIP_IDLE}::test_a_project_whose_names_are_due_is_never_idle",),
     ),
     Mutant(
+        "last-run-outcome-not-checked",  # check: ok after auth_failed, failed, killed runs
+        "exporter/ops/check.py",
+        "        find(_last_run_failed(ended[-1], now))\n",
+        "        pass\n",
+        (
+            "tests/ops/test_check.py::test_a_failed_last_run_is_a_finding_until_a_run_succeeds",
+            "tests/ops/test_check.py::test_failing_project",
+        ),
+    ),
+    Mutant(
+        "check-runs-not-settled",  # check: a kill -9'd run still `running`, never judged
+        "exporter/ops/check.py",
+        "        runs = settled_runs(\n",
+        "        runs = (lambda runs, _: runs)(\n",
+        ("tests/ops/test_check.py::test_a_failed_last_run_is_a_finding_until_a_run_succeeds",),
+    ),
+    Mutant(
         "older-state-read-unmigrated",  # check/status on an older dataset: exit 5
         "exporter/store/state.py",
         "                    self._read_migrated(version)\n",

@@ -148,9 +148,10 @@ def check_command(
 ) -> None:
     """Exit 8 with one line per finding when the audit trail needs attention.
 
-    Findings: the last successful sync older than --max-age; a project not synced for
-    --max-age or whose last sync failed; open operations not re-read for --reread-max-age;
-    gaps longer than the platform's retention (about 6 months); the --fail-on thresholds.
+    Findings: the last successful sync older than --max-age; the last run ended partial,
+    failed, auth_failed or killed; a project not synced for --max-age or whose last sync
+    failed; open operations not re-read for --reread-max-age; gaps longer than the platform's
+    retention (about 6 months); the --fail-on thresholds.
     Meant for cron (`opsaudit sync; opsaudit check`), Nagios-style checks and CI.
     """
     from exporter.ops.check import CheckReport, no_sync_yet, run_check

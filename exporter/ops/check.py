@@ -33,11 +33,18 @@ from typing import Any, Literal, get_args
 
 from exporter.analytics.format import branch_failure_line, format_duration, jsonable
 from exporter.core.errors import ConfigError
-from exporter.core.layout import STATE_FILE, has_state
-from exporter.core.model import DOCUMENTED_ACTIONS, Outcome, ProjectRow, RunRow, last_current
+from exporter.core.layout import LOCK_FILE, STATE_FILE, has_state
+from exporter.core.model import (
+    DOCUMENTED_ACTIONS,
+    STOPPED_OUTCOMES,
+    Outcome,
+    ProjectRow,
+    RunRow,
+    last_current,
+)
 from exporter.core.timeutil import parse_duration
 from exporter.store.readers import reading
-from exporter.store.state import TERMINAL_STATUSES, StateDB, no_reread_ages
+from exporter.store.state import TERMINAL_STATUSES, StateDB, no_reread_ages, settled_runs
 
 __all__ = [
     "DEFAULT_MAX_AGE",
@@ -147,6 +154,7 @@ def _window(text: str, window: str) -> dt.timedelta:
 # writes a sample for each, 0 included, so an alert on one sees 0 rather than no series.
 FindingKind = Literal[
     "stale_sync",
+    "last_run_failed",
     "project_not_synced",
     "project_error",
     "names_not_read",
@@ -276,6 +284,10 @@ def no_sync_yet(data_dir: object) -> Finding:
 
 # Runs that commit what they read: each moves every checkpoint it reached.
 SYNCED_OUTCOMES = (Outcome.OK, Outcome.PARTIAL, Outcome.BUDGET, Outcome.INTERRUPTED)
+# A last run that ended otherwise (partial, failed, auth_failed, killed) is a finding at once:
+# the trail may still be within --max-age while every run fails (a revoked key), or while a
+# partial run never finds a new project (a listing refused), README's exit codes.
+FINE_OUTCOMES = (Outcome.OK, *STOPPED_OUTCOMES)
 
 
 def last_success_us(runs: Sequence[RunRow], projects: Sequence[ProjectRow]) -> int | None:
@@ -300,7 +312,10 @@ def _check_state(
     find = report.findings.append
     state = StateDB(path, read_only=True)
     try:
-        runs = [r for r in state.runs_rows() if r.started_at <= _us(now)]  # not after as_of
+        # Not after as_of; a run killed with kill -9 is `killed`, as in `status` and the metrics.
+        runs = settled_runs(
+            [r for r in state.runs_rows() if r.started_at <= _us(now)], path.parent / LOCK_FILE
+        )
         projects = [p for p in state.projects_rows() if p.deleted_at is None]
         terminal = ",".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES))
         if reread_max_age is None:
@@ -338,6 +353,9 @@ def _check_state(
                 f"--max-age {format_duration(max_age)}",
             )
         )
+    ended = [r for r in runs if r.outcome != Outcome.RUNNING]  # one under way is not judged
+    if ended and ended[-1].outcome not in FINE_OUTCOMES:
+        find(_last_run_failed(ended[-1], now))
     # A run that synced anything (ok, partial, budget, interrupted) moves every checkpoint it could; between two
     # such runs more than RETENTION apart, operations may have come and gone unseen.
     synced = [
@@ -433,6 +451,28 @@ def _check_state(
             )
         )
     return backfilling
+
+
+def _last_run_failed(run: RunRow, now: dt.datetime) -> Finding:
+    """The finding of a last run that failed: its outcome, when, and its error as stored
+    (redacted when it was recorded)."""
+    if run.finished_at is None:  # killed: it never finished
+        when = f"started {_stamp(_when(run.started_at))}"
+        ago = now - _when(run.started_at)
+    else:
+        when = f"finished {_stamp(_when(run.finished_at))}"
+        ago = now - _when(run.finished_at)
+    if run.error:
+        why = f": {run.error}"
+    elif run.outcome == Outcome.KILLED:
+        why = " (its process died before it finished: see the sync's log)"
+    else:
+        why = " (see `opsaudit status` and the sync's log)"
+    return Finding(
+        "last_run_failed",
+        None,
+        f"the last sync, {when} ({format_duration(ago)} ago), ended {run.outcome}{why}",
+    )
 
 
 def _back(when: dt.datetime, span: dt.timedelta) -> dt.datetime:

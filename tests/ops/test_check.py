@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -93,10 +95,91 @@ def test_failing_project(trail: tuple[Any, Path, dt.datetime]) -> None:
     as_of = at_us(finished) + dt.timedelta(minutes=1)
     result = invoke("check", "--data-dir", str(data_dir), "--as-of", iso(as_of))
     assert result.exit_code == 8
-    # The first (ok) run is 2h old at most; the project synced then is within --max-age.
+    [(run_error,)] = state_rows(
+        data_dir, "SELECT error FROM runs WHERE finished_us = ?", (finished,)
+    )
+    # The first (ok) run is 2h old at most; the project synced then is within --max-age. The
+    # last run ended partial.
     assert result.stdout.splitlines() == [
-        f"project_error: project {failing} failed its last sync: {error}"
+        f"last_run_failed: the last sync, finished {stamp(at_us(finished))} (1m ago), ended "
+        f"partial: {run_error}",
+        f"project_error: project {failing} failed its last sync: {error}",
     ]
+    assert run_error == f"{failing}: {error}"
+
+
+def last_run(data_dir: Path) -> tuple[dt.datetime, str | None]:
+    """When the last run (by start) finished, and its error as stored."""
+    [(finished, error)] = state_rows(
+        data_dir, "SELECT finished_us, error FROM runs ORDER BY started_us DESC LIMIT 1"
+    )
+    return at_us(finished), error
+
+
+def test_a_failed_last_run_is_a_finding_until_a_run_succeeds(
+    trail: tuple[Any, Path, dt.datetime],
+) -> None:
+    """`check` said ok (exit 0) after a failed run (a refused listing: exit 5, or 1 beside other
+    organizations), a revoked key (auth_failed, exit 3) or a kill -9, until --max-age passed: it
+    never read the last run's outcome. A run that stopped on purpose (budget) is no finding."""
+    sim, data_dir, _ = trail
+    args = ["check", "--data-dir", str(data_dir), "--max-age", "1d", "--as-of"]
+    # The organization's listing refused: a project created there is never found.
+    sim.fail_requests(f"/projects?org_id={sim.org_ids[0]}", 403)
+    assert run_sync(sim, data_dir).outcome == "failed"
+    finished, error = last_run(data_dir)
+    assert error and "scripted failure 403" in error
+    result = invoke(*args, iso(finished + dt.timedelta(minutes=1)))
+    assert (result.exit_code, result.stdout.splitlines()) == (
+        8,
+        [
+            f"last_run_failed: the last sync, finished {stamp(finished)} (1m ago), ended "
+            f"failed: {error}"
+        ],
+    )
+    # The key revoked: a day of auth_failed runs.
+    sim.clear_failures()
+    sim.revoke_key(sim.personal_key)
+    assert run_sync(sim, data_dir).outcome == "auth_failed"
+    finished, error = last_run(data_dir)
+    assert error and "rejected" in error
+    result = invoke(*args, iso(finished + dt.timedelta(hours=23)))
+    assert (result.exit_code, result.stdout.splitlines()) == (
+        8,
+        [
+            f"last_run_failed: the last sync, finished {stamp(finished)} (23h ago), ended "
+            f"auth_failed: {error}"
+        ],
+    )
+    # A run killed with kill -9 (still `running`, the pid in the lock file gone), as `status`
+    # settles it.
+    started = finished + dt.timedelta(milliseconds=1)
+    state_write(
+        data_dir,
+        "INSERT INTO runs (run_id, started_us, outcome) VALUES ('k', ?, 'running')",
+        (int(started.timestamp() * 1_000_000),),
+    )
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    (data_dir / ".lock").write_text(dead + "\n")
+    result = invoke(*args, iso(started + dt.timedelta(minutes=10)))
+    assert (result.exit_code, result.stdout.splitlines()) == (
+        8,
+        [
+            f"last_run_failed: the last sync, started {stamp(started)} (10m ago), ended killed "
+            "(its process died before it finished: see the sync's log)"
+        ],
+    )
+    # A budgeted run after it: no finding (ok as of its end).
+    sim.world.revoked.clear()  # the key restored
+    assert run_sync(sim, data_dir, max_requests=5).outcome == "budget"
+    finished, _ = last_run(data_dir)
+    result = invoke(*args, iso(finished + dt.timedelta(minutes=1)))
+    assert (result.exit_code, result.stdout.startswith("ok: ")) == (0, True), result.stdout
 
 
 def test_names_never_read_are_a_finding_once_older_than_max_age(

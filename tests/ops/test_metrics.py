@@ -106,6 +106,7 @@ def test_check_metrics_file_failures_per_action(make_sim: Any, tmp_path: Path) -
         (("check", kind),): 0
         for kind in (
             "stale_sync",
+            "last_run_failed",
             "project_not_synced",
             "project_error",
             "names_not_read",
@@ -249,8 +250,15 @@ def test_a_killed_run_is_the_last_run_in_the_metrics(make_sim: Any, tmp_path: Pa
         "killed",
         "ok",
     ]
-    assert invoke("check", "--data-dir", str(data_dir), "--metrics-file", str(prom)).exit_code == 0
+    # The killed run is the last run `check` judges too (it said ok while the trail was fresh).
+    checked = invoke("check", "--data-dir", str(data_dir), "--metrics-file", str(prom))
+    assert (checked.exit_code, checked.stdout.split(", started")[0]) == (
+        8,
+        "last_run_failed: the last sync",
+    )
+    assert "ended killed (its process died before it finished" in checked.stdout
     metrics = parse(prom)
+    assert metrics["opsaudit_check_findings"][(("check", "last_run_failed"),)] == 1
     assert metrics["opsaudit_last_run_outcome"][(("outcome", "killed"),)] == 1
     assert sum(metrics["opsaudit_last_run_outcome"].values()) == 1
     # It never finished: no finish time or duration is made up for it.

@@ -3210,6 +3210,13 @@ MUTANTS = [
         ("tests/ops/test_check.py::test_a_failed_last_run_is_a_finding_until_a_run_succeeds",),
     ),
     Mutant(
+        "unjudged-check-keeps-last-verdict",  # check --metrics-file: ok 1 left after exit 6
+        "exporter/cli/_ops.py",
+        "            write_unjudged_check(metrics_file, as_of)\n",
+        "            pass\n",
+        ("tests/ops/test_metrics.py::test_a_check_that_cannot_judge_writes_not_ok",),
+    ),
+    Mutant(
         "older-state-read-unmigrated",  # check/status on an older dataset: exit 5
         "exporter/store/state.py",
         "                    self._read_migrated(version)\n",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -65,4 +67,13 @@ def write_metrics_file(
         raise ConfigError(f"cannot write --metrics-file {path}: {exc.strerror}") from None
 
 
-__all__ = ["metrics_file_option", "write_metrics_file"]
+def write_unjudged_check(path: Path, as_of: dt.datetime | None) -> None:
+    """`check --metrics-file` when check could not judge: `opsaudit_check_ok 0` as of now."""
+    from exporter.ops.metrics import unjudged_check_metrics, write_metrics
+
+    # Not writable: the error check met is the one to report (the caller raises it again).
+    with contextlib.suppress(OSError):
+        write_metrics(path, unjudged_check_metrics(as_of or dt.datetime.now(dt.timezone.utc)))
+
+
+__all__ = ["metrics_file_option", "write_metrics_file", "write_unjudged_check"]

@@ -20,7 +20,7 @@ from exporter.cli._common import (
     storage_option_option,
 )
 from exporter.cli._group import short_help
-from exporter.cli._metrics import metrics_file_option, write_metrics_file
+from exporter.cli._metrics import metrics_file_option, write_metrics_file, write_unjudged_check
 from exporter.core.errors import ConfigError, ExitCode, NoDatasetError
 
 
@@ -170,6 +170,10 @@ def check_command(
             )
     except NoDatasetError:  # an empty prefix: as an empty local directory is (exit 8)
         report = CheckReport(as_of or dt.datetime.now(dt.timezone.utc), [no_sync_yet(data_dir)])
+    except Exception:  # check could not judge (exit 2, 5, 6): no earlier verdict may stand
+        if metrics_file is not None:
+            write_unjudged_check(metrics_file, as_of)
+        raise
     if fmt == "json":
         import orjson
 

@@ -244,12 +244,24 @@ def check_metrics(report: CheckReport) -> list[Metric]:
     )
     for name in (*FINDING_KINDS, *sorted({f.check for f in report.findings} - set(FINDING_KINDS))):
         findings.add(sum(f.check == name for f in report.findings), check=name)
+    return [*_check_verdict(report.ok, report.as_of), findings]
+
+
+def unjudged_check_metrics(as_of: dt.datetime) -> list[Metric]:
+    """What `check --metrics-file` writes when check could not judge (a damaged state, exit 6;
+    no data directory, exit 2): not ok, or the last verdict stood in the file and an alert on
+    `opsaudit_check_ok == 0` never fired; no findings series, none being known."""
+    return _check_verdict(False, as_of)
+
+
+def _check_verdict(ok: bool, as_of: dt.datetime) -> list[Metric]:
     return [
-        Metric("opsaudit_check_ok", "1 when the last `opsaudit check` found nothing.").add(
-            1 if report.ok else 0
-        ),
+        Metric(
+            "opsaudit_check_ok",
+            "1 when the last `opsaudit check` found nothing; 0 when it found something or "
+            "could not judge.",
+        ).add(1 if ok else 0),
         Metric("opsaudit_check_timestamp_seconds", "Unix time of the last `opsaudit check`.").add(
-            report.as_of.timestamp()
+            as_of.timestamp()
         ),
-        findings,
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,36 @@ def test_check_metrics_count_findings(tmp_path: Path) -> None:
     assert metrics["opsaudit_check_findings"][(("check", "stale_sync"),)] == 1
     # No state yet: no run metrics, and no invented zeros.
     assert "opsaudit_last_success_timestamp_seconds" not in metrics
+
+
+def test_a_check_that_cannot_judge_writes_not_ok(make_sim: Any, tmp_path: Path) -> None:
+    """A damaged state (exit 6) or a data directory gone (exit 2) left the last verdict in the
+    file (`opsaudit_check_ok 1`): README's alert on `opsaudit_check_ok == 0` never fired. The
+    file now says 0, as of the check, and no findings (none are known)."""
+    sim = make_sim(seed=11, projects=1, shared_projects=0, orgs=1)
+    data_dir, prom = tmp_path / "data", tmp_path / "check.prom"
+    env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
+    assert invoke("sync", "--data-dir", str(data_dir), "--max-rps", "0", env=env).exit_code == 0
+    [(finished,)] = state_rows(data_dir, "SELECT finished_us FROM runs")
+    as_of = at_us(finished) + dt.timedelta(minutes=1)
+    args = ["check", "--data-dir", str(data_dir), "--metrics-file", str(prom), "--as-of"]
+    assert invoke(*args, iso(as_of)).exit_code == 0
+    assert parse(prom)["opsaudit_check_ok"] == {(): 1}
+    (data_dir / "state.sqlite").write_bytes(b"garbage")
+    for name in ("state.sqlite-wal", "state.sqlite-shm"):
+        (data_dir / name).unlink(missing_ok=True)
+
+    def not_ok(when: dt.datetime) -> Any:
+        return {
+            "opsaudit_check_ok": {(): 0},
+            "opsaudit_check_timestamp_seconds": {(): when.timestamp()},
+        }
+
+    later = as_of + dt.timedelta(minutes=1)
+    assert (invoke(*args, iso(later)).exit_code, parse(prom)) == (6, not_ok(later))
+    shutil.rmtree(data_dir)
+    later += dt.timedelta(minutes=1)
+    assert (invoke(*args, iso(later)).exit_code, parse(prom)) == (2, not_ok(later))
 
 
 def test_every_finding_kind_check_emits_is_declared_once() -> None:

@@ -3217,6 +3217,17 @@ MUTANTS = [
         ("tests/ops/test_metrics.py::test_a_check_that_cannot_judge_writes_not_ok",),
     ),
     Mutant(
+        "unconfirmed-404-taken-for-a-spent-budget",  # a 404 lost, exit 0, every budgeted run
+        "exporter/engine/walk.py",
+        "                raise  # the run is stopping: nothing of this project is judged\n",
+        "                raise  # the run is stopping: nothing of this project is judged\n"
+        "            raise\n",
+        (
+            "tests/sync/test_failures.py::"
+            "test_a_404_whose_confirming_get_the_budget_left_fails_the_project",
+        ),
+    ),
+    Mutant(
         "older-state-read-unmigrated",  # check/status on an older dataset: exit 5
         "exporter/store/state.py",
         "                    self._read_migrated(version)\n",

@@ -429,7 +429,7 @@ class ProjectWalk:
             # One 404 of its operations (a proxy, a moment of the API) is no proof it is gone:
             # taken for one, its open operations were dropped for good and every later run
             # said ok while they kept their old state. The project itself must answer 404 too.
-            self._admit()
+            self._admit_confirmation()
             self.client.get_project(self.pid)
         except NotFoundError:
             pass
@@ -452,6 +452,23 @@ class ProjectWalk:
         self.chunk = Chunk(self.pid, deleted_us=self.clock())
         self._flush()
         return self.result
+
+    def _admit_confirmation(self) -> None:
+        """`_admit` for the GET that tells a deleted project from a 404 of its operations. When
+        the budget (spent by the other walks meanwhile) refuses it, the 404 is not lost as a
+        stop: taken for a spent budget's, the project was left, exit 0, every run (stalest,
+        it is picked first) with no error. It fails, as without a budget, and says why."""
+        try:
+            self._admit()
+        except InterruptedError:
+            if self.cancel.is_set() or self.budget.stopped:
+                raise  # the run is stopping: nothing of this project is judged
+            raise ApiError(
+                f"project {self.pid}: its operations answered 404; its own GET (is it gone?) "
+                "did not fit in the run's --max-requests or --time-budget: tried again in the "
+                "next run (raise the budget if this repeats)",
+                status=404,
+            ) from None
 
     def _main_walk(self, names: bool) -> Pager[_OpsPage]:
         """Walk down to the checkpoint; returns the pager, positioned where the walk stopped.

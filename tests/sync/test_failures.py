@@ -215,6 +215,43 @@ def test_a_404_of_a_listed_projects_operations_is_no_deletion(
     assert deleted_at is None
 
 
+def test_a_404_whose_confirming_get_the_budget_left_fails_the_project(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """Under --max-requests, a 404 of a project's operations whose own GET the budget (spent
+    by the other walks) could not send was lost: the walk stopped as at a spent budget, exit 0
+    `budget`, no error and no log, the project picked first and skipped again every run. The
+    project fails (exit 1, `check`'s project_error) with why, as without a budget."""
+    sim = make_sim(
+        seed=28, projects=2, shared_projects=0, orgs=1, days=1, ops_per_project_per_day=5
+    )
+    bad, _ = sim.project_ids()
+    quiet = {"refresh_open_every": 86_400, "concurrency": 1}
+    assert run_sync(sim, tmp_path, **quiet).outcome == "ok"
+    assert run_sync(sim, tmp_path, project_ids=[bad], **quiet).outcome == "ok"  # the other: stalest
+    sim.fail_requests(f"/projects/{bad}/operations", 404)
+    before = sim.stats()["by_route"]
+    # The listing (3), the good project's page, the bad one's: nothing left for its GET.
+    cut = run_sync(sim, tmp_path, max_requests=5, **quiet)
+    assert (cut.outcome, cut.exit_code, cut.projects_failed) == ("partial", 1, 1)
+    assert cut.errors == {
+        bad: f"project {bad}: its operations answered 404; its own GET (is it gone?) did not "
+        "fit in the run's --max-requests or --time-budget: tried again in the next run (raise "
+        "the budget if this repeats)"
+    }
+    after = sim.stats()["by_route"]
+    assert after.get("GET /projects/{project_id}", 0) == before.get("GET /projects/{project_id}", 0)
+    # Without a budget: the project answers, its operations do not.
+    again = run_sync(sim, tmp_path, **quiet)
+    assert (again.outcome, again.errors) == (
+        "partial",
+        {
+            bad: f"project {bad}: its operations answered 404, the project itself did not; "
+            "tried again in the next run"
+        },
+    )
+
+
 def test_a_404_in_a_project_run_is_a_deletion_only_when_the_project_answers_404_too(
     make_sim: Any, tmp_path: Path
 ) -> None:

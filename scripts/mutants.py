@@ -319,7 +319,7 @@ MUTANTS = [
     Mutant(
         "overlap-dedup-removed",
         "exporter/engine/walk.py",
-        "if op_id in previous or op_id in ids:",
+        "if op_id in previous or op_id in taken:",
         "if False:",
         (f"{EXACT}::test_12_resumed_walk_is_exact_with_an_inclusive_cursor",),
     ),
@@ -3483,6 +3483,45 @@ MUTANTS = [
         (
             "tests/lake/test_location.py::test_a_bad_value_of_a_typed_option_names_the_option_not_the_value",
         ),
+    ),
+    Mutant(
+        "page-served-again-walked",  # same page under new cursors: stored again, or for ever
+        "exporter/api/paging.py",
+        "            if ids and self._previous is not None and ids <= self._previous:\n",
+        "            if False:\n",
+        (f"{ROBUST}::test_the_same_page_served_again_under_a_new_cursor_fails_the_project[3]",),
+    ),
+    Mutant(
+        "overlap-previous-is-the-kept-ids",  # a page of repeats emptied it: the next stored twice
+        "exporter/engine/walk.py",
+        "            taken: set[str] = set()  # `ids` stays the page's: not kept ids (stored twice)\n",
+        "            taken = ids = set()\n",
+        (f"{ROBUST}::test_a_page_of_repeats_is_compared_with_the_whole_page_before",),
+    ),
+    Mutant(
+        "non-utf8-page-a-bug",  # UnicodeDecodeError: exit 5, every project after it lost
+        "exporter/api/client.py",
+        "        except (msgspec.DecodeError, UnicodeDecodeError):\n",
+        "        except msgspec.DecodeError:\n",
+        (f"{ROBUST}::test_a_page_that_is_not_utf8_is_retried_then_fails_its_project_alone",),
+    ),
+    Mutant(
+        "retry-after-date-ignored",  # backoff instead: 8 attempts of 429 in 42 s
+        "exporter/api/client.py",
+        "        until = _http_date(value)\n",
+        "        until = None\n",
+        (
+            "tests/sync/test_http.py::test_a_retry_after_date_is_waited_out_from_the_servers_date",
+            "tests/sync/test_http.py::"
+            "test_a_retry_after_date_past_the_retry_budget_fails_the_request_at_once",
+        ),
+    ),
+    Mutant(
+        "projects-short-page-taken-for-the-last",  # capped at 100: the rest unsynced, deleted
+        "exporter/api/discovery.py",
+        "short_pages=PROJECTS_SHORT_PAGES",
+        "short_pages=()",
+        ("tests/sync/test_scale.py::test_a_listing_paged_below_its_limit_is_read_to_its_end",),
     ),
     Mutant(
         "404-pair-drops-open-operations",  # back in the listing: old state for good, exit 0

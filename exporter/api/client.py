@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -151,16 +152,34 @@ def _reason(exc: BaseException) -> str:
 
 def _retry_after_seconds(response: Response) -> float | None:
     """`Retry-After` in seconds (infinite for `inf` or a number past a float: the loop refuses
-    a wait longer than its budget), or None (backoff) for an HTTP date, a negative number or
-    none at all (`nan`)."""
+    a wait longer than its budget), or None (backoff) for a negative number, none at all
+    (`nan`) or a date already past. An HTTP date (RFC 9110 allows it) counts from the response's
+    own Date (the server's clock), else from this host's: it was ignored, and a 429 asking for
+    90 s was retried 8 times in 42 s, then the project failed."""
     value = response.headers.get("Retry-After")
     if not value or "_" in value:
         return None  # float() reads "1_000"; RFC 9110 delta-seconds are digits
     try:
         seconds = float(value)
     except ValueError:
-        return None  # an HTTP date: rare; fall back to backoff
+        until = _http_date(value)
+        if until is None:
+            return None
+        now = _http_date(response.headers.get("Date") or "")
+        seconds = until - (time.time() if now is None else now)
+        return seconds if seconds > 0 else None
     return seconds if seconds >= 0 else None  # nan compares false too
+
+
+def _http_date(value: str) -> float | None:
+    """An HTTP date as a POSIX timestamp, or None when it is not one."""
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if moment.tzinfo is None:  # "-0000": UTC by RFC 5322, not this host's zone
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
 
 
 def _error_message(response: Response) -> tuple[str, str | None]:
@@ -449,14 +468,9 @@ class ApiClient:
 
     def _note_clock(self, response: Response) -> None:
         """The server's clock against this host's, from the first Date header (1 s steps)."""
-        date = response.headers.get("Date")
-        if date is None:
-            return
-        try:
-            server = parsedate_to_datetime(date).timestamp()
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return
-        self.clock_skew = server - time.time()
+        server = _http_date(response.headers.get("Date") or "")
+        if server is not None:
+            self.clock_skew = server - time.time()
 
     def _stopped(self) -> bool:
         return self.stop is not None and self.stop.is_set()
@@ -533,7 +547,9 @@ class ApiClient:
             body: _OperationsBody | None = _OPERATIONS_DECODER.decode(content)
         except msgspec.ValidationError:
             body = None
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            # A byte that is not UTF-8 is msgspec's UnicodeDecodeError, not its DecodeError: it
+            # escaped as "a bug" (exit 5, the healthy projects not yet committed lost).
             raise _Retryable("malformed or truncated JSON body", status=status) from None
         if body is None:
             try:

@@ -3,7 +3,8 @@
 `GET /projects` pages 10 at a time by default, so we always page, with the largest `limit` the
 API accepts: 400 per its OpenAPI document; where it answers 400 Bad Request to that, once, we fall
 back to 100 (the pagination guide's maximum, PRODUCT.md) and the caller remembers it. 10,000
-projects list in 25 requests, not 100. A personal key must name an organization (400 "org_id is
+projects list in 25 requests, not 100. A page of exactly 100 or 10 with a cursor is followed
+(`PROJECTS_SHORT_PAGES`: a server paging below the limit asked). A personal key must name an organization (400 "org_id is
 required"), so its organizations are listed first, then the projects others shared with the
 user (`GET /projects/shared`; a personal key in no organization lists its own projects without
 `org_id`, then those); an organization key implies its org; a project-scoped key may not list at
@@ -30,6 +31,11 @@ log = logging.getLogger("opsaudit.discovery")
 
 PROJECTS_PAGE = 400  # the OpenAPI document's maximum
 PROJECTS_PAGE_FALLBACK = 100  # the pagination guide's maximum
+# The sizes a server may page the listing at below the `limit` asked (PRODUCT.md: the guide's
+# maximum, and the default page): such a page with a cursor is not taken for the last. Taken for
+# it, a server capping at 100 had the rest never synced, and after a complete listing marked
+# deleted; the cost is one request, for an account whose last page holds exactly 100 or 10.
+PROJECTS_SHORT_PAGES = (PROJECTS_PAGE_FALLBACK, 10)
 ALL = "*"  # the scope of a listing without org_id (an organization key's projects)
 SHARED = "shared"  # the scope of `GET /projects/shared`
 
@@ -107,7 +113,9 @@ class _Lister:
             next_cursor = pagination.get("cursor") if isinstance(pagination, dict) else None
             return page, len(page), next_cursor if isinstance(next_cursor, str) else None
 
-        pager = Pager(fetch, limit, what="GET /projects")
+        pager = Pager(
+            fetch, limit, what="GET /projects", ids=_project_ids, short_pages=PROJECTS_SHORT_PAGES
+        )
         while (page := pager.next()) is not None:
             projects = []
             for project in page.items:
@@ -121,6 +129,11 @@ class _Lister:
                 projects.append(project)
             if projects:
                 self.on_page(projects, scope)
+
+
+def _project_ids(page: list[Any]) -> list[str]:
+    """The ids of a listing page (the pager tells a page served again by them)."""
+    return [p["id"] for p in page if isinstance(p, dict) and isinstance(p.get("id"), str)]
 
 
 def _refuses_limit(exc: ApiError, limit: int) -> bool:

@@ -483,7 +483,13 @@ class ProjectWalk:
         # leave for later: the last whole walk's start stays (`--skip-idle` took a project
         # with new operations for idle, for up to --full-sweep-every).
         walked_from = None if resuming else self.clock()
-        pager = Pager(self._fetch, self.limits.page_size, cp.resume_cursor, what=self.pid)
+        pager = Pager(
+            self._fetch,
+            self.limits.page_size,
+            cp.resume_cursor,
+            what=f"project {self.pid}",
+            ids=_page_ids,
+        )
         top = _Top(cp.walk_top_us, set(cp.walk_top_ids)) if resuming else _Top()
         # Ids of the previous page: an overlapping page (inclusive cursor) re-sends some.
         previous: set[str] = set(cp.walk_tail_ids) if resuming else set()
@@ -559,7 +565,7 @@ class ProjectWalk:
     ) -> set[str]:
         """Classify one page of the main walk, over its lists (no call per operation: client
         CPU, issue 24): the ids this walk has not read yet, the newest second (`top`), and which
-        operations are new or tracked. Returns the page's ids (the next page's `previous`)."""
+        operations are new or tracked. Returns all the page's ids (the next page's `previous`)."""
         page_ids = [op.id for op in ops]
         ids = set(page_ids)
         if len(ids) == len(page_ids) and previous.isdisjoint(ids):
@@ -567,11 +573,11 @@ class ProjectWalk:
         else:
             # An overlapping page (inclusive cursor) re-sends some: each id once per walk.
             kept = []
-            ids = set()
+            taken: set[str] = set()  # `ids` stays the page's: not kept ids (stored twice)
             for k, op_id in enumerate(page_ids):
-                if op_id in previous or op_id in ids:
+                if op_id in previous or op_id in taken:
                     continue  # already read in this walk (overlapping pages)
-                ids.add(op_id)
+                taken.add(op_id)
                 kept.append(k)
             ops, raws = [ops[k] for k in kept], [raws[k] for k in kept]
             created, kept_seconds = [created[k] for k in kept], [seconds[k] for k in kept]
@@ -790,6 +796,11 @@ class ProjectWalk:
         except ValueError as exc:
             raise ApiError(f"project {self.pid}: malformed operation ({exc})") from None
         self._record(operation, encode_raw(op), op_created, self.clock())
+
+
+def _page_ids(page: _OpsPage) -> list[str]:
+    """The operation ids of a fetched page (the pager tells a page served again by them)."""
+    return [op.id for op in page[0]]
 
 
 def _replace(entry: OpenOp, **changes: Any) -> OpenOp:

@@ -6,7 +6,8 @@ Choices where the real API is silent (documented here, pinned by tests/simulator
 - A project outside the key's scope answers 404, like an unknown one (no existence leak).
 - `GET /projects?org_id=X` where the key may not see org X: 403.
 - Project listing order: by project id; `cursor` = the last id, the next page starts strictly
-  after it (so a cursor naming a deleted project still works).
+  after it (so a cursor naming a deleted project still works); SimConfig.projects_page caps a
+  page below the `limit` asked.
 - `GET /projects` with a project-scoped key lists just its project.
 - An operations cursor excludes the operation it names; SimConfig.inclusive_cursor includes it.
 - Branches listing: by id; `limit` 1..10000, and the server pages at
@@ -172,6 +173,7 @@ class Api:
     def _page_projects(self, q: dict[str, list[str]], ids: list[str]) -> bytes:
         limit = _int_param(q, "limit", 1, self.world.config.projects_max_limit, 10)
         assert limit is not None
+        limit = min(limit, self.world.config.projects_page or limit)
         cursor = _one(q, "cursor")
         start = 0 if not cursor else bisect_right(ids, cursor)
         page = ids[start : start + limit]

@@ -27,6 +27,9 @@ class SimConfig:
     # The largest `limit` GET /projects accepts: 400 per the OpenAPI document, 100 per the
     # pagination guide (PRODUCT.md); above it the answer is 400 Bad Request.
     projects_max_limit: int = 400
+    # The most projects one page of GET /projects holds, whatever `limit` asks (None: `limit`):
+    # a server paging at the guide's 100, or at the default 10 (PRODUCT.md), below the limit.
+    projects_page: int | None = None
     # The most branches one page of GET /projects/{id}/branches holds, whatever `limit` asks.
     branches_page: int = 10_000
     host: str = "127.0.0.1"

@@ -1,17 +1,107 @@
 """Helpers for the sync engine tests: syncs of the simulator (make_sim, tests/conftest.py) on
-loopback and ways to read the data back."""
+loopback, a tiny API for answers the simulator never gives, and ways to read the data back."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import duckdb
 import orjson
 
 from exporter.engine.sync import RunSummary, SyncConfig, sync
 from exporter.engine.walk import WalkLimits
+
+
+class LoopbackApi:
+    """The answers of a tiny API: a key in no organization listing `projects` on one page, no
+    branches or endpoints; a test overrides the route it makes misbehave. An answer is a status
+    and a body (bytes as they are, anything else as JSON)."""
+
+    projects: tuple[str, ...] = ("p-1",)
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, dict[str, str]]] = []  # (path, query) of every request
+
+    def answer(self, path: str, query: dict[str, str]) -> tuple[int, Any]:
+        parts = path.removeprefix("/api/v2/").split("/")
+        if parts == ["users", "me", "organizations"]:
+            return 200, {"organizations": []}
+        if parts == ["projects"]:
+            return self.list_projects(query)
+        if parts == ["projects", "shared"]:
+            return 200, {"projects": []}
+        if len(parts) == 3 and parts[0] == "projects" and parts[1] in self.projects:
+            if parts[2] == "operations":
+                return self.operations(parts[1], query)
+            return 200, {parts[2]: []}
+        return 404, {"code": "", "message": "not found"}
+
+    def list_projects(self, query: dict[str, str]) -> tuple[int, Any]:
+        listed = [] if "cursor" in query else self.projects
+        return 200, {"projects": [listing_project(pid) for pid in listed]}
+
+    def operations(self, project_id: str, query: dict[str, str]) -> tuple[int, Any]:
+        return 200, {"operations": []}
+
+
+def listing_project(project_id: str) -> dict[str, Any]:
+    """A project as `GET /projects` lists it."""
+    stamp = "2025-01-01T00:00:00Z"
+    return {"id": project_id, "name": project_id, "created_at": stamp, "updated_at": stamp}
+
+
+def loopback_operation(i: int, project_id: str = "p-1") -> dict[str, Any]:
+    """Operation `i` of a history newest first: one second older per `i`."""
+    stamp = f"2025-01-16T{20 - i // 3600:02d}:{59 - i // 60 % 60:02d}:{59 - i % 60:02d}Z"
+    return {
+        "id": f"op-{i:06d}",
+        "project_id": project_id,
+        "action": "start_compute",
+        "status": "finished",
+        "created_at": stamp,
+        "updated_at": stamp,
+    }
+
+
+class _LoopbackHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Any
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        api: LoopbackApi = self.server.api
+        api.log.append((url.path.removeprefix("/api/v2"), query))
+        status, body = api.answer(url.path, query)
+        data = body if isinstance(body, bytes) else orjson.dumps(body)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def serving(api: LoopbackApi) -> Iterator[str]:
+    """`api` on loopback: yields its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _LoopbackHandler)
+    server.api = api  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/api/v2"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def run_sync(sim: Any, data_dir: Path, key: str | None = None, **kwargs: Any) -> RunSummary:

@@ -29,9 +29,20 @@ from exporter.cli import cli
 from exporter.engine.sync import SyncConfig
 from exporter.engine.walk import WalkLimits
 
-from .conftest import assert_matches_truth, empty_sim, latest_raw, run_sync, sim_clock
+from .conftest import (
+    LoopbackApi,
+    assert_matches_truth,
+    empty_sim,
+    latest_raw,
+    loopback_operation,
+    read_versions,
+    run_sync,
+    serving,
+    sim_clock,
+)
 
 FAST = RetryPolicy(max_attempts=3, backoff_initial=0.01, backoff_max=0.02)
+LOOPBACK_KEY = "loopback-test-key-0123456789"
 
 
 def _one_project(make_sim: Any, seed: int) -> tuple[Any, str]:
@@ -458,3 +469,89 @@ def test_a_key_file_that_is_not_text_is_a_usage_error(tmp_path: Path) -> None:
         f"Error: --api-key-file {key_file} is not text (UTF-8): save the key as plain text\n",
     )
     assert not (tmp_path / "data").exists()
+
+
+class _Repeating(LoopbackApi):
+    """Serves the same full page of operations under a new cursor each time (a cursor the
+    server ignores), `times` times (None: for ever), then an empty page."""
+
+    def __init__(self, page: list[dict[str, Any]], times: int | None) -> None:
+        super().__init__()
+        self.page, self.times, self.served = page, times, 0
+
+    def operations(self, project_id: str, query: dict[str, str]) -> tuple[int, Any]:
+        if self.times is not None and self.served == self.times:
+            return 200, {"operations": []}
+        self.served += 1
+        return 200, {"operations": self.page, "pagination": {"cursor": f"c{self.served}"}}
+
+
+def _loopback_sync(base_url: str, data_dir: Path, page_size: int) -> Any:
+    from exporter.engine.sync import sync
+
+    limits = WalkLimits(page_size=page_size, flush_rows=page_size * 3)
+    config = SyncConfig(data_dir, LOOPBACK_KEY, base_url, max_rps=None, retry=FAST, limits=limits)
+    return sync(config)
+
+
+@pytest.mark.parametrize("times", [3, None])
+def test_the_same_page_served_again_under_a_new_cursor_fails_the_project(
+    tmp_path: Path, times: int | None
+) -> None:
+    """The same full page under fresh cursors was stored again (3 copies then an empty page:
+    2000 rows for 1000 ids, exit 0), or walked for ever (a cursor never repeated: millions of
+    rows, the lock held): the second copy is a loop, the project fails, none of it stored."""
+    api = _Repeating([loopback_operation(i) for i in range(10)], times)
+    with serving(api) as base_url:
+        summary = _loopback_sync(base_url, tmp_path, page_size=10)
+    assert summary.errors == {"p-1": "project p-1: the server served the same page again (loop)"}
+    assert [path for path, _ in api.log].count("/projects/p-1/operations") == 2
+    assert sorted(r["id"] for r in read_versions(tmp_path)) == [f"op-{i:06d}" for i in range(10)]
+
+
+class _MostlyRepeats(LoopbackApi):
+    """Pages of 10 after the first: the first page's first 9 operations again and one new."""
+
+    def operations(self, project_id: str, query: dict[str, str]) -> tuple[int, Any]:
+        served = int(query.get("cursor", "c0")[1:])
+        if served == 3:
+            return 200, {"operations": []}
+        first = [loopback_operation(i) for i in range(10)]
+        page = first if served == 0 else [*first[:9], loopback_operation(9 + served)]
+        return 200, {"operations": page, "pagination": {"cursor": f"c{served + 1}"}}
+
+
+def test_a_page_of_repeats_is_compared_with_the_whole_page_before(tmp_path: Path) -> None:
+    """Overlapping pages are deduplicated against the whole page before: against the ids it
+    kept, a page that kept one left the next page's repeats for new (stored twice)."""
+    api = _MostlyRepeats()
+    with serving(api) as base_url:
+        summary = _loopback_sync(base_url, tmp_path, page_size=10)
+    assert summary.errors == {}
+    assert sorted(r["id"] for r in read_versions(tmp_path)) == [f"op-{i:06d}" for i in range(12)]
+
+
+class _NotUtf8(LoopbackApi):
+    """p-bad's operations page holds a byte that is not UTF-8; the others are healthy."""
+
+    projects = ("p-bad", "p-good1", "p-good2")
+
+    def operations(self, project_id: str, query: dict[str, str]) -> tuple[int, Any]:
+        if project_id == "p-bad":
+            return 200, b'{"operations":[{"id":"a\xff","created_at":"2025-01-16T21:02:04Z"}]}'
+        return 200, {"operations": [loopback_operation(0, project_id)]}
+
+
+def test_a_page_that_is_not_utf8_is_retried_then_fails_its_project_alone(tmp_path: Path) -> None:
+    """A byte that is not UTF-8 in an operations page was a UnicodeDecodeError out of the
+    client: "a bug", exit 5, the healthy projects not yet committed lost, in every run after.
+    It is a malformed body: retried, then that project fails and the others sync."""
+    api = _NotUtf8()
+    with serving(api) as base_url:
+        summary = _loopback_sync(base_url, tmp_path, page_size=1000)
+    assert summary.errors == {
+        "p-bad": "GET /projects/{project_id}/operations kept failing after 3 attempts: "
+        "malformed or truncated JSON body"
+    }
+    assert [path for path, _ in api.log].count("/projects/p-bad/operations") == 3
+    assert sorted(r["project_id"] for r in read_versions(tmp_path)) == ["p-good1", "p-good2"]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from .conftest import assert_matches_truth, empty_sim, run_sync
 
@@ -37,6 +40,28 @@ def test_listing_of_a_400_limit_account_takes_ceil_p_plus_1_over_400(
     sim = make_sim(seed=131, projects=800, shared_projects=0, orgs=1, days=0)
     assert run_sync(sim, tmp_path).outcome == "ok"
     assert sim.stats()["by_route"]["GET /projects"] == 3  # ceil(801 / 400)
+
+
+@pytest.mark.parametrize(("page", "projects", "pages"), [(100, 250, 3), (100, 200, 3), (10, 25, 3)])
+def test_a_listing_paged_below_its_limit_is_read_to_its_end(
+    make_sim: Any, tmp_path: Path, page: int, projects: int, pages: int
+) -> None:
+    """A server paging at 100 (the guide's maximum) or 10 (the default) whatever `limit` asks:
+    its short first page was taken for the last, 'sync ok: 100/100 projects', exit 0, the rest
+    never synced, and after a complete listing marked deleted. A page of one of those sizes
+    with a cursor is followed; an empty or other-sized page ends the listing."""
+    sim = make_sim(seed=132, projects=projects, shared_projects=0, orgs=1, days=0)
+    assert run_sync(sim, tmp_path).projects_total == projects  # a complete listing first
+    sim.reset_stats()
+    sim.world.config = dataclasses.replace(sim.world.config, projects_page=page)
+    summary = run_sync(sim, tmp_path)
+    assert (summary.outcome, summary.projects_total) == ("ok", projects)
+    assert sim.stats()["by_route"]["GET /projects"] == pages
+    con = sqlite3.connect(tmp_path / "state.sqlite")
+    assert con.execute("SELECT count(*) FROM projects WHERE deleted_us IS NULL").fetchone() == (
+        projects,
+    )
+    con.close()
 
 
 def _synced(data_dir: Path) -> dict[str, int | None]:

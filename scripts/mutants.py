@@ -3476,6 +3476,24 @@ MUTANTS = [
         ("tests/ops/test_unexpected_error.py::test_a_rust_panic_is_an_unexpected_error",),
     ),
     Mutant(
+        "lease-expiry-by-the-takers-clock",  # a machine 300 s ahead took a live sync's lease
+        "exporter/store/lake/lease.py",
+        "            or current.is_free(self.store_now(), self.grace)\n",
+        "            or current.is_free(self.clock(), self.grace)\n",
+        (
+            "tests/lake/test_lease.py::test_a_taker_whose_clock_is_off_judges_expiry_by_the_stores_clock",
+        ),
+    ),
+    Mutant(
+        "table-conflict-after-takeover-exit-6",  # the lease lost, told as a storage error
+        "exporter/store/lake/tables.py",
+        "            if lease is None or not isinstance(exc, dl.exceptions.CommitFailedError):\n",
+        "            if True:\n",
+        (
+            "tests/lake/test_lease_lost.py::test_a_table_write_conflicting_with_the_writer_that_took_the_lease_exits_4",
+        ),
+    ),
+    Mutant(
         "storage-option-words-unchecked",  # SSE=bogus: exit 6 quoting the value
         "exporter/store/lake/location.py",
         "    words = _WORD_OPTIONS.get(bare)\n",

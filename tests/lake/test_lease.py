@@ -340,3 +340,27 @@ def test_a_renewal_over_an_earlier_write_of_ours_whose_answer_was_lost(root: Any
     lease.release()
     info = ds.lease().read()
     assert info is not None and info.released
+
+
+@pytest.mark.parametrize("skew", [300, -300])
+def test_a_taker_whose_clock_is_off_judges_expiry_by_the_stores_clock(root: Any, skew: int) -> None:
+    """Expiry was the lease's Last-Modified (the store's clock) plus ttl and a 5 s grace,
+    compared with the taker's own clock: a machine 300 s ahead took a live sync's lease at once
+    (the live run exited 6 on a table write, recorded `killed`), one 300 s behind waited 300 s
+    more. Judged on the store's clock, a live lease stands and an expired one is taken."""
+    from datetime import datetime, timezone
+
+    ds = root.open()
+    holder = _lease(ds, "holder")
+    holder.acquire()
+    taker = _lease(root.open(), "taker")
+    taker.clock = lambda: datetime.now(timezone.utc) + timedelta(seconds=skew)
+    assert not taker.try_acquire()
+    with pytest.raises(LockHeldError):
+        taker.acquire()
+    holder.check()  # still ours
+    time.sleep(_expiry(ds))  # the holder stopped renewing: expired
+    assert taker.try_acquire()
+    with pytest.raises(LeaseLostError):
+        holder.renew()
+    taker.release()

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from exporter import ExitCode, LockHeldError
 from exporter.simulator import Faults
+from exporter.store.lake import LeaseLostError
 
 from .conftest import Bucket, run_sync
 
@@ -53,3 +56,37 @@ def test_a_lease_taken_over_mid_run_exits_4(
     assert stolen.is_set()
     assert err.value.exit_code == ExitCode.LOCKED
     assert "the writer lease on" in str(err.value) and "was lost" in str(err.value)
+
+
+def test_a_table_write_conflicting_with_the_writer_that_took_the_lease_exits_4(
+    root: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease taken over and the new holder's commit to a table landing between our
+    snapshot and our write: Delta refused ours ("a concurrent transaction deleted data this
+    operation read"), a storage error, exit 6, for what is the lease lost (exit 4)."""
+    import deltalake
+
+    ds = root.open()
+    lease = ds.lease(ttl=timedelta(seconds=30), holder="holder")
+    lease.acquire()
+    rows = pa.table({"id": ["p1"], "name": ["a"]})
+    ds.replace_table("projects", rows, lease=lease)
+    write = deltalake.write_deltalake
+
+    def racing(target: Any, data: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(deltalake, "write_deltalake", write)
+        thief = root.open()
+        taken = thief.lease().read()
+        body = {"holder": "other-host:1", "token": "other", "ttl_s": 600, "released": False}
+        thief.objects.put("_opsaudit/lease.json", json.dumps(body).encode(), if_match=taken.etag)
+        thief.replace_table("projects", rows)
+        return write(target, data, **kwargs)
+
+    monkeypatch.setattr(deltalake, "write_deltalake", racing)
+    with pytest.raises(LeaseLostError) as err:
+        ds.replace_table("projects", rows, lease=lease)
+    assert err.value.exit_code == ExitCode.LOCKED
+    assert str(err.value) == (
+        f"the writer lease on {ds.location.display} was lost (taken over by another writer); "
+        "stopping before any commit"
+    )

@@ -10,10 +10,15 @@ The lease is `_opsaudit/lease.json` under the dataset root:
 - release: rewrite it as released with If-Match (no unconditional delete, so a release can never
   remove a lease that someone else has taken meanwhile).
 
-Expiry is judged on the *server's* Last-Modified of the lease object plus its ttl plus a grace
-for clock skew, compared with the taker's clock: a dead holder stops renewing and loses the lease
-after ttl + grace whatever its own clock said. The holder fences itself by its monotonic clock:
-past ttl - margin since its last successful renewal, `check()` fails, before any commit.
+Expiry is judged on the object store's clock alone: the lease object's Last-Modified plus its
+ttl plus a grace (Last-Modified's whole seconds, a renewal's latency) is compared with the
+store's "now", which a taker learns by writing a small object of its own (`_opsaudit/clock`) and
+reading its Last-Modified, once per lease, then counting on by its monotonic clock. Compared
+with the taker's wall clock, a machine 300 s ahead took a live writer's lease at once (the live
+run then failed on a table write), one behind waited out its lag. A dead holder stops renewing
+and loses the lease after ttl + grace whatever any machine's clock says. The holder fences
+itself by its monotonic clock: past ttl - margin since its last successful renewal, `check()`
+fails, before any commit.
 
 A holder killed with `kill -9` cannot release, and waiting out its ttl blocked the next cron run
 on the same machine (issue 19). So the lease also records who holds it: the machine (hostname,
@@ -36,6 +41,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
@@ -45,6 +51,7 @@ from exporter.core.scratch import pid_namespace, process_started, read_text
 from exporter.store.lake.objects import Objects, PreconditionFailed
 
 LEASE_KEY = "_opsaudit/lease.json"
+CLOCK_KEY = "_opsaudit/clock"  # a taker's probe of the store's clock (`Lease.store_now`)
 DEFAULT_TTL = timedelta(seconds=120)
 CLOCK_GRACE = timedelta(seconds=5)
 
@@ -61,6 +68,10 @@ def _this_machine() -> str | None:
     if not boot or namespace is None:
         return None
     return f"{socket.gethostname()}/{boot}/{namespace}"
+
+
+def _wall_clock() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 class Ended(NamedTuple):
@@ -130,6 +141,7 @@ class LeaseInfo:
         return self.last_modified + self.ttl + grace
 
     def is_free(self, now: datetime, grace: timedelta = CLOCK_GRACE) -> bool:
+        """Released, or expired at `now`, a time of the store's clock (`Lease.store_now`)."""
         return self.released or now >= self.expires_at(grace)
 
 
@@ -149,8 +161,11 @@ class Lease:
         key: str = LEASE_KEY,
         grace: timedelta = CLOCK_GRACE,
         where: str = "",
+        clock: Callable[[], datetime] = _wall_clock,
     ):
         self.objects = objects
+        self.clock = clock  # this machine's (`written_at`); expiry is the store's clock's
+        self._store_clock: tuple[datetime, float] | None = None  # (store's time, monotonic)
         self.ttl = ttl
         self.grace = grace
         self.key = key
@@ -217,7 +232,7 @@ class Lease:
                 "token": self.token,
                 "ttl_s": self.ttl.total_seconds(),
                 "released": released,
-                "written_at": datetime.now(timezone.utc).isoformat(),
+                "written_at": self.clock().isoformat(),
                 "machine": self.machine,
                 "pid": self.pid,
                 "started": self.started,
@@ -246,8 +261,9 @@ class Lease:
         started = time.monotonic()
         if current is not None and not (
             (current.token == self.token and not current.released)
-            or current.is_free(datetime.now(timezone.utc), self.grace)
+            or current.released
             or current.holder_is_dead(self.machine)
+            or current.is_free(self.store_now(), self.grace)
         ):
             return False
         kept = self.unrecorded, self.carried
@@ -279,6 +295,19 @@ class Lease:
         if current is not None and not current.released and current.token != self.token:
             self.taken_from = current
         return True
+
+    def store_now(self) -> datetime:
+        """The object store's clock now (never later than it): the Last-Modified of an object
+        just written (`CLOCK_KEY`), learnt once, then advanced by the monotonic clock. Only a
+        lease held by another costs these two requests."""
+        if self._store_clock is None:
+            self.objects.put(CLOCK_KEY, self.holder.encode())
+            got = self.objects.get(CLOCK_KEY)
+            if got is None:  # deleted by hand meanwhile: nothing learnt, the lease stands
+                return datetime.min.replace(tzinfo=timezone.utc)
+            self._store_clock = got[1].last_modified, time.monotonic()
+        at, mono = self._store_clock
+        return at + timedelta(seconds=time.monotonic() - mono)
 
     def _landed(self, body: bytes) -> str | None:
         """The lease's etag when the PUT of `body` refused with 412 had landed after all: the

@@ -162,7 +162,7 @@ class LakeStore:
         for name, rows in tables:
             if self.lease is not None:
                 self.lease.check()
-            self.ds.replace_table(name, rows, run_id="repair", txn=committed)
+            self.ds.replace_table(name, rows, run_id="repair", txn=committed, lease=self.lease)
             self._names[name] = rows
         log.info("names tables of %s rewritten from batch %d", self.location.display, committed)
 
@@ -277,7 +277,7 @@ class LakeStore:
         self._usable()
         self.flush_state()  # the snapshot tables never show a state that is not durable
         try:
-            self.ds.replace_table(name, table, run_id=self._run_id)
+            self.ds.replace_table(name, table, run_id=self._run_id, lease=self.lease)
         except BaseException as exc:  # the state just uploaded may say the run went well
             self._break(exc)
             raise

@@ -439,7 +439,7 @@ class LakeDataset:
             # commit does not land, tells the next writer to rewrite them (`restore_state`).
             if lease is not None:
                 lease.check()
-            self.replace_table(name, rows, run_id=run_id, txn=version, state_key=key)
+            self.replace_table(name, rows, run_id=run_id, txn=version, state_key=key, lease=lease)
         props = dl.CommitProperties(
             app_transactions=[dl.Transaction(self.dataset_id, version)],
             custom_metadata={META_STATE: key, META_TXN: str(version), META_RUN: run_id},
@@ -671,9 +671,11 @@ class LakeDataset:
         run_id: str = "",
         txn: int | None = None,
         state_key: str = "",
+        lease: Lease | None = None,
     ) -> int:
         """Overwrite a small table (projects, sync_runs, a names table) in one commit; returns
-        its version. `txn`: the batch it goes with (a names table, "Names" above)."""
+        its version. `txn`: the batch it goes with (a names table, "Names" above); `lease`: the
+        writer's, whose loss a conflicting commit may be."""
         if name not in REPLACEABLE:
             raise ValueError(f"{name} is not a replaceable table")
         dl = _deltalake()
@@ -684,8 +686,15 @@ class LakeDataset:
         try:
             dt = self._write(name, data, "overwrite", props, self.table(name))
         except Exception as exc:
-            raise classify(exc, self.location, f"cannot write table {name} in") from None
-        return int(dt.version())
+            if lease is None or not isinstance(exc, dl.exceptions.CommitFailedError):
+                raise classify(exc, self.location, f"cannot write table {name} in") from None
+            conflict = exc
+        else:
+            return int(dt.version())
+        # Another writer committed to the table meanwhile: one that took our lease over ends
+        # the run as a lost lease (exit 4, `renew` raises it), not as a storage error (exit 6).
+        lease.renew()
+        raise classify(conflict, self.location, f"cannot write table {name} in") from None
 
     # -- reading -----------------------------------------------------------------------------
 

@@ -3419,6 +3419,15 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "local-lake-error-scrubbed-by-family",  # file:// lake: KeyError 'file', a bug's exit
+        "exporter/store/lake/objects.py",
+        "    if not location.is_local:  # a directory (file://) has no settings family\n",
+        "    if True:\n",
+        (
+            "tests/lake/test_objects.py::test_an_error_on_a_local_lake_is_classified_not_a_key_error",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -131,3 +131,15 @@ def test_unknown_option_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match="AWS_BOGUS_KEY: not an accepted option"):
         RemoteObjects(parse_location("s3://bucket/p", {"AWS_BOGUS_KEY": "1"}))
+
+
+def test_an_error_on_a_local_lake_is_classified_not_a_key_error(tmp_path: Any) -> None:
+    """A failure of a `file://` lake raised KeyError: 'file' while its message was scrubbed of
+    the storage settings (a directory has no settings family): now the storage error it is."""
+    from exporter.core.errors import StorageError
+    from exporter.store.lake.objects import classify
+
+    location = parse_location(f"file://{tmp_path}")
+    error = classify(OSError("disk on fire"), location, "cannot read table projects in")
+    assert isinstance(error, StorageError)
+    assert str(error).startswith("cannot read table projects in ") and "disk on fire" in str(error)

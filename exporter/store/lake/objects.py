@@ -333,10 +333,13 @@ def _settings_refused(exc: BaseException, location: Location) -> str:
 def _scrubbed(said: str, location: Location) -> str:
     """What the client or the server said, without the value of any storage option or of the
     environment's settings of the location's family (a credential among them), nor user info."""
-    family = location.family.upper()
     secrets = [*location.options.values()]
-    # (a short one, `true` or a region's digit, is no secret and would garble the text)
-    secrets += [v for k, v in os.environ.items() if k.upper().startswith(family) and len(v) >= 8]
+    if not location.is_local:  # a directory (file://) has no settings family
+        family = location.family.upper()
+        # (a short one, `true` or a region's digit, is no secret and would garble the text)
+        secrets += [
+            v for k, v in os.environ.items() if k.upper().startswith(family) and len(v) >= 8
+        ]
     # A SAS token's fields, which a request may carry in another order.
     secrets += [part for value in secrets for part in value.split("&") if len(part) >= 8]
     for value in sorted(filter(None, secrets), key=len, reverse=True):

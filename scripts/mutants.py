@@ -1454,7 +1454,7 @@ MUTANTS = [
     Mutant(
         "budget-runs-never-fresh",  # finding 5: stale_sync for ever after budgeted runs
         "exporter/core/model.py",
-        "    if finished and finished[-1][0] in STOPPED_OUTCOMES and walks and len(walks) == len(last_walks):\n",
+        "    if finished and finished[-1][0] in STOPPED_OUTCOMES and oldest is not None:\n",
         "    if False:\n",
         (
             "tests/sync/test_budget_runs.py::test_budgeted_runs_count_as_fresh_once_every_project_is_walked",

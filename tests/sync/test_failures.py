@@ -432,7 +432,9 @@ def test_a_refused_first_connection_fails_in_seconds(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}/api/v2/"
     started = time.monotonic()
     result = CliRunner().invoke(
-        cli, ["sync", "--data-dir", str(tmp_path), "--base-url", url], env={"NEON_API_KEY": "k"}
+        cli,
+        ["sync", "--data-dir", str(tmp_path), "--base-url", url],
+        env={"NEON_API_KEY": "napi-test-key-0001"},
     )
     assert time.monotonic() - started < 10
     assert result.exit_code == 5, result.output

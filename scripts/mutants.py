@@ -3428,6 +3428,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "doctor-views-naming-older-files-ok",  # the DuckDB CLI read an older trail, doctor ok
+        "exporter/ops/doctor.py",
+        "            f\"'{path}'\" not in named\n",
+        "            f\"'{path}'\" in named and False\n",
+        ("tests/ops/test_doctor.py::test_a_views_file_naming_older_files_is_a_warning",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -23,7 +23,15 @@ from urllib.parse import urlsplit
 
 from exporter.analytics.format import jsonable
 from exporter.core.errors import AccessDeniedError, ApiError, AuthError, ConfigError, StorageError
-from exporter.core.layout import LOCK_FILE, STATE_FILE, VIEWS_DB, has_state, stateless_data
+from exporter.core.layout import (
+    LOCK_FILE,
+    STATE_FILE,
+    SUPERSEDED_DIR,
+    VERSIONS_DIR,
+    VIEWS_DB,
+    has_state,
+    stateless_data,
+)
 from exporter.core.model import DEFAULT_BASE_URL
 from exporter.store.state import FORMAT_VERSION, StateDB, settled_runs
 
@@ -586,6 +594,20 @@ def _check_views(report: DoctorReport, data_dir: Path) -> None:
         with readable_dir(data_dir.resolve()) as seen:
             con.execute("SET file_search_path = ?", [seen.as_posix()])
             versions = con.execute("SELECT count(*) FROM operation_versions").fetchone()
+        # Every committed file of the versions and the superseded record named by its views
+        # (quoted, relative: analytics.views; the report's records are read through their
+        # total): a sync that found the file open in another program left it naming older ones.
+        named = "\n".join(
+            sql
+            for (sql,) in con.execute(
+                "SELECT sql FROM duckdb_views() WHERE NOT internal"
+            ).fetchall()
+        )
+        stale = sum(
+            f"'{path}'" not in named
+            for path in _live_files(data_dir)
+            if path.startswith((f"{VERSIONS_DIR}/", f"{SUPERSEDED_DIR}/"))
+        )
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         report.add(
@@ -598,4 +620,25 @@ def _check_views(report: DoctorReport, data_dir: Path) -> None:
     finally:
         con.close()
     count = versions[0] if versions else 0
+    if stale:
+        report.add(
+            "views",
+            "warn",
+            f"{VIEWS_DB} answers ({count:,} operation versions) but does not name {stale:,} "
+            "file(s) the dataset has (a sync found it open in another program): the DuckDB CLI "
+            "reads an older trail",
+            "close the programs that hold it open and run `opsaudit sync` (it rewrites the "
+            "file); meanwhile use `opsaudit query`",
+        )
+        return
     report.add("views", "ok", f"{VIEWS_DB} answers ({count:,} operation versions)")
+
+
+def _live_files(data_dir: Path) -> list[str]:
+    if not has_state(data_dir):
+        return []  # nothing to compare with (the state's own finding says so)
+    state = StateDB(data_dir / STATE_FILE, read_only=True)
+    try:
+        return state.live_files()
+    finally:
+        state.close()

@@ -488,3 +488,36 @@ def test_an_organization_listing_refused_is_an_error(sim: Any, tmp_path: Path) -
         "Fix: a sync would be partial (exit 1): check the key's access"
     ), line
     assert "some listings failed" in line and org in line
+
+
+def test_a_views_file_naming_older_files_is_a_warning(sim: Any, tmp_path: Path) -> None:
+    """A sync that finds `opsaudit.duckdb` open in another program leaves it naming the files
+    of before (exit 0, a warning on stderr); `doctor` called it ok ("answers (470 operation
+    versions)") while the dataset held 520 and the DuckDB CLI read the older trail."""
+    import shutil
+
+    data_dir = tmp_path / "data"
+    assert run_sync(sim, data_dir).outcome == "ok"
+    older = tmp_path / "older.duckdb"
+    shutil.copy(data_dir / "opsaudit.duckdb", older)
+    sim.advance(3600)
+    assert run_sync(sim, data_dir).outcome == "ok"
+    assert (
+        doctor(sim, data_dir, sim.personal_key).stdout.splitlines()[-1].startswith("ok    views: ")
+    )
+    shutil.copy(older, data_dir / "opsaudit.duckdb")  # what the held-open file kept
+    [(new_files,)] = state_rows(
+        data_dir,
+        "SELECT count(*) FROM files WHERE state = 'live' AND (path LIKE 'operation_versions/%' "
+        "OR path LIKE 'superseded/%') AND run_id = (SELECT max(run_id) FROM runs)",
+    )
+    result = doctor(sim, data_dir, sim.personal_key)
+    [views] = [line for line in result.stdout.splitlines() if " views: " in line]
+    assert re.fullmatch(
+        rf"warn  views: opsaudit\.duckdb answers \([\d,]+ operation versions\) but does not "
+        rf"name {new_files} file\(s\) the dataset has \(a sync found it open in another "
+        r"program\): the DuckDB CLI reads an older trail Fix: close the programs that hold it "
+        r"open and run `opsaudit sync` \(it rewrites the file\); meanwhile use `opsaudit query`",
+        views,
+    ), views
+    assert new_files > 0 and result.exit_code == 0  # a warning: the next sync rewrites it

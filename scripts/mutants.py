@@ -3558,6 +3558,16 @@ MUTANTS = [
         ("tests/sync/test_scale.py::test_a_listing_paged_below_its_limit_is_read_to_its_end",),
     ),
     Mutant(
+        "projects-page-of-ten-followed",  # exactly 10 projects: a listing request more each run
+        "exporter/api/discovery.py",
+        "PROJECTS_SHORT_PAGES = (PROJECTS_PAGE_FALLBACK,)\n",
+        "PROJECTS_SHORT_PAGES = (PROJECTS_PAGE_FALLBACK, 10)\n",
+        (
+            "tests/sync/test_scale.py::"
+            "test_an_organization_of_exactly_ten_projects_lists_in_one_request",
+        ),
+    ),
+    Mutant(
         "404-pair-drops-open-operations",  # back in the listing: old state for good, exit 0
         "exporter/engine/walk.py",
         "        self.chunk = Chunk(self.pid, deleted_us=self.clock())\n",

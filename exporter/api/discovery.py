@@ -3,8 +3,8 @@
 `GET /projects` pages 10 at a time by default, so we always page, with the largest `limit` the
 API accepts: 400 per its OpenAPI document; where it answers 400 Bad Request to that, once, we fall
 back to 100 (the pagination guide's maximum, PRODUCT.md) and the caller remembers it. 10,000
-projects list in 25 requests, not 100. A page of exactly 100 or 10 with a cursor is followed
-(`PROJECTS_SHORT_PAGES`: a server paging below the limit asked). A personal key must name an organization (400 "org_id is
+projects list in 25 requests, not 100. A page of exactly 100 with a cursor is followed
+(`PROJECTS_SHORT_PAGES`: a server paging at the guide's maximum below the limit asked). A personal key must name an organization (400 "org_id is
 required"), so its organizations are listed first, then the projects others shared with the
 user (`GET /projects/shared`; a personal key in no organization lists its own projects without
 `org_id`, then those); an organization key implies its org; a project-scoped key may not list at
@@ -31,11 +31,13 @@ log = logging.getLogger("opsaudit.discovery")
 
 PROJECTS_PAGE = 400  # the OpenAPI document's maximum
 PROJECTS_PAGE_FALLBACK = 100  # the pagination guide's maximum
-# The sizes a server may page the listing at below the `limit` asked (PRODUCT.md: the guide's
-# maximum, and the default page): such a page with a cursor is not taken for the last. Taken for
-# it, a server capping at 100 had the rest never synced, and after a complete listing marked
-# deleted; the cost is one request, for an account whose last page holds exactly 100 or 10.
-PROJECTS_SHORT_PAGES = (PROJECTS_PAGE_FALLBACK, 10)
+# The size a server may page the listing at below the `limit` asked (PRODUCT.md: the docs
+# disagree, 400 or 100): such a page with a cursor is not taken for the last. Taken for it, a
+# server capping at 100 had the rest never synced, and after a complete listing marked deleted;
+# the cost is one request, for an organization whose last page holds exactly 100. Not the
+# default page (10): it is what a request without `limit` gets, and every request sends one
+# (following it cost an organization of exactly 10 projects a request in every run: 14 for 13).
+PROJECTS_SHORT_PAGES = (PROJECTS_PAGE_FALLBACK,)
 ALL = "*"  # the scope of a listing without org_id (an organization key's projects)
 SHARED = "shared"  # the scope of `GET /projects/shared`
 

@@ -42,14 +42,14 @@ def test_listing_of_a_400_limit_account_takes_ceil_p_plus_1_over_400(
     assert sim.stats()["by_route"]["GET /projects"] == 3  # ceil(801 / 400)
 
 
-@pytest.mark.parametrize(("page", "projects", "pages"), [(100, 250, 3), (100, 200, 3), (10, 25, 3)])
+@pytest.mark.parametrize(("page", "projects", "pages"), [(100, 250, 3), (100, 200, 3)])
 def test_a_listing_paged_below_its_limit_is_read_to_its_end(
     make_sim: Any, tmp_path: Path, page: int, projects: int, pages: int
 ) -> None:
-    """A server paging at 100 (the guide's maximum) or 10 (the default) whatever `limit` asks:
-    its short first page was taken for the last, 'sync ok: 100/100 projects', exit 0, the rest
-    never synced, and after a complete listing marked deleted. A page of one of those sizes
-    with a cursor is followed; an empty or other-sized page ends the listing."""
+    """A server paging at 100 (the guide's maximum) whatever `limit` asks: its short first page
+    was taken for the last, 'sync ok: 100/100 projects', exit 0, the rest never synced, and
+    after a complete listing marked deleted. A page of 100 with a cursor is followed; an empty
+    or other-sized page ends the listing."""
     sim = make_sim(seed=132, projects=projects, shared_projects=0, orgs=1, days=0)
     assert run_sync(sim, tmp_path).projects_total == projects  # a complete listing first
     sim.reset_stats()
@@ -62,6 +62,19 @@ def test_a_listing_paged_below_its_limit_is_read_to_its_end(
         projects,
     )
     con.close()
+
+
+def test_an_organization_of_exactly_ten_projects_lists_in_one_request(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """A page of 10 (the page a request without `limit` gets) was followed too: an organization
+    of exactly 10 projects paid a second listing request in every run (14 requests for 13 in a
+    no-change run). Every request sends `limit`, so a page of 10 is the last."""
+    sim = make_sim(seed=133, projects=10, shared_projects=0, orgs=1, days=0)
+    assert run_sync(sim, tmp_path).projects_total == 10
+    sim.reset_stats()
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    assert sim.stats()["by_route"]["GET /projects"] == 1
 
 
 def _synced(data_dir: Path) -> dict[str, int | None]:

@@ -3568,6 +3568,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "branches-page-served-again-read",  # the same branch under new cursors: a hang
+        "exporter/engine/walk.py",
+        "                if cursor is not None and ids and ids <= listed:\n",
+        "                if False:\n",
+        (f"{ROBUST}::test_the_same_branches_page_served_again_fails_the_project",),
+    ),
+    Mutant(
         "404-pair-drops-open-operations",  # back in the listing: old state for good, exit 0
         "exporter/engine/walk.py",
         "        self.chunk = Chunk(self.pid, deleted_us=self.clock())\n",

@@ -675,6 +675,7 @@ class ProjectWalk:
             branches: list[Any] = []
             cursor: str | None = None
             sent: set[str] = set()
+            listed: set[Any] = set()
             while True:
                 # `pagination.next` decides, not the page's length: the server may page below
                 # the limit asked for (PRODUCT.md). A second page of branches is not reserved.
@@ -683,6 +684,15 @@ class ProjectWalk:
                     self.pid, limit=BRANCHES_PAGE, cursor=cursor
                 )
                 self.result.names_requests += 1
+                # The same branches again under a new `next` each time: walked for ever, the
+                # lock held (the operations' Pager refuses it likewise).
+                ids = {b.get("id") for b in page if isinstance(b, dict)}
+                if cursor is not None and ids and ids <= listed:
+                    raise ApiError(
+                        f"project {self.pid}: GET /projects/{{id}}/branches: the server served "
+                        "the same page again (loop)"
+                    )
+                listed |= ids
                 branches += page
                 if following is None or following in sent or not page:
                     break

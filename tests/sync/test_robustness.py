@@ -7,6 +7,7 @@ simulator over HTTP and real files; each fails when its mechanism is removed.
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import json
 import math
 import os
@@ -506,6 +507,39 @@ def test_the_same_page_served_again_under_a_new_cursor_fails_the_project(
         summary = _loopback_sync(base_url, tmp_path, page_size=10)
     assert summary.errors == {"p-1": "project p-1: the server served the same page again (loop)"}
     assert [path for path, _ in api.log].count("/projects/p-1/operations") == 2
+    assert sorted(r["id"] for r in read_versions(tmp_path)) == [f"op-{i:06d}" for i in range(10)]
+
+
+class _BranchesForEver(LoopbackApi):
+    """The same branch under a new `next` each time; ten operations."""
+
+    def answer(self, path: str, query: dict[str, str]) -> tuple[int, Any]:
+        if path.endswith("/branches"):
+            served = int(query.get("cursor", "n0")[1:]) + 1
+            branch = {"id": "br-1", "name": "main", "project_id": "p-1"}
+            return 200, {"branches": [branch], "pagination": {"next": f"n{served}"}}
+        return super().answer(path, query)
+
+    def operations(self, project_id: str, query: dict[str, str]) -> tuple[int, Any]:
+        return 200, {"operations": [loopback_operation(i) for i in range(10)]}
+
+
+def test_the_same_branches_page_served_again_fails_the_project(tmp_path: Path) -> None:
+    """The branches listing, served again under a new `pagination.next` each time, was read for
+    ever (the run hung, its lock held: every later cron run exited 4); its operations walk
+    refused the same thing. The project fails, its operations committed."""
+    from exporter.engine.sync import sync
+
+    api = _BranchesForEver()
+    with serving(api) as base_url:
+        # A budget ends the loop when it is not refused (a hang otherwise): outcome budget.
+        config = SyncConfig(tmp_path, LOOPBACK_KEY, base_url, max_rps=None, retry=FAST)
+        summary = sync(dataclasses.replace(config, time_budget=5.0))
+    assert summary.errors == {
+        "p-1": "project p-1: GET /projects/{id}/branches: the server served the same page "
+        "again (loop)"
+    }
+    assert [path for path, _ in api.log].count("/projects/p-1/branches") == 2
     assert sorted(r["id"] for r in read_versions(tmp_path)) == [f"op-{i:06d}" for i in range(10)]
 
 

@@ -3510,6 +3510,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "reader-judges-a-lease-by-its-own-clock",  # reader 300 s ahead: a live run `killed`
+        "exporter/store/readers.py",
+        "    grace = READER_CLOCK_GRACE\n",
+        "    grace = timedelta(seconds=5)\n",
+        ("tests/lake/test_lease.py::test_a_reader_whose_clock_is_ahead_shows_a_live_run_running",),
+    ),
+    Mutant(
         "storage-option-words-unchecked",  # SSE=bogus: exit 6 quoting the value
         "exporter/store/lake/location.py",
         "    words = _WORD_OPTIONS.get(bare)\n",

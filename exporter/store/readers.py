@@ -18,7 +18,7 @@ import logging
 import shutil
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +139,11 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# How far a reader's clock may run ahead of the object store's before a live writer's lease
+# reads as expired (a killed writer of another machine shows `running` that much longer).
+READER_CLOCK_GRACE = timedelta(minutes=10)
+
+
 def _settle_runs(ds: Any, state_file: Path, batch: int | None) -> bool:
     """In the copy of the committed state a reader got: the runs as they are now. A run whose
     lease is free or held by another run was killed (it said `running` until the next sync);
@@ -157,8 +162,12 @@ def _settle_runs(ds: Any, state_file: Path, batch: int | None) -> bool:
             type(exc).__name__,
         )
         return batch is not None
+    # A reader cannot ask the store for its clock (its credentials may be read-only: no probe
+    # object), so it judges by its own, with READER_CLOCK_GRACE: a reader 300 s ahead saw a
+    # live run's lease expired, the run `killed`, and `check` said last_run_failed (exit 8).
     now = datetime.now(timezone.utc)
-    if lease is not None and lease.run_id is None and not lease.is_free(now):
+    grace = READER_CLOCK_GRACE
+    if lease is not None and lease.run_id is None and not lease.is_free(now, grace):
         return batch is not None  # a writer that does not name its run: which one is unknown
     if batch is None:
         if lease is None or not ((not lease.released and lease.runs()) or lease.unrecorded):
@@ -170,7 +179,7 @@ def _settle_runs(ds: Any, state_file: Path, batch: int | None) -> bool:
         if lease is None:
             settle_runs(state, None)
         else:
-            settle_runs(state, lease, lease.live_run(now), unrecorded=lease.unrecorded)
+            settle_runs(state, lease, lease.live_run(now, grace), unrecorded=lease.unrecorded)
     finally:
         state.close()
     return True

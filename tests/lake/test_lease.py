@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -364,3 +365,44 @@ def test_a_taker_whose_clock_is_off_judges_expiry_by_the_stores_clock(root: Any,
     with pytest.raises(LeaseLostError):
         holder.renew()
     taker.release()
+
+
+@pytest.mark.parametrize("root", ["s3"], indirect=True)
+def test_a_reader_whose_clock_is_ahead_shows_a_live_run_running(
+    root: Any, make_sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader cannot learn the store's clock (its credentials may be read-only): judged by
+    its own clock 300 s ahead, a live run's lease looked expired, the run read `killed`, and
+    `check` said last_run_failed (exit 8) while the sync ran. A reader allows 10 minutes."""
+    from click.testing import CliRunner
+
+    import exporter.store.readers as readers
+    from exporter.cli import cli
+    from exporter.store.lake import Lease, open_dataset
+
+    from .conftest import run_sync
+
+    sim = make_sim(seed=71, projects=1, shared_projects=0, days=1, ops_per_project_per_day=20)
+    opts = root.bucket.storage_options()
+    assert run_sync(sim, root.url, opts).outcome == "ok"
+    ds = open_dataset(root.url, root.options)
+    live = Lease(ds.objects, ttl=timedelta(seconds=120), holder="machine-b:4242")
+    assert live.try_acquire()
+    live.note_run("r-live", 1_800_000_000_000_000)
+
+    class Ahead(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return datetime.now(tz) + timedelta(seconds=300)
+
+    monkeypatch.setattr(readers, "datetime", Ahead)
+    try:
+        flags = [arg for o in opts for arg in ("--storage-option", o)]
+        status = CliRunner().invoke(
+            cli, ["status", "--data-dir", root.url, *flags, "--format", "json"]
+        )
+    finally:
+        live.release()
+    assert status.exit_code == 0, status.output
+    runs = {r["run_id"]: r["outcome"] for r in json.loads(status.stdout)["runs"]}
+    assert runs["r-live"] == "running"

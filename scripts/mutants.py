@@ -3469,7 +3469,7 @@ MUTANTS = [
     Mutant(
         "storage-error-body-unscrubbed",  # a 500's body quoting the SAS: printed
         "exporter/store/lake/objects.py",
-        "    first = _scrubbed(text.splitlines()[0] if text else type(exc).__name__, location)[:300]\n",
+        "    first = scrubbed(text.splitlines()[0] if text else type(exc).__name__, location)[:300]\n",
         "    first = redact(text.splitlines()[0] if text else type(exc).__name__)[:300]\n",
         (
             "tests/lake/test_bad_input.py::test_a_storage_error_quotes_no_credential_of_the_environment",

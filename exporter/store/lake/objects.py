@@ -102,7 +102,7 @@ def classify(exc: BaseException, location: Location, doing: str) -> OpsauditErro
     """Turn an obstore/deltalake/OS error into one short, secret-free opsaudit error."""
     text = str(exc)
     # A server's error body may quote the request, the environment's SAS token in its query.
-    first = _scrubbed(text.splitlines()[0] if text else type(exc).__name__, location)[:300]
+    first = scrubbed(text.splitlines()[0] if text else type(exc).__name__, location)[:300]
     where = location.display
     name = type(exc).__name__
     if "NoSuchBucket" in text or ("404 Not Found" in text and "list request" in text):
@@ -322,7 +322,7 @@ def _settings_refused(exc: BaseException, location: Location) -> str:
     """The client refused its settings: the options or the environment's (a credential among
     them). What it said, without any value it may quote back or locate (an Azure key's bad
     character was told by its code and offset)."""
-    said = _scrubbed((str(exc).splitlines() or [type(exc).__name__])[0], location)
+    said = scrubbed((str(exc).splitlines() or [type(exc).__name__])[0], location)
     said = re.sub(r"(?i)(invalid (?:symbol|byte|character|length))[^.;:]*", r"\1", said)
     return (
         f"the object store's settings for {location.display} (--storage-option or the "
@@ -330,7 +330,7 @@ def _settings_refused(exc: BaseException, location: Location) -> str:
     )
 
 
-def _scrubbed(said: str, location: Location) -> str:
+def scrubbed(said: str, location: Location) -> str:
     """What the client or the server said, without the value of any storage option or of the
     environment's settings of the location's family (a credential among them), nor user info."""
     secrets = [*location.options.values()]
@@ -517,4 +517,5 @@ __all__ = [
     "classify",
     "objects_for",
     "profile_keys",
+    "scrubbed",
 ]

@@ -73,13 +73,14 @@ from exporter.core.errors import (
 )
 from exporter.core.names import TABLE_FILES
 from exporter.store.lake.lease import Ended, Lease, LeaseInfo, LeaseLostError
-from exporter.store.lake.location import Location, parse_location, redact
+from exporter.store.lake.location import Location, parse_location
 from exporter.store.lake.objects import (
     Objects,
     PreconditionFailed,
     classify,
     objects_for,
     profile_keys,
+    scrubbed,
 )
 from exporter.store.lake.superseded import (
     SUPERSEDED,
@@ -554,15 +555,16 @@ class LakeDataset:
                     self.location.display,
                     attempt + 1,
                     LANDED_READS,
-                    exc,
+                    scrubbed(str(exc), self.location),
                 )
                 continue
             if found is not None and found[0] == key:
                 return found[1]
             return None  # absent, or batch N is another writer's commit (Delta allows one)
-        said = (str(failure).splitlines() or [type(failure).__name__])[0][:200]
+        # Scrubbed before the cut: a credential the cut would split is not recognised after it.
+        said = scrubbed((str(failure).splitlines() or [type(failure).__name__])[0], self.location)
         raise CommitUnknownError(
-            f"{self.location.display}: the commit of batch {version} failed ({redact(said)}) and "
+            f"{self.location.display}: the commit of batch {version} failed ({said[:200]}) and "
             "the table's history, which tells whether it landed all the same, could not be read; "
             f"its state object {key} is kept. Nothing is lost: the next run continues from "
             "whichever batch the table holds"

@@ -2396,7 +2396,7 @@ MUTANTS = [
     Mutant(
         "doctor-views-file-unchecked",  # doctor called a views file naming missing files ok
         "exporter/ops/doctor.py",
-        "    _check_views(report, data_dir)\n",
+        "    _check_views(report, data_dir, live)\n",
         "",
         ("tests/ops/test_doctor.py::test_views_file_is_checked_as_a_duckdb_shell_sees_it",),
     ),
@@ -3230,7 +3230,7 @@ MUTANTS = [
     Mutant(
         "older-state-read-unmigrated",  # check/status on an older dataset: exit 5
         "exporter/store/state.py",
-        "                    self._read_migrated(version)\n",
+        "                    self._read_migrated(self.format_version)\n",
         "                    pass\n",
         (
             "tests/ops/test_check.py::"
@@ -3433,6 +3433,26 @@ MUTANTS = [
         "            f\"'{path}'\" not in named\n",
         "            f\"'{path}'\" in named and False\n",
         ("tests/ops/test_doctor.py::test_a_views_file_naming_older_files_is_a_warning",),
+    ),
+    Mutant(
+        "doctor-names-the-migrated-format",  # a format-6 file shown as format 12
+        "exporter/ops/doctor.py",
+        '        "state", "ok", f"state format {state.format_version} (this',
+        '        "state", "ok", f"state format {FORMAT_VERSION} (this',
+        (
+            "tests/ops/test_doctor.py::"
+            "test_a_state_an_older_opsaudit_wrote_is_named_by_its_own_format",
+        ),
+    ),
+    Mutant(
+        "doctor-corrupt-state-ends-the-report",  # the error alone, exit 6
+        "exporter/ops/doctor.py",
+        '        report.add("state", "error", str(exc), fix)\n        return []\n',
+        "        raise exc\n",
+        (
+            "tests/ops/test_doctor.py::"
+            "test_a_corrupt_state_beside_a_views_file_is_reported_with_the_rest",
+        ),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

@@ -434,8 +434,8 @@ def _check_data_dir(report: DoctorReport, data_dir: Path, now: dt.datetime) -> N
         )
     _check_lock(report, data_dir / LOCK_FILE)
     _check_disk(report, data_dir)
-    _check_state(report, data_dir / STATE_FILE, now)
-    _check_views(report, data_dir)
+    live = _check_state(report, data_dir / STATE_FILE, now)
+    _check_views(report, data_dir, live)
 
 
 def _probe_directory(report: DoctorReport, directory: Path, subject: str) -> bool:
@@ -519,16 +519,18 @@ def _check_disk(report: DoctorReport, directory: Path) -> None:
         report.add("disk", "ok", text)
 
 
-def _check_state(report: DoctorReport, path: Path, now: dt.datetime) -> None:
+def _check_state(report: DoctorReport, path: Path, now: dt.datetime) -> list[str]:
+    """The state's and the runs' findings; returns the committed files the state names (none
+    where there is no readable state), which `_check_views` compares with the views."""
 
     if not has_state(path.parent):
         refused = stateless_data(path.parent)
         if refused is not None:
             report.add("state", "error", refused)
-            return
+            return []
         report.add("state", "ok", "no state yet (a new dataset)")
         report.add("runs", "warn", "no sync has run yet", "run `opsaudit sync`")
-        return
+        return []
     try:
         state = StateDB(path, read_only=True)
     except StorageError as exc:
@@ -539,16 +541,18 @@ def _check_state(report: DoctorReport, path: Path, now: dt.datetime) -> None:
             else ("restore the data directory from a backup, or sync into a new --data-dir")
         )
         report.add("state", "error", str(exc), fix)
-        return
+        return []
     try:
-        version = state.query("SELECT value FROM meta WHERE key = 'format_version'")[0][0]
         runs = settled_runs(state.runs_rows(), path.parent / LOCK_FILE)
+        live = state.live_files()
     finally:
         state.close()
-    report.add("state", "ok", f"state format {version} (this opsaudit reads {FORMAT_VERSION})")
+    report.add(
+        "state", "ok", f"state format {state.format_version} (this opsaudit reads {FORMAT_VERSION})"
+    )
     if not runs:
         report.add("runs", "warn", "no sync has run yet", "run `opsaudit sync`")
-        return
+        return live
     latest = runs[-1]
     outcome, error = latest.outcome, latest.error
     when = dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(
@@ -572,11 +576,13 @@ def _check_state(report: DoctorReport, path: Path, now: dt.datetime) -> None:
         )
     else:
         report.add("runs", "ok", f"{last}; {len(successes)} successful run(s) in all")
+    return live
 
 
-def _check_views(report: DoctorReport, data_dir: Path) -> None:
+def _check_views(report: DoctorReport, data_dir: Path, live: list[str]) -> None:
     """`opsaudit.duckdb` answers as a DuckDB shell in the data directory would see it: every
-    file its views name is there (issue 23: doctor called a broken views file ok)."""
+    file its views name is there (issue 23: doctor called a broken views file ok), and it names
+    every committed file of `live` (the state's) that it reads."""
 
     path = data_dir / VIEWS_DB
     if not path.is_file():
@@ -605,7 +611,7 @@ def _check_views(report: DoctorReport, data_dir: Path) -> None:
         )
         stale = sum(
             f"'{path}'" not in named
-            for path in _live_files(data_dir)
+            for path in live
             if path.startswith((f"{VERSIONS_DIR}/", f"{SUPERSEDED_DIR}/"))
         )
     except duckdb.Error as exc:
@@ -632,13 +638,3 @@ def _check_views(report: DoctorReport, data_dir: Path) -> None:
         )
         return
     report.add("views", "ok", f"{VIEWS_DB} answers ({count:,} operation versions)")
-
-
-def _live_files(data_dir: Path) -> list[str]:
-    if not has_state(data_dir):
-        return []  # nothing to compare with (the state's own finding says so)
-    state = StateDB(data_dir / STATE_FILE, read_only=True)
-    try:
-        return state.live_files()
-    finally:
-        state.close()

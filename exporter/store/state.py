@@ -379,14 +379,17 @@ class StateDB:
     def __init__(self, path: Path, *, read_only: bool = False):
         """Open (with `read_only`: for readers, never creating or migrating anything)."""
         self.path = path
+        # The format the file holds (a reader of an older one reads a copy migrated in memory:
+        # its tables are this version's, its meta's format_version too).
+        self.format_version = FORMAT_VERSION
         self._lock = threading.RLock()
         existed = path.exists() and path.stat().st_size > 0
         try:
             if read_only:
                 self._con = _connect_read_only(path)
-                version = self._check(migrate=False)
-                if version < FORMAT_VERSION:
-                    self._read_migrated(version)
+                self.format_version = self._check(migrate=False)
+                if self.format_version < FORMAT_VERSION:
+                    self._read_migrated(self.format_version)
                 return
             if not existed:
                 # Built aside and renamed in: a creation cut short (disk full, kill) never
@@ -396,6 +399,7 @@ class StateDB:
             self._con.execute("PRAGMA journal_mode=WAL")
             self._con.execute("PRAGMA synchronous=FULL")
             self._check()
+            self.format_version = FORMAT_VERSION  # migrated, if it was older
         except OSError as exc:
             raise StorageError(
                 f"cannot create the state file {path}: {exc.strerror}; free some space or fix "

@@ -521,3 +521,37 @@ def test_a_views_file_naming_older_files_is_a_warning(sim: Any, tmp_path: Path) 
         views,
     ), views
     assert new_files > 0 and result.exit_code == 0  # a warning: the next sync rewrites it
+
+
+def test_a_state_an_older_opsaudit_wrote_is_named_by_its_own_format(tmp_path: Path) -> None:
+    """Readers read an older state as migrated in memory: doctor then named the copy's format
+    (`state format 12`) for a file of format 6."""
+    import shutil
+
+    data_dir = tmp_path / "data"
+    shutil.copytree(Path(__file__).parents[1] / "assets" / "pre-superseded", data_dir)
+    result = invoke(
+        "doctor",
+        "--data-dir",
+        str(data_dir),
+        "--base-url",
+        "http://127.0.0.1:9/api/v2",
+        env={"NEON_API_KEY": ""},
+    )
+    [state] = [line for line in result.stdout.splitlines() if " state: " in line]
+    assert state == f"ok    state: state format 6 (this opsaudit reads {FORMAT_VERSION})"
+
+
+def test_a_corrupt_state_beside_a_views_file_is_reported_with_the_rest(
+    sim: Any, tmp_path: Path
+) -> None:
+    """The views check opened the state again for its files: a corrupt state ended doctor
+    there (exit 6, the error alone) instead of the state's finding among the others."""
+    data_dir = tmp_path / "data"
+    assert run_sync(sim, data_dir).outcome == "ok"
+    (data_dir / "state.sqlite").write_bytes(b"garbage" * 200)
+    result = doctor(sim, data_dir, sim.personal_key)
+    assert result.exit_code == 8, result.output
+    kinds = [line.split(":", 1)[0].split()[-1] for line in result.stdout.splitlines()]
+    assert kinds[-2:] == ["state", "views"]
+    assert [line.split()[0] for line in result.stdout.splitlines()][-2:] == ["error", "ok"]

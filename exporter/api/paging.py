@@ -5,8 +5,8 @@ Used by the operations walk, the open-operation refresh and the project discover
 is an empty page (with or without `pagination`), a page without a cursor, and one that hands back
 the cursor that was sent. A listing that may page below `limit` names the sizes it may page at
 (`short_pages`): a page of exactly such a size that carries a cursor is not the last (the projects
-listing: a server capping at 100, or at the default 10, ended the listing there, the rest never
-synced and, after a complete listing, marked deleted). A cursor the listing already handed out
+listing: a server capping at 100 ended the listing there, the rest never synced and, after a
+complete listing, marked deleted). A cursor the listing already handed out
 earlier means the server is going round in circles: an error, not an endless loop; so does a
 page, not the last, that brings nothing the page before did not hold (the same page served
 again under a new cursor: walked for ever, its operations stored again and again).

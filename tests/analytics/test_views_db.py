@@ -111,7 +111,7 @@ def test_views_database_of_a_directory_whose_name_duckdb_splits(tmp_path: Path, 
     out = duckdb_cli("opsaudit.duckdb", "-c", sql, cwd=data_dir)
     assert (out.stdout, out.stderr) == ("n\n12\nv\n15\n", "")
     report = DoctorReport()
-    _check_views(report, data_dir)
+    _check_views(report, data_dir, [])  # no state: no committed files to compare (as doctor)
     assert [(f.check, f.level, f.message) for f in report.findings] == [
         ("views", "ok", "opsaudit.duckdb answers (15 operation versions)")
     ]

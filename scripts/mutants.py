@@ -3668,6 +3668,26 @@ MUTANTS = [
         (f"{HEADLINE}::test_the_more_line_carries_thousands_separators",),
     ),
     Mutant(
+        "damaged-log-not-named",  # "Kernel error: Json error: ..." and no file, no fix
+        "exporter/store/lake/tables.py",
+        'if "Json error" in str(exc):  # delta-rs\' parse error of a log file',
+        "if False:",
+        (
+            "tests/lake/test_sync_lake.py::"
+            "test_a_damaged_commit_file_of_a_side_table_is_named_with_its_fix",
+        ),
+    ),
+    Mutant(
+        "damaged-log-file-not-found",  # only the commits before the last checkpoint read
+        "exporter/store/lake/tables.py",
+        "for k, n in numbered.items() if n > since)",
+        "for k, n in numbered.items() if n < since)",
+        (
+            "tests/lake/test_sync_lake.py::"
+            "test_a_damaged_commit_file_of_a_side_table_is_named_with_its_fix",
+        ),
+    ),
+    Mutant(
         "threshold-count-without-separators",  # "threshold: 3194 operation(s) ..."
         "exporter/ops/check.py",
         'f"{int(value):,} operation(s) of',

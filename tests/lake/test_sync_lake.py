@@ -624,3 +624,45 @@ def test_a_first_run_the_store_refused_is_shown_before_any_batch(
         _cli(["status", "--data-dir", url, *_so(bucket), "--format", "json"], env).stdout
     )["runs"]
     assert [r["outcome"] for r in recorded] == ["ok", "failed"]
+
+
+@pytest.mark.parametrize("table", ["sync_runs", "branches"])
+def test_a_damaged_commit_file_of_a_side_table_is_named_with_its_fix(
+    make_sim: Any, bucket: Bucket, table: str
+) -> None:
+    """A commit file of a side table's log that is not JSON (cut, or written by something
+    else) made every later sync exit 6 (its operations committed all the same) and every
+    reader too, with "cannot read table sync_runs in s3://...: Kernel error: Json error:
+    ...": no file, no way out. The error names the table and the file and says what to do;
+    done, the next sync is ok again and nothing is lost."""
+    sim = make_sim(seed=71, projects=2, shared_projects=0, days=1, ops_per_project_per_day=30)
+    url = bucket.url("damaged")
+    env = _cli_env(sim)
+    sync = ["sync", "--data-dir", url, *_so(bucket), "--max-rps", "0"]
+    query = ["query", "--data-dir", url, *_so(bucket), "SELECT count(*) FROM sync_runs"]
+    assert _cli(sync, env).returncode == 0
+    logs = sorted(k for k in bucket.list_keys(f"damaged/{table}/_delta_log/") if k.endswith("json"))
+    name = f"{table}/_delta_log/{int(logs[-1].rsplit('/', 1)[1][:-5]) + 1:020d}.json"
+    bucket.client().put_object(Bucket=bucket.name, Key=f"damaged/{name}", Body=b'{"commitInfo":{')
+    again = {
+        "sync_runs": "the next sync writes it again",
+        "branches": "it reads as of the commit before until the names next change",
+    }[table]
+    expected = (
+        f"Error: {url}: table {table} cannot be read: its log file {name} is not a Delta commit "
+        "(Kernel error: Json error: Truncated record whilst reading object); opsaudit writes "
+        "each commit file whole, so something else wrote or cut it. Fix: move "
+        f"{name} out of {table}/_delta_log/ (keep it: it shows what wrote it), then run "
+        f"`opsaudit sync`; {table} holds nothing the state does not: {again}\n"
+    )
+    done = _cli(query, env)
+    assert (done.returncode, done.stderr) == (6, expected)
+    if table == "sync_runs":
+        sim.advance(600)
+        done = _cli(sync, env)
+        assert (done.returncode, done.stderr) == (6, expected)
+        assert_exact(sim, table_rows(url, _opts(bucket)))  # its operations were committed
+    bucket.client().delete_object(Bucket=bucket.name, Key=f"damaged/{name}")
+    assert _cli(sync, env).returncode == 0
+    done = _cli(query, env)
+    assert done.returncode == 0, done.stderr

@@ -43,6 +43,7 @@ _TABLE_NAMES = (
     "TABLES",
     "VERSIONS",
     "CommitResult",
+    "DamagedTableError",
     "LakeDataset",
     "open_dataset",
     "state_bytes",

@@ -136,6 +136,11 @@ class CommitUnknownError(OpsauditError):
     exit_code = ExitCode.FATAL
 
 
+class DamagedTableError(StorageError):
+    """A table's Delta log holds a commit file that is not JSON (exit 6): opsaudit writes each
+    commit file whole (an object store's put is), so something else wrote or cut it."""
+
+
 @dataclass(frozen=True)
 class CommitResult:
     txn_version: int  # N
@@ -350,8 +355,58 @@ class LakeDataset:
             elif refresh:
                 dt.update_incremental()
         except Exception as exc:
+            if "Json error" in str(exc):  # delta-rs' parse error of a log file
+                raise self._damaged(name, exc) from None
             raise classify(exc, self.location, f"cannot read table {name} in") from None
         return dt
+
+    def _damaged(self, name: str, exc: Exception) -> DamagedTableError:
+        """The error of table `name`, whose log delta-rs cannot parse: it names the log file
+        at fault (the first commit since the last checkpoint that is not JSON lines, found by
+        reading them: on this error path alone) and what to do about it."""
+        log_dir = f"{name}/_delta_log/"
+        bad = None
+        with contextlib.suppress(Exception):  # the file is named when it can be found
+            numbered = {
+                m.key: int(m.key[len(log_dir) : -5])
+                for m in self.objects.list(log_dir)
+                if m.key.endswith(".json") and m.key[len(log_dir) : -5].isdigit()
+            }
+            last = self.objects.get(f"{log_dir}_last_checkpoint")
+            since = -1 if last is None else int(json.loads(last[0])["version"])
+            for key in sorted(
+                (k for k, n in numbered.items() if n > since), key=numbered.__getitem__
+            ):
+                got = self.objects.get(key)
+                try:
+                    [json.loads(line) for line in (got[0] if got else b"").splitlines()]
+                except ValueError:
+                    bad = key
+                    break
+        said = scrubbed(str(exc).splitlines()[0], self.location)[:200]
+        where = f"its log file {bad}" if bad else f"a file of {log_dir}"
+        if name in REPLACEABLE:
+            # Written from the state alone: nothing is lost with the file. projects and
+            # sync_runs are rewritten by every sync, a names table when the names change.
+            again = (
+                "the next sync writes it again"
+                if name in (PROJECTS, SYNC_RUNS)
+                else "it reads as of the commit before until the names next change"
+            )
+            fix = (
+                f"move {bad or 'it'} out of {log_dir} (keep it: it shows what wrote it), then "
+                f"run `opsaudit sync`; {name} holds nothing the state does not: {again}"
+            )
+        else:
+            fix = (
+                f"restore {bad or 'it'} from the bucket's object versions or a backup; opsaudit "
+                f"cannot rebuild {name}"
+            )
+        return DamagedTableError(
+            f"{self.location.display}: table {name} cannot be read: {where} is not a Delta "
+            f"commit ({said}); opsaudit writes each commit file whole, so something else wrote "
+            f"or cut it. Fix: {fix}"
+        )
 
     def committed_version(self) -> int | None:
         """The txn version N of the last batch committed to operation_versions (None: none)."""

@@ -3212,8 +3212,8 @@ MUTANTS = [
     Mutant(
         "unjudged-check-keeps-last-verdict",  # check --metrics-file: ok 1 left after exit 6
         "exporter/cli/_ops.py",
-        "            write_unjudged_check(metrics_file, as_of)\n",
-        "            pass\n",
+        '                write_unjudged_check(ctx.params["metrics_file"], ctx.params.get("as_of"))\n',
+        "                pass\n",
         ("tests/ops/test_metrics.py::test_a_check_that_cannot_judge_writes_not_ok",),
     ),
     Mutant(
@@ -3659,6 +3659,13 @@ MUTANTS = [
         '            click.echo(exc.object.encode(exc.encoding, "replace").decode(exc.encoding), nl=False)\n',
         "            raise\n",
         ("tests/analytics/test_cli.py::test_a_terminal_without_the_ellipsis_gets_a_question_mark",),
+    ),
+    Mutant(
+        "usage-error-keeps-last-verdict",  # check --metrics-file --fail-on BAD: ok 1 left
+        "exporter/cli/_ops.py",
+        '                write_unjudged_check(path, self._readable(ctx, given, "as_of"))\n',
+        "                pass\n",
+        ("tests/ops/test_metrics.py::test_a_check_refused_for_its_options_writes_not_ok",),
     ),
     Mutant(
         "more-line-total-without-separators",  # "(10 of 2956 rows; 2,946 more ...)"

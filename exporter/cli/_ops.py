@@ -92,7 +92,47 @@ def _as_of(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.
 _AS_OF_YEARS = (1970, 9998)
 
 
-@click.command("check", short_help=short_help("check"))
+class CheckCommand(click.Command):
+    """`check`, whose every end but a verdict leaves `--metrics-file` saying not ok (README's
+    alert on `opsaudit_check_ok == 0`): a usage error met while its options are read (a bad
+    --fail-on: the body never ran, `opsaudit_check_ok 1` stood), and any error of the body."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.exceptions.Exit:
+            raise  # --help
+        except Exception:
+            path = self._readable(ctx, given, "metrics_file")
+            if path is not None:  # (a refused --metrics-file names no file to write)
+                write_unjudged_check(path, self._readable(ctx, given, "as_of"))
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BaseException as exc:
+            verdict = isinstance(exc, SystemExit) and exc.code == int(ExitCode.ATTENTION)
+            if not verdict and ctx.params.get("metrics_file") is not None:
+                write_unjudged_check(ctx.params["metrics_file"], ctx.params.get("as_of"))
+            raise
+
+    def _readable(self, ctx: click.Context, given: list[str], name: str) -> Any:
+        """Option `name`'s value in `given` whatever the others hold; None when it has none or
+        is refused itself."""
+        parser = self.make_parser(ctx)
+        parser.ignore_unknown_options = True  # `--no-such-option` is what failed
+        [param] = [p for p in self.params if p.name == name]
+        try:
+            opts, _, _ = parser.parse_args(list(given))
+            value, _ = param.handle_parse_result(ctx, opts, [])
+        except Exception:
+            return None
+        return value if isinstance(value, (Path, dt.datetime)) else None
+
+
+@click.command("check", cls=CheckCommand, short_help=short_help("check"))
 @data_dir_option
 @storage_option_option
 @click.option(
@@ -170,10 +210,7 @@ def check_command(
             )
     except NoDatasetError:  # an empty prefix: as an empty local directory is (exit 8)
         report = CheckReport(as_of or dt.datetime.now(dt.timezone.utc), [no_sync_yet(data_dir)])
-    except Exception:  # check could not judge (exit 2, 5, 6): no earlier verdict may stand
-        if metrics_file is not None:
-            write_unjudged_check(metrics_file, as_of)
-        raise
+    # Could not judge (exit 2, 5, 6): CheckCommand writes `opsaudit_check_ok 0`.
     if fmt == "json":
         import orjson
 

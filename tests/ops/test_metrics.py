@@ -163,6 +163,51 @@ def test_a_check_that_cannot_judge_writes_not_ok(make_sim: Any, tmp_path: Path) 
     assert (invoke(*args, iso(later)).exit_code, parse(prom)) == (2, not_ok(later))
 
 
+def test_a_check_refused_for_its_options_writes_not_ok(make_sim: Any, tmp_path: Path) -> None:
+    """A usage error click met while reading check's options (a bad --fail-on or --max-age, an
+    unknown option, a --config after the command that cannot be read) ended check before its
+    body ran: `opsaudit_check_ok 1` stood in the file. It now says 0, as of --as-of when that
+    could be read, now otherwise; a --metrics-file that is itself refused is left alone."""
+    sim = make_sim(seed=11, projects=1, shared_projects=0, orgs=1)
+    data_dir, prom = tmp_path / "data", tmp_path / "check.prom"
+    env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
+    assert invoke("sync", "--data-dir", str(data_dir), "--max-rps", "0", env=env).exit_code == 0
+    [(finished,)] = state_rows(data_dir, "SELECT finished_us FROM runs")
+    as_of = at_us(finished) + dt.timedelta(minutes=1)
+    args = ["check", "--data-dir", str(data_dir), "--metrics-file", str(prom)]
+    ok = {"opsaudit_check_ok": {(): 1}}
+    for n, bad in enumerate(
+        (
+            ["--fail-on", "stuck >"],
+            ["--max-age", "soon"],
+            ["--no-such-option"],
+            ["--config", str(tmp_path / "missing.toml")],
+        )
+    ):
+        assert invoke(*args, "--as-of", iso(as_of)).exit_code == 0
+        assert {"opsaudit_check_ok": parse(prom)["opsaudit_check_ok"]} == ok
+        later = as_of + dt.timedelta(minutes=n + 1)
+        result = invoke(*args, *bad, "--as-of", iso(later))
+        assert (result.exit_code, parse(prom)) == (
+            2,
+            {
+                "opsaudit_check_ok": {(): 0},
+                "opsaudit_check_timestamp_seconds": {(): later.timestamp()},
+            },
+        ), bad
+    # --as-of refused too: as of now.
+    before = dt.datetime.now(dt.timezone.utc).timestamp()
+    assert invoke(*args, "--as-of", "yesterday").exit_code == 2
+    [stamp] = parse(prom)["opsaudit_check_timestamp_seconds"].values()
+    assert (parse(prom)["opsaudit_check_ok"], stamp >= before) == ({(): 0}, True)
+    # The file itself refused (its directory gone): nothing is written anywhere.
+    assert invoke(*args, "--as-of", iso(as_of)).exit_code == 0
+    written = prom.read_text()
+    missing = tmp_path / "gone" / "check.prom"
+    result = invoke(*args[:-1], str(missing), "--max-age", "soon")
+    assert (result.exit_code, prom.read_text(), missing.parent.exists()) == (2, written, False)
+
+
 def test_every_finding_kind_check_emits_is_declared_once() -> None:
     """`check` builds each `Finding` with its kind spelt out; every such kind is in
     FINDING_KINDS, the list `check --metrics-file` writes a sample for (0 included)."""

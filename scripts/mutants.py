@@ -3668,6 +3668,24 @@ MUTANTS = [
         ("tests/ops/test_metrics.py::test_a_check_refused_for_its_options_writes_not_ok",),
     ),
     Mutant(
+        "empty-account-walked-in-full",  # status of no projects: synced_within_hour 1.0
+        "exporter/store/state.py",
+        "return self.within_hour / self.projects if self.projects else None",
+        "return self.within_hour / self.projects if self.projects else 1.0",
+        (
+            "tests/sync/test_status.py::test_status_of_an_account_without_projects_claims_no_coverage",
+        ),
+    ),
+    Mutant(
+        "empty-account-coverage-line",  # "0 projects, 100% walked within the hour"
+        "exporter/ops/status.py",
+        '        if not c["projects"]\n',
+        "        if False\n",
+        (
+            "tests/sync/test_status.py::test_status_of_an_account_without_projects_claims_no_coverage",
+        ),
+    ),
+    Mutant(
         "more-line-total-without-separators",  # "(10 of 2956 rows; 2,946 more ...)"
         "exporter/analytics/report_text.py",
         "({top:,} of {total:,} rows;",

@@ -81,6 +81,10 @@ def _at(us: int | None) -> dt.datetime | None:
     )
 
 
+def _share(share: float | None) -> float | None:
+    return None if share is None else round(share, 4)
+
+
 def read_status(data_dir: Path | str, *, runs: int = 5, as_of: dt.datetime | None = None) -> Status:
     """The status of `data_dir` (a directory, or `file:///abs/dir` as `sync()` and `connect()`
     take it); `ConfigError` if it does not exist, `StorageError` if no sync has written its
@@ -111,8 +115,8 @@ def _read_status(data_dir: Path, runs: int, as_of: dt.datetime | None) -> Status
     status = Status(as_of=now, stray_files=stray)
     status.coverage = {
         "projects": cov.projects,
-        "synced_within_hour": round(cov.share_hour, 4),
-        "synced_within_day": round(cov.share_day, 4),
+        "synced_within_hour": _share(cov.share_hour),
+        "synced_within_day": _share(cov.share_day),
         "oldest_lag_seconds": None if cov.oldest_lag_us is None else cov.oldest_lag_us // 10**6,
         "open_not_reread_within_day": cov.open_unchecked_day,
         # Open operations by time since their last re-read (the refresh schedule).
@@ -158,10 +162,15 @@ def render_status(status: Status, fmt: str) -> str:
     runs = render(RUN_COLUMNS, [tuple(r[c] for c in RUN_COLUMNS) for r in status.runs], fmt)
     c = status.coverage
     lag = c["oldest_lag_seconds"]
+    walked = (
+        "no projects"  # no share of them walked (an account without any, or all deleted)
+        if not c["projects"]
+        else f"{c['projects']} projects, {c['synced_within_hour']:.0%} walked within the hour, "
+        f"{c['synced_within_day']:.0%} within the day; oldest lag "
+        f"{'-' if lag is None else f'{lag}s'}"
+    )
     coverage = (
-        f"coverage: {c['projects']} projects, {c['synced_within_hour']:.0%} walked within the "
-        f"hour, {c['synced_within_day']:.0%} within the day; oldest lag "
-        f"{'-' if lag is None else f'{lag}s'}; {c['open_not_reread_within_day']} open "
+        f"coverage: {walked}; {c['open_not_reread_within_day']} open "
         "operation(s) not re-read for a day\n"
     )
     pending = status.events.get("pending") or {}

@@ -277,13 +277,14 @@ class Coverage:
     oldest_lag_us: int | None  # since the stalest project's last walk (or first sighting)
     open_unchecked_day: int  # open operations not re-read for a day
 
+    # None without projects: 0/0 was 1.0, "100% walked within the hour" of an empty account.
     @property
-    def share_hour(self) -> float:
-        return self.within_hour / self.projects if self.projects else 1.0
+    def share_hour(self) -> float | None:
+        return self.within_hour / self.projects if self.projects else None
 
     @property
-    def share_day(self) -> float:
-        return self.within_day / self.projects if self.projects else 1.0
+    def share_day(self) -> float | None:
+        return self.within_day / self.projects if self.projects else None
 
 
 def _micros(text: Any) -> int | None:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from exporter.cli import cli
@@ -40,6 +41,33 @@ def test_status_without_data_is_a_clear_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["status", "--data-dir", str(tmp_path)])
     assert result.exit_code == 6
     assert "run `opsaudit sync` first" in result.output
+
+
+def test_status_of_an_account_without_projects_claims_no_coverage(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """An account with no projects at all said '0 projects, 100% walked within the hour, 100%
+    within the day' (0/0 taken for 1, in sync_runs too): no projects, no share of them."""
+    sim = make_sim(seed=43, projects=0, shared_projects=0, orgs=1, days=1)
+    assert run_sync(sim, tmp_path).exit_code == 0
+    table = CliRunner().invoke(cli, ["status", "--data-dir", str(tmp_path)])
+    assert table.exit_code == 0, table.output
+    assert table.output.splitlines()[0] == (
+        "coverage: no projects; 0 open operation(s) not re-read for a day"
+    )
+    result = CliRunner().invoke(cli, ["status", "--data-dir", str(tmp_path), "--format", "json"])
+    assert json.loads(result.output)["coverage"] == {
+        "projects": 0,
+        "synced_within_hour": None,
+        "synced_within_day": None,
+        "oldest_lag_seconds": None,
+        "open_not_reread_within_day": 0,
+        "open_by_last_read": {"1h": 0, "6h": 0, "24h": 0, "7d": 0, "older": 0},
+    }
+    runs = pq.read_table(tmp_path / "sync_runs" / "sync_runs.parquet")
+    assert runs.select(["coverage_hour", "coverage_day"]).to_pylist() == [
+        {"coverage_hour": None, "coverage_day": None}
+    ]
 
 
 def test_compact_command(make_sim: Any, tmp_path: Path, monkeypatch: Any) -> None:

@@ -3686,6 +3686,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "walked-projects-left-unsaid",  # budget: "0/4 projects; 4 left", 2 of them walked
+        "exporter/engine/sync.py",
+        "ProjectResult(walk.result, error, left=left, names_left=left, unknown=unknown)",
+        "ProjectResult(walk.result, error, left=left, unknown=unknown)",
+        (
+            "tests/sync/test_budget_runs.py::"
+            "test_a_run_says_which_projects_it_left_were_walked_and_only_wait_for_their_names",
+        ),
+    ),
+    Mutant(
         "more-line-total-without-separators",  # "(10 of 2956 rows; 2,946 more ...)"
         "exporter/analytics/report_text.py",
         "({top:,} of {total:,} rows;",

@@ -156,6 +156,7 @@ class ProjectResult:
     walk: WalkResult
     error: str | None = None
     left: bool = False  # stopped by the budget (or the run's stop): the next run resumes it
+    names_left: bool = False  # of a left one: walked to its end, only its names to read
     unknown: bool = False  # 404 for a project never seen (a mistyped --project)
 
 
@@ -184,6 +185,9 @@ class RunSummary:
     names_requests: int = 0  # branches + endpoints listings read
     open_operations: int = 0
     projects_left: int = 0  # not reached or cut short (budget, stop): the next run continues
+    # Of them, walked to their end (operations all in, as `status` shows), their names left:
+    # "0/8 projects; 8 left" said nothing of the walks a first budgeted run completed.
+    projects_names_left: int = 0
     projects_idle: int = 0  # left for a later run by --skip-idle (no activity since last walk)
     coverage: Coverage | None = None  # account-wide currency after the run
     achieved_rps: float = 0.0  # requests / wall seconds
@@ -214,6 +218,7 @@ class RunSummary:
             self.projects_deleted += 1
         if r.left:
             self.projects_left += 1
+            self.projects_names_left += r.names_left
         elif r.error is None:
             self.projects_ok += 1
         else:
@@ -261,6 +266,11 @@ class RunSummary:
             text += f"; {self.projects_idle} idle project(s) not walked (--skip-idle)"
         if self.projects_left:
             text += f"; {self.projects_left} project(s) left for the next run"
+            if self.projects_names_left:
+                text += (
+                    f" ({self.projects_names_left} of them walked, only their branches and "
+                    "endpoints to list)"
+                )
         if self.wait_given_up:
             text += (
                 f"; gave up a retry's wait of {self.wait_given_up:.1f}s (Retry-After or backoff)"
@@ -1072,7 +1082,7 @@ class _Run:
             committer.submit(Chunk(pid, error=error))
         # Names the budget could not cover: the operations are in, the project is not done.
         left = error is None and walk.result.names_left
-        result = ProjectResult(walk.result, error, left=left, unknown=unknown)
+        result = ProjectResult(walk.result, error, left=left, names_left=left, unknown=unknown)
         with self.lock:
             self.summary.add(result)
         self.observer.project_done(result, client.stats, client.pacer.current_rps)

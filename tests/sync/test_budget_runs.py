@@ -289,6 +289,24 @@ def test_budgeted_runs_count_as_fresh_once_every_project_is_walked(
     assert_matches_truth(sim, tmp_path)
 
 
+def test_a_run_says_which_projects_it_left_were_walked_and_only_wait_for_their_names(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """A first run whose budget covered two projects' operations but not their names said
+    '0/4 projects ...; 4 project(s) left for the next run' alone (left, README: never ok), while
+    `status` showed those two walked: the line says how many of those left were walked, only
+    their names to read."""
+    sim = _sim(make_sim, 1905, projects=4)
+    # The listing (3) and two walk pages: two walks complete, their names left.
+    first = run_sync(sim, tmp_path, max_requests=5)
+    assert first.line().split("; ", 1)[1] == (
+        "4 project(s) left for the next run (2 of them walked, only their branches and "
+        "endpoints to list)"
+    )
+    assert (first.projects_ok, first.projects_left, first.projects_names_left) == (0, 4, 2)
+    assert len([w for w in _last_walks(tmp_path) if w is not None]) == 2
+
+
 def test_names_left_by_runs_cut_short_are_read_first_and_finish_under_a_short_time_budget(
     make_sim: Any, tmp_path: Path
 ) -> None:

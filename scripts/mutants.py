@@ -3696,6 +3696,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "environment-endpoint-unchecked",  # AWS_ENDPOINT_URL=minio:9000: a panic, exit 5
+        "exporter/store/lake/objects.py",
+        "        check_environment(location, os.environ)\n",
+        "",
+        (
+            "tests/lake/test_location.py::"
+            "test_a_bad_endpoint_in_the_environment_names_the_variable_not_the_value",
+        ),
+    ),
+    Mutant(
         "more-line-total-without-separators",  # "(10 of 2956 rows; 2,946 more ...)"
         "exporter/analytics/report_text.py",
         "({top:,} of {total:,} rows;",

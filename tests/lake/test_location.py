@@ -8,6 +8,7 @@ import pytest
 
 from exporter import ConfigError, ExitCode
 from exporter.store.lake import parse_location, parse_storage_options
+from exporter.store.lake.location import check_environment
 
 
 @pytest.mark.parametrize(
@@ -272,3 +273,39 @@ def test_typed_options_take_every_spelling_deltalake_takes() -> None:
         "AWS_REGION=maybe",  # a string: any value
     ]
     assert parse_storage_options(given) == dict(item.split("=", 1) for item in given)
+
+
+@pytest.mark.parametrize(
+    ("command", "variable", "value"),
+    [
+        ("status", "AWS_ENDPOINT_URL", "minio:9000"),
+        ("check", "AWS_ENDPOINT", "minio:9000"),
+        ("sync", "AWS_ENDPOINT_URL", "http://"),
+        ("compact", "AWS_ENDPOINT_URL", ""),
+        ("status", "AWS_ENDPOINT_URL", "http://user:s3cr3tvalue@minio:9000"),
+    ],
+)
+def test_a_bad_endpoint_in_the_environment_names_the_variable_not_the_value(
+    monkeypatch: pytest.MonkeyPatch, command: str, variable: str, value: str
+) -> None:
+    """An endpoint from the environment that is not a URL (`minio:9000`, no scheme) made
+    delta-rs or obstore panic: 'unexpected error' (exit 5), a bug. As for --storage-option
+    endpoint=...: exit 2 naming the variable, never its value, before any request (there is no
+    server here; the API's base URL refuses connections)."""
+    from click.testing import CliRunner
+
+    from exporter.cli import cli
+
+    from .conftest import set_aws_env
+
+    set_aws_env(monkeypatch, "unused")
+    monkeypatch.setenv(variable, value)
+    env = {"NEON_API_KEY": "napi_key_never_sent", "OPSAUDIT_BASE_URL": "http://127.0.0.1:9/"}
+    result = CliRunner().invoke(cli, [command, "--data-dir", "s3://bucket/trail"], env=env)
+    assert (result.exit_code, result.output) == (
+        2,
+        f"Error: the environment's {variable}: {_NOT_ENDPOINT}\n",
+    )
+    # An endpoint given as an option wins over the environment's, as in delta-rs.
+    given = parse_location("s3://bucket/trail", ["AWS_ENDPOINT_URL=http://127.0.0.1:9000"])
+    check_environment(given, {variable: value})

@@ -227,15 +227,40 @@ def _check_value(key: str, value: str) -> None:
     if bare in _BOOLEAN_OPTIONS and option_bool(value) is None:
         raise ConfigError(f"--storage-option {key}: not a boolean: use true or false")
     if bare in _URL_OPTIONS and not _endpoint_ok(value):
-        raise ConfigError(
-            f"--storage-option {key}: not an http(s) URL with a host, a port from 1 to 65535 if "
-            "any, and no user info (e.g. http://127.0.0.1:9000)"
-        )
+        raise ConfigError(f"--storage-option {key}: {_NOT_ENDPOINT}")
     words = _WORD_OPTIONS.get(bare)
     if words is not None:
         given = value.lower() if bare in _ANY_CASE_OPTIONS else value
         if given not in words:
             raise ConfigError(f"--storage-option {key}: not one of {', '.join(words)}")
+
+
+_NOT_ENDPOINT = (
+    "not an http(s) URL with a host, a port from 1 to 65535 if any, and no user info "
+    "(e.g. http://127.0.0.1:9000)"
+)
+# The names one setting goes by (object_store's aliases): an option under one wins over the
+# environment's variable under the other.
+_SAME_SETTING = {"endpoint_url": "endpoint", "storage_endpoint": "endpoint"}
+
+
+def check_environment(location: Location, environ: Mapping[str, str]) -> None:
+    """`ConfigError` naming the variable, never its value, for an endpoint of `location`'s
+    family in `environ` that delta-rs and object_store read and would panic on (AWS_ENDPOINT_URL
+    `minio:9000`, no scheme: "unexpected error", exit 5), as `--storage-option` refuses it; an
+    option for the same setting wins over the variable (as there) and is checked as an option."""
+    if location.is_local:
+        return
+    family = location.family
+    given = {k.lower().removeprefix(family) for k in location.options}
+    given = {_SAME_SETTING.get(k, k) for k in given}
+    for bare in sorted(_URL_OPTIONS):
+        name = (family + bare).upper()  # they read upper-case names alone
+        value = environ.get(name)
+        if value is None or not known_option(name) or _SAME_SETTING.get(bare, bare) in given:
+            continue
+        if not _endpoint_ok(value):
+            raise ConfigError(f"the environment's {name}: {_NOT_ENDPOINT}")
 
 
 def _endpoint_ok(value: str) -> bool:
@@ -447,6 +472,7 @@ def _local(path: Path, options: dict[str, str]) -> Location:
 
 __all__ = [
     "Location",
+    "check_environment",
     "option_bool",
     "option_duration",
     "parse_location",

@@ -27,7 +27,13 @@ from urllib.parse import urlsplit
 
 from exporter.core.errors import ConfigError, ExitCode, OpsauditError, StorageError
 from exporter.core.layout import fsync_dir, write_aside
-from exporter.store.lake.location import Location, option_bool, option_duration, redact
+from exporter.store.lake.location import (
+    Location,
+    check_environment,
+    option_bool,
+    option_duration,
+    redact,
+)
 
 
 class LakeAccessError(ConfigError):
@@ -352,6 +358,8 @@ class RemoteObjects(Objects):
 
     def __init__(self, location: Location, *, max_retries: int = 3):
         self.location = location
+        # Before any request, and before delta-rs reads the same variables (it panics).
+        check_environment(location, os.environ)
         try:
             from obstore.store import from_url
         except ImportError:  # pragma: no cover - the lake extra installs it

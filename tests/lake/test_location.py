@@ -283,6 +283,7 @@ def test_typed_options_take_every_spelling_deltalake_takes() -> None:
         ("sync", "AWS_ENDPOINT_URL", "http://"),
         ("compact", "AWS_ENDPOINT_URL", ""),
         ("status", "AWS_ENDPOINT_URL", "http://user:s3cr3tvalue@minio:9000"),
+        ("status", "AWS_ENDPOINT_URL_S3", "minio:9000"),  # the SDK's S3-only endpoint
     ],
 )
 def test_a_bad_endpoint_in_the_environment_names_the_variable_not_the_value(

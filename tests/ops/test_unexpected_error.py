@@ -215,9 +215,16 @@ def test_a_command_without_v_is_not_told_to_run_with_v(
 
 
 def test_a_rust_panic_is_an_unexpected_error() -> None:
-    """object_store panics on an endpoint it cannot parse (one from the environment, which no
-    option check sees): pyo3's PanicException is a BaseException, which the group's `except
-    Exception` missed: a Python traceback and exit 1, "partial"."""
+    """object_store panics on an endpoint it cannot parse: pyo3's PanicException is a
+    BaseException, which the group's `except Exception` missed: a Python traceback and exit 1,
+    "partial". The environment's endpoints are checked now (exit 2, tests/lake/test_location.py):
+    the check is left out here, for a real panic of the native library that no check foresaw."""
+    unchecked = (
+        "import exporter.store.lake.objects as objects\n"
+        "objects.check_environment = lambda location, environ: None\n"
+        "from exporter.cli import main\n"
+        "main()\n"
+    )
     env = {
         **os.environ,
         "AWS_ENDPOINT_URL": "minio:9000",
@@ -226,7 +233,7 @@ def test_a_rust_panic_is_an_unexpected_error() -> None:
         "RUST_BACKTRACE": "0",
     }
     done = subprocess.run(
-        [sys.executable, "-m", "exporter", "status", "--data-dir", "s3://audit/t"],
+        [sys.executable, "-c", unchecked, "status", "--data-dir", "s3://audit/t"],
         env=env,
         capture_output=True,
         text=True,

@@ -242,6 +242,9 @@ _NOT_ENDPOINT = (
 # The names one setting goes by (object_store's aliases): an option under one wins over the
 # environment's variable under the other.
 _SAME_SETTING = {"endpoint_url": "endpoint", "storage_endpoint": "endpoint"}
+# Endpoints read from the environment alone (no option spells them), with the setting they
+# stand for: the AWS SDK's S3-only endpoint, on which object_store panics as on AWS_ENDPOINT_URL.
+_ENVIRONMENT_ENDPOINTS = {"aws_": [("AWS_ENDPOINT_URL_S3", "endpoint")]}
 
 
 def check_environment(location: Location, environ: Mapping[str, str]) -> None:
@@ -254,10 +257,12 @@ def check_environment(location: Location, environ: Mapping[str, str]) -> None:
     family = location.family
     given = {k.lower().removeprefix(family) for k in location.options}
     given = {_SAME_SETTING.get(k, k) for k in given}
-    for bare in sorted(_URL_OPTIONS):
-        name = (family + bare).upper()  # they read upper-case names alone
+    names = [((family + bare).upper(), bare) for bare in sorted(_URL_OPTIONS)]
+    names = [(name, bare) for name, bare in names if known_option(name)]
+    names += _ENVIRONMENT_ENDPOINTS.get(family, [])
+    for name, bare in names:  # they read upper-case names alone
         value = environ.get(name)
-        if value is None or not known_option(name) or _SAME_SETTING.get(bare, bare) in given:
+        if value is None or _SAME_SETTING.get(bare, bare) in given:
             continue
         if not _endpoint_ok(value):
             raise ConfigError(f"the environment's {name}: {_NOT_ENDPOINT}")

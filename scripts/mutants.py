@@ -3455,6 +3455,40 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "future-operation-made-the-checkpoint",  # one 2099 operation: nothing exported, for ever
+        "exporter/engine/walk.py",
+        "        if newest is not None and newest > ceiling:\n",
+        "        if False:\n",
+        (
+            f"{ROBUST}::test_an_operation_created_in_the_future_does_not_blind_its_project",
+            f"{ROBUST}::test_an_operation_ahead_of_the_clock_joins_the_checkpoint_once_passed",
+        ),
+    ),
+    Mutant(
+        "operation-above-the-ceiling-not-tracked",  # exported again in every run
+        "exporter/engine/walk.py",
+        "            if op.status not in terminal or fresh[k] or created[k] >= above\n",
+        "            if op.status not in terminal or fresh[k]\n",
+        (
+            f"{ROBUST}::test_an_operation_created_in_the_future_does_not_blind_its_project",
+            f"{ROBUST}::test_an_operation_ahead_of_the_clock_joins_the_checkpoint_once_passed",
+        ),
+    ),
+    Mutant(
+        "unchanged-operation-above-the-ceiling-forgotten",  # its change then came as new
+        "exporter/engine/walk.py",
+        "                and _settled(known.changed_us, observed)\n                and not self._above(created)\n",
+        "                and _settled(known.changed_us, observed)\n",
+        (f"{ROBUST}::test_an_operation_created_in_the_future_does_not_blind_its_project",),
+    ),
+    Mutant(
+        "changed-operation-above-the-ceiling-forgotten",  # exported again in the next run
+        "exporter/engine/walk.py",
+        "        if is_terminal(op) and _settled(changed, observed) and not self._above(created):\n",
+        "        if is_terminal(op) and _settled(changed, observed):\n",
+        (f"{ROBUST}::test_an_operation_created_in_the_future_does_not_blind_its_project",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

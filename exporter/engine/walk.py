@@ -8,6 +8,13 @@ at `<=` would lose late arrivals in the boundary second; `<` would re-add it. Co
 whole second: the API once sent one `created_at` with a fraction among whole-second neighbours,
 and its true order is only known to the second.
 
+The checkpoint never moves above what the API can have served when the walk began (`ceiling`:
+its start by the API's clock, from the Date header): an operation created "in the future" (a
+node's clock ahead, a bad record of 2099) made it the checkpoint, and every operation created
+after it was older, for ever. Such an operation is exported once and stays tracked while it sits
+above the ceiling (its later change is a new version, its next read no second copy); a later walk
+whose ceiling has passed it takes it into the checkpoint as any other.
+
 Pages may overlap (an inclusive cursor re-sends the operation it names): duplicates are dropped
 by id against the previous page, never by comparing timestamps, so no operation the API returned
 is skipped unless this walk already holds it.
@@ -32,7 +39,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
-from exporter.api.client import ApiClient
+from exporter.api.client import CLOCK_SKEW_LIMIT, ApiClient
 from exporter.api.paging import Pager
 from exporter.core.errors import ApiError, NotFoundError, UnknownProjectError
 from exporter.core.model import NAMES_REQUESTS, Chunk
@@ -67,6 +74,11 @@ FRESH_US = 900 * US_PER_SECOND
 # (or after) may name a branch newer than they are: its unknown ids make them due again, not
 # "known unlisted". The margin covers the client's and the API's clocks differing.
 LISTING_SKEW_US = 60 * US_PER_SECOND
+
+
+# The API's clock ahead of this host's by up to this when its Date header is unknown: the
+# ceiling allows it (operations created since the walk began are then never below it).
+UNKNOWN_SKEW_US = int(CLOCK_SKEW_LIMIT * US_PER_SECOND)
 
 
 _BRANCH_ID = attrgetter("branch_id")
@@ -196,6 +208,9 @@ class ProjectWalk:
         # The oldest created_at the last main walk read: where the refresh extends its pager.
         self.lowest: int | None = None
         self.due: set[str] = set()  # tracked ids this run must re-read (the schedule)
+        # Operations created at or after this (the second after the walk's ceiling) are above
+        # what the API can have served: tracked, never the checkpoint (`_main_walk`).
+        self.above_us: float = math.inf
 
     # -- classification -------------------------------------------------------------------
 
@@ -210,7 +225,11 @@ class ProjectWalk:
         self.seen.add(op_id)
         fp = fingerprint(raw)
         if fp == known.fingerprint:
-            if not known.is_open and _settled(known.changed_us, observed):
+            if (
+                not known.is_open
+                and _settled(known.changed_us, observed)
+                and not self._above(created)
+            ):
                 # Finished and unchanged for the settling window: forget it.
                 self._forget(op_id)
             else:
@@ -251,7 +270,12 @@ class ProjectWalk:
         # the settling window.
         terminal = TERMINAL_STATUSES
         fresh = _fresh(ops, observed)
-        for k in [k for k, op in enumerate(ops) if op.status not in terminal or fresh[k]]:
+        above = self.above_us
+        for k in [
+            k
+            for k, op in enumerate(ops)
+            if op.status not in terminal or fresh[k] or created[k] >= above
+        ]:
             self._track(ops[k], raws[k], created[k], 1, observed, None, None)
 
     def _note_names(self, ops: Sequence[Operation], created: Sequence[int]) -> None:
@@ -301,7 +325,7 @@ class ProjectWalk:
         op_id = op.id
         c = self.chunk
         changed = _changed_us(op, known, observed)
-        if is_terminal(op) and _settled(changed, observed):
+        if is_terminal(op) and _settled(changed, observed) and not self._above(created):
             if known is not None:
                 self._forget(op_id)  # finished long enough ago: nothing more will change
             return
@@ -324,6 +348,11 @@ class ProjectWalk:
             # Only operations tracked from before are kept here; new ones live in the chunk
             # until committed (a backfill meets thousands: keep the walk's memory flat).
             self.open[op_id] = entry
+
+    def _above(self, created: int) -> bool:
+        """Created above this walk's ceiling: tracked, whatever its status, until a walk's
+        ceiling passes it (the checkpoint cannot cover it before: no second copy)."""
+        return created >= self.above_us
 
     def _forget(self, op_id: str) -> None:
         self.chunk.open_deletes.add(op_id)
@@ -482,7 +511,9 @@ class ProjectWalk:
         # and what happened since is for the walk from the newest to read, which a budget may
         # leave for later: the last whole walk's start stays (`--skip-idle` took a project
         # with new operations for idle, for up to --full-sweep-every).
-        walked_from = None if resuming else self.clock()
+        start = self.clock()
+        walked_from = None if resuming else start
+        self.above_us = self._ceiling(start)
         pager = Pager(
             self._fetch,
             self.limits.page_size,
@@ -531,8 +562,10 @@ class ProjectWalk:
             if pager.exhausted:
                 break
             if self.chunk.rows >= self.limits.flush_rows:
-                assert top.us is not None
-                self.chunk.progress = (top.us, frozenset(top.ids), pager.cursor, tail_ids)
+                # No top yet: every row so far is above the ceiling, tracked, and a walk that
+                # starts again from the newest reads them as such (nothing to resume from).
+                if top.us is not None:
+                    self.chunk.progress = (top.us, frozenset(top.ids), pager.cursor, tail_ids)
                 self._flush()
         # The walk is complete: move the checkpoint to the newest second it saw.
         newest, newest_ids = top.us, top.ids
@@ -552,6 +585,32 @@ class ProjectWalk:
         cp.walk_top_us, cp.walk_top_ids, cp.resume_cursor = None, frozenset(), None
         cp.walk_tail_ids = frozenset()
         return pager
+
+    def _ceiling(self, start: int) -> int:
+        """The first microsecond above what the API can have served when the walk began at
+        `start` (this host's clock): the end of that second by the API's clock (its Date
+        header, read by the run's first answer), else with a minute allowed for skew."""
+        skew = self.client.clock_skew
+        ahead = UNKNOWN_SKEW_US if skew is None else round(skew * US_PER_SECOND)
+        return (second(start + ahead) + 1) * US_PER_SECOND
+
+    def _raise_top(
+        self, top: _Top, kept_ids: list[str], created: list[int], kept_seconds: list[int]
+    ) -> None:
+        """The newest second and the ids read in it, up to the ceiling; `top.us` is the first
+        operation read in that second (its own created_at, maybe with a fraction)."""
+        newest = max(kept_seconds, default=None)
+        ceiling = self.above_us // US_PER_SECOND - 1
+        if newest is not None and newest > ceiling:
+            # Above what the API can have served (a node's clock ahead): never the checkpoint.
+            newest = max((s for s in kept_seconds if s <= ceiling), default=None)
+        if newest is None:
+            return
+        if top.second is None or newest > top.second:
+            top.us, top.second = created[kept_seconds.index(newest)], newest
+            top.ids = {i for i, s in zip(kept_ids, kept_seconds) if s == newest}
+        elif newest == top.second:
+            top.ids.update(i for i, s in zip(kept_ids, kept_seconds) if s == newest)
 
     def _take_page(
         self,
@@ -582,15 +641,7 @@ class ProjectWalk:
             ops, raws = [ops[k] for k in kept], [raws[k] for k in kept]
             created, kept_seconds = [created[k] for k in kept], [seconds[k] for k in kept]
             kept_ids = [page_ids[k] for k in kept]
-        if kept_seconds:
-            # The newest second and the ids read in it; `top.us` is the first operation read in
-            # that second (its own created_at, maybe with a fraction).
-            newest = max(kept_seconds)
-            if top.second is None or newest > top.second:
-                top.us, top.second = created[kept_seconds.index(newest)], newest
-                top.ids = {i for i, s in zip(kept_ids, kept_seconds) if s == newest}
-            elif newest == top.second:
-                top.ids.update(i for i, s in zip(kept_ids, kept_seconds) if s == newest)
+        self._raise_top(top, kept_ids, created, kept_seconds)
         cp, tracked = self.cp, self.open
         if cp.checkpoint_us is not None:
             # New: a second after the checkpoint's, or in it and not among its boundary ids.

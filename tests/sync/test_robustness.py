@@ -435,6 +435,129 @@ def test_whole_second_arrivals_after_a_fractional_checkpoint(make_sim: Any, tmp_
     assert_matches_truth(sim, tmp_path)
 
 
+# -- an operation created "in the future" (a node's clock, a bad record) -----------------------------
+
+
+def _stamp(seconds: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def _created(op_id: str, seconds: int, **fields: Any) -> dict[str, Any]:
+    """A finished operation created at `seconds` (and updated then, unless given)."""
+    stamp = _stamp(seconds)
+    return {
+        "id": op_id,
+        "project_id": "p-1",
+        "action": "start_compute",
+        "status": "finished",
+        "created_at": stamp,
+        "updated_at": stamp,
+        **fields,
+    }
+
+
+class _Served(LoopbackApi):
+    """p-1's operations: `ops`, newest first, on one page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[dict[str, Any]] = []
+
+    def operations(self, project_id: str, query: dict[str, str]) -> tuple[int, Any]:
+        return 200, {"operations": self.ops}
+
+
+def test_an_operation_created_in_the_future_does_not_blind_its_project(tmp_path: Path) -> None:
+    """One operation created in 2099 (a bad record, finished long ago) moved the checkpoint
+    to 2099: every later operation was older, each walk stopped at once, nothing exported, exit
+    0, for ever. The checkpoint stops at what the API can have served (the walk's start, by the
+    API's clock); the future operation is exported once, stays tracked while above it (no second
+    copy), and its change is a new version. A run that finds nothing new reads one page."""
+    now = int(time.time())
+    # Finished and updated 20 minutes ago: past the settling window, nothing tracks it but that.
+    future = _created("op-future", 4_070_908_800, updated_at=_stamp(now - 1200))  # 2099-01-01
+    older = _created("op-a", now - 100)
+    api = _Served()
+    expected: list[tuple[str, int]] = []
+    with serving(api) as base_url:
+        for served, added in (
+            ([future, older], [("op-a", 1), ("op-future", 1)]),
+            ([future, _created("op-b", now - 50), older], [("op-b", 1)]),
+            (
+                [
+                    {**future, "total_duration_ms": 5, "updated_at": _stamp(now - 1000)},
+                    _created("op-c", now - 20),
+                    _created("op-b", now - 50),
+                    older,
+                ],
+                [("op-c", 1), ("op-future", 2)],
+            ),
+            (None, []),  # nothing new
+        ):
+            api.ops = api.ops if served is None else served
+            api.log.clear()
+            summary = _loopback_sync(base_url, tmp_path, page_size=1000)
+            assert (summary.outcome, summary.errors) == ("ok", {})
+            expected = sorted(expected + added)
+            assert sorted((r["id"], r["version"]) for r in read_versions(tmp_path)) == expected
+        assert [path for path, _ in api.log].count("/projects/p-1/operations") == 1
+    assert summary.new_operations == summary.changed_operations == 0
+
+
+def test_an_operation_ahead_of_the_clock_joins_the_checkpoint_once_passed(tmp_path: Path) -> None:
+    """An operation ten minutes ahead (a node's clock) stays tracked while above the walk's
+    ceiling, then, once the clock has passed it, is the checkpoint (its id a boundary id) and is
+    forgotten: no second copy, before or after, and what came in between is exported."""
+    from exporter.engine.sync import sync
+
+    now = int(time.time())
+    ahead = _created("op-ahead", now + 600, updated_at=_stamp(now - 1200))
+    older = _created("op-a", now - 100)
+    api = _Served()
+    clock = [now]
+    expected: list[tuple[str, int]] = []
+    with serving(api) as base_url:
+        config = SyncConfig(
+            tmp_path,
+            LOOPBACK_KEY,
+            base_url,
+            max_rps=None,
+            retry=FAST,
+            clock=lambda: clock[0] * 1_000_000,
+        )
+        for at, served, added in (
+            (now, [ahead, older], [("op-a", 1), ("op-ahead", 1)]),
+            (now + 300, [ahead, _created("op-b", now + 250), older], [("op-b", 1)]),
+            (
+                now + 700,
+                [ahead, _created("op-c", now + 550), _created("op-b", now + 250), older],
+                [("op-c", 1)],
+            ),
+            (now + 710, None, []),
+        ):
+            clock[0] = at
+            api.ops = api.ops if served is None else served
+            api.log.clear()
+            summary = sync(config)
+            assert (summary.outcome, summary.errors) == ("ok", {})
+            expected = sorted(expected + added)
+            assert sorted((r["id"], r["version"]) for r in read_versions(tmp_path)) == expected
+            assert ("op-ahead" in _tracked(tmp_path)) == (at < now + 700)
+        assert [path for path, _ in api.log].count("/projects/p-1/operations") == 1
+    con = sqlite3.connect(tmp_path / "state.sqlite")
+    row = con.execute("SELECT checkpoint_us, boundary_ids FROM projects").fetchone()
+    con.close()
+    assert (row[0], json.loads(row[1])) == ((now + 600) * 1_000_000, ["op-ahead"])
+
+
+def _tracked(data_dir: Path) -> list[str]:
+    con = sqlite3.connect(data_dir / "state.sqlite")
+    try:
+        return [r[0] for r in con.execute("SELECT id FROM open_ops ORDER BY id")]
+    finally:
+        con.close()
+
+
 @pytest.mark.parametrize(
     ("mark", "encoding", "end"),
     [

@@ -504,8 +504,8 @@ MUTANTS = [
     Mutant(
         "finished-not-read-again",
         "exporter/engine/walk.py",
-        "if op.status not in terminal or fresh[k]]:",
-        "if op.status not in terminal]:",
+        "if op.status not in terminal or fresh[k] or created[k] >= above\n",
+        "if op.status not in terminal or created[k] >= above\n",
         (f"{ROBUST}::test_a_finished_operation_stays_tracked_while_it_settles",),
     ),
     Mutant(
@@ -3181,8 +3181,8 @@ MUTANTS = [
     Mutant(
         "resumed-walk-start-taken-for-the-walks",  # --skip-idle: new operations left for a day
         "exporter/engine/walk.py",
-        "        walked_from = None if resuming else self.clock()\n",
-        "        walked_from = self.clock()\n",
+        "        walked_from = None if resuming else start\n",
+        "        walked_from = start\n",
         (f"{SKIP_IDLE}::test_a_walk_resumed_by_a_budgeted_run_does_not_make_its_project_idle",),
     ),
     Mutant(

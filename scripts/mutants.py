@@ -2226,6 +2226,44 @@ MUTANTS = [
         ("tests/analytics/test_report_headline.py::test_on_call_tables_of_the_fixed_dataset",),
     ),
     Mutant(
+        "doctor-damaged-file-unseen",  # a data file that is not Parquet: doctor said ok
+        "exporter/ops/doctor.py",
+        "    _check_files(report, data_dir, live)\n",
+        "",
+        (
+            "tests/ops/test_doctor.py::test_a_data_file_that_is_not_parquet_is_a_finding_the_readers_exit_6_and_a_sync_writes_it",
+            "tests/ops/test_doctor.py::test_an_operations_file_that_is_not_parquet_is_restored_from_a_backup",
+        ),
+    ),
+    Mutant(
+        "damaged-file-an-sql-error",  # query/report: exit 7, DuckDB's error, no file, no fix
+        "exporter/analytics/views.py",
+        "    return damaged_in(str(exc)) or QueryError(message)",
+        "    return QueryError(message)",
+        (
+            "tests/ops/test_doctor.py::test_a_data_file_that_is_not_parquet_is_a_finding_the_readers_exit_6_and_a_sync_writes_it",
+            "tests/ops/test_doctor.py::test_an_operations_file_that_is_not_parquet_is_restored_from_a_backup",
+        ),
+    ),
+    Mutant(
+        "damaged-names-file-kept",  # a damaged names table stays so until the names change
+        "exporter/store/local/dataset.py",
+        '            self.state.set_meta(EXPORTED_META, "")\n',
+        "            pass\n",
+        (
+            "tests/ops/test_doctor.py::test_a_data_file_that_is_not_parquet_is_a_finding_the_readers_exit_6_and_a_sync_writes_it",
+        ),
+    ),
+    Mutant(
+        "damaged-operations-file-said-rewritten",  # 'run opsaudit sync' for data no sync rebuilds
+        "exporter/store/local/reader.py",
+        "    if table in _FROM_STATE:\n",
+        "    if True:\n",
+        (
+            "tests/ops/test_doctor.py::test_an_operations_file_that_is_not_parquet_is_restored_from_a_backup",
+        ),
+    ),
+    Mutant(
         "stuck-window-ignored",  # a month-old stuck operation keeps the alert on for ever
         "exporter/ops/check.py",
         "    if t.window is not None:\n        where.append(",
@@ -2347,9 +2385,9 @@ MUTANTS = [
         "query-error-first-line-only",  # DuckDB's hint and caret line are what say the fix
         "exporter/analytics/views.py",
         "        rows = cursor.fetchall()\n    except duckdb.Error as exc:\n"
-        "        raise QueryError(_whole(exc)) from exc\n",
+        "        raise _query_error(exc, _whole(exc)) from exc\n",
         "        rows = cursor.fetchall()\n    except duckdb.Error as exc:\n"
-        "        raise QueryError(_first_line(exc)) from exc\n",
+        "        raise _query_error(exc, _first_line(exc)) from exc\n",
         (
             "tests/analytics/test_cli.py::"
             "test_bad_sql_is_exit_7_with_duckdbs_whole_message_no_traceback",

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from exporter.analytics.format import JsonText
 from exporter.analytics.summary_total import delete_older_totals, write_summary_total
 from exporter.core.duck import duckdb, readable_dir
-from exporter.core.errors import ConfigError, QueryError, ReadOnlyError
+from exporter.core.errors import ConfigError, QueryError, ReadOnlyError, StorageError
 from exporter.core.layout import (
     BASE_VIEWS,
     FLAGGED_GLOB,
@@ -41,7 +41,7 @@ from exporter.core.layout import (
 )
 from exporter.core.names import TABLES as NAMES_TABLES
 from exporter.store.base import Reader, Source
-from exporter.store.local.reader import local_sources
+from exporter.store.local.reader import damaged_in, local_sources
 from exporter.store.readers import open_readers
 
 if TYPE_CHECKING:
@@ -300,10 +300,16 @@ def _load(
             if path.name == _REPORT_SQL and (names is None or "report_summary_total" in names):
                 con.execute(_summary_total_view(sources.get(SUMMARY_TOTAL_GLOB)))
         except duckdb.Error as exc:
-            raise QueryError(f"loading {path.name}: {_first_line(exc)}") from exc
+            raise _query_error(exc, f"loading {path.name}: {_first_line(exc)}") from exc
 
 
 _REPORT_SQL = "90_report.sql"
+
+
+def _query_error(exc: duckdb.Error, message: str) -> StorageError | QueryError:
+    """`QueryError(message)` (exit 7), unless DuckDB failed on a file of the dataset that is not
+    Parquet: then the dataset's error (exit 6, naming the file and the fix), not the query's."""
+    return damaged_in(str(exc)) or QueryError(message)
 
 
 def _summary_total_view(files: Any) -> str:
@@ -599,7 +605,7 @@ def _execute(
         zoned = [i for i, t in enumerate(types) if t == _TIMESTAMPTZ]
         rows = cursor.fetchall()
     except duckdb.Error as exc:
-        raise QueryError(_whole(exc)) from exc
+        raise _query_error(exc, _whole(exc)) from exc
     if _JSON in types or f"{_JSON}[]" in types:
         rows = _json_values(rows, types)
     return columns, _infinities(rows, zoned) if zoned else rows

@@ -243,7 +243,8 @@ def doctor_command(
 
     Checks the key (its kind and the organizations it sees; never the key itself), the base URL
     and TLS, discovery of the projects, a data directory that is writable and lockable, the
-    lock, the state file, the free disk space and the last runs. One line per check, each
+    lock, the state file, the free disk space, the last runs and the data files (their Parquet
+    footers). One line per check, each
     problem with its fix. Exit 8 when a check says error (a sync would fail, miss projects or
     miss operations), 0 otherwise: warnings (no sync yet, a last run that was not ok, plain
     http) do not fail it.

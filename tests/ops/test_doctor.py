@@ -58,6 +58,7 @@ def test_all_is_well(sim: Any, tmp_path: Path) -> None:
         data_dir,
         "SELECT sum(rows) FROM files WHERE state = 'live' AND path LIKE 'operation_versions/%'",
     )
+    [(live,)] = state_rows(data_dir, "SELECT count(*) FROM files WHERE state = 'live'")
     result = doctor(sim, data_dir, sim.personal_key)
     assert result.exit_code == 0, result.output
     assert lines_without_disk(result.stdout) == [
@@ -69,6 +70,7 @@ def test_all_is_well(sim: Any, tmp_path: Path) -> None:
         STATE_OK,
         f"ok    runs: last run {at_us(finished).isoformat().replace('+00:00', 'Z')}: ok; "
         "1 successful run(s) in all",
+        f"ok    files: {live} committed file(s) and the tables are Parquet",
         f"ok    views: opsaudit.duckdb answers ({versions:,} operation versions)",
     ]
     assert sim.personal_key not in result.output
@@ -555,3 +557,72 @@ def test_a_corrupt_state_beside_a_views_file_is_reported_with_the_rest(
     kinds = [line.split(":", 1)[0].split()[-1] for line in result.stdout.splitlines()]
     assert kinds[-2:] == ["state", "views"]
     assert [line.split()[0] for line in result.stdout.splitlines()][-2:] == ["error", "ok"]
+
+
+def test_a_data_file_that_is_not_parquet_is_a_finding_the_readers_exit_6_and_a_sync_writes_it(
+    sim: Any, tmp_path: Path
+) -> None:
+    """A table's file that is not Parquet (cut, or written by something else): query and report
+    exited 7 with DuckDB's "too small to be a Parquet file" (an SQL error, no file, no fix),
+    doctor said ok, and a names table stayed damaged until the names next changed."""
+    data_dir = tmp_path / "data"
+    assert run_sync(sim, data_dir).outcome == "ok"
+    for relative in ("sync_runs/sync_runs.parquet", "branches/branches.parquet"):
+        (data_dir / relative).write_bytes(b"garbage\n")
+
+    def damaged(table: str) -> str:
+        return (
+            f"{data_dir}: table {table} cannot be read: its file {table}/{table}.parquet is not "
+            "a Parquet file (Parquet magic bytes not found in footer); opsaudit writes each file "
+            f"whole, so something else wrote or cut it. Fix: run `opsaudit sync`: {table} holds "
+            "nothing the state does not, the next sync writes the file again"
+        )
+
+    result = doctor(sim, data_dir, sim.personal_key)
+    assert result.exit_code == 8, result.output
+    files = [line for line in result.stdout.splitlines() if " files: " in line]
+    assert files == [f"error files: {damaged('sync_runs')}", f"error files: {damaged('branches')}"]
+    for sql, table in (("FROM sync_runs", "sync_runs"), ("FROM branches", "branches")):
+        query = invoke("query", "--data-dir", str(data_dir), sql)
+        assert (query.exit_code, query.stderr) == (6, f"Error: {damaged(table)}\n")
+    report = invoke("report", "--data-dir", str(data_dir))
+    assert (report.exit_code, report.stderr) == (6, f"Error: {damaged('branches')}\n")
+
+    assert run_sync(sim, data_dir).outcome == "ok"  # both written again from the state
+    import pyarrow.parquet as pq
+
+    branches = pq.read_table(data_dir / "branches" / "branches.parquet").num_rows
+    query = invoke("query", "--data-dir", str(data_dir), "SELECT count(*) FROM branches")
+    assert (query.exit_code, query.stdout.splitlines()[2].strip()) == (0, str(branches))
+    assert branches > 0
+    [(live,)] = state_rows(data_dir, "SELECT count(*) FROM files WHERE state = 'live'")
+    result = doctor(sim, data_dir, sim.personal_key)
+    assert result.exit_code == 0, result.output
+    files = [line for line in result.stdout.splitlines() if " files: " in line]
+    assert files == [f"ok    files: {live} committed file(s) and the tables are Parquet"]
+
+
+def test_an_operations_file_that_is_not_parquet_is_restored_from_a_backup(
+    sim: Any, tmp_path: Path
+) -> None:
+    """A committed file of operation_versions that is cut: the readers' exit 7 and doctor's ok
+    said nothing of the file, nor that no sync can write it again."""
+    data_dir = tmp_path / "data"
+    assert run_sync(sim, data_dir).outcome == "ok"
+    [(relative,)] = state_rows(
+        data_dir,
+        "SELECT min(path) FROM files WHERE state = 'live' AND path LIKE 'operation_versions/%'",
+    )
+    whole = (data_dir / relative).read_bytes()
+    (data_dir / relative).write_bytes(whole[: len(whole) // 2])
+    problem = (
+        f"{data_dir}: table operation_versions cannot be read: its file {relative} is not a "
+        "Parquet file (Parquet magic bytes not found in footer); opsaudit writes each file "
+        "whole, so something else wrote or cut it."
+    )
+    fix = f"restore {relative} from a backup; opsaudit cannot rebuild operation_versions"
+    result = doctor(sim, data_dir, sim.personal_key)
+    files = [line for line in result.stdout.splitlines() if " files: " in line]
+    assert (result.exit_code, files) == (8, [f"error files: {problem} Fix: {fix}"])
+    query = invoke("query", "--data-dir", str(data_dir), "SELECT count(*) FROM operations")
+    assert (query.exit_code, query.stderr) == (6, f"Error: {problem} Fix: {fix}\n")

@@ -4,22 +4,28 @@ state lists, never a glob of the directory (DESIGN.md, commit protocol)."""
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from exporter.core.errors import StorageError
 from exporter.core.layout import (
     FLAGGED_DIR,
     FLAGGED_GLOB,
     FLAGGED_META,
+    PROJECTS_FILE,
     SOURCES,
     STATE_FILE,
     SUMMARY_DIR,
     SUMMARY_GLOB,
     SUMMARY_META,
+    SUMMARY_TOTAL_DIR,
     SUMMARY_TOTAL_GLOB,
     SUPERSEDED_DIR,
     SUPERSEDED_GLOB,
     SUPERSEDED_META,
+    SYNC_RUNS_FILE,
     VERSIONS_DIR,
     VERSIONS_GLOB,
     has_state,
@@ -199,10 +205,108 @@ def readable_parts(data_dir: Path) -> tuple[list[Path], list[Path]]:
     return directories, files
 
 
+class DamagedFileError(StorageError):
+    """A data file of a local dataset is not Parquet (exit 6): opsaudit writes each file aside
+    and renames it into place whole, so something else wrote or cut it."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__(f"{problem} Fix: {fix}")
+        self.problem = problem  # what doctor's finding says, its remedy `fix`
+        self.fix = fix
+
+
+# The single-file tables written from the state alone, nothing lost with their file: projects
+# and sync_runs by every sync, a names table by the next (`Dataset.recover` has the run write
+# the names again when one of their files is damaged).
+_FROM_STATE = frozenset(
+    Path(f).parts[0] for f in (PROJECTS_FILE, SYNC_RUNS_FILE, *(t.file for t in NAMES_TABLES))
+)
+
+
+def damaged_file(data_dir: Path, relative: str, said: str) -> DamagedFileError:
+    """The error of file `relative` (to `data_dir`), which is not Parquet (`said`: why), with
+    what to do about it: its table's, as the lake's `DamagedTableError` says it."""
+    table = Path(relative).parts[0]
+    if table in _FROM_STATE:
+        fix = (
+            f"run `opsaudit sync`: {table} holds nothing the state does not, the next sync "
+            "writes the file again"
+        )
+    elif table == SUMMARY_TOTAL_DIR:
+        fix = (
+            f"delete {relative}: it sums the summary's files, which the report reads without "
+            "it; the next sync writes it again"
+        )
+    else:
+        fix = f"restore {relative} from a backup; opsaudit cannot rebuild {table}"
+    return DamagedFileError(
+        f"{data_dir}: table {table} cannot be read: its file {relative} is not a Parquet file "
+        f"({said}); opsaudit writes each file whole, so something else wrote or cut it.",
+        fix,
+    )
+
+
+def unreadable(path: Path) -> str | None:
+    """Why `path` is not a Parquet file (pyarrow's first line), None when its footer reads:
+    the footer alone, never the rows (doctor stays fast on 10M operations). A file that is not
+    there is None: what is not there is not read."""
+    import pyarrow.parquet as pq  # on a check or an error path alone (readers' start-up)
+
+    try:
+        pq.read_metadata(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        # Its first sentence: "Parquet magic bytes not found in footer. Either the file ..."
+        return (str(exc).strip().splitlines() or [type(exc).__name__])[0].split(". ")[0]
+    return None
+
+
+def damaged_files(data_dir: Path, live: Iterable[str]) -> list[DamagedFileError]:
+    """The errors of the files readers read that are not Parquet: the committed files `live`
+    (the state's), the single-file tables and the summary's total (`local_sources`)."""
+    relatives = list(live)
+    for source, files in local_sources(data_dir, relative=True).items():
+        if source not in (VERSIONS_GLOB, SUPERSEDED_GLOB, SUMMARY_GLOB, FLAGGED_GLOB):
+            relatives += files or []
+    out = []
+    for relative in dict.fromkeys(relatives):
+        said = unreadable(data_dir / relative)
+        if said is not None:
+            out.append(damaged_file(data_dir, relative, said))
+    return out
+
+
+# How DuckDB names a file that is not Parquet (1.4: "File '...' too small to be a Parquet
+# file", "No magic bytes found at end of file '...'", and whatever a damaged footer says).
+_QUOTED_FILE = re.compile(r"'([^']+\.parquet)'")
+
+
+def damaged_in(message: str) -> DamagedFileError | None:
+    """The error of the dataset file a DuckDB error `message` names, when that file is not
+    Parquet (its footer read again: on the error path alone); None for any other error."""
+    for match in _QUOTED_FILE.finditer(message):
+        path = Path(match[1])
+        # A table's file lies in its folder, or in a partition of it (operation_versions).
+        root = next((p.parent for p in path.parents[:2] if p.name in _TABLE_DIRS), None)
+        if root is None:
+            continue
+        said = unreadable(path)
+        if said is not None:
+            return damaged_file(root, path.relative_to(root).as_posix(), said)
+    return None
+
+
+_TABLE_DIRS = frozenset(Path(source).parts[0] for source in SOURCES)
+
+
 __all__ = [
+    "DamagedFileError",
     "LocalReader",
     "committed_files",
     "committed_summary",
+    "damaged_files",
+    "damaged_in",
     "local_sources",
     "readable_parts",
 ]

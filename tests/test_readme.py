@@ -50,8 +50,11 @@ def test_setup_commands() -> None:
 def test_ci_runs_the_readme_commands() -> None:
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     # CI runs the README's set-up lines themselves (the test command among them) in fresh
-    # copies: the test command is the README's by construction.
-    assert "python scripts/check_setup_commands.py" in ci
+    # copies: the test command is the README's by construction. The first (the demo) runs in
+    # the background and CI waits for it.
+    assert '"$PY" scripts/check_setup_commands.py --only 1 >"$demo_log" 2>&1 &' in ci
+    assert "python scripts/check_setup_commands.py --only 2" in ci
+    assert 'if ! wait "$demo"; then' in ci
 
 
 def test_every_exit_code_is_documented() -> None:

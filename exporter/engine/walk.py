@@ -81,6 +81,12 @@ LISTING_SKEW_US = 60 * US_PER_SECOND
 UNKNOWN_SKEW_US = int(CLOCK_SKEW_LIMIT * US_PER_SECOND)
 
 
+# A stored checkpoint this far above the walk's ceiling was taken from an operation created
+# in the future, by an opsaudit before the ceiling (`_refuse_checkpoint_ahead`): never by
+# skew alone, which the ceiling allows for.
+CHECKPOINT_AHEAD_US = 3600 * US_PER_SECOND
+
+
 _BRANCH_ID = attrgetter("branch_id")
 _ENDPOINT_ID = attrgetter("endpoint_id")
 
@@ -514,6 +520,10 @@ class ProjectWalk:
         start = self.clock()
         walked_from = None if resuming else start
         self.above_us = self._ceiling(start)
+        # No answer of the API read yet (`--project`: no listing before): the ceiling allows a
+        # minute of skew until the first page's Date header says what it is.
+        guessed = self.client.clock_skew is None
+        self._refuse_checkpoint_ahead(resuming)
         pager = Pager(
             self._fetch,
             self.limits.page_size,
@@ -535,6 +545,8 @@ class ProjectWalk:
                 raise
             if page is None:
                 break
+            if guessed and self.client.clock_skew is not None:
+                self.above_us, guessed = self._ceiling(start), False
             ops, raws, created, observed = page.items
             seconds = list(map(second, created))
             previous = self._take_page(ops, raws, created, seconds, observed, previous, top)
@@ -593,6 +605,24 @@ class ProjectWalk:
         skew = self.client.clock_skew
         ahead = UNKNOWN_SKEW_US if skew is None else round(skew * US_PER_SECOND)
         return (second(start + ahead) + 1) * US_PER_SECOND
+
+    def _refuse_checkpoint_ahead(self, resuming: bool) -> None:
+        """An opsaudit before the ceiling took the checkpoint from an operation created in the
+        future (2099): every operation created since is older than it, never read again, and
+        the run said ok. It cannot be told here which of them the dataset holds: the project
+        fails, saying so, instead of exporting nothing for ever."""
+        cp = self.cp
+        marks = [cp.checkpoint_us] + ([cp.walk_top_us] if resuming else [])
+        ahead = max((m for m in marks if m is not None), default=None)
+        if ahead is None or ahead < self.above_us + CHECKPOINT_AHEAD_US:
+            return
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ahead // US_PER_SECOND))
+        raise ApiError(
+            f"project {self.pid}: its checkpoint ({when}) lies ahead of the API's clock: an "
+            "older opsaudit took it from an operation created in the future, and operations "
+            "created since may be missing from the trail; nothing is read for it: sync into a "
+            "new --data-dir to export its whole history again"
+        )
 
     def _raise_top(
         self, top: _Top, kept_ids: list[str], created: list[int], kept_seconds: list[int]

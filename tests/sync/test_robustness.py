@@ -551,6 +551,55 @@ def test_an_operation_ahead_of_the_clock_joins_the_checkpoint_once_passed(tmp_pa
     assert (row[0], json.loads(row[1])) == ((now + 600) * 1_000_000, ["op-ahead"])
 
 
+def test_with_project_the_ceiling_waits_for_the_apis_clock(tmp_path: Path) -> None:
+    """`--project` sends no listing before the walk: the ceiling was set before any Date header
+    was read, with a minute allowed for skew, so an operation 30 s ahead (a node's clock) became
+    the checkpoint and one created after it but stamped earlier was never exported (exit 0).
+    The first page's Date header sets it."""
+    from exporter.engine.sync import sync
+
+    now = int(time.time())
+    ahead, older = _created("op-ahead", now + 30), _created("op-a", now - 100)
+    api = _Served()
+    with serving(api) as base_url:
+        config = SyncConfig(
+            tmp_path, LOOPBACK_KEY, base_url, max_rps=None, retry=FAST, project_ids=["p-1"]
+        )
+        for served in ([ahead, older], [ahead, _created("op-new", now + 2), older]):
+            api.ops = served
+            summary = sync(config)
+            assert (summary.outcome, summary.errors) == ("ok", {})
+    assert sorted(r["id"] for r in read_versions(tmp_path)) == ["op-a", "op-ahead", "op-new"]
+
+
+def test_a_checkpoint_an_older_opsaudit_took_from_the_future_fails_its_project(
+    tmp_path: Path,
+) -> None:
+    """A checkpoint in 2099 that an opsaudit before the ceiling stored: every operation created
+    since is older, and each run exported nothing and said ok. Which of them the dataset holds
+    cannot be told from the state: the project fails, saying what happened and what to do."""
+    now = int(time.time())
+    api = _Served()
+    with serving(api) as base_url:
+        api.ops = [_created("op-a", now - 100)]
+        assert _loopback_sync(base_url, tmp_path, page_size=1000).outcome == "ok"
+        con = sqlite3.connect(tmp_path / "state.sqlite")
+        with con:
+            con.execute("UPDATE projects SET checkpoint_us = ?", (4_070_908_800 * 1_000_000,))
+        con.close()
+        api.ops = [_created("op-b", now - 50), *api.ops]
+        api.log.clear()
+        summary = _loopback_sync(base_url, tmp_path, page_size=1000)
+        assert [path for path, _ in api.log].count("/projects/p-1/operations") == 0
+    assert summary.errors == {
+        "p-1": "project p-1: its checkpoint (2099-01-01T00:00:00Z) lies ahead of the API's "
+        "clock: an older opsaudit took it from an operation created in the future, and "
+        "operations created since may be missing from the trail; nothing is read for it: sync "
+        "into a new --data-dir to export its whole history again"
+    }
+    assert [r["id"] for r in read_versions(tmp_path)] == ["op-a"]
+
+
 def _tracked(data_dir: Path) -> list[str]:
     con = sqlite3.connect(data_dir / "state.sqlite")
     try:

@@ -2240,7 +2240,7 @@ MUTANTS = [
     Mutant(
         "damaged-file-an-sql-error",  # query/report: exit 7, DuckDB's error, no file, no fix
         "exporter/analytics/views.py",
-        "    return damaged_in(str(exc)) or QueryError(message)",
+        "    return damaged_in(str(exc), data_dirs) or QueryError(message)",
         "    return QueryError(message)",
         (
             "tests/ops/test_doctor.py::test_a_data_file_that_is_not_parquet_is_a_finding_the_readers_exit_6_and_a_sync_writes_it",
@@ -2264,6 +2264,20 @@ MUTANTS = [
         (
             "tests/ops/test_doctor.py::test_an_operations_file_that_is_not_parquet_is_restored_from_a_backup",
         ),
+    ),
+    Mutant(
+        "damaged-file-outside-the-data-dir-the-datasets",  # own mine/projects/x.parquet: exit 6
+        "exporter/store/local/reader.py",
+        "                if p.name in _TABLE_DIRS and p.parent.resolve() in roots\n",
+        "                if p.name in _TABLE_DIRS\n",
+        ("tests/ops/test_doctor.py::test_a_damaged_file_outside_the_data_dir_is_the_querys_error",),
+    ),
+    Mutant(
+        "damaged-file-relative-data-dir-unresolved",  # --data-dir data: its damaged file exit 7
+        "exporter/store/local/reader.py",
+        "    roots = {d.resolve() for d in data_dirs}\n",
+        "    roots = set(data_dirs)\n",
+        ("tests/ops/test_doctor.py::test_a_damaged_file_outside_the_data_dir_is_the_querys_error",),
     ),
     Mutant(
         "stuck-window-ignored",  # a month-old stuck operation keeps the alert on for ever
@@ -2387,9 +2401,9 @@ MUTANTS = [
         "query-error-first-line-only",  # DuckDB's hint and caret line are what say the fix
         "exporter/analytics/views.py",
         "        rows = cursor.fetchall()\n    except duckdb.Error as exc:\n"
-        "        raise _query_error(exc, _whole(exc)) from exc\n",
+        "        raise _query_error(exc, _whole(exc), _DATA_DIRS.get(con, [])) from exc\n",
         "        rows = cursor.fetchall()\n    except duckdb.Error as exc:\n"
-        "        raise _query_error(exc, _first_line(exc)) from exc\n",
+        "        raise _query_error(exc, _first_line(exc), _DATA_DIRS.get(con, [])) from exc\n",
         (
             "tests/analytics/test_cli.py::"
             "test_bad_sql_is_exit_7_with_duckdbs_whole_message_no_traceback",

@@ -16,6 +16,7 @@ import re
 import shutil
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -41,7 +42,7 @@ from exporter.core.layout import (
 )
 from exporter.core.names import TABLES as NAMES_TABLES
 from exporter.store.base import Reader, Source
-from exporter.store.local.reader import damaged_in, local_sources
+from exporter.store.local.reader import LocalReader, damaged_in, local_sources
 from exporter.store.readers import open_readers
 
 if TYPE_CHECKING:
@@ -285,9 +286,11 @@ def _load(
     con: duckdb.DuckDBPyConnection,
     sources: dict[str, Any],
     only: Sequence[str] | None,
+    data_dirs: Sequence[Path],
     names: Collection[str] | None = None,
 ) -> None:
-    """Run the .sql files of `only` (None: all); with `names`, only those definitions of them."""
+    """Run the .sql files of `only` (None: all); with `names`, only those definitions of them.
+    `data_dirs`: the local data directories `sources` name files of (`_query_error`)."""
     for path in sql_files():
         if only is not None and path.name not in only:
             continue
@@ -300,16 +303,27 @@ def _load(
             if path.name == _REPORT_SQL and (names is None or "report_summary_total" in names):
                 con.execute(_summary_total_view(sources.get(SUMMARY_TOTAL_GLOB)))
         except duckdb.Error as exc:
-            raise _query_error(exc, f"loading {path.name}: {_first_line(exc)}") from exc
+            message = f"loading {path.name}: {_first_line(exc)}"
+            raise _query_error(exc, message, data_dirs) from exc
 
 
 _REPORT_SQL = "90_report.sql"
 
 
-def _query_error(exc: duckdb.Error, message: str) -> StorageError | QueryError:
-    """`QueryError(message)` (exit 7), unless DuckDB failed on a file of the dataset that is not
-    Parquet: then the dataset's error (exit 6, naming the file and the fix), not the query's."""
-    return damaged_in(str(exc)) or QueryError(message)
+def _query_error(
+    exc: duckdb.Error, message: str, data_dirs: Sequence[Path]
+) -> StorageError | QueryError:
+    """`QueryError(message)` (exit 7), unless DuckDB failed on a file of a dataset in
+    `data_dirs` (the local ones read) that is not Parquet: then the dataset's error (exit 6,
+    naming the file and the fix), not the query's."""
+    return damaged_in(str(exc), data_dirs) or QueryError(message)
+
+
+# The local data directories each connection of `connect` reads, for `_execute`'s errors
+# (`_query_error`); weak: a connection dropped takes its entry with it.
+_DATA_DIRS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, list[Path]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _summary_total_view(files: Any) -> str:
@@ -410,8 +424,9 @@ def _load_datasets(
     only: Sequence[str] | None,
     names: Collection[str] | None,
 ) -> None:
+    data_dirs = _DATA_DIRS[con]
     if len(datasets) == 1:
-        _load(con, _dataset_sources(con, datasets[0], "1"), only, names)
+        _load(con, _dataset_sources(con, datasets[0], "1"), only, data_dirs, names)
         return
     # Several datasets: the union views below name every base view of each schema.
     labels = [d.label for d in datasets]
@@ -419,14 +434,14 @@ def _load_datasets(
     for i, dataset in enumerate(datasets, 1):
         con.execute(f"CREATE SCHEMA d{i}")
         con.execute(f"SET schema = 'd{i}'")
-        _load(con, _dataset_sources(con, dataset, str(i)), [base])
+        _load(con, _dataset_sources(con, dataset, str(i)), [base], data_dirs)
     con.execute("SET schema = 'main'")
     # The files load over placeholders of the right shape; the base views are then replaced.
     placeholder = {source: f"(SELECT * FROM d1.{view})" for source, view in BASE_VIEWS.items()}
     placeholder[SUPERSEDED_GLOB] = _DERIVED_SUPERSEDED
     placeholder[SUMMARY_GLOB] = ""  # no record across datasets: the report reads the rows
     placeholder[FLAGGED_GLOB] = ""
-    _load(con, placeholder, only)
+    _load(con, placeholder, only, data_dirs)
     con.execute(
         _UNION_VIEWS.format(
             owner=_OWNER.format(latest=_union("operations", labels, "id, updated_at, observed_at")),
@@ -502,6 +517,7 @@ def connect(
         con.execute("SET TimeZone = 'UTC'")
         # Binding each view reads the first file's footer; cache footers across binds/queries.
         con.execute("SET parquet_metadata_cache = true")
+        _DATA_DIRS[con] = [d.root for d in datasets if isinstance(d, LocalReader)]
         _load_datasets(con, datasets, only, names)
         if safe:
             _lock_down(con, datasets)
@@ -605,7 +621,7 @@ def _execute(
         zoned = [i for i, t in enumerate(types) if t == _TIMESTAMPTZ]
         rows = cursor.fetchall()
     except duckdb.Error as exc:
-        raise _query_error(exc, _whole(exc)) from exc
+        raise _query_error(exc, _whole(exc), _DATA_DIRS.get(con, [])) from exc
     if _JSON in types or f"{_JSON}[]" in types:
         rows = _json_values(rows, types)
     return columns, _infinities(rows, zoned) if zoned else rows
@@ -924,7 +940,7 @@ def _write_views(data_dir: Path, target: Path, files_only: bool) -> None:
                 # for a user in the data directory.
                 con.execute(f"SET file_search_path = {_quote(seen.as_posix())}")
                 sources = _derive_missing(local_sources(data_dir, relative=True))
-                _load(con, sources, None, source_definitions() if files_only else None)
+                _load(con, sources, None, [data_dir], source_definitions() if files_only else None)
                 con.execute("USE memory")
                 con.execute("CHECKPOINT views_db")
                 con.execute("DETACH views_db")

@@ -626,3 +626,49 @@ def test_an_operations_file_that_is_not_parquet_is_restored_from_a_backup(
     assert (result.exit_code, files) == (8, [f"error files: {problem} Fix: {fix}"])
     query = invoke("query", "--data-dir", str(data_dir), "SELECT count(*) FROM operations")
     assert (query.exit_code, query.stderr) == (6, f"Error: {problem} Fix: {fix}\n")
+
+
+def test_a_damaged_file_outside_the_data_dir_is_the_querys_error(
+    sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's own damaged file in a folder named like a table (`mine/projects/foo.parquet`,
+    outside the data directory) was taken for the dataset's: exit 6, "run `opsaudit sync`",
+    instead of the query's exit 7 with DuckDB's error. A relative --data-dir still names its own
+    damaged files."""
+    from exporter.analytics.views import connect, execute
+    from exporter.core.errors import QueryError
+
+    data_dir = tmp_path / "data"
+    assert run_sync(sim, data_dir).outcome == "ok"
+    own = Path("mine", "projects", "foo.parquet")  # relative: DuckDB's LINE quotes it whole
+    monkeypatch.chdir(tmp_path)
+    own.parent.mkdir(parents=True)
+    own.write_bytes(b"garbage\n")
+    sql = f"FROM read_parquet('{own}')"
+    query = invoke("query", "--data-dir", str(data_dir), sql)
+    assert (query.exit_code, query.stderr) == (
+        7,
+        f'Error: Permission Error: Cannot access file "{own}" - file system operations are '
+        f"disabled by configuration\n\nLINE 1: {sql}\n{' ' * 13}{'^' * (len(sql) - 5)}\n",
+    )
+    con = connect(data_dir)  # a notebook's connection reads any file
+    try:
+        with pytest.raises(QueryError) as caught:
+            execute(con, sql)
+    finally:
+        con.close()
+    assert str(caught.value) == (
+        f"Invalid Input Error: File '{own}' too small to be a Parquet file\n\nLINE 1: {sql}\n"
+        f"{' ' * 13}{'^' * (len(sql) - 5)}"
+    )
+
+    (data_dir / "sync_runs" / "sync_runs.parquet").write_bytes(b"garbage\n")
+    query = invoke("query", "--data-dir", "data", "FROM sync_runs")
+    assert (query.exit_code, query.stderr) == (
+        6,
+        f"Error: {data_dir.resolve()}: table sync_runs cannot be read: its file "
+        "sync_runs/sync_runs.parquet is not a Parquet file (Parquet magic bytes not found in "
+        "footer); opsaudit writes each file whole, so something else wrote or cut it. Fix: run "
+        "`opsaudit sync`: sync_runs holds nothing the state does not, the next sync writes the "
+        "file again\n",
+    )

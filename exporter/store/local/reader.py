@@ -282,13 +282,24 @@ def damaged_files(data_dir: Path, live: Iterable[str]) -> list[DamagedFileError]
 _QUOTED_FILE = re.compile(r"'([^']+\.parquet)'")
 
 
-def damaged_in(message: str) -> DamagedFileError | None:
-    """The error of the dataset file a DuckDB error `message` names, when that file is not
-    Parquet (its footer read again: on the error path alone); None for any other error."""
+def damaged_in(message: str, data_dirs: Iterable[Path]) -> DamagedFileError | None:
+    """The error of the file of a dataset in `data_dirs` that a DuckDB error `message` names,
+    when that file is not Parquet (its footer read again: on the error path alone); None for
+    any other error."""
+    roots = {d.resolve() for d in data_dirs}
     for match in _QUOTED_FILE.finditer(message):
         path = Path(match[1])
-        # A table's file lies in its folder, or in a partition of it (operation_versions).
-        root = next((p.parent for p in path.parents[:2] if p.name in _TABLE_DIRS), None)
+        # A table's file lies in its folder, or in a partition of it (operation_versions), of a
+        # data directory read: a user's own file in a folder named `projects` is not the
+        # dataset's (no sync writes it), its error is the query's.
+        root = next(
+            (
+                p.parent
+                for p in path.parents[:2]
+                if p.name in _TABLE_DIRS and p.parent.resolve() in roots
+            ),
+            None,
+        )
         if root is None:
             continue
         said = unreadable(path)

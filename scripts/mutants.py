@@ -3560,6 +3560,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "dropped-future-operation-tracked-for-ever",  # a 404 GET in every run
+        "exporter/engine/walk.py",
+        "            removed = now - entry.created_us >= RETENTION_US or (\n",
+        "            removed = now - entry.created_us >= RETENTION_US and (\n",
+        (
+            "tests/sync/test_robustness.py::"
+            "test_an_operation_created_in_the_future_that_the_api_dropped_is_no_longer_tracked",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

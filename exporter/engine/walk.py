@@ -869,8 +869,13 @@ class ProjectWalk:
             self.result.gets += 1
             self.seen.add(entry.id)
             now = self.clock()
-            if entry.misses + 1 >= MAX_MISSES and now - entry.created_us >= RETENTION_US:
-                # Gone (retention deletes old operations): stop tracking, keep its history.
+            # Gone (retention deletes old operations; one created in the future, tracked for
+            # that, no retention can have deleted: the API dropped it): stop tracking it, keep
+            # its history. It was GET each run for ever.
+            removed = now - entry.created_us >= RETENTION_US or (
+                entry.created_us >= self.above_us + CHECKPOINT_AHEAD_US
+            )
+            if entry.misses + 1 >= MAX_MISSES and removed:
                 log.info("operation %s of %s is gone; no longer tracked", entry.id, self.pid)
                 self.chunk.open_deletes.add(entry.id)
                 self.open.pop(entry.id, None)

@@ -600,6 +600,28 @@ def test_a_checkpoint_an_older_opsaudit_took_from_the_future_fails_its_project(
     assert [r["id"] for r in read_versions(tmp_path)] == ["op-a"]
 
 
+def test_an_operation_created_in_the_future_that_the_api_dropped_is_no_longer_tracked(
+    tmp_path: Path,
+) -> None:
+    """An operation created in 2099, tracked for that, then dropped by the API (its GET 404):
+    no retention deletes it, so the rule for gone operations (a retention's age) never held, and
+    each run GET it for ever. Three misses, as for any, and it is no longer tracked."""
+    now = int(time.time())
+    future = _created("op-future", 4_070_908_800, updated_at=_stamp(now - 1200))
+    older = _created("op-a", now - 2000)  # settled: not tracked
+    api = _Served()
+    gets = []
+    with serving(api) as base_url:
+        for served in ([future, older], [older], [older], [older], [older]):
+            api.ops = served
+            api.log.clear()
+            assert _loopback_sync(base_url, tmp_path, page_size=1000).outcome == "ok"
+            gets.append([path for path, _ in api.log].count("/projects/p-1/operations/op-future"))
+    assert gets == [0, 1, 1, 1, 0]
+    assert _tracked(tmp_path) == []
+    assert sorted(r["id"] for r in read_versions(tmp_path)) == ["op-a", "op-future"]
+
+
 def _tracked(data_dir: Path) -> list[str]:
     con = sqlite3.connect(data_dir / "state.sqlite")
     try:

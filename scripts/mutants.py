@@ -485,22 +485,22 @@ MUTANTS = [
     Mutant(
         "one-404-forgets",
         "exporter/engine/walk.py",
-        "            if entry.misses + 1 >= MAX_MISSES and now - entry.created_us >= RETENTION_US:\n",
+        "            if entry.misses + 1 >= MAX_MISSES and removed:\n",
         "            if True:\n",
         (f"{EXACT}::test_14_transient_404_does_not_stop_tracking",),
     ),
     Mutant(
         "young-operation-404s-taken-as-gone",
         "exporter/engine/walk.py",
-        "            if entry.misses + 1 >= MAX_MISSES and now - entry.created_us >= RETENTION_US:\n",
-        "            if entry.misses + 1 >= MAX_MISSES:\n",
+        "            removed = now - entry.created_us >= RETENTION_US or (\n",
+        "            removed = True or (\n",
         (f"{EXACT}::test_14_repeated_404s_of_a_young_operation_do_not_stop_tracking",),
     ),
     Mutant(
         "operation-past-retention-tracked-for-good",
         "exporter/engine/walk.py",
-        "            if entry.misses + 1 >= MAX_MISSES and now - entry.created_us >= RETENTION_US:\n",
-        "            if False:\n",
+        "            removed = now - entry.created_us >= RETENTION_US or (\n",
+        "            removed = False or (\n",
         (f"{EXACT}::test_14_an_operation_past_retention_that_keeps_answering_404_is_dropped",),
     ),
     Mutant(

@@ -3570,6 +3570,45 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "webhook-without-secret-accepted",  # never delivered, each run "waiting", exit 0
+        "exporter/events/config.py",
+        "        if self.webhook_url is not None and not self.webhook_key:\n",
+        "        if False:\n",
+        (
+            "tests/sync/test_library.py::test_an_events_config_the_command_line_refuses_is_refused_when_made",
+        ),
+    ),
+    Mutant(
+        "event-filter-text-accepted",  # the run's commits fail: exit 6
+        "exporter/events/config.py",
+        "            if not isinstance(given, EventFilter):\n",
+        "            if False:\n",
+        (
+            "tests/sync/test_library.py::test_an_events_config_the_command_line_refuses_is_refused_when_made",
+        ),
+    ),
+    Mutant(
+        "project-ids-iterator-used-up",  # a generator: nothing synced, ok
+        "exporter/engine/settings.py",
+        "    if not isinstance(ids, Collection):\n",
+        "    if False:\n",
+        ("tests/sync/test_library.py",),
+    ),
+    Mutant(
+        "empty-project-ids-sync-everything",  # [] synced every project
+        "exporter/engine/settings.py",
+        "    if not ids:\n",
+        "    if False:\n",
+        ("tests/sync/test_library.py",),
+    ),
+    Mutant(
+        "report-project-id-string-iterated",  # "p2": the projects 'p' and '2', 0 operations
+        "exporter/analytics/report.py",
+        "    if isinstance(project_ids, str):  # its characters were the projects: 0 operations\n",
+        "    if False:\n",
+        ("tests/analytics/test_report.py::test_report_project_filter",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

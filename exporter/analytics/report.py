@@ -288,6 +288,8 @@ def build_report(
     """
     if top is not None and top < 1:
         raise ValueError(f"top must be 1 or more, not {top}")
+    if isinstance(project_ids, str):  # its characters were the projects: 0 operations
+        raise ValueError(f"project_ids is a list of ids, not the string {project_ids!r}")
     projects = list(project_ids) if project_ids else None
     as_of = now or dt.datetime.now(dt.timezone.utc)
     # Literals, not prepared parameters: the planner folds them, so the window prunes Hive

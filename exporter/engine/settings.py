@@ -8,7 +8,7 @@ Imports nothing heavy: the command line's option types call it while they parse.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 from exporter.core.errors import ConfigError
@@ -92,6 +92,13 @@ def _check_ids(option: str, ids: Sequence[str] | None) -> None:
         return
     if isinstance(ids, str):  # iterated, "abc" was the projects 'a', 'b' and 'c'
         raise ConfigError(f"{option} ids are a list of strings, not the string {ids!r}")
+    if not isinstance(ids, Collection):
+        # An iterator (a generator, map()) was used up here: the run then synced nothing, ok.
+        raise ConfigError(f"{option} ids are a list of strings, not {type(ids).__name__}")
+    if not ids:
+        # None syncs every project; an empty list (a task's filter that matched nothing)
+        # synced them all too.
+        raise ConfigError(f"{option}: no ids; give None for every project the key reaches")
     for pid in ids:
         problem = id_problem(pid) if isinstance(pid, str) else f"{pid!r} is not a string"
         if problem is not None:

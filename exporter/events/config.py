@@ -91,6 +91,23 @@ class EventsConfig:
     webhook_backoff: float = 0.5  # the first wait; doubles, at most 30 s
     webhook_lanes: int = 4  # events in flight at once (one operation's always in one lane)
 
+    def __post_init__(self) -> None:
+        # What the CLI refuses (`cli/_events.py`), a notebook's config too, before anything is
+        # read: a webhook without its secret was never delivered (each run "waiting", exit 0);
+        # a filter given as text failed the run's commits ("'str' object has no attribute
+        # 'mask'", exit 6).
+        if self.webhook_url is not None and not self.webhook_key:
+            raise ConfigError(
+                "EventsConfig: a webhook_url needs its webhook_key (the decoded whsec_ secret: "
+                "exporter.events.webhook.read_webhook_secret reads a secret file)"
+            )
+        for given in self.filters:
+            if not isinstance(given, EventFilter):
+                raise ConfigError(
+                    f"EventsConfig: filters are EventFilter values, not {given!r}: "
+                    "exporter.events.config.parse_event_filter('status=failed') makes one"
+                )
+
     @property
     def sinks(self) -> tuple[str, ...]:
         return tuple(

@@ -74,6 +74,10 @@ def test_report_project_filter(con: Any) -> None:
     both = build_report(con, project_ids=["p1", "p2", "it's-not-there"])
     assert both.operations == 12
     assert build_report(con, project_ids=["nope"]).operations == 0
+    # A notebook's one id as a string was taken for its characters: 0 operations, no error.
+    with pytest.raises(ValueError) as err:
+        build_report(con, project_ids="p2")
+    assert str(err.value) == "project_ids is a list of ids, not the string 'p2'"
 
 
 def test_report_superseded_versions_do_not_count(con: Any) -> None:

@@ -103,6 +103,14 @@ def test_a_bad_base_url_is_refused_before_the_data_directory_is_touched(tmp_path
         ),
         ({"project_ids": [""]}, "--project an empty id; give the project's or organization's id"),
         ({"org_ids": [" org-1"]}, "--org-id ' org-1' has spaces around it; ids have none"),
+        # A generator was used up by the check: the run synced nothing and said ok.
+        (
+            {"project_ids": (p.strip() for p in ["p-1 "])},
+            "--project ids are a list of strings, not generator",
+        ),
+        # An empty list (a task's filter that matched nothing) synced every project.
+        ({"project_ids": []}, "--project: no ids; give None for every project the key reaches"),
+        ({"org_ids": ()}, "--org-id: no ids; give None for every project the key reaches"),
     ],
 )
 def test_values_the_command_line_refuses_are_refused_before_anything_is_written(
@@ -118,3 +126,24 @@ def test_values_the_command_line_refuses_are_refused_before_anything_is_written(
         exporter.sync(config)
     assert str(err.value) == message
     assert not data.exists()
+
+
+def test_an_events_config_the_command_line_refuses_is_refused_when_made() -> None:
+    """A webhook without its secret was accepted and never delivered (each run "waiting",
+    exit 0); filters given as text failed the run's commits after the whole run was read
+    ("'str' object has no attribute 'mask'", exit 6)."""
+    from exporter.events.config import EventsConfig, parse_event_filter
+
+    with pytest.raises(exporter.ConfigError) as err:
+        EventsConfig(webhook_url="http://127.0.0.1:9/hooks")
+    assert str(err.value) == (
+        "EventsConfig: a webhook_url needs its webhook_key (the decoded whsec_ secret: "
+        "exporter.events.webhook.read_webhook_secret reads a secret file)"
+    )
+    with pytest.raises(exporter.ConfigError) as err:
+        EventsConfig(filters=["status=failed"])  # type: ignore[list-item]
+    assert str(err.value) == (
+        "EventsConfig: filters are EventFilter values, not 'status=failed': "
+        "exporter.events.config.parse_event_filter('status=failed') makes one"
+    )
+    assert EventsConfig(filters=[parse_event_filter("status=failed")]).filters

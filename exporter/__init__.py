@@ -10,6 +10,9 @@ Use from a notebook or a script::
     con.sql("SELECT * FROM failures_by_action").df()
     exporter.read_status(Path("data")).projects   # what `opsaudit status` shows
     exporter.run_check(Path("data")).findings      # what `opsaudit check` finds
+    events = exporter.EventsConfig(file=Path("events.jsonl"),
+                                   filters=[exporter.parse_event_filter("status=failed")])
+    exporter.sync(exporter.SyncConfig(data_dir=Path("data"), api_key=key, events=events))
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ __all__ = [
     "ApiError",
     "AuthError",
     "ConfigError",
+    "EventsConfig",
     "ExitCode",
     "LockHeldError",
     "NotFoundError",
@@ -49,6 +53,7 @@ __all__ = [
     "build_report",
     "check_read_only",
     "connect",
+    "parse_event_filter",
     "read_status",
     "render",
     "render_html",
@@ -60,6 +65,8 @@ __all__ = [
 
 
 _LAZY = {
+    "EventsConfig": "exporter.events.config",  # where a run's events go (SyncConfig.events)
+    "parse_event_filter": "exporter.events.config",  # "status=failed", as --events-filter
     "RetryPolicy": "exporter.api.client",
     "RunSummary": "exporter.engine.sync",
     "SyncConfig": "exporter.engine.sync",

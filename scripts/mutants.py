@@ -3609,6 +3609,16 @@ MUTANTS = [
         ("tests/analytics/test_report.py::test_report_project_filter",),
     ),
     Mutant(
+        "events-file-directory-accepted",  # a traceback of the appender child on stderr
+        "exporter/events/config.py",
+        "        if self.file is not None and Path(self.file).is_dir():\n",
+        "        if False:\n",
+        (
+            "tests/sync/test_library.py::"
+            "test_an_events_config_the_command_line_refuses_is_refused_when_made",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

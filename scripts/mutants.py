@@ -3619,6 +3619,24 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "state-marked-migrated-not-repaired",  # the file an opsaudit before the fix left
+        "exporter/store/state.py",
+        "            if _missing_columns(self._con):\n",
+        "            if False:\n",
+        (
+            "tests/sync/test_storage.py::test_a_state_an_early_format_2_opsaudit_wrote_is_migrated_whole",
+        ),
+    ),
+    Mutant(
+        "reader-of-a-state-marked-migrated-not-repaired",
+        "exporter/store/state.py",
+        "if self.format_version < FORMAT_VERSION or _missing_columns(self._con):",
+        "if self.format_version < FORMAT_VERSION:",
+        (
+            "tests/sync/test_storage.py::test_a_state_an_early_format_2_opsaudit_wrote_is_migrated_whole",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

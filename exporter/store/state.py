@@ -247,6 +247,29 @@ _MIGRATE_TO_8 = [
 ]
 
 
+def _missing_columns(con: sqlite3.Connection) -> list[str]:
+    """The columns a migration adds that this file lacks (`_REPAIR`): none in a file migrated
+    right. An opsaudit before the fix of format 2's migration marked an early format-2 file as
+    migrated without them: every later run failed ("no such column: active_us", exit 5)."""
+    have: dict[str, set[str]] = {}
+    missing = []
+    for statement in _REPAIR:
+        table, column = statement.split()[2], statement.split()[5]
+        if table not in have:
+            have[table] = {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
+        if column not in have[table]:
+            missing.append(statement)
+    return missing
+
+
+# Every column the migrations up to format 8 add (format 2's list grew after it shipped).
+_REPAIR = [
+    statement
+    for statement in (*_MIGRATE_TO_2, *_MIGRATE_TO_4, *_MIGRATE_TO_8)
+    if statement.split()[:2] == ["ALTER", "TABLE"] and statement.split()[3:5] == ["ADD", "COLUMN"]
+]
+
+
 @dataclass
 class ProjectCheckpoint:
     """Where the walk of one project stands (DESIGN.md, sync correctness)."""
@@ -389,7 +412,7 @@ class StateDB:
             if read_only:
                 self._con = _connect_read_only(path)
                 self.format_version = self._check(migrate=False)
-                if self.format_version < FORMAT_VERSION:
+                if self.format_version < FORMAT_VERSION or _missing_columns(self._con):
                     self._read_migrated(self.format_version)
                 return
             if not existed:
@@ -401,6 +424,10 @@ class StateDB:
             self._con.execute("PRAGMA synchronous=FULL")
             self._check()
             self.format_version = FORMAT_VERSION  # migrated, if it was older
+            if _missing_columns(self._con):
+                with self.transaction() as con:
+                    for statement in _missing_columns(con):
+                        con.execute(statement)
         except OSError as exc:
             raise StorageError(
                 f"cannot create the state file {path}: {exc.strerror}; free some space or fix "
@@ -451,13 +478,18 @@ class StateDB:
         self._con.close()
         self._con = copy
         self._migrate(version)
+        with self.transaction() as con:  # a file marked migrated without all its columns
+            for statement in _missing_columns(con):
+                con.execute(statement)
 
     def _migrate(self, version: int) -> None:
         """Bring an older state file up to FORMAT_VERSION, in one transaction."""
         with self.transaction() as con:
-            if version < 2:
+            if version <= 2:
+                # Format 2's list grew while its number stayed (budgets, --skip-idle): a file an
+                # early format-2 opsaudit wrote lacks some of its columns, which `< 2` skipped.
                 for statement in _MIGRATE_TO_2:
-                    con.execute(statement)
+                    _execute_once(con, statement)
             if version < 4:
                 # Only the columns it lacks: a file whose format number was set back by hand
                 # (a restored or edited state) may have them already.

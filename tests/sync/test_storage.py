@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -463,3 +464,48 @@ def test_a_file_removed_by_hand_fails_the_query_after_three_connections(
     assert result.exit_code == 7, result.output
     assert gone.name in result.output
     assert len(connections) == 3
+
+
+FORMAT_2 = Path(__file__).parents[1] / "assets" / "format-2"  # tests/assets/make_format2.py
+
+
+def _columns(state: Path) -> dict[str, list[str]]:
+    con = sqlite3.connect(state)
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {t: sorted(r[1] for r in con.execute(f"PRAGMA table_info({t})")) for t in tables}
+    finally:
+        con.close()
+
+
+def test_a_state_an_early_format_2_opsaudit_wrote_is_migrated_whole(tmp_path: Path) -> None:
+    """Columns were added to format 2's migration after it shipped (budgets, --skip-idle) and it
+    ran only for files below 2: a file an early format-2 opsaudit wrote (b930082) was marked
+    format 12 without them; `status` and `check` said "unexpected error" (exit 5, "no such
+    column: projects_left"), and every sync after the first, for ever. Such a file is migrated
+    whole; one already marked without them is repaired (readers: in memory)."""
+    from exporter.store.state import StateDB
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    StateDB(fresh / "state.sqlite").close()
+    expected = _columns(fresh / "state.sqlite")
+    pristine = tmp_path / "pristine"
+    shutil.copytree(FORMAT_2, pristine)
+    for command in ("status", "check"):
+        result = CliRunner().invoke(cli, [command, "--data-dir", str(pristine)])
+        assert result.exit_code == 0, result.output
+    assert _columns(pristine / "state.sqlite") != expected  # readers wrote nothing
+    StateDB(pristine / "state.sqlite").close()  # a sync's open migrates it
+    assert _columns(pristine / "state.sqlite") == expected
+    # As the opsaudit before the fix left it: format 12, format 2's late columns missing.
+    broken = pristine / "state.sqlite"
+    con = sqlite3.connect(broken)
+    for table, column in (("runs", "projects_left"), ("projects", "active_us")):
+        con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    con.commit()
+    con.close()
+    result = CliRunner().invoke(cli, ["status", "--data-dir", str(pristine)])
+    assert result.exit_code == 0, result.output
+    StateDB(broken).close()
+    assert _columns(broken) == expected

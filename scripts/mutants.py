@@ -3129,8 +3129,10 @@ MUTANTS = [
     Mutant(
         "library-ctrl-c-aborts-the-run",  # raised after every project, recorded killed, locked
         "exporter/engine/sync.py",
-        "            done, self.interrupted = _first_ctrl_c_stops(lambda: _walks_ended(futures), self.stop)\n",
-        "            done, self.interrupted = _walks_ended(futures), None\n",
+        "                done, self.interrupted = _first_ctrl_c_stops(\n"
+        "                    lambda: _walks_ended(futures), self.stop\n"
+        "                )\n",
+        "                done, self.interrupted = _walks_ended(futures), None\n",
         (
             "tests/sync/test_interrupt.py::test_ctrl_c_in_a_library_call_stops_the_sync_and_records_it_interrupted",
         ),
@@ -3541,6 +3543,17 @@ MUTANTS = [
         "        if is_terminal(op) and _settled(changed, observed) and not self._above(created):\n",
         "        if is_terminal(op) and _settled(changed, observed):\n",
         (f"{ROBUST}::test_an_operation_created_in_the_future_does_not_blind_its_project",),
+    ),
+    Mutant(
+        "exception-from-outside-waits-for-every-walk",  # Airflow's timeout: the whole backfill
+        "exporter/engine/sync.py",
+        "                self.stop.set()\n                self.cancel.set()\n"
+        "                if isinstance(exc, Exception):\n",
+        "                if isinstance(exc, Exception):\n",
+        (
+            "tests/sync/test_interrupt.py::"
+            "test_an_exception_from_a_signal_handler_in_a_library_call_stops_the_sync_at_once",
+        ),
     ),
     Mutant(
         "ceiling-guessed-for-the-whole-walk",  # --project: an op 30 s ahead is the checkpoint

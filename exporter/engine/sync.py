@@ -660,6 +660,8 @@ def sync(
 
     Setting `stop` (the CLI does on SIGINT / SIGTERM) stops new requests at once, as a spent
     budget does: what was read is committed and the outcome is `interrupted`.
+    An exception raised in the caller's thread meanwhile (a signal handler's: Airflow's timeout)
+    stops them too: what was read is committed, the outcome is `failed`, and it is raised.
 
     Raises `AuthError` for a missing or malformed key, `LockHeldError`, `StorageError` or
     `ConfigError` before anything is written, and `StorageError` when the dataset cannot be
@@ -973,7 +975,20 @@ class _Run:
                 pool.submit(self._walk_one, client, committer, pid, turn)
                 for pid, turn in zip(pids, order, strict=True)
             ]
-            done, self.interrupted = _first_ctrl_c_stops(lambda: _walks_ended(futures), self.stop)
+            try:
+                done, self.interrupted = _first_ctrl_c_stops(
+                    lambda: _walks_ended(futures), self.stop
+                )
+            except BaseException as exc:
+                # Raised in this thread from outside (Airflow's execution_timeout and SIGTERM
+                # handlers raise an Exception): the pool's exit waited for every walk to its
+                # end. The walks stop as for a stop; `run` commits what was read and records
+                # the run `failed` (no Ctrl-C: not `interrupted`), then the exception is raised.
+                self.stop.set()
+                self.cancel.set()
+                if isinstance(exc, Exception):
+                    summary.error = redact(f"stopped by {type(exc).__name__}: {exc}")
+                raise
             if any(f.exception() is not None for f in done):
                 # An unexpected error in one worker stops the others (issue 9, finding 15).
                 self.cancel.set()

@@ -3650,6 +3650,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "settings-types-unchecked",  # concurrency="4": a bare TypeError; 2.5 taken
+        "exporter/engine/settings.py",
+        "        _check_number(option, value, integer=integer, optional=optional)\n",
+        "        pass\n",
+        ("tests/sync/test_library.py",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

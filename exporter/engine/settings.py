@@ -67,6 +67,18 @@ def check_settings(config: Settings) -> None:
     """`ConfigError` naming the option for the first value the command line refuses too."""
     for option, ids in (("--project", config.project_ids), ("--org-id", config.org_ids)):
         _check_ids(option, ids)
+    # A notebook's "4" or timedelta(hours=1) raised a bare TypeError from a comparison below,
+    # and 2.5 projects walked at once was taken.
+    for option, value, integer, optional in (
+        ("--max-rps", config.max_rps, False, True),
+        ("--concurrency", config.concurrency, True, False),
+        ("--time-budget", config.time_budget, False, True),
+        ("--max-requests", config.max_requests, True, True),
+        ("--full-sweep-every", config.full_sweep_every, False, False),
+        ("--refresh-open-every", config.refresh_open_every, False, False),
+        ("--names-max-age", config.names_max_age, False, False),
+    ):
+        _check_number(option, value, integer=integer, optional=optional)
     rps = config.max_rps
     if rps is not None and not math.isfinite(rps):
         raise ConfigError(f"--max-rps {rps!r} is not a finite number")
@@ -85,6 +97,16 @@ def check_settings(config: Settings) -> None:
     _check_seconds("--full-sweep-every", config.full_sweep_every, zero=False)
     _check_seconds("--refresh-open-every", config.refresh_open_every, zero=True)
     _check_seconds("--names-max-age", config.names_max_age, zero=True)
+
+
+def _check_number(option: str, value: object, *, integer: bool, optional: bool) -> None:
+    """`value` is an int (or, unless `integer`, a float; with `optional`, None), not a bool."""
+    if value is None and optional:
+        return
+    kinds: tuple[type, ...] = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        what = "an integer" if integer else "a number (seconds, for a duration)"
+        raise ConfigError(f"{option} {value!r} is not {what}")
 
 
 def _check_ids(option: str, ids: Sequence[str] | None) -> None:

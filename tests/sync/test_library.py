@@ -4,6 +4,7 @@ process it runs in as it found it."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,21 @@ def test_a_bad_base_url_is_refused_before_the_data_directory_is_touched(tmp_path
         (
             {"project_ids": (p.strip() for p in ["p-1 "])},
             "--project ids are a list of strings, not generator",
+        ),
+        # Types a notebook gets wrong: a bare TypeError, or 2.5 projects at once taken.
+        ({"concurrency": "4"}, "--concurrency '4' is not an integer"),
+        ({"concurrency": 2.5}, "--concurrency 2.5 is not an integer"),
+        ({"max_rps": "8"}, "--max-rps '8' is not a number (seconds, for a duration)"),
+        (
+            {"time_budget": dt.timedelta(hours=1)},
+            "--time-budget datetime.timedelta(seconds=3600) is not a number (seconds, for a "
+            "duration)",
+        ),
+        ({"max_requests": "100"}, "--max-requests '100' is not an integer"),
+        ({"names_max_age": None}, "--names-max-age None is not a number (seconds, for a duration)"),
+        (
+            {"refresh_open_every": True},
+            "--refresh-open-every True is not a number (seconds, for a duration)",
         ),
         # An empty list (a task's filter that matched nothing) synced every project.
         ({"project_ids": []}, "--project: no ids; give None for every project the key reaches"),

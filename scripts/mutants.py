@@ -3622,16 +3622,6 @@ MUTANTS = [
         ("tests/analytics/test_report.py::test_report_project_filter",),
     ),
     Mutant(
-        "events-file-directory-accepted",  # a traceback of the appender child on stderr
-        "exporter/events/config.py",
-        "        if self.file is not None and Path(self.file).is_dir():\n",
-        "        if False:\n",
-        (
-            "tests/sync/test_library.py::"
-            "test_an_events_config_the_command_line_refuses_is_refused_when_made",
-        ),
-    ),
-    Mutant(
         "state-marked-migrated-not-repaired",  # the file an opsaudit before the fix left
         "exporter/store/state.py",
         "            if _missing_columns(self._con):\n",

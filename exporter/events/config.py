@@ -101,9 +101,6 @@ class EventsConfig:
                 "EventsConfig: a webhook_url needs its webhook_key (the decoded whsec_ secret: "
                 "exporter.events.webhook.read_webhook_secret reads a secret file)"
             )
-        if self.file is not None and Path(self.file).is_dir():
-            # The appender, a child process, failed on it with a traceback on stderr.
-            raise ConfigError(f"EventsConfig: file {self.file} is a directory, not a file")
         for given in self.filters:
             if not isinstance(given, EventFilter):
                 raise ConfigError(

@@ -492,15 +492,15 @@ MUTANTS = [
     Mutant(
         "young-operation-404s-taken-as-gone",
         "exporter/engine/walk.py",
-        "            removed = now - entry.created_us >= RETENTION_US or (\n",
-        "            removed = True or (\n",
+        "            removed = now - entry.created_us >= RETENTION_US or self._far_ahead(entry.created_us)\n",
+        "            removed = True\n",
         (f"{EXACT}::test_14_repeated_404s_of_a_young_operation_do_not_stop_tracking",),
     ),
     Mutant(
         "operation-past-retention-tracked-for-good",
         "exporter/engine/walk.py",
-        "            removed = now - entry.created_us >= RETENTION_US or (\n",
-        "            removed = False or (\n",
+        "            removed = now - entry.created_us >= RETENTION_US or self._far_ahead(entry.created_us)\n",
+        "            removed = self._far_ahead(entry.created_us)\n",
         (f"{EXACT}::test_14_an_operation_past_retention_that_keeps_answering_404_is_dropped",),
     ),
     Mutant(
@@ -2259,7 +2259,7 @@ MUTANTS = [
     Mutant(
         "damaged-operations-file-said-rewritten",  # 'run opsaudit sync' for data no sync rebuilds
         "exporter/store/local/reader.py",
-        "    if table in _FROM_STATE:\n",
+        "    if table in FROM_STATE_FILES:\n",
         "    if True:\n",
         (
             "tests/ops/test_doctor.py::test_an_operations_file_that_is_not_parquet_is_restored_from_a_backup",
@@ -3565,7 +3565,7 @@ MUTANTS = [
     Mutant(
         "checkpoint-ahead-taken-as-is",  # a 2099 checkpoint: nothing read, ok, for ever
         "exporter/engine/walk.py",
-        "        if ahead is None or ahead < self.above_us + CHECKPOINT_AHEAD_US:\n",
+        "        if ahead is None or not self._far_ahead(ahead):\n",
         "        if True:\n",
         (
             "tests/sync/test_robustness.py::"
@@ -3575,8 +3575,8 @@ MUTANTS = [
     Mutant(
         "dropped-future-operation-tracked-for-ever",  # a 404 GET in every run
         "exporter/engine/walk.py",
-        "            removed = now - entry.created_us >= RETENTION_US or (\n",
-        "            removed = now - entry.created_us >= RETENTION_US and (\n",
+        "            removed = now - entry.created_us >= RETENTION_US or self._far_ahead(entry.created_us)\n",
+        "            removed = now - entry.created_us >= RETENTION_US\n",
         (
             "tests/sync/test_robustness.py::"
             "test_an_operation_created_in_the_future_that_the_api_dropped_is_no_longer_tracked",
@@ -3624,8 +3624,17 @@ MUTANTS = [
     Mutant(
         "state-marked-migrated-not-repaired",  # the file an opsaudit before the fix left
         "exporter/store/state.py",
-        "            if _missing_columns(self._con):\n",
-        "            if False:\n",
+        "if migrate and (version < FORMAT_VERSION or _missing_columns(self._con)):",
+        "if migrate and version < FORMAT_VERSION:",
+        (
+            "tests/sync/test_storage.py::test_a_state_an_early_format_2_opsaudit_wrote_is_migrated_whole",
+        ),
+    ),
+    Mutant(
+        "format-2-late-columns-not-added",  # status, check, every sync: exit 5 for ever
+        "exporter/store/state.py",
+        "            for statement in _missing_columns(con):\n                con.execute(statement)\n",
+        "",
         (
             "tests/sync/test_storage.py::test_a_state_an_early_format_2_opsaudit_wrote_is_migrated_whole",
         ),

@@ -73,6 +73,14 @@ BASE_VIEWS = {
 }
 # The paths the .sql files read: the base views' and the three records' (they have no view).
 SOURCES = (*BASE_VIEWS, SUPERSEDED_GLOB, SUMMARY_GLOB, SUMMARY_TOTAL_GLOB, FLAGGED_GLOB)
+# The tables written from the state alone (table -> file), whole at each write (projects and sync_runs by every
+# sync, a names table when the names change): nothing is lost with their files (a damaged one,
+# `store.local.reader.damaged_file`, `store.lake.tables.LakeDataset._damaged`).
+FROM_STATE_FILES = {
+    "projects": PROJECTS_FILE,
+    "sync_runs": SYNC_RUNS_FILE,
+    **{t.name: t.file for t in NAMES_TABLES},
+}
 
 
 def summary_total_file(summary_files: Iterable[str]) -> str:

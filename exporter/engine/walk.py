@@ -360,6 +360,10 @@ class ProjectWalk:
         ceiling passes it (the checkpoint cannot cover it before: no second copy)."""
         return created >= self.above_us
 
+    def _far_ahead(self, us: int) -> bool:
+        """Too far above the walk's ceiling for skew: from a clock or a record in the future."""
+        return us >= self.above_us + CHECKPOINT_AHEAD_US
+
     def _forget(self, op_id: str) -> None:
         self.chunk.open_deletes.add(op_id)
         self.chunk.open_upserts.pop(op_id, None)
@@ -614,7 +618,7 @@ class ProjectWalk:
         cp = self.cp
         marks = [cp.checkpoint_us] + ([cp.walk_top_us] if resuming else [])
         ahead = max((m for m in marks if m is not None), default=None)
-        if ahead is None or ahead < self.above_us + CHECKPOINT_AHEAD_US:
+        if ahead is None or not self._far_ahead(ahead):
             return
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ahead // US_PER_SECOND))
         raise ApiError(
@@ -872,9 +876,7 @@ class ProjectWalk:
             # Gone (retention deletes old operations; one created in the future, tracked for
             # that, no retention can have deleted: the API dropped it): stop tracking it, keep
             # its history. It was GET each run for ever.
-            removed = now - entry.created_us >= RETENTION_US or (
-                entry.created_us >= self.above_us + CHECKPOINT_AHEAD_US
-            )
+            removed = now - entry.created_us >= RETENTION_US or self._far_ahead(entry.created_us)
             if entry.misses + 1 >= MAX_MISSES and removed:
                 log.info("operation %s of %s is gone; no longer tracked", entry.id, self.pid)
                 self.chunk.open_deletes.add(entry.id)

@@ -222,14 +222,24 @@ _MIGRATE_TO_2 = [
 ]
 
 
+def _added_column(statement: str) -> tuple[str, str] | None:
+    """(table, column) of an `ALTER TABLE t ADD COLUMN c ...`; None for another statement."""
+    words = statement.split()
+    if words[:2] == ["ALTER", "TABLE"] and words[3:5] == ["ADD", "COLUMN"]:
+        return words[2], words[5]
+    return None
+
+
+def _columns(con: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
+
+
 def _execute_once(con: sqlite3.Connection, statement: str) -> None:
     """A migration statement that may already have been applied (a state that a newer
     opsaudit wrote and an older one marked down): an existing column or table is left as is."""
-    words = statement.split()
-    if words[:2] == ["ALTER", "TABLE"] and words[3:5] == ["ADD", "COLUMN"]:
-        columns = {row[1] for row in con.execute(f"PRAGMA table_info({words[2]})")}
-        if words[5] in columns:
-            return
+    added = _added_column(statement)
+    if added is not None and added[1] in _columns(con, added[0]):
+        return
     statement = statement.replace("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1)
     statement = statement.replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1)
     con.execute(statement)
@@ -248,25 +258,25 @@ _MIGRATE_TO_8 = [
 
 
 def _missing_columns(con: sqlite3.Connection) -> list[str]:
-    """The columns a migration adds that this file lacks (`_REPAIR`): none in a file migrated
-    right. An opsaudit before the fix of format 2's migration marked an early format-2 file as
-    migrated without them: every later run failed ("no such column: active_us", exit 5)."""
+    """The statements of `_REPAIR` whose column this file lacks: none in a file migrated
+    right. Format 2's migration grew after it shipped (budgets, --skip-idle) and ran below 2
+    alone: an early format-2 file was marked migrated without those columns, and every later
+    run failed ("no such column: active_us", exit 5)."""
     have: dict[str, set[str]] = {}
     missing = []
-    for statement in _REPAIR:
-        table, column = statement.split()[2], statement.split()[5]
+    for statement, (table, column) in _REPAIR:
         if table not in have:
-            have[table] = {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
+            have[table] = _columns(con, table)
         if column not in have[table]:
             missing.append(statement)
     return missing
 
 
-# Every column the migrations up to format 8 add (format 2's list grew after it shipped).
+# Every column the migrations up to format 8 add, with its (table, column).
 _REPAIR = [
-    statement
+    (statement, added)
     for statement in (*_MIGRATE_TO_2, *_MIGRATE_TO_4, *_MIGRATE_TO_8)
-    if statement.split()[:2] == ["ALTER", "TABLE"] and statement.split()[3:5] == ["ADD", "COLUMN"]
+    if (added := _added_column(statement)) is not None
 ]
 
 
@@ -424,10 +434,6 @@ class StateDB:
             self._con.execute("PRAGMA synchronous=FULL")
             self._check()
             self.format_version = FORMAT_VERSION  # migrated, if it was older
-            if _missing_columns(self._con):
-                with self.transaction() as con:
-                    for statement in _missing_columns(con):
-                        con.execute(statement)
         except OSError as exc:
             raise StorageError(
                 f"cannot create the state file {path}: {exc.strerror}; free some space or fix "
@@ -465,7 +471,7 @@ class StateDB:
         check = self._con.execute("PRAGMA quick_check").fetchone()[0]
         if check != "ok":
             raise sqlite3.DatabaseError(f"integrity check failed: {check}")
-        if version < FORMAT_VERSION and migrate:
+        if migrate and (version < FORMAT_VERSION or _missing_columns(self._con)):
             self._migrate(version)
         return version
 
@@ -478,25 +484,18 @@ class StateDB:
         self._con.close()
         self._con = copy
         self._migrate(version)
-        with self.transaction() as con:  # a file marked migrated without all its columns
-            for statement in _missing_columns(con):
-                con.execute(statement)
 
     def _migrate(self, version: int) -> None:
         """Bring an older state file up to FORMAT_VERSION, in one transaction."""
         with self.transaction() as con:
-            if version <= 2:
-                # Format 2's list grew while its number stayed (budgets, --skip-idle): a file an
-                # early format-2 opsaudit wrote lacks some of its columns, which `< 2` skipped.
+            if version < 2:
                 for statement in _MIGRATE_TO_2:
-                    _execute_once(con, statement)
+                    con.execute(statement)
             if version < 4:
                 # Only the columns it lacks: a file whose format number was set back by hand
                 # (a restored or edited state) may have them already.
-                have = {row[1] for row in con.execute("PRAGMA table_info(open_ops)")}
                 for statement in _MIGRATE_TO_4:
-                    if statement.split()[5] not in have:
-                        con.execute(statement)
+                    _execute_once(con, statement)
             if version < 6:
                 con.execute(_EVENTS_SCHEMA)
                 old = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'"
@@ -511,6 +510,10 @@ class StateDB:
             if version < 12:
                 _execute_once(con, "ALTER TABLE projects ADD COLUMN current_us INTEGER")
                 con.execute("UPDATE projects SET current_us = last_synced_us")
+            # A column a migration adds that the file still lacks (format 2's, above; also a
+            # file already marked migrated without them, which `_check` sends here).
+            for statement in _missing_columns(con):
+                con.execute(statement)
             con.execute(
                 "UPDATE meta SET value = ? WHERE key = 'format_version'", (str(FORMAT_VERSION),)
             )

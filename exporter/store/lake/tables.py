@@ -71,7 +71,7 @@ from exporter.core.errors import (
     StorageError,
     UnreadableStateError,
 )
-from exporter.core.names import TABLE_FILES
+from exporter.core.layout import FROM_STATE_FILES
 from exporter.store.lake.lease import Ended, Lease, LeaseInfo, LeaseLostError
 from exporter.store.lake.location import Location, parse_location
 from exporter.store.lake.objects import (
@@ -107,7 +107,7 @@ PROJECTS = "projects"
 SYNC_RUNS = "sync_runs"
 # The tables overwritten from the state (`replace_table`): projects, sync_runs and the names
 # tables (`exporter.core.names.TABLES`: branches, endpoints and their versions, project_versions).
-REPLACEABLE = (PROJECTS, SYNC_RUNS, *TABLE_FILES)
+REPLACEABLE = tuple(FROM_STATE_FILES)
 # `superseded`: the record of the versions later ones replaced (_superseded.py).
 TABLES = (VERSIONS, SUPERSEDED, *REPLACEABLE)
 PARTITIONS: dict[str, list[str]] = {VERSIONS: ["created_month"]}

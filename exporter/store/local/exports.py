@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from exporter.core.layout import PROJECTS_FILE, SYNC_RUNS_FILE
+from exporter.core.layout import FROM_STATE_FILES
 from exporter.core.model import ProjectRow, RunRow
-from exporter.core.names import EXPORTED_META, TABLE_FILES, to_arrow
+from exporter.core.names import EXPORTED_META, to_arrow
 from exporter.core.names import TABLES as NAMES_TABLES
 from exporter.core.tables import PROJECTS_SCHEMA, SYNC_RUNS_SCHEMA
 from exporter.store.base import Store
@@ -24,7 +24,7 @@ from exporter.store.base import Store
 log = logging.getLogger("opsaudit.storage")
 
 # The tables rewritten from the state after a run (`replace_table`), and their files.
-SNAPSHOT_FILES = {"projects": PROJECTS_FILE, "sync_runs": SYNC_RUNS_FILE, **TABLE_FILES}
+SNAPSHOT_FILES = FROM_STATE_FILES
 
 
 def _table(rows: Sequence[ProjectRow | RunRow], schema: pa.Schema, micros: set[str]) -> pa.Table:

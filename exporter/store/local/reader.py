@@ -14,7 +14,7 @@ from exporter.core.layout import (
     FLAGGED_DIR,
     FLAGGED_GLOB,
     FLAGGED_META,
-    PROJECTS_FILE,
+    FROM_STATE_FILES,
     SOURCES,
     STATE_FILE,
     SUMMARY_DIR,
@@ -25,7 +25,6 @@ from exporter.core.layout import (
     SUPERSEDED_DIR,
     SUPERSEDED_GLOB,
     SUPERSEDED_META,
-    SYNC_RUNS_FILE,
     VERSIONS_DIR,
     VERSIONS_GLOB,
     has_state,
@@ -215,19 +214,12 @@ class DamagedFileError(StorageError):
         self.fix = fix
 
 
-# The single-file tables written from the state alone, nothing lost with their file: projects
-# and sync_runs by every sync, a names table by the next (`Dataset.recover` has the run write
-# the names again when one of their files is damaged).
-_FROM_STATE = frozenset(
-    Path(f).parts[0] for f in (PROJECTS_FILE, SYNC_RUNS_FILE, *(t.file for t in NAMES_TABLES))
-)
-
-
 def damaged_file(data_dir: Path, relative: str, said: str) -> DamagedFileError:
     """The error of file `relative` (to `data_dir`), which is not Parquet (`said`: why), with
     what to do about it: its table's, as the lake's `DamagedTableError` says it."""
     table = Path(relative).parts[0]
-    if table in _FROM_STATE:
+    # A names table's damaged file is written again by the next sync too: `Dataset.recover`.
+    if table in FROM_STATE_FILES:
         fix = (
             f"run `opsaudit sync`: {table} holds nothing the state does not, the next sync "
             "writes the file again"

@@ -42,6 +42,18 @@ def doctor(sim: Any, data_dir: Path, key: str, *args: str, url: str | None = Non
     )
 
 
+def offline_doctor(data_dir: Path) -> Any:
+    """doctor without a key, its API refusing at once: the data directory's checks alone."""
+    return invoke(
+        "doctor",
+        "--data-dir",
+        str(data_dir),
+        "--base-url",
+        "http://127.0.0.1:9/api/v2",
+        env={"NEON_API_KEY": ""},
+    )
+
+
 def lines_without_disk(stdout: str) -> list[str]:
     lines = stdout.splitlines()
     disk = [line for line in lines if line.startswith(("ok    disk: ", "warn  disk: "))]
@@ -164,14 +176,7 @@ def test_missing_and_malformed_key_files(sim: Any, tmp_path: Path) -> None:
 
 
 def test_no_key_says_the_fix_once(tmp_path: Path) -> None:
-    result = invoke(
-        "doctor",
-        "--data-dir",
-        str(tmp_path),
-        "--base-url",
-        "http://127.0.0.1:9/api/v2",
-        env={"NEON_API_KEY": ""},
-    )
+    result = offline_doctor(tmp_path)
     assert result.exit_code == 8
     assert result.stdout.splitlines()[1] == (
         "error key: no API key Fix: set NEON_API_KEY or pass --api-key-file (create one in the "
@@ -321,14 +326,7 @@ def test_views_file_is_checked_as_a_duckdb_shell_sees_it(tmp_path: Path) -> None
     data_dir.rename(moved)  # a restored backup: the views still answer
 
     def views_line() -> str:
-        result = invoke(
-            "doctor",
-            "--data-dir",
-            str(moved),
-            "--base-url",
-            "http://127.0.0.1:9/api/v2",
-            env={"NEON_API_KEY": ""},
-        )
+        result = offline_doctor(moved)
         return next(line for line in result.stdout.splitlines() if " views: " in line)
 
     assert views_line() == "ok    views: opsaudit.duckdb answers (15 operation versions)"
@@ -349,14 +347,7 @@ def test_views_answer_from_a_data_dir_whose_path_has_a_quote(tmp_path: Path) -> 
 
     data_dir = analytics_dataset(tmp_path / "it's data")
     write_views_database(data_dir)
-    result = invoke(
-        "doctor",
-        "--data-dir",
-        str(data_dir),
-        "--base-url",
-        "http://127.0.0.1:9/api/v2",
-        env={"NEON_API_KEY": ""},
-    )
+    result = offline_doctor(data_dir)
     views = [line for line in result.stdout.splitlines() if " views: " in line]
     assert views == ["ok    views: opsaudit.duckdb answers (15 operation versions)"]
 
@@ -532,14 +523,7 @@ def test_a_state_an_older_opsaudit_wrote_is_named_by_its_own_format(tmp_path: Pa
 
     data_dir = tmp_path / "data"
     shutil.copytree(Path(__file__).parents[1] / "assets" / "pre-superseded", data_dir)
-    result = invoke(
-        "doctor",
-        "--data-dir",
-        str(data_dir),
-        "--base-url",
-        "http://127.0.0.1:9/api/v2",
-        env={"NEON_API_KEY": ""},
-    )
+    result = offline_doctor(data_dir)
     [state] = [line for line in result.stdout.splitlines() if " state: " in line]
     assert state == f"ok    state: state format 6 (this opsaudit reads {FORMAT_VERSION})"
 

@@ -133,16 +133,21 @@ def test_check_metrics_count_findings(tmp_path: Path) -> None:
     assert "opsaudit_last_success_timestamp_seconds" not in metrics
 
 
-def test_a_check_that_cannot_judge_writes_not_ok(make_sim: Any, tmp_path: Path) -> None:
-    """A damaged state (exit 6) or a data directory gone (exit 2) left the last verdict in the
-    file (`opsaudit_check_ok 1`): README's alert on `opsaudit_check_ok == 0` never fired. The
-    file now says 0, as of the check, and no findings (none are known)."""
+def _synced_once(make_sim: Any, tmp_path: Path) -> tuple[Path, Path, dt.datetime]:
+    """A dataset synced once, the metrics file's path, and a minute after the run as of."""
     sim = make_sim(seed=11, projects=1, shared_projects=0, orgs=1)
     data_dir, prom = tmp_path / "data", tmp_path / "check.prom"
     env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
     assert invoke("sync", "--data-dir", str(data_dir), "--max-rps", "0", env=env).exit_code == 0
     [(finished,)] = state_rows(data_dir, "SELECT finished_us FROM runs")
-    as_of = at_us(finished) + dt.timedelta(minutes=1)
+    return data_dir, prom, at_us(finished) + dt.timedelta(minutes=1)
+
+
+def test_a_check_that_cannot_judge_writes_not_ok(make_sim: Any, tmp_path: Path) -> None:
+    """A damaged state (exit 6) or a data directory gone (exit 2) left the last verdict in the
+    file (`opsaudit_check_ok 1`): README's alert on `opsaudit_check_ok == 0` never fired. The
+    file now says 0, as of the check, and no findings (none are known)."""
+    data_dir, prom, as_of = _synced_once(make_sim, tmp_path)
     args = ["check", "--data-dir", str(data_dir), "--metrics-file", str(prom), "--as-of"]
     assert invoke(*args, iso(as_of)).exit_code == 0
     assert parse(prom)["opsaudit_check_ok"] == {(): 1}
@@ -168,12 +173,7 @@ def test_a_check_refused_for_its_options_writes_not_ok(make_sim: Any, tmp_path: 
     unknown option, a --config after the command that cannot be read) ended check before its
     body ran: `opsaudit_check_ok 1` stood in the file. It now says 0, as of --as-of when that
     could be read, now otherwise; a --metrics-file that is itself refused is left alone."""
-    sim = make_sim(seed=11, projects=1, shared_projects=0, orgs=1)
-    data_dir, prom = tmp_path / "data", tmp_path / "check.prom"
-    env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
-    assert invoke("sync", "--data-dir", str(data_dir), "--max-rps", "0", env=env).exit_code == 0
-    [(finished,)] = state_rows(data_dir, "SELECT finished_us FROM runs")
-    as_of = at_us(finished) + dt.timedelta(minutes=1)
+    data_dir, prom, as_of = _synced_once(make_sim, tmp_path)
     args = ["check", "--data-dir", str(data_dir), "--metrics-file", str(prom)]
     ok = {"opsaudit_check_ok": {(): 1}}
     for n, bad in enumerate(

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 from exporter.core.errors import ExitCode
 
@@ -55,6 +58,34 @@ def test_ci_runs_the_readme_commands() -> None:
     assert '"$PY" scripts/check_setup_commands.py --only 1 >"$demo_log" 2>&1 &' in ci
     assert "python scripts/check_setup_commands.py --only 2" in ci
     assert 'if ! wait "$demo"; then' in ci
+
+
+def _ci_trap() -> str:
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    (trap,) = [line for line in lines if line.startswith("trap ") and line.endswith(" EXIT")]
+    return trap
+
+
+@pytest.mark.parametrize(("last_step", "code"), [("true", 0), ("false", 1)])
+def test_ci_exit_code_is_its_last_steps(tmp_path: Path, last_step: str, code: int) -> None:
+    # CI's EXIT trap runs after the demo was waited for: it must not turn a passing run into
+    # a failing one (the trap's kill of a reaped demo failed under `set -e`), nor hide a failure.
+    log = tmp_path / "demo.log"
+    log.write_text("demo output")
+    script = "\n".join(
+        [
+            "set -euo pipefail",
+            f"demo_log={log}",
+            "true &",
+            "demo=$!",
+            _ci_trap(),
+            'wait "$demo"',
+            last_step,
+        ]
+    )
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert (result.returncode, result.stderr) == (code, "")
+    assert not log.exists()
 
 
 def test_every_exit_code_is_documented() -> None:

@@ -3548,8 +3548,8 @@ MUTANTS = [
         "exception-from-outside-waits-for-every-walk",  # Airflow's timeout: the whole backfill
         "exporter/engine/sync.py",
         "                self.stop.set()\n                self.cancel.set()\n"
-        "                if isinstance(exc, Exception):\n",
-        "                if isinstance(exc, Exception):\n",
+        "                if not isinstance(exc, KeyboardInterrupt):",
+        "                if not isinstance(exc, KeyboardInterrupt):",
         (
             "tests/sync/test_interrupt.py::"
             "test_an_exception_from_a_signal_handler_in_a_library_call_stops_the_sync_at_once",
@@ -3654,6 +3654,16 @@ MUTANTS = [
         "        _check_number(option, value, integer=integer, optional=optional)\n",
         "        pass\n",
         ("tests/sync/test_library.py",),
+    ),
+    Mutant(
+        "sys-exit-in-a-library-sync-aborts-it",  # uncommitted, `running`, the lock held
+        "exporter/engine/sync.py",
+        "            aborted = isinstance(failure, KeyboardInterrupt)\n",
+        "            aborted = failure is not None and not isinstance(failure, Exception)\n",
+        (
+            "tests/sync/test_interrupt.py::"
+            "test_an_exception_from_a_signal_handler_in_a_library_call_stops_the_sync_at_once",
+        ),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

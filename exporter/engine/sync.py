@@ -753,7 +753,9 @@ class _Run:
                 # as the CLI's first, what was read is committed, the run `interrupted`.
                 self.stop.set()
                 self.interrupted = failure
-            aborted = failure is not None and not isinstance(failure, Exception)
+            # Only Ctrl-C twice aborts: SystemExit (a script's SIGTERM handler calling sys.exit)
+            # or another BaseException stops as an exception does, what was read committed.
+            aborted = isinstance(failure, KeyboardInterrupt)
             aborted = aborted and failure is not self.interrupted
             if committer.running and not aborted:
                 committer.close()
@@ -986,7 +988,7 @@ class _Run:
                 # the run `failed` (no Ctrl-C: not `interrupted`), then the exception is raised.
                 self.stop.set()
                 self.cancel.set()
-                if isinstance(exc, Exception):
+                if not isinstance(exc, KeyboardInterrupt):  # Ctrl-C twice: `_end` says so
                     summary.error = redact(f"stopped by {type(exc).__name__}: {exc}")
                 raise
             if any(f.exception() is not None for f in done):

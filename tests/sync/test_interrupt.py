@@ -438,20 +438,23 @@ def test_ctrl_c_past_the_walks_in_a_library_call_records_the_run_interrupted(
 
 # In a child process: a library sync in a task whose timeout is a SIGALRM handler raising an
 # ordinary Exception in the main thread (Airflow's execution_timeout; its SIGTERM handler does
-# the same), one second in; prints the seconds from it to the exception out of `sync`, its type
-# and message, the run's record and whether the data directory is free.
+# the same), or `sys.exit` (a script's SIGTERM handler: SystemExit), one second in; prints the
+# seconds from it to the exception out of `sync`, its type and message, the run's record and
+# whether the data directory is free.
 _AN_EXCEPTION_FROM_A_SIGNAL_HANDLER = """
 import json, signal, sqlite3, sys, time
 from pathlib import Path
 import exporter.engine.sync as S
 from exporter.store.local.dataset import Dataset
 
-data, base_url, key = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+data, base_url, key, kind = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 class AirflowTaskTimeout(Exception):
     pass
 sent = []
 def on_alarm(signum, frame):
     sent.append(time.monotonic())
+    if kind == "exit":
+        sys.exit("terminated")
     raise AirflowTaskTimeout("Timeout, PID: 1234")
 signal.signal(signal.SIGALRM, on_alarm)
 signal.setitimer(signal.ITIMER_REAL, 1.0)
@@ -459,7 +462,7 @@ config = S.SyncConfig(data_dir=data, api_key=key, base_url=base_url, max_rps=Non
 try:
     S.sync(config)
     raised = None
-except AirflowTaskTimeout as exc:
+except (AirflowTaskTimeout, SystemExit) as exc:
     raised = [time.monotonic() - sent[0], type(exc).__name__, str(exc)]
 Dataset(data).close()  # LockHeldError if a thread of the run still holds it
 con = sqlite3.connect(data / "state.sqlite")
@@ -467,25 +470,34 @@ print(json.dumps([raised, con.execute("SELECT outcome, error FROM runs").fetchal
 """
 
 
+@pytest.mark.parametrize(
+    ("kind", "exception"),
+    [
+        ("exception", ["AirflowTaskTimeout", "Timeout, PID: 1234"]),
+        ("exit", ["SystemExit", "terminated"]),
+    ],
+)
 def test_an_exception_from_a_signal_handler_in_a_library_call_stops_the_sync_at_once(
-    make_sim: Any, tmp_path: Path
+    make_sim: Any, tmp_path: Path, kind: str, exception: list[str]
 ) -> None:
     """Airflow's execution_timeout (a SIGALRM handler) raises an ordinary Exception in the main
     thread: it surfaced only once every walk had run to its end (the whole backfill read past
     the task's timeout), the run recorded `failed`. It now stops new requests at once, as a
     stop does; what was read is committed, the run recorded `failed` with the exception, which
-    is raised unchanged; the next run continues and is exact."""
+    is raised unchanged; the next run continues and is exact. A script's SIGTERM handler that
+    calls `sys.exit` (SystemExit, no Exception) took the abort path: what was read was left
+    uncommitted and the run `running`, for the next run to call killed; it is the same stop."""
     projects = 40
     sim = make_sim(
         seed=1922, projects=projects, shared_projects=0, orgs=1, days=1, ops_per_project_per_day=20
     )
     sim.faults = Faults(p_slow=1.0, slow_seconds=0.1)  # 6 s for the whole backfill at least
     data = tmp_path / "d"
-    last = _child_last_line(_AN_EXCEPTION_FROM_A_SIGNAL_HANDLER, data, sim)
+    last = _child_last_line(_AN_EXCEPTION_FROM_A_SIGNAL_HANDLER, data, sim, kind)
     raised, runs = json.loads(last)
     assert raised is not None and raised[0] < 2.5, raised
-    assert raised[1:] == ["AirflowTaskTimeout", "Timeout, PID: 1234"]
-    assert runs == [["failed", "stopped by AirflowTaskTimeout: Timeout, PID: 1234"]]
+    assert raised[1:] == exception
+    assert runs == [["failed", "stopped by {}: {}".format(*exception)]]
     assert 1 <= _walked(data) < projects // 2
     sim.faults = Faults()
     assert run_sync(sim, data).outcome == "ok"

@@ -3666,6 +3666,25 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "lib2-library-argument-types-unchecked",  # data_dir=None, api_key=b"...": bare errors
+        "exporter/core/errors.py",
+        "    if isinstance(value, kinds) and not isinstance(value, but):\n        return\n",
+        "    return\n",
+        (
+            "tests/sync/test_library.py::test_a_library_value_of_the_wrong_type_or_range_is_refused_before_anything_is_written",
+            "tests/sync/test_library.py::test_a_reader_given_an_argument_of_the_wrong_type_says_which",
+        ),
+    ),
+    Mutant(
+        "lib2-library-counts-unchecked",  # commit_rows=-1, max_gets_per_run=-1 taken silently
+        "exporter/engine/settings.py",
+        "    _check_counts(config)\n",
+        "",
+        (
+            "tests/sync/test_library.py::test_a_library_value_of_the_wrong_type_or_range_is_refused_before_anything_is_written",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -32,6 +32,7 @@ from exporter.analytics.report_figures import (
 from exporter.analytics.views import execute
 from exporter.analytics.window import parse_since, parse_until
 from exporter.core.duck import duckdb
+from exporter.core.errors import check_type
 
 __all__ = [
     "BRANCH_COLUMNS",
@@ -286,6 +287,19 @@ def build_report(
     branches, the first `top` branch and action pairs (the headline's 3 at least), with each
     list's length (`Report.top`, `Report.totals`).
     """
+    # `ValueError`, as for `top=0`: since="7d" raised a bare AttributeError, top="5" a
+    # TypeError, a data directory given for `con` one from DuckDB's API.
+    point, moment = "a timezone-aware datetime.datetime or None", (dt.datetime, type(None))
+    parse = "exporter.analytics.report.parse"  # the command line's text as a bound
+    for name, value, kinds, expected in (
+        ("con", con, duckdb.DuckDBPyConnection, "a connection from exporter.connect()"),
+        ("since", since, moment, f"{point} ({parse}_since('7d') reads --since's text)"),
+        ("until", until, moment, f"{point} ({parse}_until('2024-06-30') reads --until's)"),
+        ("now", now, moment, point),
+        ("stuck_after", stuck_after, dt.timedelta, "a datetime.timedelta"),
+        ("top", top, (int, type(None)), "an int or None"),
+    ):
+        check_type(name, value, kinds, expected, but=(bool,), error=ValueError)
     if top is not None and top < 1:
         raise ValueError(f"top must be 1 or more, not {top}")
     if isinstance(project_ids, str):  # its characters were the projects: 0 operations

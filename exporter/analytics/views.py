@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from exporter.analytics.format import JsonText
 from exporter.analytics.summary_total import delete_older_totals, write_summary_total
 from exporter.core.duck import duckdb, readable_dir
-from exporter.core.errors import ConfigError, QueryError, ReadOnlyError, StorageError
+from exporter.core.errors import (
+    ConfigError,
+    QueryError,
+    ReadOnlyError,
+    StorageError,
+    check_type,
+)
 from exporter.core.layout import (
     BASE_VIEWS,
     FLAGGED_GLOB,
@@ -42,6 +48,7 @@ from exporter.core.layout import (
 )
 from exporter.core.names import TABLES as NAMES_TABLES
 from exporter.store.base import Reader, Source
+from exporter.store.lake.location import DATA_DIR_EXPECTED
 from exporter.store.local.reader import LocalReader, damaged_in, local_sources
 from exporter.store.readers import open_readers
 
@@ -503,6 +510,9 @@ def connect(
     (`sql_names_for`; one dataset only: several are joined by every base view).
     """
     try:
+        # None: "'NoneType' object is not iterable"
+        expected = f"{DATA_DIR_EXPECTED}; or a list of those"
+        check_type("data_dir", data_dir, (str, Path, Sequence), expected, but=(bytes, bytearray))
         given = [data_dir] if isinstance(data_dir, (str, Path)) else list(data_dir)
         datasets = open_readers(given, storage_options)
     except BaseException:

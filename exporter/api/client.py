@@ -41,6 +41,7 @@ from exporter.core.errors import (
     NotFoundError,
     ScopeError,
     TransientError,
+    check_type,
     redact,
     redact_url,
     register_secret,
@@ -262,6 +263,8 @@ _KEY_CHARS = re.compile(r"[\x21-\x7e]+")
 def check_api_key(api_key: str | None) -> str:
     """The key, stripped; a missing or malformed key is a clear key error at once (never a
     connection failure retried for a minute, and never a traceback holding it)."""
+    # bytes (a key file read with "rb") failed in the regex below, a bare TypeError
+    check_type("api_key", api_key, (str, type(None)), "a str (of a bytes key: key.decode())")
     key = (api_key or "").strip()
     if not key:
         raise AuthError(

@@ -11,6 +11,7 @@ import enum
 import os
 import re
 import threading
+from collections.abc import Callable
 from urllib.parse import quote, quote_plus
 
 
@@ -52,6 +53,26 @@ def missing_data_dir(data_dir: object) -> ConfigError:
         f"--data-dir {data_dir} does not exist; run `opsaudit sync --data-dir {data_dir}` first, "
         "or point --data-dir (or $OPSAUDIT_DATA_DIR) at an existing dataset"
     )
+
+
+def check_type(
+    name: str,
+    value: object,
+    kinds: type | tuple[type, ...],
+    expected: str,
+    *,
+    but: tuple[type, ...] = (),
+    error: Callable[[str], Exception] = ConfigError,
+) -> None:
+    """A library caller's value of the wrong type, refused where it is given: it raised a bare
+    TypeError or AttributeError deep inside (a sync's after its run was recorded). `error`
+    (ConfigError; the report's ValueError) says `name`, the type given (`but`: types refused
+    though among `kinds`, a str for a list) and `expected`, never the value: an API key given
+    as bytes, a URL holding credentials."""
+    if isinstance(value, kinds) and not isinstance(value, but):
+        return
+    given = "None" if value is None else type(value).__name__
+    raise error(f"{name} is {given}, not {expected}")
 
 
 class ApiError(OpsauditError):

@@ -40,6 +40,13 @@ class Settings(Protocol):
     full_sweep_every: float
     refresh_open_every: float
     names_max_age: float
+    route_max_rps: float
+    commit_rows: int
+    commit_seconds: float
+    commit_chunks: int | None
+    spill_rows: int | None
+    commit_events: int
+    max_gets_per_run: int | None
 
 
 def max_requests_problem(value: int) -> str | None:
@@ -77,8 +84,11 @@ def check_settings(config: Settings) -> None:
         ("--full-sweep-every", config.full_sweep_every, False, False),
         ("--refresh-open-every", config.refresh_open_every, False, False),
         ("--names-max-age", config.names_max_age, False, False),
+        ("--route-max-rps", config.route_max_rps, False, False),
+        ("commit_seconds", config.commit_seconds, False, False),
     ):
         _check_number(option, value, integer=integer, optional=optional)
+    _check_counts(config)
     rps = config.max_rps
     if rps is not None and not math.isfinite(rps):
         raise ConfigError(f"--max-rps {rps!r} is not a finite number")
@@ -92,6 +102,8 @@ def check_settings(config: Settings) -> None:
         problem = max_requests_problem(config.max_requests)
         if problem is not None:
             raise ConfigError(f"--max-requests {problem}")
+    if not config.route_max_rps >= 1:  # 0: a ZeroDivisionError once the run was recorded
+        raise ConfigError(f"--route-max-rps {config.route_max_rps!r} is not 1 or more")
     if config.time_budget is not None:
         _check_seconds("--time-budget", config.time_budget, zero=False)
     _check_seconds("--full-sweep-every", config.full_sweep_every, zero=False)
@@ -107,6 +119,22 @@ def _check_number(option: str, value: object, *, integer: bool, optional: bool) 
     if isinstance(value, bool) or not isinstance(value, kinds):
         what = "an integer" if integer else "a number (seconds, for a duration)"
         raise ConfigError(f"{option} {value!r} is not {what}")
+
+
+def _check_counts(config: Settings) -> None:
+    """The library's own counts (no option sets them): max_gets_per_run=-1 (as "no bound"
+    elsewhere) read no open operation at all, commit_rows=-1 committed every chunk alone."""
+    for name, value, least, none in (
+        ("commit_rows", config.commit_rows, 1, None),
+        ("commit_chunks", config.commit_chunks, 1, "no bound"),
+        ("spill_rows", config.spill_rows, 1, "never ahead"),
+        ("commit_events", config.commit_events, 1, None),
+        ("max_gets_per_run", config.max_gets_per_run, 0, "no bound"),
+    ):
+        _check_number(name, value, integer=True, optional=none is not None)
+        if value is not None and value < least:
+            also = f" (None: {none})" if none else ""
+            raise ConfigError(f"{name} {value!r} is not {least} or more{also}")
 
 
 def _check_ids(option: str, ids: Sequence[str] | None) -> None:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from exporter.analytics.format import branch_failure_line, format_duration, jsonable
-from exporter.core.errors import ConfigError
+from exporter.core.errors import ConfigError, check_type
 from exporter.core.layout import LOCK_FILE, STATE_FILE, has_state
 from exporter.core.model import (
     DOCUMENTED_ACTIONS,
@@ -251,8 +251,19 @@ def run_check(
     """Check the trail in `data_dir` (a directory, or `file:///abs/dir` as `sync()` and
     `connect()` take it) as of `as_of` (default: now).
 
-    Raises `ConfigError` if `data_dir` does not exist, `StorageError` if its state is unusable.
+    Raises `ConfigError` if `data_dir` does not exist or an argument is of the wrong type,
+    `StorageError` if its state is unusable.
     """
+    # max_age=7200 (seconds, as SyncConfig's durations) raised a bare TypeError once the state
+    # was read.
+    span = "a datetime.timedelta (e.g. timedelta(hours=2))"
+    for name, value, kinds, expected in (
+        ("max_age", max_age, dt.timedelta, span),
+        ("reread_max_age", reread_max_age, (dt.timedelta, type(None)), f"{span} or None"),
+        ("stuck_after", stuck_after, dt.timedelta, span),
+        ("as_of", as_of, (dt.datetime, type(None)), "a datetime.datetime or None (now)"),
+    ):
+        check_type(name, value, kinds, expected)
     with reading(data_dir) as local:  # where the CLI's --data-dir and connect() look
         return _run_check(local, max_age, reread_max_age, stuck_after, thresholds, as_of)
 

@@ -28,7 +28,7 @@ from exporter.core.layout import (
 )
 from exporter.core.scratch import scratch_dir
 from exporter.store.base import Reader
-from exporter.store.lake.location import Location, parse_location
+from exporter.store.lake.location import Location, parse_location, storage_option_list
 from exporter.store.local.reader import LocalReader
 
 log = logging.getLogger("opsaudit.readers")
@@ -45,7 +45,7 @@ def is_url(data_dir: str | Path) -> bool:
 
 
 def location(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Location:
-    options = list(storage_options)
+    options = storage_option_list(storage_options)
     loc = parse_location(data_dir, options)
     if loc.is_local and options:
         raise ConfigError(
@@ -193,7 +193,7 @@ def open_readers(
     several are read together). Storage options apply to every URL among them."""
     if not data_dirs:
         raise ConfigError("no --data-dir given")
-    options = list(storage_options)
+    options = storage_option_list(storage_options)
     if options and not any(is_url(d) for d in data_dirs):
         location(data_dirs[0], options)  # the error that says options are for object storage
     readers: list[Reader] = []

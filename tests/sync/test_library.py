@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +164,124 @@ def test_an_events_config_the_command_line_refuses_is_refused_when_made() -> Non
         "exporter.events.config.parse_event_filter('status=failed') makes one"
     )
     assert EventsConfig(filters=[parse_event_filter("status=failed")]).filters
+
+
+_SECRET = "s3cr3t" + "k" * 58  # a key a message must never show, in any form
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        # A bare AttributeError from deep inside ("'NoneType' object has no attribute 'strip'").
+        (
+            {"data_dir": None},
+            "data_dir is None, not a Path or str: a local directory, or an s3://, gs:// or az:// "
+            "URL",
+        ),
+        # A TypeError from the key's regex; the key itself is never in the message.
+        (
+            {"api_key": _SECRET.encode()},
+            "api_key is bytes, not a str (of a bytes key: key.decode())",
+        ),
+        (
+            {"storage_options": None},
+            "storage_options is None, not a list of 'KEY=VALUE' strings ([] for none)",
+        ),
+        # Its characters were the options: "--storage-option without KEY=".
+        (
+            {"storage_options": "AWS_REGION=eu-west-1"},
+            "storage_options is str, not a list of 'KEY=VALUE' strings ([] for none)",
+        ),
+        # An AttributeError once the run was recorded (left `running`: the next run said killed).
+        ({"limits": None}, "limits is None, not an exporter.WalkLimits (left out: the defaults)"),
+        ({"events": "events.jsonl"}, "events is str, not an exporter.EventsConfig or None"),
+        # Taken: every chunk committed alone; no open operation read at all ("no bound"?).
+        ({"commit_rows": -1}, "commit_rows -1 is not 1 or more"),
+        ({"max_gets_per_run": -1}, "max_gets_per_run -1 is not 0 or more (None: no bound)"),
+        ({"commit_chunks": 0}, "commit_chunks 0 is not 1 or more (None: no bound)"),
+        ({"commit_events": "100"}, "commit_events '100' is not an integer"),
+        ({"route_max_rps": 0}, "--route-max-rps 0 is not 1 or more"),  # a ZeroDivisionError
+    ],
+)
+def test_a_library_value_of_the_wrong_type_or_range_is_refused_before_anything_is_written(
+    tmp_path: Path, setting: dict[str, Any], message: str
+) -> None:
+    """Values no command line gives: each raised a bare TypeError or AttributeError deep inside
+    (some after the run was recorded), or was taken silently. `ConfigError` naming the setting,
+    the type given and what it takes, never the value (an API key)."""
+    data = tmp_path / "d"
+    closed = "http://127.0.0.1:9/api/v2/"  # refuses at once: never a request out if this regresses
+    given: dict[str, Any] = {"data_dir": data, "api_key": _SECRET, "base_url": closed, **setting}
+    with pytest.raises(exporter.ConfigError) as err:
+        exporter.sync(exporter.SyncConfig(**given))
+    assert str(err.value) == message
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A dataset of one small sync, for the readers' entry points."""
+    from exporter.simulator import SimConfig, Simulator
+
+    sim = Simulator(SimConfig(seed=2207, projects=1, shared_projects=0, orgs=1, days=1)).start()
+    try:
+        data = tmp_path_factory.mktemp("library") / "d"
+        assert run_sync(sim, data).outcome == "ok"
+        yield data
+    finally:
+        sim.stop()
+
+
+_DATA_DIR = "a Path or str: a local directory, or an s3://, gs:// or az:// URL"
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        # A bare TypeError ("datetime - int") once the state was read.
+        (
+            lambda d: exporter.run_check(d, max_age=7200),
+            exporter.ConfigError,
+            "max_age is int, not a datetime.timedelta (e.g. timedelta(hours=2))",
+        ),
+        (
+            lambda d: exporter.read_status(None),
+            exporter.ConfigError,
+            f"data_dir is None, not {_DATA_DIR}",
+        ),
+        # "'NoneType' object is not iterable"
+        (
+            lambda d: exporter.connect(None),
+            exporter.ConfigError,
+            f"data_dir is None, not {_DATA_DIR}; or a list of those",
+        ),
+        (
+            lambda d: exporter.connect(d, storage_options=None),
+            exporter.ConfigError,
+            "storage_options is None, not a list of 'KEY=VALUE' strings ([] for none)",
+        ),
+        # "'str' object has no attribute 'tzinfo'": the command line's text, not a datetime.
+        (
+            lambda d: exporter.build_report(exporter.connect(d), since="7d"),
+            ValueError,
+            "since is str, not a timezone-aware datetime.datetime or None "
+            "(exporter.analytics.report.parse_since('7d') reads --since's text)",
+        ),
+        # The data directory for the connection: an AttributeError from DuckDB's API.
+        (
+            lambda d: exporter.build_report(d),
+            ValueError,
+            "con is PosixPath, not a connection from exporter.connect()",
+        ),
+    ],
+)
+def test_a_reader_given_an_argument_of_the_wrong_type_says_which(
+    synced: Path, call: Callable[[Path], object], error: type[Exception], message: str
+) -> None:
+    """`run_check`, `read_status`, `connect` and `build_report` raised a bare TypeError or
+    AttributeError from deep inside: the entry point's own error (`ConfigError`; the report's
+    `ValueError`, as for `top=0`) naming the argument, the type given and what it takes."""
+    with pytest.raises(error) as err:
+        call(synced)
+    assert type(err.value) is error
+    assert str(err.value) == message

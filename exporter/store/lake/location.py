@@ -27,7 +27,7 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from exporter.core.errors import ConfigError
+from exporter.core.errors import ConfigError, check_type
 
 # scheme as typed -> canonical scheme
 _SCHEMES = {
@@ -366,6 +366,18 @@ class Location:
     __str__ = __repr__
 
 
+DATA_DIR_EXPECTED = "a Path or str: a local directory, or an s3://, gs:// or az:// URL"
+
+
+def storage_option_list(given: Iterable[str]) -> list[str]:
+    """A library caller's storage options as a list: None raised a bare TypeError, a str (its
+    characters) and a dict (its keys) each said "--storage-option without KEY=" (`ConfigError`
+    naming what was given instead)."""
+    expected = "a list of 'KEY=VALUE' strings ([] for none)"
+    check_type("storage_options", given, Iterable, expected, but=(str, bytes, Mapping))
+    return list(given)
+
+
 def parse_storage_options(items: Iterable[str] | Mapping[str, str] | None) -> dict[str, str]:
     """`["KEY=VALUE", ...]` (or a mapping) as a dict; credentials and malformed items refused."""
     if items is None:
@@ -375,6 +387,7 @@ def parse_storage_options(items: Iterable[str] | Mapping[str, str] | None) -> di
         pairs = [(str(k), str(v)) for k, v in items.items()]
     else:
         for item in items:
+            check_type("a storage option", item, str, "a 'KEY=VALUE' string")
             key, sep, value = item.partition("=")
             if not sep or not key.strip():
                 raise ConfigError(  # the item is not echoed: it may be a secret typed alone
@@ -405,6 +418,8 @@ def parse_location(
     value: str | Path, storage_options: Iterable[str] | Mapping[str, str] | None = None
 ) -> Location:
     """Parse a `--data-dir` value; unknown schemes and malformed URLs are a `ConfigError`."""
+    # A library caller's None: "'NoneType' object has no attribute 'strip'"
+    check_type("data_dir", value, (str, Path), DATA_DIR_EXPECTED)
     options = parse_storage_options(storage_options)
     if isinstance(value, Path):
         return _local(value, options)

@@ -3673,7 +3673,15 @@ MUTANTS = [
         (
             "tests/sync/test_library.py::test_a_library_value_of_the_wrong_type_or_range_is_refused_before_anything_is_written",
             "tests/sync/test_library.py::test_a_reader_given_an_argument_of_the_wrong_type_says_which",
+            "tests/sync/test_library.py::test_a_helper_given_an_argument_of_the_wrong_type_says_which",
         ),
+    ),
+    Mutant(
+        "events-file-text-kept-as-text",  # EventsConfig(file="events.jsonl")
+        "exporter/events/config.py",
+        "            self.file = Path(self.file)\n",
+        "            pass\n",
+        ("tests/sync/test_library.py::test_an_events_file_given_as_text_is_its_path",),
     ),
     Mutant(
         "lib2-library-counts-unchecked",  # commit_rows=-1, max_gets_per_run=-1 taken silently

@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from exporter.core.errors import check_type
+
 __all__ = [
     "FORMATS",
     "SECTIONS",
@@ -355,6 +357,9 @@ def render(
     `max_rows` cuts the table format only, with a last line saying how many more there are;
     the machine formats always carry every row. In table and markdown, each float column has
     one number of decimals; `thousands` adds separators (1,988) there too."""
+    # None: "'NoneType' object is not iterable" from deep inside
+    check_type("columns", columns, Sequence, "a sequence of column names", but=(str,))
+    check_type("rows", rows, Sequence, "a sequence of rows (con.execute(sql).fetchall())")
     if fmt == "table":
         return _table(columns, rows, max_rows, thousands)
     if fmt == "json":

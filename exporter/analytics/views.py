@@ -821,6 +821,7 @@ def check_read_only(
     `QueryError` with DuckDB's message. `con`: the connection to parse with (none: DuckDB's
     default connection, a database of its own).
     """
+    check_type("sql", sql, str, "a str of SQL")  # None: a TypeError from DuckDB's parser
     statements = _parse(sql, con)
     if not statements:
         raise ConfigError("no SQL statement given (the text is empty or only comments)")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from exporter.core.errors import ConfigError
+from exporter.core.errors import ConfigError, check_type
 from exporter.core.model import DOCUMENTED_ACTIONS, DOCUMENTED_STATUSES
 
 if TYPE_CHECKING:  # the commands that read the backlog (status, check) load no pyarrow
@@ -59,6 +59,7 @@ _FILTER = re.compile(r"^\s*(action|status)\s*(!=|=)\s*([^=!]+)$")
 
 def parse_event_filter(text: str) -> EventFilter:
     """Parse `action=start_compute,suspend_compute` or `status!=finished`; `ConfigError` else."""
+    check_type("an event filter", text, str, "a str such as 'status=failed,error'")
     m = _FILTER.match(text)
     values = frozenset(v.strip() for v in m[3].split(",") if v.strip()) if m else frozenset()
     if not m or not values:
@@ -92,6 +93,15 @@ class EventsConfig:
     webhook_lanes: int = 4  # events in flight at once (one operation's always in one lane)
 
     def __post_init__(self) -> None:
+        # A notebook's types: webhook_key="whsec_..." (text, not the decoded key) reached the
+        # delivery's HMAC, which takes bytes only; a str file is taken as the Path it names.
+        check_type("file", self.file, (Path, str, type(None)), "a Path (or str) or None")
+        if isinstance(self.file, str):
+            self.file = Path(self.file)
+        check_type("webhook_url", self.webhook_url, (str, type(None)), "a str or None")
+        reader = "exporter.events.webhook.read_webhook_secret(path)"
+        secret = f"bytes (the decoded whsec_ secret: {reader} reads one)"
+        check_type("webhook_key", self.webhook_key, (bytes, type(None)), f"{secret} or None")
         # What the CLI refuses (`cli/_events.py`), a notebook's config too, before anything is
         # read: a webhook without its secret was never delivered (each run "waiting", exit 0);
         # a filter given as text failed the run's commits ("'str' object has no attribute

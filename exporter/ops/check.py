@@ -264,6 +264,11 @@ def run_check(
         ("as_of", as_of, (dt.datetime, type(None)), "a datetime.datetime or None (now)"),
     ):
         check_type(name, value, kinds, expected)
+    # thresholds="x" (the --fail-on text) was read letter by letter: a bare AttributeError
+    told = "a sequence of Threshold (exporter.ops.check.parse_threshold('failed>0') makes one)"
+    check_type("thresholds", thresholds, Sequence, told, but=(str,))
+    for threshold in thresholds:
+        check_type("a threshold", threshold, Threshold, told.replace("a sequence of ", "a "))
     with reading(data_dir) as local:  # where the CLI's --data-dir and connect() look
         return _run_check(local, max_age, reread_max_age, stuck_after, thresholds, as_of)
 

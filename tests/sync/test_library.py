@@ -285,3 +285,55 @@ def test_a_reader_given_an_argument_of_the_wrong_type_says_which(
         call(synced)
     assert type(err.value) is error
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        # A TypeError from DuckDB's parser.
+        (lambda: exporter.check_read_only(None), "sql is None, not a str of SQL"),
+        # "expected string or bytes-like object"
+        (
+            lambda: exporter.parse_event_filter(None),
+            "an event filter is None, not a str such as 'status=failed,error'",
+        ),
+        # "'NoneType' object is not iterable"
+        (
+            lambda: exporter.render(["a"], None, "table"),
+            "rows is None, not a sequence of rows (con.execute(sql).fetchall())",
+        ),
+        # --fail-on's text read letter by letter: "'str' object has no attribute 'action'".
+        (
+            lambda: exporter.run_check("/nonexistent", thresholds="failed>0"),
+            "thresholds is str, not a sequence of Threshold "
+            "(exporter.ops.check.parse_threshold('failed>0') makes one)",
+        ),
+        (
+            lambda: exporter.run_check("/nonexistent", thresholds=["failed>0"]),
+            "a threshold is str, not a Threshold "
+            "(exporter.ops.check.parse_threshold('failed>0') makes one)",
+        ),
+        # The whsec_ text where the decoded key goes: the delivery's HMAC takes bytes only.
+        (
+            lambda: exporter.EventsConfig(
+                webhook_url="http://127.0.0.1:9/hook", webhook_key="whsec_c2VjcmV0"
+            ),
+            "webhook_key is str, not bytes (the decoded whsec_ secret: "
+            "exporter.events.webhook.read_webhook_secret(path) reads one) or None",
+        ),
+    ],
+)
+def test_a_helper_given_an_argument_of_the_wrong_type_says_which(
+    call: Callable[[], object], message: str
+) -> None:
+    """The library's helpers raised a bare TypeError or AttributeError (or, for a webhook key
+    given as text, took it): `ConfigError` naming the argument and what it takes, never the
+    value (the webhook's secret)."""
+    with pytest.raises(exporter.ConfigError) as err:
+        call()
+    assert str(err.value) == message
+    assert "c2VjcmV0" not in str(err.value)
+
+
+def test_an_events_file_given_as_text_is_its_path() -> None:
+    assert exporter.EventsConfig(file="events.jsonl").file == Path("events.jsonl")

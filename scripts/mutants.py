@@ -3693,6 +3693,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "lakedoc-no-credentials-said-unreachable",  # sent after the endpoint, not the keys
+        "exporter/store/lake/objects.py",
+        "    if any(host in text for host in _METADATA_HOSTS):\n",
+        "    if False:\n",
+        ("tests/lake/test_bad_input.py::test_no_credentials",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

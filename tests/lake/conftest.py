@@ -146,6 +146,27 @@ def bucket(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> Bucket:
     return b
 
 
+@pytest.fixture
+def auth_enforced(bucket: Any) -> Iterator[None]:
+    """moto checks signatures against its IAM users from now on: our keys are unknown to it."""
+
+    def set_count(value: str) -> None:
+        req = urllib.request.Request(
+            bucket.server.endpoint + "/moto-api/reset-auth",
+            data=value.encode(),
+            method="POST",
+            headers={"Content-Type": "text/plain"},
+        )
+        with urllib.request.urlopen(req, timeout=10):
+            pass
+
+    set_count("0")
+    try:
+        yield
+    finally:
+        set_count("inf")
+
+
 # -- Azure Blob Storage: Azurite (npm package `azurite`, pinned in .ci/run) ------------------------
 
 # Azurite's one account and its key: public, documented by Microsoft for the emulator only.

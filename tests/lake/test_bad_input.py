@@ -6,8 +6,6 @@ from __future__ import annotations
 import socket
 import threading
 import time
-import urllib.request
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -36,32 +34,30 @@ def test_missing_bucket(bucket: Any) -> None:
     assert "does not exist" in _one_line(err.value)
 
 
-@pytest.fixture
-def auth_enforced(bucket: Any) -> Iterator[None]:
-    """moto checks signatures against its IAM users from now on: our keys are unknown to it."""
-
-    def set_count(value: str) -> None:
-        req = urllib.request.Request(
-            bucket.server.endpoint + "/moto-api/reset-auth",
-            data=value.encode(),
-            method="POST",
-            headers={"Content-Type": "text/plain"},
-        )
-        with urllib.request.urlopen(req, timeout=10):
-            pass
-
-    set_count("0")
-    try:
-        yield
-    finally:
-        set_count("inf")
-
-
 def test_wrong_credentials(bucket: Any, auth_enforced: None) -> None:
     with pytest.raises(LakeAccessError) as err:
         _open(bucket.url(), bucket.options)
     assert err.value.exit_code == ExitCode.USAGE
     assert "access denied" in _one_line(err.value)
+
+
+def test_no_credentials(bucket: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without keys the client asks the instance metadata service (moved to a closed port: off
+    a cloud nothing answers there): that was said "unreachable" at the store's endpoint."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_METADATA_ENDPOINT", f"http://127.0.0.1:{port}")
+    with pytest.raises(LakeAccessError) as err:
+        _open(bucket.url(), bucket.options)
+    assert err.value.exit_code == ExitCode.USAGE
+    assert _one_line(err.value) == (
+        f"cannot read _opsaudit/dataset.json in {bucket.url()}: no credentials: none in the "
+        "environment (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, instance role), and "
+        "the instance metadata service gave none"
+    )
 
 
 def test_unreachable_endpoint(bucket: Any) -> None:

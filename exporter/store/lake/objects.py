@@ -100,8 +100,30 @@ _CREDENTIALS = {
     "managed identity",
     "gs": "GOOGLE_APPLICATION_CREDENTIALS or GOOGLE_SERVICE_ACCOUNT, the instance's account",
 }
+# Where a client without credentials in the environment asks for an instance's: the metadata
+# services' addresses and their token paths (EC2, ECS task roles, Azure managed identity, GCE;
+# the paths also behind a moved endpoint, AWS_METADATA_ENDPOINT).
+_METADATA_HOSTS = (
+    "169.254.169.254",
+    "169.254.170.2",
+    "metadata.google.internal",
+    "/latest/api/token",
+    "/latest/meta-data/iam/",
+    "/metadata/identity/oauth2/token",
+    "/computeMetadata/v1/",
+)
 _ALLOW_HTTP = {"s3": "AWS_ALLOW_HTTP", "az": "AZURE_ALLOW_HTTP", "gs": "allow_http"}
 _ENDPOINT = {"s3": "AWS_ENDPOINT_URL", "az": "AZURE_ENDPOINT", "gs": ""}
+
+
+def _no_credentials(location: Location, doing: str) -> LakeAccessError:
+    """None in the environment: the client asked the instance metadata service for a role's,
+    which failed (off a cloud: refused, timed out or denied). Said as an unreachable store
+    (or access denied), it sent the operator after the endpoint."""
+    return LakeAccessError(
+        f"{doing} {location.display}: no credentials: none in the environment "
+        f"({_CREDENTIALS[location.scheme]}), and the instance metadata service gave none"
+    )
 
 
 def classify(exc: BaseException, location: Location, doing: str) -> OpsauditError:
@@ -116,6 +138,8 @@ def classify(exc: BaseException, location: Location, doing: str) -> OpsauditErro
             f"{doing} {where}: the bucket {location.bucket!r} does not exist "
             "(create it first; opsaudit never creates buckets)"
         )
+    if any(host in text for host in _METADATA_HOSTS):
+        return _no_credentials(location, doing)
     if (
         name in ("PermissionDeniedError", "UnauthenticatedError", "PermissionError")
         or re.search(r"\b(401 Unauthorized|403 Forbidden)\b", text)

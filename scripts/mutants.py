@@ -3492,9 +3492,9 @@ MUTANTS = [
     ),
     Mutant(
         "doctor-names-the-migrated-format",  # a format-6 file shown as format 12
-        "exporter/ops/doctor.py",
-        '        "state", "ok", f"state format {state.format_version} (this',
-        '        "state", "ok", f"state format {FORMAT_VERSION} (this',
+        "exporter/ops/doctor_base.py",
+        'f"{where}state format {format_version} (this',
+        'f"{where}state format {FORMAT_VERSION} (this',
         (
             "tests/ops/test_doctor.py::"
             "test_a_state_an_older_opsaudit_wrote_is_named_by_its_own_format",
@@ -3697,7 +3697,27 @@ MUTANTS = [
         "exporter/store/lake/objects.py",
         "    if any(host in text for host in _METADATA_HOSTS):\n",
         "    if False:\n",
-        ("tests/lake/test_bad_input.py::test_no_credentials",),
+        (
+            "tests/lake/test_bad_input.py::test_no_credentials",
+            "tests/lake/test_doctor_lake.py::test_no_credentials",
+        ),
+    ),
+    Mutant(
+        "lakedoc-doctor-skips-the-versions-log",  # its damaged commit not named by tables
+        "exporter/ops/doctor_lake.py",
+        "    for name in TABLES:\n",
+        "    for name in TABLES[1:]:\n",
+        ("tests/lake/test_doctor_lake.py::test_a_damaged_delta_commit_file_is_an_error_naming_it",),
+    ),
+    Mutant(
+        "lakedoc-doctor-writes-the-clock-probe",  # doctor wrote to the dataset it checks
+        "exporter/ops/doctor_lake.py",
+        "        info = ds.lease().read()\n",
+        "        lease = ds.lease()\n        lease.store_now()\n        info = lease.read()\n",
+        (
+            "tests/lake/test_doctor_lake.py::"
+            "test_a_healthy_dataset_is_ok_in_every_finding_and_nothing_is_written",
+        ),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

@@ -136,11 +136,6 @@ def data_dir_option(f: F, *, urls: bool = True, several: bool = False) -> F:
     )(f)
 
 
-def local_data_dir_option(f: F) -> F:
-    """`--data-dir` for commands that work on local data directories only."""
-    return data_dir_option(f, urls=False)
-
-
 def data_dirs_option(f: F) -> F:
     """`--data-dir`, repeatable: the readers (query, report) read several datasets together."""
     return data_dir_option(f, several=True)
@@ -402,7 +397,6 @@ __all__ = [
     "echo_error",
     "emit",
     "existing_data_dir",
-    "local_data_dir_option",
     "output_options",
     "read_key",
     "require_dataset",

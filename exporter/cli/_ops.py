@@ -14,7 +14,6 @@ from exporter.cli._common import (
     api_options,
     data_dir_option,
     emit,
-    local_data_dir_option,
     output_options,
     read_key,
     storage_option_option,
@@ -233,18 +232,28 @@ def check_command(
 
 
 @click.command("doctor", short_help=short_help("doctor"))
-@local_data_dir_option
+@data_dir_option
+@storage_option_option
 @api_options
 @output_options(["text", "json"], help="text: one line per check; json: one object.")
 def doctor_command(
-    data_dir: Path, api_key_file: Path | None, base_url: str, fmt: str, output: Path | None
+    data_dir: Path | str,
+    storage_options: tuple[str, ...],
+    api_key_file: Path | None,
+    base_url: str,
+    fmt: str,
+    output: Path | None,
 ) -> None:
     """Check the set-up (key, API, data directory, lock, state, disk) and say what to fix.
 
     Checks the key (its kind and the organizations it sees; never the key itself), the base URL
     and TLS, discovery of the projects, a data directory that is writable and lockable, the
     lock, the state file, the free disk space, the last runs and the data files (their Parquet
-    footers). One line per check, each
+    footers). On object storage (s3://, gs://, az://): the storage, readable with the
+    environment's credentials (a missing bucket, no or refused credentials, an unreachable
+    endpoint), the lease (who holds it, expired), each table's Delta log, the state object and
+    the last runs; doctor only reads there (it takes no lease and writes no object), so write
+    access is proven by the first sync. One line per check, each
     problem with its fix. Exit 8 when a check says error (a sync would fail, miss projects or
     miss operations), 0 otherwise: warnings (no sync yet, a last run that was not ok, plain
     http) do not fail it.
@@ -255,7 +264,13 @@ def doctor_command(
         key, key_error = read_key(api_key_file), None
     except ConfigError as exc:
         key, key_error = None, str(exc)
-    report = run_doctor(data_dir, api_key=key, base_url=base_url, key_error=key_error)
+    report = run_doctor(
+        data_dir,
+        api_key=key,
+        base_url=base_url,
+        key_error=key_error,
+        storage_options=storage_options,
+    )
     if fmt == "json":
         import orjson
 

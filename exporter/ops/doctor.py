@@ -4,7 +4,9 @@ It checks, in order: the key (its kind and the organizations it sees; never the 
 the base URL and TLS, discovery of the projects (the same code a sync runs), the data directory
 (writable, lockable, on a local filesystem), the lock, the state file, the free disk space and
 the last runs. Nothing is written to the data directory but a probe file, removed at once; the
-API sees a handful of GET requests.
+API sees a handful of GET requests. A dataset on object storage gets the checks that apply there
+(`doctor_lake`, reading only); `run_doctor` alone tells the two apart, and the findings both
+say (the state's format, the runs) are written once (`doctor_base`).
 """
 
 from __future__ import annotations
@@ -16,12 +18,11 @@ import os
 import shutil
 import ssl
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from exporter.analytics.format import jsonable
 from exporter.core.errors import AccessDeniedError, ApiError, AuthError, ConfigError, StorageError
 from exporter.core.layout import (
     LOCK_FILE,
@@ -33,75 +34,54 @@ from exporter.core.layout import (
     stateless_data,
 )
 from exporter.core.model import DEFAULT_BASE_URL
+from exporter.ops.doctor_base import (
+    DoctorFinding,
+    DoctorReport,
+    format_found,
+    no_state_found,
+    runs_found,
+)
 from exporter.store.local.reader import damaged_files
-from exporter.store.state import FORMAT_VERSION, StateDB, settled_runs
+from exporter.store.state import StateDB, settled_runs
 
 __all__ = ["DoctorFinding", "DoctorReport", "run_doctor"]
 
 UTC = dt.timezone.utc
 LOW_DISK = 1 << 30  # 1 GiB: a warning (a backfill of millions of operations takes hundreds of MB)
 NO_DISK = 100 << 20  # 100 MiB: an error
-STALE_RUN = dt.timedelta(hours=2)  # as `opsaudit check --max-age`
 # flock on these is unreliable or missing (the lock would not stop a second sync).
 NETWORK_FILESYSTEMS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "fuse.sshfs", "afs", "ceph"}
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
-@dataclass(frozen=True)
-class DoctorFinding:
-    """One check's result: `level` is ok, warn or error; `remedy` says what to do."""
-
-    check: str
-    level: str
-    message: str
-    remedy: str | None = None
-
-    def line(self) -> str:
-        fix = f" Fix: {self.remedy}" if self.remedy else ""
-        return f"{self.level:<5} {self.check}: {self.message}{fix}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "check": self.check,
-            "level": self.level,
-            "message": self.message,
-            "remedy": self.remedy,
-        }
-
-
-@dataclass
-class DoctorReport:
-    """Every check's finding, in order; `ok` when none is an error."""
-
-    findings: list[DoctorFinding] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(f.level != "error" for f in self.findings)
-
-    def add(self, check: str, level: str, message: str, remedy: str | None = None) -> None:
-        self.findings.append(DoctorFinding(check, level, message, remedy))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "findings": [f.as_dict() for f in self.findings]}
-
-
 def run_doctor(
-    data_dir: Path,
+    data_dir: Path | str,
     *,
     api_key: str | None,
     base_url: str,
     key_error: str | None = None,
+    storage_options: Sequence[str] = (),
     now: dt.datetime | None = None,
 ) -> DoctorReport:
     """Run every check; never raises for what it finds (each problem is a finding).
 
     `key_error`: the key could not even be read (an unreadable --api-key-file): said as the
-    key's finding, and the API is not asked.
+    key's finding, and the API is not asked. `data_dir` on object storage (s3://, gs://, az://,
+    with `storage_options`) is checked by `doctor_lake`, reading only. A ConfigError (exit 2)
+    for a --data-dir or --storage-option that names no data directory.
     """
+    from exporter.store.readers import local_path, location
+
+    loc = location(data_dir, storage_options)  # the one place that tells local from lake
     report = DoctorReport()
     _check_api(report, api_key, base_url, key_error)
-    _check_data_dir(report, Path(data_dir), now or dt.datetime.now(UTC))
+    now = now or dt.datetime.now(UTC)
+    if loc.is_local:
+        _check_data_dir(report, Path(local_path(data_dir, loc)), now)
+    else:
+        from exporter.ops.doctor_lake import check_lake  # deltalake, obstore: object storage
+
+        check_lake(report, loc, now)
     return report
 
 
@@ -530,8 +510,7 @@ def _check_state(report: DoctorReport, path: Path, now: dt.datetime) -> list[str
         if refused is not None:
             report.add("state", "error", refused)
             return []
-        report.add("state", "ok", "no state yet (a new dataset)")
-        report.add("runs", "warn", "no sync has run yet", "run `opsaudit sync`")
+        no_state_found(report)
         return []
     try:
         state = StateDB(path, read_only=True)
@@ -549,35 +528,8 @@ def _check_state(report: DoctorReport, path: Path, now: dt.datetime) -> list[str
         live = state.live_files()
     finally:
         state.close()
-    report.add(
-        "state", "ok", f"state format {state.format_version} (this opsaudit reads {FORMAT_VERSION})"
-    )
-    if not runs:
-        report.add("runs", "warn", "no sync has run yet", "run `opsaudit sync`")
-        return live
-    latest = runs[-1]
-    outcome, error = latest.outcome, latest.error
-    when = dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(
-        microseconds=latest.finished_at or latest.started_at
-    )
-    last = f"last run {jsonable(when)}: {outcome}"
-    successes = [r.finished_at for r in runs if r.outcome == "ok" and r.finished_at is not None]
-    if outcome != "ok":
-        report.add(
-            "runs",
-            "warn",
-            last + (f" ({error})" if error else ""),
-            "read the errors above, or `opsaudit status`; the next sync retries",
-        )
-    elif now - when > STALE_RUN:
-        report.add(
-            "runs",
-            "warn",
-            f"{last}, more than 2 hours ago",
-            "check that cron or the systemd timer runs `opsaudit sync`",
-        )
-    else:
-        report.add("runs", "ok", f"{last}; {len(successes)} successful run(s) in all")
+    format_found(report, state.format_version)
+    runs_found(report, runs, now)
     return live
 
 

@@ -128,7 +128,7 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
     tmp = scratch_dir("opsaudit-read-").resolve()  # a reader killed with kill -9 too
     try:
         batch = ds.restore_state(tmp / STATE_FILE)
-        if not _settle_runs(ds, tmp / STATE_FILE, batch):
+        if not settle_reader_runs(ds, tmp / STATE_FILE, batch):
             raise NoDatasetError(f"no dataset in {loc.display} yet: run `opsaudit sync` first")
         with _LAKES_LOCK:
             _LAKES[tmp] = ds
@@ -144,7 +144,7 @@ def reading(data_dir: str | Path, storage_options: Iterable[str] = ()) -> Iterat
 READER_CLOCK_GRACE = timedelta(minutes=10)
 
 
-def _settle_runs(ds: Any, state_file: Path, batch: int | None) -> bool:
+def settle_reader_runs(ds: Any, state_file: Path, batch: int | None) -> bool:
     """In the copy of the committed state a reader got: the runs as they are now. A run whose
     lease is free or held by another run was killed (it said `running` until the next sync);
     one killed before its first commit is known only by the lease it left, as is one whose
@@ -243,4 +243,5 @@ __all__ = [
     "open_readers",
     "reading",
     "require_lake",
+    "settle_reader_runs",
 ]

@@ -373,8 +373,6 @@ def test_bad_scheme_and_missing_dataset(bucket: Bucket, tmp_path: Path) -> None:
     assert done.returncode == 6 and "no opsaudit dataset" in done.stderr, done.stderr
     done = _cli(["status", "--data-dir", str(tmp_path), "--storage-option", "A=b"], env)
     assert done.returncode == 2
-    done = _cli(["doctor", "--data-dir", bucket.url("x")], env)
-    assert done.returncode == 2
 
 
 def test_open_store_picks_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -168,12 +168,13 @@ def with_created_month(table: pa.Table) -> pa.Table:
     return table.append_column("created_month", months.cast(pa.string()))
 
 
-def open_restored_state(path: Path, where: str, batch: int) -> StateDB:
+def open_restored_state(path: Path, where: str, batch: int, *, read_only: bool = False) -> StateDB:
     """The state restored from committed batch `batch` (0: none yet, a new state). One that
     cannot be opened is named by its batch: its local copy's path (a temporary file, deleted
-    since) means nothing to whoever reads the message. A newer format says so as it is."""
+    since) means nothing to whoever reads the message. A newer format says so as it is.
+    `read_only`: as StateDB's (its `format_version` the object's own: doctor)."""
     try:
-        return StateDB(path)
+        return StateDB(path, read_only=read_only)
     except UnreadableStateError:
         if not batch:
             raise

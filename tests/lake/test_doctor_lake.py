@@ -111,6 +111,28 @@ def test_a_damaged_delta_commit_file_is_an_error_naming_it(sim: Any, bucket: Buc
     ]
 
 
+def test_a_damaged_commit_of_a_table_written_from_the_state(sim: Any, bucket: Bucket) -> None:
+    """projects holds nothing the state does not: named, its fix the next sync; the state and
+    the runs are still read."""
+    synced(sim, bucket)
+    [last] = [k for k in objects(bucket) if k.startswith("trail/projects/_delta_log/0")][-1:]
+    last = last.removeprefix("trail/")
+    bucket.client().put_object(Bucket=bucket.name, Key=f"trail/{last}", Body=b"not json\n")
+    result = doctor(sim, bucket)
+    assert result.exit_code == 8, result.output
+    lines = result.stdout.splitlines()
+    assert lines[5].startswith(
+        f"error tables: {bucket.url()}: table projects cannot be read: its log file {last} is "
+        "not a Delta commit ("
+    )
+    assert lines[5].endswith(
+        f"so something else wrote or cut it. Fix: move {last} out of projects/_delta_log/ (keep "
+        "it: it shows what wrote it), then run `opsaudit sync`; projects holds nothing the state "
+        "does not: the next sync writes it again"
+    )
+    assert [line.split(":", 1)[0] for line in lines[6:]] == ["ok    state", "ok    runs"]
+
+
 def test_a_held_lease_and_one_left_by_a_killed_holder(sim: Any, bucket: Bucket) -> None:
     synced(sim, bucket)
     ds = open_dataset(bucket.url(), bucket.storage_options())

@@ -3720,6 +3720,24 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "ev2-events-written-to-a-pipe",  # every run wrote the whole backlog to it again
+        "exporter/events/delivery.py",
+        "        if not stat.S_ISREG(os.fstat(fd).st_mode):\n",
+        "        if False:\n",
+        (
+            "tests/events/test_events.py::test_an_events_file_that_is_a_pipe_gets_nothing_written_twice",
+        ),
+    ),
+    Mutant(
+        "ev2-events-file-pipe-not-refused-by-the-cli",  # exit 0, events waiting for ever
+        "exporter/cli/_events.py",
+        "and events_file.exists() and not events_file.is_file():\n",
+        "and False:\n",
+        (
+            "tests/events/test_events.py::test_an_events_file_that_is_a_pipe_gets_nothing_written_twice",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -121,6 +121,11 @@ def build_events_config(
     if events_file is None and not webhook:
         _warn_without_a_sink({"--events-filter": filters, "--events-backfill": events_backfill})
         return None
+    if events_file is not None and events_file.exists() and not events_file.is_file():
+        from exporter.events.delivery import NOT_A_FILE
+
+        # (A directory is click's to refuse.) Not /dev/stdout: a log shipper tails a file.
+        raise ConfigError(f"--events-file {events_file} is {NOT_A_FILE}: give a file's path")
     from exporter.events.webhook import read_webhook_secret, validate_webhook_url
 
     key = None

@@ -20,10 +20,12 @@ the secret never reach a log line or a message.
 from __future__ import annotations
 
 import base64
+import errno
 import http.client
 import logging
 import os
 import ssl
+import stat
 import threading
 import time
 import urllib.parse
@@ -151,9 +153,19 @@ class FileAppendError(OSError):
         self.delivered = delivered
 
 
+NOT_A_FILE = (
+    "not a regular file (a pipe, a terminal or a device: its last line cannot be read back, so "
+    "what a run wrote there would be written again by every later one)"
+)
+
+
 def deliver_file(outbox: Outbox, path: Path) -> int:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
+        # Before anything is written: a pipe's fsync fails (EINVAL) after the append, so the
+        # events stayed pending and every run wrote the whole backlog to it again.
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, NOT_A_FILE)
         last_id = _last_event_id(_repair_tail(fd))
         if last_id is not None:
             seq, index = outbox.find_pending_file(last_id)

@@ -1070,3 +1070,44 @@ def test_a_full_disk_leaves_no_half_line_in_the_events_file(make_sim: Any, tmp_p
     ids = [e["id"] for e in file_events(events_file)[60_000:]]
     assert len(ids) == len(set(ids))
     assert sorted(ids) == sorted(versions_after(data, set(run_ids(data)[:1])))
+
+
+def test_an_events_file_that_is_a_pipe_gets_nothing_written_twice(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """`--events-file /dev/stdout` piped on, or a named pipe: its fsync fails (EINVAL) after
+    the append, so the events stayed pending and were written again, by the end-of-run
+    delivery (twice in the run that recorded them) and by every later run, the backlog growing
+    for good. A pipe is refused before anything is written: the events wait; the CLI refuses
+    it up front (exit 2)."""
+    sim = make_sim(seed=25, projects=2, days=1, ops_per_project_per_day=20)
+    data, pipe = tmp_path / "data", tmp_path / "events.pipe"
+    os.mkfifo(pipe)
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)  # a reader: a writer's open returns
+    try:
+        assert sync_events(sim, data, file=pipe).outcome == "ok"  # the backfill: no events
+        _changes(sim, random.Random(12))
+        first = sync_events(sim, data, file=pipe)
+        _changes(sim, random.Random(13))
+        second = sync_events(sim, data, file=pipe)
+        try:
+            written = os.read(reader, 1 << 20)
+        except BlockingIOError:
+            written = b""
+    finally:
+        os.close(reader)
+    assert written == b""
+    assert (first.outcome, second.outcome) == ("ok", "ok")
+    assert first.events_delivered == 0 and first.events_pending == first.versions_written > 0
+    assert second.events_pending == first.versions_written + second.versions_written
+    env = child_env(sim, data, pipe)
+    refused = subprocess.run(
+        [sys.executable, "-m", "exporter", "sync", "--max-rps", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert f"--events-file {pipe} is not a regular file (a pipe" in refused.stderr
+    assert "give a file's path" in refused.stderr

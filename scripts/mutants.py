@@ -3738,6 +3738,15 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "ev2-backlog-total-the-larger-sinks",  # 35 waiting (35 for the file, 19 for the webhook)
+        "exporter/events/config.py",
+        "        return max(self.pending.values(), default=0) if self.either is None else self.either\n",
+        "        return max(self.pending.values(), default=0)\n",
+        (
+            "tests/events/test_events.py::test_events_waiting_for_different_sinks_are_counted_once_each",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -1111,3 +1111,36 @@ def test_an_events_file_that_is_a_pipe_gets_nothing_written_twice(
     assert refused.returncode == 2, refused.stderr
     assert f"--events-file {pipe} is not a regular file (a pipe" in refused.stderr
     assert "give a file's path" in refused.stderr
+
+
+def test_events_waiting_for_different_sinks_are_counted_once_each(
+    make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path
+) -> None:
+    """Events of one run wait for the file (its directory missing), those of the next for the
+    webhook (down): the summary, `status` and `check` said as many waited as the larger of the
+    two ("35 waiting (35 for the file, 19 for the webhook)"), not their sum."""
+    from exporter.events.config import read_backlog
+    from exporter.store.state import StateDB
+
+    sim = make_sim(seed=26, projects=2, days=1, ops_per_project_per_day=20)
+    data, events_file = tmp_path / "data", tmp_path / "later" / "events.jsonl"
+    sync_events(sim, data, file=events_file)  # the backfill: no events
+    _changes(sim, random.Random(14))
+    first = sync_events(sim, data, file=events_file, **_webhook(receiver, secret_file))
+    assert first.events_waiting == {"file": first.versions_written} and first.versions_written
+    _changes(sim, random.Random(15))
+    down = {**_webhook(receiver, secret_file), "webhook_url": closed_port_url()}
+    second = sync_events(sim, data, webhook_attempts=1, **down)
+    assert second.outcome == "ok" and second.versions_written > 0
+    both = {"file": first.versions_written, "webhook": second.versions_written}
+    assert second.events_waiting == both
+    assert second.events_pending == first.versions_written + second.versions_written
+    state = StateDB(data / "state.sqlite", read_only=True)
+    try:
+        assert read_backlog(state).total == second.events_pending
+    finally:
+        state.close()
+    # One batch both sinks wait for counts once.
+    _changes(sim, random.Random(16))
+    third = sync_events(sim, data, file=events_file, webhook_attempts=1, **down)
+    assert third.events_pending == second.events_pending + third.versions_written

@@ -3747,6 +3747,20 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "ev2-webhook-delivery-past-the-time-budget",  # a 4 min run held for an hour
+        "exporter/engine/sync.py",
+        "self.dataset.versions_reader(), stop, deadline)\n",
+        "self.dataset.versions_reader(), stop, None)\n",
+        ("tests/events/test_events.py::test_time_budget_bounds_the_webhooks_delivery",),
+    ),
+    Mutant(
+        "ev2-webhook-lane-sends-on-past-the-deadline",
+        "exporter/events/delivery.py",
+        "            if self.stop.is_set() or self._late() or not self._send(event_id, body):\n",
+        "            if self.stop.is_set() or not self._send(event_id, body):\n",
+        ("tests/events/test_events.py::test_time_budget_bounds_the_webhooks_delivery",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

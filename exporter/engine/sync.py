@@ -1041,7 +1041,12 @@ class _Run:
             return
         if committer.follower is not None:
             committer.follower.finish()
-        done = deliver(self.dataset.state, events, self.dataset.versions_reader(), stop)
+        deadline = None
+        if self.budget.deadline is not None:
+            # The webhook starts nothing past the budget, but gets a while in every run: a
+            # run that spent its budget walking still moves the backlog.
+            deadline = max(self.budget.deadline, time.monotonic()) + IN_FLIGHT_GRACE
+        done = deliver(self.dataset.state, events, self.dataset.versions_reader(), stop, deadline)
         by_sink = dict(done.delivered)
         if committer.follower is not None:
             by_sink["file"] = by_sink.get("file", 0) + committer.follower.delivered

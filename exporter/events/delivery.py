@@ -69,11 +69,13 @@ def deliver(
     config: EventsConfig,
     rows: VersionsReader | None = None,
     stop: threading.Event | None = None,
+    deadline: float | None = None,
 ) -> Delivery:
     """Deliver what waits in the outbox to the run's sinks; never raises for a sink that
     fails (the events wait), only when the state cannot be written or the committed rows
     read (`StorageError`). `rows`: the store's `versions_reader()`; `stop`, once set, ends
-    the webhook at its next attempt (an aborted run: the rest waits)."""
+    the webhook at its next attempt (an aborted run: the rest waits); past `deadline`
+    (time.monotonic(): a run's --time-budget) the webhook starts no attempt (the rest waits)."""
     outbox = Outbox(state, config, rows)
     out = Delivery()
     if config.file is not None:
@@ -85,7 +87,7 @@ def deliver(
             log.warning("%s", message)
             out.errors.append(message)
     if config.webhook_url and config.webhook_key:
-        sender = _Webhook(config, stop)
+        sender = _Webhook(config, stop, deadline)
         try:
             out.delivered["webhook"], error = sender.deliver(outbox)
         finally:
@@ -196,7 +198,12 @@ class _Webhook:
     """POSTs events to the webhook with retries; the first event that exhausts them stops it
     (`stop`, which its caller may set too)."""
 
-    def __init__(self, config: EventsConfig, stop: threading.Event | None = None):
+    def __init__(
+        self,
+        config: EventsConfig,
+        stop: threading.Event | None = None,
+        deadline: float | None = None,
+    ):
         assert config.webhook_url and config.webhook_key
         self.shown = safe_url(config.webhook_url)
         self.key = config.webhook_key
@@ -220,6 +227,7 @@ class _Webhook:
         self._local = threading.local()
         self._connections: list[http.client.HTTPConnection] = []
         self.stop = stop if stop is not None else threading.Event()
+        self.deadline = deadline  # time.monotonic(): no attempt starts after it
         self.error: str | None = None
         self._error_lock = threading.Lock()
         # The stop (an event that exhausted its retries, the run's Ctrl-C) cuts POSTs in flight.
@@ -250,7 +258,7 @@ class _Webhook:
         delivered = 0
         after = 0
         with ThreadPoolExecutor(self.lanes, thread_name_prefix="opsaudit-webhook") as pool:
-            while not self.stop.is_set():
+            while not self.stop.is_set() and not self._late():
                 batches = outbox.pending("webhook", after, _WEBHOOK_BATCH)
                 if not batches:
                     break
@@ -277,17 +285,21 @@ class _Webhook:
                     f.result()
                 delivered += outbox.delivered("webhook", batches)
                 after = batches[-1].seq
+        if self._late() and self.error is None and not self.stop.is_set():
+            log.info("webhook %s: the run's --time-budget is spent; the rest waits", self.shown)
         return delivered, self.error
 
     def _lane(self, events: list[tuple[bytearray, int, str, bytes]]) -> None:
         for acked, i, event_id, body in events:
-            if self.stop.is_set() or not self._send(event_id, body):
+            if self.stop.is_set() or self._late() or not self._send(event_id, body):
                 break  # later events of this lane's operations must not overtake this one
             acked[i] = 1
 
     def _send(self, event_id: str, body: bytes) -> bool:
         attempts = max(1, self.config.webhook_attempts)
         for attempt in range(attempts):
+            if attempt and self._late():
+                return False  # the run's time is up: it waits, no error
             problem = self._attempt(event_id, body)
             if problem is None:
                 return True
@@ -307,6 +319,11 @@ class _Webhook:
                 log.warning("%s", self.error)
         self.stop.set()
         return False
+
+    def _late(self) -> bool:
+        """Past the run's --time-budget (a backlog at a slow receiver held a run of 4 minutes'
+        budget for an hour: the next cron runs found the lock held)."""
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
     def _attempt(self, event_id: str, body: bytes) -> str | None:
         """One POST within the timeout: None when the receiver took it (2xx), else why not."""

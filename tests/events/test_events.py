@@ -1144,3 +1144,33 @@ def test_events_waiting_for_different_sinks_are_counted_once_each(
     _changes(sim, random.Random(16))
     third = sync_events(sim, data, file=events_file, webhook_attempts=1, **down)
     assert third.events_pending == second.events_pending + third.versions_written
+
+
+def test_time_budget_bounds_the_webhooks_delivery(
+    make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path
+) -> None:
+    """`--time-budget` bounds a run: a backlog at a slow receiver held a run of a 0.5 s budget
+    for as long as every event took (a cron run of 4 minutes' budget for an hour, the next ones
+    finding the lock held). The webhook starts no event past the budget and the 10 s every run
+    gets (IN_FLIGHT_GRACE); the rest waits for the next run, in order."""
+    from exporter.engine.sync import IN_FLIGHT_GRACE
+
+    sim = make_sim(seed=27, projects=2, days=1, ops_per_project_per_day=10)
+    data = tmp_path / "data"
+    hook = _webhook(receiver, secret_file, webhook_lanes=1)
+    sync_events(sim, data, **hook)  # the backfill: no events
+    for pid in sim.project_ids():
+        sim.add_operations(pid, 40, same_second=False)
+    sim.advance(2)
+    receiver.slow_seconds = 0.2  # 80 events and more: 16 s and more on one lane
+    started = time.monotonic()
+    bounded = sync_events(sim, data, {"time_budget": 0.5}, **hook)
+    took = time.monotonic() - started
+    n = bounded.versions_written
+    assert n >= 80  # (the world's own operations besides)
+    assert 0 < bounded.events_delivered < n and bounded.events_pending == n - len(receiver.ids())
+    assert took < 0.5 + IN_FLIGHT_GRACE + 4, took
+    receiver.slow_seconds = 0
+    rest = sync_events(sim, data, **hook)
+    assert rest.events_pending == 0
+    assert sorted(receiver.ids()) == sorted(versions_after(data, set(run_ids(data)[:1])))

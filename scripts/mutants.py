@@ -3761,6 +3761,15 @@ MUTANTS = [
         ("tests/events/test_events.py::test_time_budget_bounds_the_webhooks_delivery",),
     ),
     Mutant(
+        "ev2-webhook-redirect-unexplained",  # "HTTP 301 after 6 attempt(s)", run after run
+        "exporter/events/delivery.py",
+        "        if 300 <= response.status < 400:\n",
+        "        if False:\n",
+        (
+            "tests/events/test_events.py::test_a_redirecting_webhook_is_named_as_such_without_its_target",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -357,4 +357,9 @@ class _Webhook:
             return type(exc).__name__
         if response.will_close or watch.fired:
             connection.close()  # the next request opens a new one
+        if 300 <= response.status < 400:
+            # Not followed (a POST's redirect is the receiver's set-up, its Location may carry
+            # a token): an http:// URL its server sends on to https:// failed each run, and
+            # "HTTP 301" did not say what to change.
+            return f"HTTP {response.status}, a redirect (not followed: give --webhook its target)"
         return None if 200 <= response.status < 300 else f"HTTP {response.status}"

@@ -48,8 +48,9 @@ class Received:
 
 @dataclass
 class Receiver:
-    """Answers 2xx (`ok`), 500 (`fail`), nothing for `hang_seconds` (`hang`) or closes the
-    connection unanswered (`drop`); `weights` picks one of them at random per request."""
+    """Answers 2xx (`ok`), 500 (`fail`), 301 (`redirect`), nothing for `hang_seconds` (`hang`)
+    or closes the connection unanswered (`drop`); `weights` picks one of them at random per
+    request."""
 
     mode: str = "ok"
     weights: dict[str, float] | None = None
@@ -122,6 +123,12 @@ def start_receiver() -> Iterator[Receiver]:
             if what == "hang":
                 time.sleep(state.hang_seconds)
                 self.close_connection = True
+                return
+            if what == "redirect":  # (to where a token is)
+                self.send_response(301)
+                self.send_header("location", "https://elsewhere.example/hook?token=moved-s3cr3t")
+                self.send_header("content-length", "0")
+                self.end_headers()
                 return
             if what == "fail":
                 self.send_response(500)

@@ -1174,3 +1174,30 @@ def test_time_budget_bounds_the_webhooks_delivery(
     rest = sync_events(sim, data, **hook)
     assert rest.events_pending == 0
     assert sorted(receiver.ids()) == sorted(versions_after(data, set(run_ids(data)[:1])))
+
+
+def test_a_redirecting_webhook_is_named_as_such_without_its_target(
+    make_sim: Any,
+    tmp_path: Path,
+    receiver: Receiver,
+    secret_file: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A redirect is not followed (retried as any non-2xx answer, PRODUCT.md): the warning
+    said only "HTTP 301 after 6 attempt(s)" for an http:// URL whose server sends every request
+    on to https://, run after run; it says what to change, and never the Location (a token may
+    be in it)."""
+    sim = make_sim(seed=28, projects=1, days=1, ops_per_project_per_day=10)
+    data = tmp_path / "data"
+    sync_events(sim, data, **_webhook(receiver, secret_file))  # the backfill: no events
+    _changes(sim, random.Random(17))
+    receiver.mode = "redirect"
+    with caplog.at_level("DEBUG", logger="opsaudit.events"):
+        summary = sync_events(sim, data, **_webhook(receiver, secret_file, webhook_attempts=2))
+    assert summary.outcome == "ok" and summary.events_pending == summary.versions_written > 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        f"webhook {receiver.url.split('?')[0]}: HTTP 301, a redirect (not followed: give "
+        "--webhook its target) after 2 attempt(s); the events wait in the outbox for the next run"
+    ]
+    assert "moved-s3cr3t" not in caplog.text and "elsewhere" not in caplog.text

@@ -3770,6 +3770,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "webhook-secret-alone-unsaid",  # cron without $OPSAUDIT_WEBHOOK_URL: events never sent
+        "exporter/cli/_events.py",
+        "    secret_alone = webhook_secret_file is not None and not webhook\n",
+        "    secret_alone = False\n",
+        (
+            "tests/ops/test_cli_boundary.py::"
+            "test_a_webhook_secret_without_a_webhook_warns_that_it_gets_no_events",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

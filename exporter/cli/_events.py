@@ -118,9 +118,18 @@ def build_events_config(
 
     # A malformed filter is an error with or without a sink (a typo is not silently ignored).
     filters = [parse_event_filter(t) for t in events_filters]
+    secret_alone = webhook_secret_file is not None and not webhook
     if events_file is None and not webhook:
-        _warn_without_a_sink({"--events-filter": filters, "--events-backfill": events_backfill})
+        flags = {"--events-filter": filters, "--events-backfill": events_backfill}
+        _warn_without_a_sink({**flags, "--webhook-secret-file": secret_alone})
         return None
+    if secret_alone:
+        # Cron's environment without $OPSAUDIT_WEBHOOK_URL: this run's events never reach
+        # the webhook's outbox (a later run with the URL does not send them), said nowhere.
+        click.echo(
+            "Warning: --webhook-secret-file without --webhook: no webhook gets this run's events",
+            err=True,
+        )
     if events_file is not None and events_file.exists() and not events_file.is_file():
         from exporter.events.delivery import NOT_A_FILE
 

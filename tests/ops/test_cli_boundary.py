@@ -58,6 +58,32 @@ def test_event_flags_without_a_sink_warn_that_no_event_is_recorded(
     assert invoke(*args, env=env).stderr == ""
 
 
+def test_a_webhook_secret_without_a_webhook_warns_that_it_gets_no_events(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """$OPSAUDIT_WEBHOOK_SECRET_FILE set where $OPSAUDIT_WEBHOOK_URL is not (cron's
+    environment): the run's events never reached the webhook's outbox, said nowhere."""
+    sim = make_sim(seed=4, projects=1, shared_projects=0, orgs=1, ops_per_project_per_day=5)
+    secret = tmp_path / "secret"
+    secret.write_text("whsec_c2VjcmV0LWtleS1mb3ItdGVzdHM=\n")
+    env = {
+        "NEON_API_KEY": sim.personal_key,
+        "OPSAUDIT_BASE_URL": sim.base_url,
+        "OPSAUDIT_WEBHOOK_SECRET_FILE": str(secret),
+    }
+    args = ["sync", "--data-dir", str(tmp_path / "d"), "--max-rps", "0"]
+    alone = invoke(*args, env=env)
+    assert alone.exit_code == 0, alone.output
+    assert alone.stderr == (
+        "Warning: --webhook-secret-file without --events-file or --webhook: no event is recorded\n"
+    )
+    with_file = invoke(*args, "--events-file", str(tmp_path / "events.jsonl"), env=env)
+    assert with_file.exit_code == 0, with_file.output
+    assert with_file.stderr == (
+        "Warning: --webhook-secret-file without --webhook: no webhook gets this run's events\n"
+    )
+
+
 MAX_RPS = "'--max-rps' (env var: 'OPSAUDIT_MAX_RPS')"
 
 

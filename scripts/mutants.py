@@ -3780,6 +3780,20 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "edge2-group-config-unread-leaves-check-verdict",  # opsaudit --config BAD check: ok 1
+        "exporter/cli/__init__.py",
+        "        not_run(ctx)  # `check --metrics-file`: not ok, not the last verdict\n",
+        "        pass\n",
+        ("tests/ops/test_metrics.py::test_a_check_whose_group_config_fails_writes_not_ok",),
+    ),
+    Mutant(
+        "edge2-group-option-refused-leaves-check-verdict",  # opsaudit --config DIR check
+        "exporter/cli/_group.py",
+        "            not_run(ctx)  # a refused --config (a directory)\n",
+        "            pass\n",
+        ("tests/ops/test_metrics.py::test_a_check_whose_group_config_fails_writes_not_ok",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',
@@ -3988,8 +4002,8 @@ MUTANTS = [
     Mutant(
         "usage-error-keeps-last-verdict",  # check --metrics-file --fail-on BAD: ok 1 left
         "exporter/cli/_ops.py",
-        '                write_unjudged_check(path, self._readable(ctx, given, "as_of"))\n',
-        "                pass\n",
+        '            write_unjudged_check(path, self._readable(ctx, given, "as_of"))\n',
+        "            pass\n",
         ("tests/ops/test_metrics.py::test_a_check_refused_for_its_options_writes_not_ok",),
     ),
     Mutant(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from exporter.cli._group import CONFIG_AFTER, OpsauditGroup
+from exporter.cli._group import CONFIG_AFTER, OpsauditGroup, not_run
 
 __all__ = ["cli", "main"]
 
@@ -47,15 +47,20 @@ def cli(ctx: click.Context, config_file: Path | None) -> None:
 
     if ctx.invoked_subcommand is not None and not configured(ctx.invoked_subcommand):
         return  # the demo and the simulator: a broken file must not stop them (README)
-    if config_file is not None:
-        found: tuple[Path, bool] | None = named_config(config_file)
-    elif ctx.meta.get(CONFIG_AFTER):
-        found = None  # `opsaudit query --config FILE`: that file, not the directory's
-    else:
-        found = find_config(Path.cwd())
-    if found is not None:
-        # click consults the default map only for what neither a flag nor the environment set.
-        ctx.default_map = default_map(cli, read_config(*found), found[0])
+    try:
+        if config_file is not None:
+            found: tuple[Path, bool] | None = named_config(config_file)
+        elif ctx.meta.get(CONFIG_AFTER):
+            found = None  # `opsaudit query --config FILE`: that file, not the directory's
+        else:
+            found = find_config(Path.cwd())
+        if found is not None:
+            # click consults the default map only for what neither a flag nor the environment
+            # set.
+            ctx.default_map = default_map(cli, read_config(*found), found[0])
+    except Exception:
+        not_run(ctx)  # `check --metrics-file`: not ok, not the last verdict
+        raise
 
 
 def main() -> None:

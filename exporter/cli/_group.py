@@ -65,6 +65,16 @@ class OpsauditGroup(click.Group):
     # command line in-process keeps its numpy.
     owns_process = False
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_GIVEN] = list(args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.exceptions.Exit:
+            raise  # --help, --version
+        except Exception:
+            not_run(ctx)  # a refused --config (a directory)
+            raise
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.commands, *COMMANDS})
 
@@ -145,6 +155,28 @@ class OpsauditGroup(click.Group):
             _unexpected(ctx, error)
 
 
+_GIVEN = "opsaudit.given_arguments"
+
+
+def not_run(ctx: click.Context) -> None:
+    """The group failed (its --config, OPSAUDIT_CONFIG or ./opsaudit.toml could not be read)
+    before the command's options were parsed: a command that must leave a trace of every end
+    (`check --metrics-file` writes `opsaudit_check_ok 0`: its `not_run`) is told, with its own
+    arguments. Those are split from the group's by the group's parser alone (no value is
+    converted, no file read): the parse that failed is not trusted for anything."""
+    parser = ctx.command.make_parser(ctx)  # the group's: stops at the first positional
+    try:
+        _, rest, _ = parser.parse_args(list(ctx.meta.get(_GIVEN, ())))
+    except click.exceptions.UsageError:
+        return  # no telling where the command's arguments start
+    if not rest or not isinstance(ctx.command, click.Group):
+        return
+    command = ctx.command.get_command(ctx, rest[0])
+    hook = getattr(command, "not_run", None)
+    if hook is not None:
+        hook(ctx, rest[1:])
+
+
 # What DuckDB raises when Ctrl-C interrupts a query (not a KeyboardInterrupt).
 _DUCKDB_INTERRUPTED = "Query interrupted"
 
@@ -173,4 +205,4 @@ def _hint(ctx: click.Context) -> str:
     return "report it with the command that failed"
 
 
-__all__ = ["COMMANDS", "STREAMING", "OpsauditGroup", "short_help"]
+__all__ = ["COMMANDS", "STREAMING", "OpsauditGroup", "not_run", "short_help"]

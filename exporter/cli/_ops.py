@@ -103,10 +103,18 @@ class CheckCommand(click.Command):
         except click.exceptions.Exit:
             raise  # --help
         except Exception:
-            path = self._readable(ctx, given, "metrics_file")
-            if path is not None:  # (a refused --metrics-file names no file to write)
-                write_unjudged_check(path, self._readable(ctx, given, "as_of"))
+            self._unjudged(ctx, given)
             raise
+
+    def not_run(self, parent: click.Context, args: list[str]) -> None:
+        """The group failed before check's options were parsed (`_group.not_run`): its own
+        `args` name the file, read here as when they are refused."""
+        self._unjudged(click.Context(self, info_name=self.name, parent=parent), args)
+
+    def _unjudged(self, ctx: click.Context, given: list[str]) -> None:
+        path = self._readable(ctx, given, "metrics_file")
+        if path is not None:  # (a refused --metrics-file names no file to write)
+            write_unjudged_check(path, self._readable(ctx, given, "as_of"))
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

@@ -345,3 +345,45 @@ def test_a_killed_run_is_the_last_run_in_the_metrics(make_sim: Any, tmp_path: Pa
     # The next run settles it, and is the last run then.
     assert invoke(*args, env=env).exit_code == 0
     assert parse(prom)["opsaudit_last_run_outcome"][(("outcome", "ok"),)] == 1
+
+
+def test_a_check_whose_group_config_fails_writes_not_ok(
+    make_sim: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The group's configuration file (`opsaudit --config FILE check`, OPSAUDIT_CONFIG, a
+    broken ./opsaudit.toml) failed before check's options were read: exit 2, and the previous
+    verdict (`opsaudit_check_ok 1`) stood in --metrics-file, so a cron alerting on it saw ok.
+    The file now says 0 as of --as-of; F and --as-of are read from check's own arguments."""
+    data_dir, prom, as_of = _synced_once(make_sim, tmp_path)
+    args = ["check", "--data-dir", str(data_dir), "--metrics-file", str(prom)]
+    (tmp_path / "bad.toml").write_text("max_age =\n")
+    (tmp_path / "good.toml").write_text("")  # the good run's: not ./opsaudit.toml
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "opsaudit.toml").write_text("no_such_setting = 1\n")
+    cases: list[tuple[list[str], dict[str, str] | None]] = [
+        (["--config", str(tmp_path / "missing.toml")], None),
+        (["--config", str(tmp_path / "bad.toml")], None),
+        (["--config", str(tmp_path)], None),  # a directory: refused while the group is parsed
+        ([], {"OPSAUDIT_CONFIG": str(tmp_path / "bad.toml")}),
+        ([], None),  # ./opsaudit.toml, from the directory below
+    ]
+    for n, (before, env) in enumerate(cases):
+        monkeypatch.chdir(tmp_path / ("cwd" if n == 4 else "."))
+        assert (
+            invoke(*args, "--as-of", iso(as_of), "--config", str(tmp_path / "good.toml")).exit_code
+            == 0
+        )
+        assert parse(prom)["opsaudit_check_ok"] == {(): 1}
+        later = as_of + dt.timedelta(minutes=n + 1)
+        result = invoke(*before, *args, "--as-of", iso(later), env=env)
+        assert (result.exit_code, parse(prom)) == (
+            2,
+            {
+                "opsaudit_check_ok": {(): 0},
+                "opsaudit_check_timestamp_seconds": {(): later.timestamp()},
+            },
+        ), (before, env, result.output)
+    # Another command's arguments are not read for a check's file.
+    written = prom.read_text()
+    result = invoke("--config", str(tmp_path / "bad.toml"), "status", "--data-dir", str(prom))
+    assert (result.exit_code, prom.read_text()) == (2, written)

@@ -3794,6 +3794,28 @@ MUTANTS = [
         ("tests/ops/test_metrics.py::test_a_check_whose_group_config_fails_writes_not_ok",),
     ),
     Mutant(
+        "edge2-events-appender-open-traceback",  # --events-file in a missing directory
+        "exporter/events/appender.py",
+        "    try:\n        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)\n"
+        "    except OSError as exc:\n",
+        "    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)\n    if False:\n",
+        (
+            "tests/events/test_events.py::"
+            "test_an_events_file_that_cannot_be_opened_is_one_line_and_its_events_wait",
+        ),
+    ),
+    Mutant(
+        "edge2-events-file-warning-without-fix",  # "events file X: Is a directory" alone
+        "exporter/events/delivery.py",
+        '                "outbox for the next run that can append to it (a file, in a directory '
+        'that "\n                "exists, this user may write)"\n',
+        '                ""\n',
+        (
+            "tests/events/test_events.py::"
+            "test_an_events_file_that_cannot_be_opened_is_one_line_and_its_events_wait",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

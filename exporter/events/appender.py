@@ -24,6 +24,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 
@@ -101,7 +102,14 @@ def main(path: str) -> int:
 
     pa.set_memory_pool(pa.system_memory_pool())  # freed pieces go back to the OS
     stdout = sys.stdout.buffer
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError as exc:
+        # A path that cannot be opened (a directory, its directory missing): no traceback on
+        # the run's stderr. Said to the parent like any failure; the end-of-run delivery then
+        # meets it too and warns, in one line with the fix, that the events wait.
+        _say_failed(stdout, exc)
+        return 1
     try:
         for line in sys.stdin.buffer:
             append = json.loads(line)
@@ -117,14 +125,19 @@ def main(path: str) -> int:
             stdout.flush()
         return 0  # the parent is done (or gone)
     except BaseException as exc:  # said to the parent, which hands the file to the delivery
-        try:
-            stdout.write(f"failed: {type(exc).__name__}: {exc}\n".encode())
-            stdout.flush()
-        except OSError:
-            pass
+        _say_failed(stdout, exc)
         return 1
     finally:
         os.close(fd)
+
+
+def _say_failed(stdout: BinaryIO, exc: BaseException) -> None:
+    """`exc` to the parent (read by `ChildAppender.ack`), if it still listens."""
+    try:
+        stdout.write(f"failed: {type(exc).__name__}: {exc}\n".encode())
+        stdout.flush()
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

@@ -83,7 +83,11 @@ def deliver(
             out.delivered["file"] = deliver_file(outbox, config.file)
         except OSError as exc:
             out.delivered["file"] = exc.delivered if isinstance(exc, FileAppendError) else 0
-            message = f"events file {config.file}: {exc.strerror or exc}; the events wait"
+            message = (
+                f"events file {config.file}: {exc.strerror or exc}; the events wait in the "
+                "outbox for the next run that can append to it (a file, in a directory that "
+                "exists, this user may write)"
+            )
             log.warning("%s", message)
             out.errors.append(message)
     if config.webhook_url and config.webhook_key:

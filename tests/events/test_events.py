@@ -1201,3 +1201,58 @@ def test_a_redirecting_webhook_is_named_as_such_without_its_target(
         "--webhook its target) after 2 attempt(s); the events wait in the outbox for the next run"
     ]
     assert "moved-s3cr3t" not in caplog.text and "elsewhere" not in caplog.text
+
+
+def _sync_stderr(sim: Any, data: Path, events_file: Path, code: str) -> tuple[int, list[str]]:
+    """A sync in a child process of its own (the appender's stderr is that process's fd 2):
+    its exit code and its stderr's lines."""
+    env = child_env(sim, data, events_file)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    return proc.returncode, proc.stderr.splitlines()
+
+
+def test_an_events_file_that_cannot_be_opened_is_one_line_and_its_events_wait(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """An events backfill to a path that cannot be opened (its directory missing; a directory,
+    made after the options were read) ended ok with the events waiting, as PRODUCT.md allows,
+    but the appender's child printed a Python traceback on stderr. Now the run's stderr is one
+    line: what failed, the path and the fix; a later run, the path fixed, delivers them all."""
+    sim = make_sim(seed=25, projects=2, days=1, ops_per_project_per_day=30)
+
+    def fix(path: Path, problem: str) -> str:
+        return (
+            f"events file {path}: {problem}; the events wait in the outbox for the next run "
+            "that can append to it (a file, in a directory that exists, this user may write)"
+        )
+
+    # The command line, to a file in a directory that does not exist.
+    data, events_file = tmp_path / "data", tmp_path / "later" / "events.jsonl"
+    code = "from exporter.cli import main\nimport sys\n"
+    code += "sys.argv = ['opsaudit', 'sync', '--max-rps', '0', '--events-backfill']\nmain()\n"
+    exit_code, lines = _sync_stderr(sim, data, events_file, code)
+    assert (exit_code, [line.split(" opsaudit.events: ")[-1] for line in lines]) == (
+        0,
+        [fix(events_file, "No such file or directory")],
+    ), lines
+    events_file.parent.mkdir()
+    assert sync_events(sim, data, file=events_file).events_pending == 0
+    assert sorted(e["id"] for e in file_events(events_file)) == sorted(versions_after(data, set()))
+
+    # The library, to a directory (the command line refuses one it sees).
+    data, folder = tmp_path / "data2", tmp_path / "folder"
+    folder.mkdir()
+    code = (
+        "from pathlib import Path\nimport os\n"
+        "from exporter.engine.sync import SyncConfig, sync\n"
+        "from exporter.events.config import EventsConfig\n"
+        "sync(SyncConfig(data_dir=Path(os.environ['OPSAUDIT_DATA_DIR']), max_rps=None,\n"
+        "    api_key=os.environ['NEON_API_KEY'], base_url=os.environ['OPSAUDIT_BASE_URL'],\n"
+        "    events=EventsConfig(file=Path(os.environ['OPSAUDIT_EVENTS_FILE']), backfill=True)))\n"
+    )
+    assert _sync_stderr(sim, data, folder, code) == (0, [fix(folder, "Is a directory")])
+    folder.rmdir()
+    assert sync_events(sim, data, file=folder).events_pending == 0
+    assert sorted(e["id"] for e in file_events(folder)) == sorted(versions_after(data, set()))

@@ -29,6 +29,7 @@ from exporter.core.errors import (
     OpsauditError,
     QueryError,
     ReadOnlyError,
+    StoppedError,
     StorageError,
     TransientError,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "ReadOnlyError",
     "RetryPolicy",
     "RunSummary",
+    "StoppedError",
     "StorageError",
     "SyncConfig",
     "TransientError",

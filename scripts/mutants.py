@@ -980,8 +980,8 @@ MUTANTS = [
     Mutant(
         "lock-held-by-a-dead-runs-helper-exits-4",  # the next run after a kill exits 4
         "exporter/store/state.py",
-        "            if not (_holder_gone(fd) and _await_lock(fd, HELPERS_WAIT_S)):\n",
-        "            if True:\n",
+        "                taken = _holder_gone(fd) and _await_lock(fd, HELPERS_WAIT_S, stop)\n",
+        "                taken = False\n",
         (
             "tests/sync/test_views_refresh.py::"
             "test_a_sync_killed_while_its_child_writes_the_views_leaves_the_directory_locked",
@@ -3814,6 +3814,20 @@ MUTANTS = [
             "tests/events/test_events.py::"
             "test_an_events_file_that_cannot_be_opened_is_one_line_and_its_events_wait",
         ),
+    ),
+    Mutant(
+        "edge2-lock-wait-ignores-stop",  # sync --wait: Ctrl-C, SIGTERM waited for the lock
+        "exporter/store/state.py",
+        "(0 if wait and stop is None else fcntl.LOCK_NB)",
+        "(0 if wait else fcntl.LOCK_NB)",
+        ("tests/sync/test_interrupt.py::test_a_signal_stops_a_sync_waiting_for_the_lock",),
+    ),
+    Mutant(
+        "edge2-lease-wait-ignores-stop",  # the same on object storage: slept until it lapsed
+        "exporter/store/lake/store.py",
+        "                self.lease.stop_waiting = stop  # a sync's Ctrl-C or SIGTERM\n",
+        "",
+        ("tests/lake/test_sync_lake.py::test_a_stop_ends_a_sync_waiting_for_the_lease",),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

@@ -32,7 +32,7 @@ from exporter.cli._group import short_help
 from exporter.cli._metrics import metrics_file_option, write_metrics_file
 from exporter.cli._ops import Duration, FiniteFloatRange
 from exporter.cli._progress import Progress
-from exporter.core.errors import ConfigError, ExitCode, OpsauditError
+from exporter.core.errors import ConfigError, ExitCode, OpsauditError, StoppedError
 from exporter.engine.settings import MAX_CONCURRENCY, max_requests_problem
 
 if TYPE_CHECKING:
@@ -280,7 +280,7 @@ def sync_command(
     try:
         with stop, _relayed_stderr(log_format):
             summary = sync(config, observer, stop.event)
-    except OpsauditError:
+    except OpsauditError as exc:
         # Lock held, state or storage error: the metrics still say when the last success was.
         from exporter.core.layout import STATE_FILE
 
@@ -289,6 +289,9 @@ def sync_command(
         ):
             with contextlib.suppress(OpsauditError):
                 write_metrics_file(metrics_file, data_dir, storage_options)
+        if isinstance(exc, StoppedError) and stop.signum == signal.SIGTERM:
+            echo_error(str(exc), exit_code=int(ExitCode.TERMINATED))  # (130 is Ctrl-C's)
+            sys.exit(int(ExitCode.TERMINATED))
         raise
     finally:
         observer.finish()

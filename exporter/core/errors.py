@@ -144,6 +144,21 @@ class LockHeldError(OpsauditError):
     exit_code = ExitCode.LOCKED
 
 
+class StoppedError(OpsauditError):
+    """A sync's stop (Ctrl-C, SIGTERM: `sync(stop=...)`) set while it waited for the lock or
+    the lease (`wait_for_lock`, `--wait`): nothing was read or written."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+    @classmethod
+    def waiting(cls, what: str) -> StoppedError:
+        """Stopped while waiting for `what` (the lock FILE, the lease on URL)."""
+        return cls(
+            f"stopped while waiting for {what} (another opsaudit sync holds it): nothing was "
+            "read or written; the next run syncs"
+        )
+
+
 class QueryError(OpsauditError):
     """A SQL query failed."""
 

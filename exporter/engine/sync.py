@@ -665,7 +665,8 @@ def sync(
     stops them too: what was read is committed, the outcome is `failed`, and it is raised.
 
     Raises `AuthError` for a missing or malformed key, `LockHeldError`, `StorageError` or
-    `ConfigError` before anything is written, and `StorageError` when the dataset cannot be
+    `ConfigError` before anything is written (`StoppedError` when `stop` is set while it waits
+    for the lock: `wait_for_lock`), and `StorageError` when the dataset cannot be
     written; a key the API rejects, a failed discovery or an API down for everything is
     reported in the summary's outcome.
     """
@@ -686,7 +687,7 @@ def sync(
     arrow_without_pandas()
 
     dataset = open_store(
-        config.data_dir, config.storage_options, lock=True, wait=config.wait_for_lock
+        config.data_dir, config.storage_options, lock=True, wait=config.wait_for_lock, stop=stop
     )
     run: _Run | None = None
     try:

@@ -7,6 +7,7 @@ the SQL layer would close an import cycle (issue 20).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,19 +24,21 @@ def open_store(
     *,
     lock: bool,
     wait: bool,
+    stop: threading.Event | None = None,
 ) -> Store:
-    """The store of `data_dir` for a writer (sync, compact), under its lock or lease."""
+    """The store of `data_dir` for a writer (sync, compact), under its lock or lease (`stop`,
+    once set, ends a `wait` with `StoppedError`)."""
     loc = location(data_dir, storage_options)
     # Each store is imported when it is opened, so importing this module stays cheap: the local
     # one loads pyarrow, the lake one needs the lake extra (deltalake, obstore).
     if loc.is_local:
         from exporter.store.local.dataset import Dataset
 
-        return Dataset(local_path(data_dir, loc), lock=lock, wait=wait)
+        return Dataset(local_path(data_dir, loc), lock=lock, wait=wait, stop=stop)
     require_lake()
     from exporter.store.lake.store import LakeStore
 
-    return LakeStore(loc, lock=lock, wait=wait)
+    return LakeStore(loc, lock=lock, wait=wait, stop=stop)
 
 
 __all__ = ["open_store"]

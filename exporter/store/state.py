@@ -23,6 +23,7 @@ import orjson
 from exporter.core.errors import (
     AccessDeniedError,
     LockHeldError,
+    StoppedError,
     StorageError,
     UnreadableStateError,
 )
@@ -1337,14 +1338,19 @@ def settled_runs(runs: list[RunRow], lock_path: Path) -> list[RunRow]:
     return [r._replace(outcome=Outcome.KILLED) if r.outcome == Outcome.RUNNING else r for r in runs]
 
 
-def _await_lock(fd: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+def _await_lock(fd: int, seconds: float | None, stop: threading.Event | None = None) -> bool:
+    """Whether the lock was taken within `seconds` (None: however long), polled so that `stop`
+    ends the wait at once (a blocking flock is restarted after a signal's handler)."""
+    deadline = None if seconds is None else time.monotonic() + seconds
+    while deadline is None or time.monotonic() < deadline:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return True
         except BlockingIOError:
-            time.sleep(0.01)
+            if stop is None:
+                time.sleep(0.01)
+            elif stop.wait(0.05):
+                return False
     return False
 
 
@@ -1355,13 +1361,22 @@ class DataDirLock:
         self.path = path
         self._fd: int | None = None
 
-    def acquire(self, wait: bool) -> None:
+    def acquire(self, wait: bool, stop: threading.Event | None = None) -> None:
+        """Take the lock, or raise `LockHeldError`; with `wait`, wait for it (`StoppedError`
+        once `stop` is set: a sync's Ctrl-C or SIGTERM)."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            # Blocking only when no stop is to be heeded (compact: its Ctrl-C interrupts it).
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait and stop is None else fcntl.LOCK_NB))
         except BlockingIOError as exc:
-            if not (_holder_gone(fd) and _await_lock(fd, HELPERS_WAIT_S)):
+            if wait:
+                taken = _await_lock(fd, None, stop)
+            else:
+                taken = _holder_gone(fd) and _await_lock(fd, HELPERS_WAIT_S, stop)
+            if not taken:
                 os.close(fd)
+                if stop is not None and stop.is_set():
+                    raise StoppedError.waiting(f"the lock {self.path}") from None
                 raise LockHeldError(
                     f"another opsaudit sync is running on this data directory (lock "
                     f"{self.path}); it exits by itself, or use --wait to queue behind it"

@@ -664,3 +664,47 @@ def test_a_damaged_commit_file_of_a_side_table_is_named_with_its_fix(
     assert _cli(sync, env).returncode == 0
     done = _cli(query, env)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_stop_ends_a_sync_waiting_for_the_lease(make_sim: Any, bucket: Bucket) -> None:
+    """A sync waiting for the lease (`--wait`) slept through its stop (Ctrl-C, SIGTERM: the
+    CLI's handler sets it) until the other writer was done, then synced. The stop now ends the
+    wait at once: `StoppedError` (exit 130, 143 for SIGTERM), no request sent."""
+    import datetime as dt
+    import threading
+
+    from exporter.core.errors import StoppedError
+    from exporter.engine.sync import SyncConfig, sync
+    from exporter.store.lake import open_dataset
+
+    sim = make_sim(seed=12, projects=1, days=1, ops_per_project_per_day=20)
+    url, opts = bucket.url("waiting"), _opts(bucket)
+    assert run_sync(sim, url, opts).outcome == "ok"
+    # A live writer of this machine (this process), whose lease lapses soon: a wait that
+    # ignores the stop ends in a sync, not in the test's timeout.
+    held = open_dataset(url, opts).lease(ttl=dt.timedelta(seconds=2))
+    held.acquire()
+    stop = threading.Event()
+    config = SyncConfig(
+        data_dir=url,
+        storage_options=opts,
+        api_key=sim.personal_key,
+        base_url=sim.base_url,
+        wait_for_lock=True,
+    )
+    try:
+        threading.Timer(1.0, stop.set).start()
+        before, started = sim.stats()["requests"], time.monotonic()
+        with pytest.raises(StoppedError) as err:
+            sync(config, stop=stop)
+        elapsed = time.monotonic() - started
+    finally:
+        stop.set()
+        held.release()
+    assert (err.value.exit_code, str(err.value)) == (
+        130,
+        f"stopped while waiting for the lease on {held.where} (another opsaudit sync holds it): "
+        "nothing was read or written; the next run syncs",
+    )
+    assert 0.9 < elapsed < 1.5, f"{elapsed:.1f}s"
+    assert sim.stats()["requests"] == before

@@ -502,3 +502,47 @@ def test_an_exception_from_a_signal_handler_in_a_library_call_stops_the_sync_at_
     sim.faults = Faults()
     assert run_sync(sim, data).outcome == "ok"
     assert_matches_truth(sim, data)
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_a_sync_waiting_for_the_lock(
+    make_sim: Any, tmp_path: Path, signum: int, code: int
+) -> None:
+    """`sync --wait` queued behind another sync ignored Ctrl-C and SIGTERM: it said "stopping"
+    and went on waiting for the lock (a blocking flock, restarted after the handler), for as
+    long as the other run took, then synced: `systemctl stop` waited for its SIGKILL. It now
+    exits at once (130 / 143), nothing read or written, and the next run syncs."""
+    import fcntl
+
+    sim = make_sim(seed=1916, projects=2, shared_projects=0, orgs=1, days=1)
+    data = tmp_path / "d"
+    data.mkdir()
+    holder = os.open(data / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        os.write(holder, f"{os.getpid()}\n".encode())  # a live holder: a sync under way
+        proc = _sync_process(sim, data, "--wait", "--max-rps", "0")
+        try:
+            time.sleep(2)  # started, and waiting
+            assert proc.poll() is None, proc.communicate()
+            proc.send_signal(signum)
+            signalled = time.monotonic()
+            out, err = proc.communicate(timeout=30)
+            elapsed = time.monotonic() - signalled
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    finally:
+        os.close(holder)
+    assert (proc.returncode, out, err.splitlines()[-1]) == (
+        code,
+        "",
+        f"Error: stopped while waiting for the lock {data / '.lock'} (another opsaudit sync "
+        "holds it): nothing was read or written; the next run syncs",
+    )
+    assert elapsed < 2.5, f"{elapsed:.1f}s from the signal to the exit"
+    assert sim.stats()["requests"] == 0
+    assert not (data / "state.sqlite").exists()
+    assert run_sync(sim, data).outcome == "ok"
+    assert_matches_truth(sim, data)

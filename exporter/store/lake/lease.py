@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
-from exporter.core.errors import LockHeldError
+from exporter.core.errors import LockHeldError, StoppedError
 from exporter.core.scratch import pid_namespace, process_started, read_text
 from exporter.store.lake.objects import Objects, PreconditionFailed
 
@@ -182,6 +182,7 @@ class Lease:
         self._lock = threading.Lock()
         self._renewing = threading.Lock()  # held across a renewal's PUT (`renew`)
         self._stop = threading.Event()
+        self.stop_waiting: threading.Event | None = None  # set: `acquire` waits no more
         self._thread: threading.Thread | None = None
         self.run: tuple[str, int] | None = None  # (run id, started µs): `note_run`
         # The lease this one replaced while its holder had not released it (a killed writer):
@@ -350,7 +351,9 @@ class Lease:
                     f"another opsaudit sync holds the dataset {self.where}{who} (lease{until}); "
                     "it exits by itself, or use --wait to queue behind it"
                 )
-            time.sleep(min(poll, max(0.05, self.ttl.total_seconds() / 4)))
+            pause = min(poll, max(0.05, self.ttl.total_seconds() / 4))
+            if (self.stop_waiting or threading.Event()).wait(pause):  # (a sync's Ctrl-C, SIGTERM)
+                raise StoppedError.waiting(f"the lease on {self.where}")
 
     def renew(self) -> None:
         """Extend the lease (If-Match our etag); `LeaseLostError` if it was taken meanwhile.

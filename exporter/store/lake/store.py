@@ -28,6 +28,7 @@ import contextlib
 import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import timedelta
@@ -94,7 +95,14 @@ def _empty_versions() -> pa.Table:
 class LakeStore:
     """A dataset on object storage: Delta tables, the state beside them, one writer by lease."""
 
-    def __init__(self, location: Location, *, lock: bool = True, wait: bool = False):
+    def __init__(
+        self,
+        location: Location,
+        *,
+        lock: bool = True,
+        wait: bool = False,
+        stop: threading.Event | None = None,
+    ):
         self.location = location
         self.ds = LakeDataset.open(location, create=True)
         self.lease: Lease | None = None
@@ -109,6 +117,7 @@ class LakeStore:
                 ttl = lease_ttl()
                 grace = min(CLOCK_GRACE, max(timedelta(seconds=1), ttl / 2))
                 self.lease = Lease(self.ds.objects, ttl=ttl, grace=grace, where=location.display)
+                self.lease.stop_waiting = stop  # a sync's Ctrl-C or SIGTERM
                 self.lease.acquire(wait=wait, timeout=None)
                 self.lease.start_heartbeat()
             path = self._tmp / STATE_FILE

@@ -26,6 +26,7 @@ import contextlib
 import errno
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -177,9 +178,16 @@ class Dataset:
     """One data directory: its state database, its lock and its Parquet files (a `Store`,
     `exporter.store.base`)."""
 
-    def __init__(self, root: Path, *, lock: bool = True, wait: bool = False):
+    def __init__(
+        self,
+        root: Path,
+        *,
+        lock: bool = True,
+        wait: bool = False,
+        stop: threading.Event | None = None,
+    ):
         """Open the data directory, creating it if needed; with `lock`, take the sync lock
-        first, so that two runs never race on a new state file."""
+        first, so that two runs never race on a new state file (`stop` ends a `wait`)."""
         self.root = Path(root)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -195,7 +203,7 @@ class Dataset:
             ) from exc
         self._lock = DataDirLock(self.root / LOCK_FILE)
         if lock:
-            self._lock.acquire(wait)
+            self._lock.acquire(wait, stop)
         try:
             refused = stateless_data(self.root)
             if refused is not None:

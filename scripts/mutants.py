@@ -3830,6 +3830,13 @@ MUTANTS = [
         ("tests/lake/test_sync_lake.py::test_a_stop_ends_a_sync_waiting_for_the_lease",),
     ),
     Mutant(
+        "edge2-check-sigterm-keeps-verdict",  # timeout 60 opsaudit check: ok 1 left in the file
+        "exporter/cli/_ops.py",
+        "        previous = _terminate_by_exit()\n",
+        "        previous = None\n",
+        ("tests/ops/test_metrics.py::test_a_check_stopped_by_sigterm_writes_not_ok",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

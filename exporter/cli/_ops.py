@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +120,7 @@ class CheckCommand(click.Command):
             write_unjudged_check(path, self._readable(ctx, given, "as_of"))
 
     def invoke(self, ctx: click.Context) -> Any:
+        previous = _terminate_by_exit()
         try:
             return super().invoke(ctx)
         except BaseException as exc:
@@ -124,6 +128,9 @@ class CheckCommand(click.Command):
             if not verdict and ctx.params.get("metrics_file") is not None:
                 write_unjudged_check(ctx.params["metrics_file"], ctx.params.get("as_of"))
             raise
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
     def _readable(self, ctx: click.Context, given: list[str], name: str) -> Any:
         """Option `name`'s value in `given` whatever the others hold; None when it has none or
@@ -137,6 +144,20 @@ class CheckCommand(click.Command):
         except Exception:
             return None
         return value if isinstance(value, (Path, dt.datetime)) else None
+
+
+def _terminate_by_exit() -> Any:
+    """SIGTERM (`timeout` in cron, `systemctl stop`) raised in check as an exit 143, not the
+    default's death on the spot: the metrics file then says not ok, as after a Ctrl-C, instead
+    of keeping the last verdict. The handler it replaced (None off the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def terminated(signum: int, frame: Any) -> None:
+        os.write(2, b"Terminated.\n")  # not click: the main thread may be mid-print
+        raise SystemExit(int(ExitCode.TERMINATED))
+
+    return signal.signal(signal.SIGTERM, terminated)
 
 
 @click.command("check", cls=CheckCommand, short_help=short_help("check"))

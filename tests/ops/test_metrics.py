@@ -387,3 +387,36 @@ def test_a_check_whose_group_config_fails_writes_not_ok(
     written = prom.read_text()
     result = invoke("--config", str(tmp_path / "bad.toml"), "status", "--data-dir", str(prom))
     assert (result.exit_code, prom.read_text()) == (2, written)
+
+
+def test_a_check_stopped_by_sigterm_writes_not_ok(make_sim: Any, tmp_path: Path) -> None:
+    """SIGTERM (`timeout 60 opsaudit check ...` in cron, `systemctl stop`) ended check at once
+    by Python's default action: the previous verdict (`opsaudit_check_ok 1`) stood in
+    --metrics-file. Ctrl-C already wrote 0; SIGTERM now does too, and check exits 143. The
+    signal is sent from inside check's body (its run_check, in a child process)."""
+    import subprocess
+    import sys
+
+    data_dir, prom, as_of = _synced_once(make_sim, tmp_path)
+    args = ["check", "--data-dir", str(data_dir), "--metrics-file", str(prom), "--as-of"]
+    assert invoke(*args, iso(as_of)).exit_code == 0
+    assert parse(prom)["opsaudit_check_ok"] == {(): 1}
+    later = as_of + dt.timedelta(minutes=1)
+    code = (
+        "import os, signal, sys\n"
+        "import exporter.ops.check as check\n"
+        "judged = check.run_check\n"
+        "def run_check(*args, **kwargs):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return judged(*args, **kwargs)\n"
+        "check.run_check = run_check\n"
+        "from exporter.cli import main\n"
+        f"sys.argv = ['opsaudit', *{[*args, iso(later)]!r}]\n"
+        "main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (143, "", "Terminated.\n")
+    assert parse(prom) == {
+        "opsaudit_check_ok": {(): 0},
+        "opsaudit_check_timestamp_seconds": {(): later.timestamp()},
+    }

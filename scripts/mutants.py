@@ -3837,6 +3837,13 @@ MUTANTS = [
         ("tests/ops/test_metrics.py::test_a_check_stopped_by_sigterm_writes_not_ok",),
     ),
     Mutant(
+        "edge2-stale-views-blamed-on-a-program",  # after a killed compact: "close the programs"
+        "exporter/ops/doctor.py",
+        '"file(s) the dataset has (a sync or compact that found it open in another program, "',
+        '"file(s) the dataset has (a sync found it open in another program, "',
+        ("tests/ops/test_doctor.py::test_a_views_file_naming_older_files_is_a_warning",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

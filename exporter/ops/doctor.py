@@ -599,10 +599,11 @@ def _check_views(report: DoctorReport, data_dir: Path, live: list[str]) -> None:
             "views",
             "warn",
             f"{VIEWS_DB} answers ({count:,} operation versions) but does not name {stale:,} "
-            "file(s) the dataset has (a sync found it open in another program): the DuckDB CLI "
-            "reads an older trail",
-            "close the programs that hold it open and run `opsaudit sync` (it rewrites the "
-            "file); meanwhile use `opsaudit query`",
+            "file(s) the dataset has (a sync or compact that found it open in another program, "
+            "or was stopped before it rewrote it, left it behind): the DuckDB CLI reads an "
+            "older trail",
+            "run `opsaudit sync` (it rewrites the file; close any program that holds it open "
+            "first); meanwhile use `opsaudit query`",
         )
         return
     report.add("views", "ok", f"{VIEWS_DB} answers ({count:,} operation versions)")

@@ -486,7 +486,10 @@ def test_an_organization_listing_refused_is_an_error(sim: Any, tmp_path: Path) -
 def test_a_views_file_naming_older_files_is_a_warning(sim: Any, tmp_path: Path) -> None:
     """A sync that finds `opsaudit.duckdb` open in another program leaves it naming the files
     of before (exit 0, a warning on stderr); `doctor` called it ok ("answers (470 operation
-    versions)") while the dataset held 520 and the DuckDB CLI read the older trail."""
+    versions)") while the dataset held 520 and the DuckDB CLI read the older trail. A sync or
+    compact killed between its commit and the file's rewrite leaves the same file, no program
+    holding it: the warning named only the held-open cause and sent the user to close programs
+    first (a `compact` SIGTERM'd 0.3 s in did)."""
     import shutil
 
     data_dir = tmp_path / "data"
@@ -508,9 +511,10 @@ def test_a_views_file_naming_older_files_is_a_warning(sim: Any, tmp_path: Path) 
     [views] = [line for line in result.stdout.splitlines() if " views: " in line]
     assert re.fullmatch(
         rf"warn  views: opsaudit\.duckdb answers \([\d,]+ operation versions\) but does not "
-        rf"name {new_files} file\(s\) the dataset has \(a sync found it open in another "
-        r"program\): the DuckDB CLI reads an older trail Fix: close the programs that hold it "
-        r"open and run `opsaudit sync` \(it rewrites the file\); meanwhile use `opsaudit query`",
+        rf"name {new_files} file\(s\) the dataset has \(a sync or compact that found it open "
+        r"in another program, or was stopped before it rewrote it, left it behind\): the "
+        r"DuckDB CLI reads an older trail Fix: run `opsaudit sync` \(it rewrites the file; "
+        r"close any program that holds it open first\); meanwhile use `opsaudit query`",
         views,
     ), views
     assert new_files > 0 and result.exit_code == 0  # a warning: the next sync rewrites it

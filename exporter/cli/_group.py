@@ -159,22 +159,26 @@ _GIVEN = "opsaudit.given_arguments"
 
 
 def not_run(ctx: click.Context) -> None:
-    """The group failed (its --config, OPSAUDIT_CONFIG or ./opsaudit.toml could not be read)
-    before the command's options were parsed: a command that must leave a trace of every end
-    (`check --metrics-file` writes `opsaudit_check_ok 0`: its `not_run`) is told, with its own
-    arguments. Those are split from the group's by the group's parser alone (no value is
-    converted, no file read): the parse that failed is not trusted for anything."""
+    """The group failed (its --config, OPSAUDIT_CONFIG or ./opsaudit.toml could not be read, an
+    option of its own unknown) before the command's options were parsed: a command that must
+    leave a trace of every end (`check --metrics-file` writes `opsaudit_check_ok 0`: its
+    `not_run`) is told, with its own arguments. Those are split from the group's by the group's
+    parser alone (no value is converted, no file read): the parse that failed is not trusted
+    for anything."""
     parser = ctx.command.make_parser(ctx)  # the group's: stops at the first positional
+    parser.ignore_unknown_options = True  # `opsaudit --typo check ...`: kept, before `check`
     try:
         _, rest, _ = parser.parse_args(list(ctx.meta.get(_GIVEN, ())))
     except click.exceptions.UsageError:
-        return  # no telling where the command's arguments start
-    if not rest or not isinstance(ctx.command, click.Group):
+        return  # no telling where the command's arguments start (`--config` without a value)
+    group = ctx.command
+    if not isinstance(group, click.Group):
         return
-    command = ctx.command.get_command(ctx, rest[0])
-    hook = getattr(command, "not_run", None)
-    if hook is not None:
-        hook(ctx, rest[1:])
+    names = set(group.list_commands(ctx))
+    at = next((i for i, arg in enumerate(rest) if arg in names), None)
+    hook = None if at is None else getattr(group.get_command(ctx, rest[at]), "not_run", None)
+    if hook is not None and at is not None:
+        hook(ctx, rest[at + 1 :])
 
 
 # What DuckDB raises when Ctrl-C interrupts a query (not a KeyboardInterrupt).

@@ -353,7 +353,8 @@ def test_a_check_whose_group_config_fails_writes_not_ok(
     """The group's configuration file (`opsaudit --config FILE check`, OPSAUDIT_CONFIG, a
     broken ./opsaudit.toml) failed before check's options were read: exit 2, and the previous
     verdict (`opsaudit_check_ok 1`) stood in --metrics-file, so a cron alerting on it saw ok.
-    The file now says 0 as of --as-of; F and --as-of are read from check's own arguments."""
+    An unknown option before `check` (a typo) did the same. The file now says 0 as of --as-of;
+    F and --as-of are read from check's own arguments."""
     data_dir, prom, as_of = _synced_once(make_sim, tmp_path)
     args = ["check", "--data-dir", str(data_dir), "--metrics-file", str(prom)]
     (tmp_path / "bad.toml").write_text("max_age =\n")
@@ -364,11 +365,12 @@ def test_a_check_whose_group_config_fails_writes_not_ok(
         (["--config", str(tmp_path / "missing.toml")], None),
         (["--config", str(tmp_path / "bad.toml")], None),
         (["--config", str(tmp_path)], None),  # a directory: refused while the group is parsed
+        (["--no-such-group-option"], None),  # (a typo in the crontab)
         ([], {"OPSAUDIT_CONFIG": str(tmp_path / "bad.toml")}),
         ([], None),  # ./opsaudit.toml, from the directory below
     ]
     for n, (before, env) in enumerate(cases):
-        monkeypatch.chdir(tmp_path / ("cwd" if n == 4 else "."))
+        monkeypatch.chdir(tmp_path / ("cwd" if n == len(cases) - 1 else "."))
         assert (
             invoke(*args, "--as-of", iso(as_of), "--config", str(tmp_path / "good.toml")).exit_code
             == 0

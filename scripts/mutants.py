@@ -712,15 +712,15 @@ MUTANTS = [
     Mutant(
         "retry-ignores-max-elapsed",
         "exporter/api/client.py",
-        "                    or time.monotonic() - started >= policy.max_elapsed\n",
-        "                    or False\n",
+        "                if time.monotonic() - started >= policy.max_elapsed:  # (fewer attempts made)\n",
+        "                if False:\n",
         ("tests/sync/test_http.py::test_retries_stop_once_max_elapsed_has_passed",),
     ),
     Mutant(
         "retry-one-attempt-more",
         "exporter/api/client.py",
-        "                    attempt >= policy.max_attempts\n",
-        "                    attempt > policy.max_attempts\n",
+        "                if attempt >= policy.max_attempts:\n",
+        "                if attempt > policy.max_attempts:\n",
         ("tests/sync/test_http.py::test_retries_stop_after_max_attempts",),
     ),
     Mutant(
@@ -3842,6 +3842,13 @@ MUTANTS = [
         '"file(s) the dataset has (a sync or compact that found it open in another program, "',
         '"file(s) the dataset has (a sync found it open in another program, "',
         ("tests/ops/test_doctor.py::test_a_views_file_naming_older_files_is_a_warning",),
+    ),
+    Mutant(
+        "edge2-retry-budget-message-counts-max-attempts",  # "after 8 attempts": 5 were made
+        "exporter/api/client.py",
+        'f"{route} kept failing after {attempt} attempts in the retry budget of "',
+        'f"{route} kept failing after {policy.max_attempts} attempts in the retry budget of "',
+        ("tests/sync/test_http.py::test_retries_stop_once_max_elapsed_has_passed",),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

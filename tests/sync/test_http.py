@@ -276,10 +276,16 @@ def test_retries_stop_once_max_elapsed_has_passed(server: Any) -> None:
     server.status = 503
     with (
         _client(server, retry=RetryPolicy(max_attempts=50, max_elapsed=0, **FAST)) as client,
-        pytest.raises(TransientError),
+        pytest.raises(TransientError) as failed,
     ):
         client.list_operations("p-1", limit=1000)
     assert (client.stats.requests, client.stats.retries) == (1, 0)
+    # The attempts made, not `max_attempts` (an API that never answered: "after 8 attempts"
+    # when the 300 s of one request allowed 5 read timeouts of 60 s).
+    assert str(failed.value) == (
+        "GET /projects/{project_id}/operations kept failing after 1 attempts in the retry "
+        "budget of one request (0 s): HTTP 503 unavailable (request id r-1)"
+    )
 
 
 @pytest.mark.parametrize("header", ["inf", "Infinity", "1e400", "1e20", "99999999999999999999"])

@@ -3851,6 +3851,37 @@ MUTANTS = [
         ("tests/sync/test_http.py::test_retries_stop_once_max_elapsed_has_passed",),
     ),
     Mutant(
+        "rv21-threshold-example-refused",  # the message's example was refused by parse_threshold
+        "exporter/ops/check.py",
+        "parse_threshold('stuck > 0') makes one)",
+        "parse_threshold('failed>0') makes one)",
+        (
+            "tests/sync/test_library.py::"
+            "test_the_threshold_a_wrong_type_message_names_is_one_that_parses",
+        ),
+    ),
+    Mutant(
+        "rv21-render-refuses-a-dataframes-columns",  # "columns is Index, not a sequence of ..."
+        "exporter/analytics/format.py",
+        'check_type("columns", columns, Iterable,',
+        'check_type("columns", columns, Sequence,',
+        ("tests/sync/test_library.py::test_values_the_argument_checks_refused_though_they_worked",),
+    ),
+    Mutant(
+        "rv21-render-refuses-numpy-rows",  # "rows is ndarray, not a sequence of rows"
+        "exporter/analytics/format.py",
+        'check_type("rows", rows, Iterable,',
+        'check_type("rows", rows, Sequence,',
+        ("tests/sync/test_library.py::test_values_the_argument_checks_refused_though_they_worked",),
+    ),
+    Mutant(
+        "rv21-report-top-numpy-int-refused",  # build_report(top=numpy.int64(3)): ValueError
+        "exporter/analytics/report.py",
+        '("top", top, (SupportsIndex, type(None)), "an int or None"),',
+        '("top", top, (int, type(None)), "an int or None"),',
+        ("tests/sync/test_library.py::test_values_the_argument_checks_refused_though_they_worked",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -9,7 +9,7 @@ import io
 import json
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -357,9 +357,12 @@ def render(
     `max_rows` cuts the table format only, with a last line saying how many more there are;
     the machine formats always carry every row. In table and markdown, each float column has
     one number of decimals; `thousands` adds separators (1,988) there too."""
-    # None: "'NoneType' object is not iterable" from deep inside
-    check_type("columns", columns, Sequence, "a sequence of column names", but=(str,))
-    check_type("rows", rows, Sequence, "a sequence of rows (con.execute(sql).fetchall())")
+    # None: "'NoneType' object is not iterable" from deep inside. Any iterable else, as before
+    # the check: a DataFrame's `columns` (an Index) and `to_numpy()` rows are no Sequence.
+    check_type("columns", columns, Iterable, "a sequence of column names", but=(str, bytes))
+    check_type("rows", rows, Iterable, "a sequence of rows (con.execute(sql).fetchall())")
+    columns = columns if isinstance(columns, Sequence) else list(columns)
+    rows = rows if isinstance(rows, Sequence) else list(rows)  # (an iterator: the table's len)
     if fmt == "table":
         return _table(columns, rows, max_rows, thousands)
     if fmt == "json":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, SupportsIndex
 
 import orjson
 
@@ -287,8 +287,7 @@ def build_report(
     branches, the first `top` branch and action pairs (the headline's 3 at least), with each
     list's length (`Report.top`, `Report.totals`).
     """
-    # `ValueError`, as for `top=0`: since="7d" raised a bare AttributeError, top="5" a
-    # TypeError, a data directory given for `con` one from DuckDB's API.
+    # ValueError, as for top=0: since="7d", top="5" and a data directory for con raised bare ones.
     point, moment = "a timezone-aware datetime.datetime or None", (dt.datetime, type(None))
     parse = "exporter.analytics.report.parse"  # the command line's text as a bound
     for name, value, kinds, expected in (
@@ -297,9 +296,10 @@ def build_report(
         ("until", until, moment, f"{point} ({parse}_until('2024-06-30') reads --until's)"),
         ("now", now, moment, point),
         ("stuck_after", stuck_after, dt.timedelta, "a datetime.timedelta"),
-        ("top", top, (int, type(None)), "an int or None"),
+        ("top", top, (SupportsIndex, type(None)), "an int or None"),  # numpy's ints too
     ):
         check_type(name, value, kinds, expected, but=(bool,), error=ValueError)
+    top = None if top is None else int(top)  # numpy.int64(3), a DataFrame's count: 3
     if top is not None and top < 1:
         raise ValueError(f"top must be 1 or more, not {top}")
     if isinstance(project_ids, str):  # its characters were the projects: 0 operations

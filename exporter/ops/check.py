@@ -265,7 +265,7 @@ def run_check(
     ):
         check_type(name, value, kinds, expected)
     # thresholds="x" (the --fail-on text) was read letter by letter: a bare AttributeError
-    told = "a sequence of Threshold (exporter.ops.check.parse_threshold('failed>0') makes one)"
+    told = "a sequence of Threshold (exporter.ops.check.parse_threshold('stuck > 0') makes one)"
     check_type("thresholds", thresholds, Sequence, told, but=(str,))
     for threshold in thresholds:
         check_type("a threshold", threshold, Threshold, told.replace("a sequence of ", "a "))

@@ -5,6 +5,7 @@ process it runs in as it found it."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -306,12 +307,12 @@ def test_a_reader_given_an_argument_of_the_wrong_type_says_which(
         (
             lambda: exporter.run_check("/nonexistent", thresholds="failed>0"),
             "thresholds is str, not a sequence of Threshold "
-            "(exporter.ops.check.parse_threshold('failed>0') makes one)",
+            "(exporter.ops.check.parse_threshold('stuck > 0') makes one)",
         ),
         (
             lambda: exporter.run_check("/nonexistent", thresholds=["failed>0"]),
             "a threshold is str, not a Threshold "
-            "(exporter.ops.check.parse_threshold('failed>0') makes one)",
+            "(exporter.ops.check.parse_threshold('stuck > 0') makes one)",
         ),
         # The whsec_ text where the decoded key goes: the delivery's HMAC takes bytes only.
         (
@@ -337,3 +338,45 @@ def test_a_helper_given_an_argument_of_the_wrong_type_says_which(
 
 def test_an_events_file_given_as_text_is_its_path() -> None:
     assert exporter.EventsConfig(file="events.jsonl").file == Path("events.jsonl")
+
+
+def test_the_threshold_a_wrong_type_message_names_is_one_that_parses() -> None:
+    """The message for `thresholds` given as text said "parse_threshold('failed>0') makes one":
+    that call is refused itself ("'failed>0' is not a threshold"), the fix it gave failed."""
+    from exporter.ops.check import Threshold, parse_threshold
+
+    with pytest.raises(exporter.ConfigError) as err:
+        exporter.run_check("/nonexistent", thresholds="stuck > 0")
+    [example] = re.findall(r"parse_threshold\('([^']*)'\)", str(err.value))
+    assert isinstance(parse_threshold(example), Threshold)
+
+
+def test_values_the_argument_checks_refused_though_they_worked(synced: Path) -> None:
+    """The argument checks (check_type) refused what a notebook passes and what worked before
+    them: `build_report(top=numpy.int64(3))` (a count from a DataFrame), and `render` of a
+    DataFrame's `columns` (a pandas Index) and its `to_numpy()` rows ("columns is Index, not a
+    sequence of column names"). Each is read as before; None and text are still refused."""
+    import numpy as np
+    import pandas as pd
+
+    from exporter.analytics.report_text import render_report
+
+    con = exporter.connect(synced)
+    try:
+        now = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)  # both reports as of one time
+        plain = exporter.build_report(con, top=3, now=now)
+        counted = exporter.build_report(con, top=np.int64(3), now=now)
+        assert (counted.top, type(counted.top)) == (3, int)
+        assert render_report(counted, "table", top=3) == render_report(plain, "table", top=3)
+    finally:
+        con.close()
+    rows = [(1, "x"), (2, "y")]
+    frame = pd.DataFrame(rows, columns=["a", "b"])
+    for fmt in ("table", "csv", "json", "jsonl", "markdown"):
+        expected = exporter.render(["a", "b"], rows, fmt)
+        assert exporter.render(frame.columns, frame.to_numpy(), fmt) == expected, fmt
+        assert exporter.render(["a", "b"], iter(rows), fmt) == expected, fmt
+    with pytest.raises(exporter.ConfigError):
+        exporter.render("ab", rows, "csv")
+    with pytest.raises(ValueError):
+        exporter.build_report(exporter.connect(synced), top=True)

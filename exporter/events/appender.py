@@ -103,7 +103,10 @@ def main(path: str) -> int:
     pa.set_memory_pool(pa.system_memory_pool())  # freed pieces go back to the OS
     stdout = sys.stdout.buffer
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        # O_NONBLOCK: a named pipe no program reads is ENXIO at once, not an open that waits
+        # for a reader (the run waited 30 s for this child, then killed it). A regular file,
+        # all it appends to (`deliver_file` refuses the rest), ignores the flag.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK, 0o644)
     except OSError as exc:
         # A path that cannot be opened (a directory, its directory missing): no traceback on
         # the run's stderr. Said to the parent like any failure; the end-of-run delivery then

@@ -1113,6 +1113,31 @@ def test_an_events_file_that_is_a_pipe_gets_nothing_written_twice(
     assert "give a file's path" in refused.stderr
 
 
+def test_an_events_backfill_to_a_pipe_no_one_reads_does_not_hang(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """A library sync's events backfill to a named pipe that no program reads (its log shipper
+    down): the events file's child appender, started ahead of the backfill, blocked in its
+    open of the pipe (a writer's open waits for a reader) and the run waited for it 30 s at
+    its end, every run, before killing it. The pipe is refused, its events wait, at once."""
+    sim = make_sim(seed=29, projects=2, days=1, ops_per_project_per_day=20)
+    data, pipe = tmp_path / "data", tmp_path / "events.pipe"
+    os.mkfifo(pipe)
+    started = time.monotonic()
+    summary = sync_events(sim, data, file=pipe, backfill=True)
+    took = time.monotonic() - started
+    assert summary.outcome == "ok"
+    assert summary.events_pending == summary.versions_written > 0
+    assert took < 10, f"{took:.1f}s"
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert os.read(reader, 1 << 20) == b""  # nothing was written to it
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(reader)
+
+
 def test_events_waiting_for_different_sinks_are_counted_once_each(
     make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path
 ) -> None:

@@ -4,6 +4,7 @@ the run is recorded as `interrupted`; the next run continues and is exact."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -504,6 +505,19 @@ def test_an_exception_from_a_signal_handler_in_a_library_call_stops_the_sync_at_
     assert_matches_truth(sim, data)
 
 
+def _await_open(proc: subprocess.Popen[str], path: Path) -> None:
+    """Until `proc` holds `path` open (a fixed sleep let a loaded machine's signal arrive
+    before the sync's handlers were in place: the default action, not the test's subject)."""
+    fds = Path(f"/proc/{proc.pid}/fd")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd) == str(path) for fd in fds.iterdir()):
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never opened: {proc.poll()}")
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_stops_a_sync_waiting_for_the_lock(
     make_sim: Any, tmp_path: Path, signum: int, code: int
@@ -523,7 +537,7 @@ def test_a_signal_stops_a_sync_waiting_for_the_lock(
         os.write(holder, f"{os.getpid()}\n".encode())  # a live holder: a sync under way
         proc = _sync_process(sim, data, "--wait", "--max-rps", "0")
         try:
-            time.sleep(2)  # started, and waiting
+            _await_open(proc, data / ".lock")  # waiting for it, its stop handlers in place
             assert proc.poll() is None, proc.communicate()
             proc.send_signal(signum)
             signalled = time.monotonic()

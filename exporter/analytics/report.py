@@ -32,7 +32,7 @@ from exporter.analytics.report_figures import (
 from exporter.analytics.views import execute
 from exporter.analytics.window import parse_since, parse_until
 from exporter.core.duck import duckdb
-from exporter.core.errors import check_type
+from exporter.core.errors import check_types
 
 __all__ = [
     "BRANCH_COLUMNS",
@@ -287,18 +287,18 @@ def build_report(
     branches, the first `top` branch and action pairs (the headline's 3 at least), with each
     list's length (`Report.top`, `Report.totals`).
     """
-    # ValueError, as for top=0: since="7d", top="5" and a data directory for con raised bare ones.
     point, moment = "a timezone-aware datetime.datetime or None", (dt.datetime, type(None))
     parse = "exporter.analytics.report.parse"  # the command line's text as a bound
-    for name, value, kinds, expected in (
+    check_types(
         ("con", con, duckdb.DuckDBPyConnection, "a connection from exporter.connect()"),
         ("since", since, moment, f"{point} ({parse}_since('7d') reads --since's text)"),
         ("until", until, moment, f"{point} ({parse}_until('2024-06-30') reads --until's)"),
         ("now", now, moment, point),
         ("stuck_after", stuck_after, dt.timedelta, "a datetime.timedelta"),
         ("top", top, (SupportsIndex, type(None)), "an int or None"),  # numpy's ints too
-    ):
-        check_type(name, value, kinds, expected, but=(bool,), error=ValueError)
+        but=(bool,),
+        error=ValueError,  # as for top=0 (since="7d", a data directory for con: bare ones)
+    )
     top = None if top is None else int(top)  # numpy.int64(3), a DataFrame's count: 3
     if top is not None and top < 1:
         raise ValueError(f"top must be 1 or more, not {top}")

@@ -451,13 +451,14 @@ class ApiClient:
                 if self._stopped():  # cut by the stop, or failed meanwhile: not retried
                     raise InterruptedError("stopped") from None
                 delay = self._wait(exc, attempt)
+                made = f"{attempt} attempt{'s' if attempt > 1 else ''}"
                 if attempt >= policy.max_attempts:
                     raise TransientError(
-                        f"{route} kept failing after {attempt} attempts: {exc}", status=exc.status
+                        f"{route} kept failing after {made}: {exc}", status=exc.status
                     ) from None
                 if time.monotonic() - started >= policy.max_elapsed:  # (fewer attempts made)
                     raise TransientError(
-                        f"{route} kept failing after {attempt} attempts in the retry budget of "
+                        f"{route} kept failing after {made} in the retry budget of "
                         f"one request ({policy.max_elapsed:g} s): {exc}",
                         status=exc.status,
                     ) from None

@@ -75,6 +75,16 @@ def check_type(
     raise error(f"{name} is {given}, not {expected}")
 
 
+def check_types(
+    *checks: tuple[str, object, type | tuple[type, ...], str],
+    but: tuple[type, ...] = (),
+    error: Callable[[str], Exception] = ConfigError,
+) -> None:
+    """`check_type` of each (name, value, kinds, expected), in order."""
+    for name, value, kinds, expected in checks:
+        check_type(name, value, kinds, expected, but=but, error=error)
+
+
 class ApiError(OpsauditError):
     """The management API could not be used as expected."""
 

@@ -48,7 +48,7 @@ from exporter.core.errors import (
     OpsauditError,
     StorageError,
     UnknownProjectError,
-    check_type,
+    check_types,
     redact,
 )
 from exporter.core.model import DEFAULT_BASE_URL, NAMES_REQUESTS, Outcome
@@ -678,12 +678,11 @@ def sync(
     check_settings(config)  # what the CLI's options refuse (a notebook's concurrency=0)
     # What only a library caller gives: limits=None raised an AttributeError once the run was
     # recorded (left `running`, the next run said `killed`).
-    for name, value, kinds, expected in (
+    check_types(
         ("limits", config.limits, WalkLimits, "an exporter.WalkLimits (left out: the defaults)"),
         ("retry", config.retry, (RetryPolicy, type(None)), "an exporter.RetryPolicy or None"),
         ("events", config.events, (EventsConfig, type(None)), "an exporter.EventsConfig or None"),
-    ):
-        check_type(name, value, kinds, expected)
+    )
     arrow_without_pandas()
 
     dataset = open_store(

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from exporter.analytics.format import branch_failure_line, format_duration, jsonable
-from exporter.core.errors import ConfigError, check_type
+from exporter.core.errors import ConfigError, check_type, check_types
 from exporter.core.layout import LOCK_FILE, STATE_FILE, has_state
 from exporter.core.model import (
     DOCUMENTED_ACTIONS,
@@ -257,13 +257,12 @@ def run_check(
     # max_age=7200 (seconds, as SyncConfig's durations) raised a bare TypeError once the state
     # was read.
     span = "a datetime.timedelta (e.g. timedelta(hours=2))"
-    for name, value, kinds, expected in (
+    check_types(
         ("max_age", max_age, dt.timedelta, span),
         ("reread_max_age", reread_max_age, (dt.timedelta, type(None)), f"{span} or None"),
         ("stuck_after", stuck_after, dt.timedelta, span),
         ("as_of", as_of, (dt.datetime, type(None)), "a datetime.datetime or None (now)"),
-    ):
-        check_type(name, value, kinds, expected)
+    )
     # thresholds="x" (the --fail-on text) was read letter by letter: a bare AttributeError
     told = "a sequence of Threshold (exporter.ops.check.parse_threshold('stuck > 0') makes one)"
     check_type("thresholds", thresholds, Sequence, told, but=(str,))

@@ -283,7 +283,7 @@ def test_retries_stop_once_max_elapsed_has_passed(server: Any) -> None:
     # The attempts made, not `max_attempts` (an API that never answered: "after 8 attempts"
     # when the 300 s of one request allowed 5 read timeouts of 60 s).
     assert str(failed.value) == (
-        "GET /projects/{project_id}/operations kept failing after 1 attempts in the retry "
+        "GET /projects/{project_id}/operations kept failing after 1 attempt in the retry "
         "budget of one request (0 s): HTTP 503 unavailable (request id r-1)"
     )
 
@@ -483,7 +483,7 @@ def test_a_reason_phrase_naming_the_key_is_redacted(server: Any, status: int) ->
     server.status, server.message, server.reason = status, "", f"Forbidden for key {KEY}"
     said = {
         403: f"{OPERATIONS_ROUTE}: HTTP 403: Forbidden for key [REDACTED] (request id r-1)",
-        503: f"{OPERATIONS_ROUTE} kept failing after 1 attempts: "
+        503: f"{OPERATIONS_ROUTE} kept failing after 1 attempt: "
         "HTTP 503 Forbidden for key [REDACTED] (request id r-1)",
     }
     assert _error_of(server) == said[status]
@@ -494,7 +494,7 @@ def test_a_key_the_cut_would_split_is_redacted_before_the_cut(server: Any) -> No
     cut was no longer whole, and its first part was printed and stored."""
     server.status, server.message, server.reason = 503, "", "x" * 190 + KEY
     assert _error_of(server) == (
-        f"{OPERATIONS_ROUTE} kept failing after 1 attempts: "
+        f"{OPERATIONS_ROUTE} kept failing after 1 attempt: "
         f"HTTP 503 {'x' * 190}[REDACTED] (request id r-1)"
     )
 

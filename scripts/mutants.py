@@ -3891,6 +3891,24 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "lakesoak-lost-answer-overwrite-taken-for-conflict",  # exit 6, the overwrite had landed
+        "exporter/store/lake/tables.py",
+        "            if landed is not None:\n                return landed\n",
+        "",
+        ("tests/lake/test_tables.py::test_a_table_write_whose_answer_was_lost_is_ours[projects]",),
+    ),
+    Mutant(
+        "lakesoak-lost-answer-superseded-taken-for-another-writer",  # exit 4, no other writer
+        "exporter/store/lake/tables.py",
+        "            if record.num_rows and self._landed_write(SUPERSEDED, mark) is not None:\n"
+        "                return  # its answer was lost: the retry met our own commit, not another's\n",
+        "",
+        (
+            "tests/lake/test_tables.py::"
+            "test_a_table_write_whose_answer_was_lost_is_ours[superseded]",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from datetime import timedelta
 from pathlib import Path
@@ -13,6 +14,8 @@ import pytest
 
 from exporter import ConfigError, StorageError
 from exporter.store.lake import LakeDataset, LeaseLostError, parse_location
+
+from .conftest import lakedata
 
 
 def _state(path: Path, value: int) -> Path:
@@ -217,6 +220,42 @@ def test_a_lost_answer_to_the_state_upload_is_ours(
     fresh = LakeDataset.open(parse_location(bucket.url(), bucket.options))
     assert fresh.restore_state(tmp_path / "r.sqlite") == 2
     assert _ids(fresh) == sorted(f"op-{n:08d}" for n in range(10))
+
+
+@pytest.mark.parametrize("table", ["projects", "superseded"])
+def test_a_table_write_whose_answer_was_lost_is_ours(
+    bucket: Any, tmp_path: Path, table: str
+) -> None:
+    """An overwrite of a table rebuilt from the state (projects, sync_runs, the names tables)
+    or the superseded record's append lands, but its answer is lost (a 500 after S3 applied
+    it): the client's retry finds the log entry taken and delta-rs reports our own commit as
+    a concurrent one. The run failed, exit 6 "a concurrent transaction deleted data this
+    operation read" (the overwrite), or exit 4 "another writer recorded batch 2 concurrently"
+    (the record) with no other writer anywhere. Now the commit is recognised as ours by its
+    token, as the operation_versions commit is by its state object."""
+    ds = LakeDataset.open(parse_location(bucket.url(), bucket.options), create=True)
+    lease = ds.lease()
+    lease.acquire()
+    ds.commit(lakedata.versions(0, 10), _state(tmp_path / "s.sqlite", 1), 1, lease=lease)
+    entry = rf"/{table}/_delta_log/0+1\.json$"  # the table's second commit
+    bucket.server.reset_log()
+    bucket.server.arm(0, "PUT", entry, "lose-answer")
+    if table == "projects":
+        ds.replace_table("projects", pa.table({"id": ["p1"]}), lease=lease)  # creates it
+        rows = pa.table({"id": ["p1", "p2"]})
+        assert ds.replace_table("projects", rows, lease=lease) == 1
+        assert sorted(ds.snapshot("projects").to_table()["id"].to_pylist()) == ["p1", "p2"]
+    else:
+        batch = lakedata.versions_with_later(1, 10)  # version 2 of five operations of batch 1
+        result = ds.commit(batch, _state(tmp_path / "s.sqlite", 2), 2, lease=lease)
+        assert (result.txn_version, result.already) == (2, False)
+        assert ds.snapshot("superseded").count_rows() == lakedata.LATER
+    puts = [r for r in bucket.server.log() if r[0] == "PUT" and re.search(entry, r[1])]
+    assert len(puts) == 2  # the lost answer, then the client's retry refused as taken
+    lease.release()
+    fresh = LakeDataset.open(parse_location(bucket.url(), bucket.options))
+    assert fresh.restore_state(tmp_path / "r.sqlite") == (1 if table == "projects" else 2)
+    assert len(_ids(fresh)) == (10 if table == "projects" else 25)
 
 
 def test_state_in_wal_mode_is_uploaded_whole(root: Any, tmp_path: Path, make_versions: Any) -> None:

@@ -115,6 +115,9 @@ PARTITIONS: dict[str, list[str]] = {VERSIONS: ["created_month"]}
 META_STATE = "opsaudit.state"  # commitInfo key: the state object of this commit
 META_TXN = "opsaudit.txn"
 META_RUN = "opsaudit.run_id"
+# commitInfo key: a token of one write attempt, by which a write whose answer was lost is
+# recognised as landed (`_landed_write`).
+META_WRITE = "opsaudit.write"
 
 # A checkpoint every 10 commits (delta-rs' default is 100): opening the table on a fresh machine
 # (every run of a Kubernetes CronJob) reads the last checkpoint and at most 10 commit files.
@@ -125,6 +128,8 @@ KEEP_STATES = 3  # state objects kept below the current one (debugging, manual r
 # to learn whether the commit landed.
 LANDED_READS = 3
 LANDED_PAUSE_S = 0.5
+# A write whose answer was lost is among the table's last few commits (one writer: the lease).
+LANDED_HISTORY = 4
 MIN_VACUUM_RETENTION = timedelta(hours=1)
 DEFAULT_VACUUM_RETENTION = timedelta(hours=24)
 
@@ -559,17 +564,20 @@ class LakeDataset:
         dl = _deltalake()
         sup = self.record_superseded()
         record = record_of(versions, version)
+        mark = uuid.uuid4().hex
         try:
             if uncommitted_files(pa.table(sup.get_add_actions(flatten=True)), version):
                 sup.delete(f"{TXN} >= {version}")
             if record.num_rows:
                 props = dl.CommitProperties(
                     app_transactions=[dl.Transaction(self.dataset_id, version)],
-                    custom_metadata={META_TXN: str(version), META_RUN: run_id},
+                    custom_metadata={META_TXN: str(version), META_RUN: run_id, META_WRITE: mark},
                 )
                 self._write(SUPERSEDED, record, "append", props, sup)
         except Exception as exc:
             self._tables.pop(SUPERSEDED, None)  # reread: the append may have landed
+            if record.num_rows and self._landed_write(SUPERSEDED, mark) is not None:
+                return  # its answer was lost: the retry met our own commit, not another's
             if "Concurrent transaction" in str(exc):
                 raise LeaseLostError(
                     f"{self.location.display}: another writer recorded batch {version} "
@@ -625,6 +633,22 @@ class LakeDataset:
             f"its state object {key} is kept. Nothing is lost: the next run continues from "
             "whichever batch the table holds"
         )
+
+    def _landed_write(self, name: str, mark: str) -> int | None:
+        """After a write to table `name` that raised: the table version of the commit carrying
+        `mark` (META_WRITE) if it landed all the same, else None (also when the history cannot
+        be read). A log entry whose answer was lost (a 500 after S3 applied it) is retried by
+        the client, refused as taken, and delta-rs reports our own commit as a concurrent one:
+        "a concurrent transaction deleted data this operation read" (an overwrite), or
+        "Concurrent transaction" (an append with our txn)."""
+        self._tables.pop(name, None)
+        try:
+            dt = self.table(name)
+            history = [] if dt is None else dt.history(LANDED_HISTORY)
+        except Exception:
+            return None
+        found = [int(e["version"]) for e in history if e.get(META_WRITE) == mark]
+        return found[0] if found else None
 
     def _discard_state(self, key: str) -> None:
         try:
@@ -737,13 +761,16 @@ class LakeDataset:
         if name not in REPLACEABLE:
             raise ValueError(f"{name} is not a replaceable table")
         dl = _deltalake()
-        meta = {META_RUN: run_id}
+        meta = {META_RUN: run_id, META_WRITE: uuid.uuid4().hex}
         if txn is not None:
             meta.update({META_TXN: str(txn), META_STATE: state_key})
         props = dl.CommitProperties(custom_metadata=meta)
         try:
             dt = self._write(name, data, "overwrite", props, self.table(name))
         except Exception as exc:
+            landed = self._landed_write(name, meta[META_WRITE])
+            if landed is not None:
+                return landed
             if lease is None or not isinstance(exc, dl.exceptions.CommitFailedError):
                 raise classify(exc, self.location, f"cannot write table {name} in") from None
             conflict = exc

@@ -3909,6 +3909,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "lakesoak-in-flight-state-of-an-expired-holder-deleted",  # dataset broken: exit 6 after
+        "exporter/store/lake/tables.py",
+        "    return taken is not None and not taken.holder_is_dead(lease.machine)\n",
+        "    return False\n",
+        (
+            "tests/lake/test_lease_lost.py::"
+            "test_a_commit_landing_after_its_lease_was_taken_over_keeps_the_dataset_whole",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

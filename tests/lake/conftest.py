@@ -57,6 +57,14 @@ class S3Server:
         for _ in range(times):
             self.arm(0, method, pattern, "deny")
 
+    def delay(self, method: str, pattern: str, seconds: float) -> None:
+        """Hold the next `method` request whose path matches `pattern` for `seconds`, then
+        apply and answer it."""
+        self._post(
+            "/_ctl/arm",
+            {"pid": 0, "method": method, "pattern": pattern, "when": "delay", "seconds": seconds},
+        )
+
     def disarm(self) -> None:
         """Drop every armed fault not fired yet."""
         self._post("/_ctl/disarm")

@@ -14,7 +14,9 @@ Besides moto's own API the server has a small control surface under `/_ctl/` for
   applied, the client never hears back). One shot. `"when": "lose-answer"` kills nobody: the
   request is applied and answered 500, as if the answer had been lost. `"when": "deny"` kills
   nobody either: the request is not applied and answered 403 (clients do not retry it), a read
-  or write that fails once per shot;
+  or write that fails once per shot. `"when": "delay"` (with `"seconds": S`) kills nobody: the
+  request waits S seconds, then is applied and answered (a stalled write landing late), while
+  the server answers other requests;
 - `POST /_ctl/disarm`: drop every shot not fired yet.
 """
 
@@ -26,6 +28,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
 from moto.moto_server.werkzeug_app import (
@@ -92,6 +95,9 @@ def main() -> None:
             for _chunk in app(environ, swallow):
                 pass
             return reply(start_response, "500 Internal Server Error", b"{}")
+        if trigger is not None and trigger["when"] == "delay":
+            time.sleep(float(trigger["seconds"]))
+            return app(environ, start_response)
         if trigger is not None and trigger["when"] == "deny":
             body = b"<Error><Code>AccessDenied</Code><Message>injected</Message></Error>"
             start_response("403 Forbidden", [("Content-Type", "application/xml")])

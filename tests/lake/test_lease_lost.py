@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -90,3 +91,53 @@ def test_a_table_write_conflicting_with_the_writer_that_took_the_lease_exits_4(
         f"the writer lease on {ds.location.display} was lost (taken over by another writer); "
         "stopping before any commit"
     )
+
+
+def test_a_commit_landing_after_its_lease_was_taken_over_keeps_the_dataset_whole(
+    bucket: Bucket, tmp_path: Path
+) -> None:
+    """Writer A's Delta commit of batch 2 stalls in the store (a PUT held, or retried by the
+    client for minutes) past its lease's expiry; B takes the expired lease over (A may be
+    alive: its lease is not released, its process not dead), restores batch 1 and deleted
+    A's state object of batch 2 as an orphan; then A's commit landed, naming it. Every later
+    run exited 6: "batch 2 is committed but its state object ... is missing". Now B keeps the
+    state objects above the committed batch of a holder that may be alive: A's commit stands,
+    B's of the same batch is refused, and the next writer restores A's."""
+    from exporter.store.lake import LakeDataset, parse_location
+
+    from .conftest import lakedata
+    from .test_tables import _ids, _state, _state_value
+
+    def open_ds() -> LakeDataset:
+        return LakeDataset.open(parse_location(bucket.url(), bucket.options), create=True)
+
+    a = open_ds()
+    lease_a = a.lease(ttl=timedelta(seconds=4), holder="a")
+    lease_a.grace = timedelta(seconds=1)
+    lease_a.acquire()
+    a.commit(lakedata.versions(0, 10), _state(tmp_path / "a.sqlite", 1), 1, lease=lease_a)
+    lease_a.renew()  # no heartbeat: the lease expires 5 s after this
+    bucket.server.delay("PUT", r"/operation_versions/_delta_log/0+1\.json$", 9.0)  # batch 2
+    landed: list[Any] = []
+
+    def commit_a() -> None:
+        state = _state(tmp_path / "a.sqlite", 2)
+        landed.append(a.commit(lakedata.versions(1, 10), state, 2, lease=lease_a))
+
+    stalled = threading.Thread(target=commit_a)
+    stalled.start()
+    b = open_ds()
+    lease_b = b.lease(ttl=timedelta(seconds=30), holder="b")
+    lease_b.grace = timedelta(seconds=1)
+    lease_b.acquire(wait=True, timeout=30, poll=0.2)  # A's lease expired, A still committing
+    assert lease_b.taken_from is not None and lease_b.taken_from.holder == "a"
+    assert b.restore_state(tmp_path / "b.sqlite", lease=lease_b) == 1
+    stalled.join()
+    assert [r.txn_version for r in landed] == [2]  # A's commit landed, after B's restore
+    with pytest.raises(LeaseLostError, match="another writer committed batch 2 concurrently"):
+        b.commit(lakedata.versions(1, 10), _state(tmp_path / "b.sqlite", 2), 2, lease=lease_b)
+    lease_b.release()
+    fresh = LakeDataset.open(parse_location(bucket.url(), bucket.options))
+    assert fresh.restore_state(tmp_path / "next.sqlite") == 2
+    assert _state_value(tmp_path / "next.sqlite") == 2
+    assert _ids(fresh) == sorted(f"op-{n:08d}" for n in range(20))

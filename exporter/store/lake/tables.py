@@ -23,8 +23,9 @@ its commitInfo, the name of that state object. The Delta commit is the single co
 - killed after the commit: the table says N and names state N; a restart loads exactly it.
 
 `restore_state()` on any machine: read the table's txn version V for the dataset id, download
-the state object of commit V, delete state objects above V. So the state lives with the data and
-a fresh host continues where the last run stopped.
+the state object of commit V, delete state objects above V (not those of a holder whose lease
+expired while it may be alive: its commit may still land, `_may_commit_late`). So the state lives
+with the data and a fresh host continues where the last run stopped.
 
 Names (issue 21: written in the same commit as the operations they explain). Delta commits one
 table at a time, so the names tables of batch N are overwritten just before the
@@ -132,6 +133,16 @@ LANDED_PAUSE_S = 0.5
 LANDED_HISTORY = 4
 MIN_VACUUM_RETENTION = timedelta(hours=1)
 DEFAULT_VACUUM_RETENTION = timedelta(hours=24)
+
+
+def _may_commit_late(lease: Lease) -> bool:
+    """Whether the lease was taken over by expiry from a holder that may be alive (another
+    machine, a process stalled past its ttl): its commit of the next batch may still be in
+    flight (a PUT the client retries for minutes) and land after the taker's restore. Deleting
+    the state object it names broke the dataset for every later run ("its state object is
+    missing")."""
+    taken = lease.taken_from
+    return taken is not None and not taken.holder_is_dead(lease.machine)
 
 
 class CommitUnknownError(OpsauditError):
@@ -727,7 +738,10 @@ class LakeDataset:
         ]
         if uncommitted and repair is not None:
             repair(committed or 0)  # before the objects that mark the orphans are gone
+        late = _may_commit_late(lease)
         for orphan in uncommitted:
+            if late and (_state_version(orphan) or 0) > (committed or 0):
+                continue  # kept: once a commit of its batch lands, the next writer decides
             self._discard_state(orphan)  # its commit never landed
         if committed is not None:
             self._prune_states(committed, states)

@@ -383,7 +383,11 @@ class Soak:
             # the full sync after it must still be exact.
             only: set[str] | None = None
             if rng.random() < 0.5:
-                scope = ["--org-id", rng.choice(self.sim.org_ids)]
+                org = rng.choice(self.sim.org_ids)
+                scope = ["--org-id", org]
+                # What it lists: that organization's projects (not the others', not the
+                # shared ones): the idle check covers those alone.
+                only = set(self.sim.project_ids(org))
             else:
                 only = {rng.choice(self._live())}
                 scope = ["--project", *only]

@@ -3740,8 +3740,8 @@ MUTANTS = [
     Mutant(
         "ev2-backlog-total-the-larger-sinks",  # 35 waiting (35 for the file, 19 for the webhook)
         "exporter/events/config.py",
-        "        return max(self.pending.values(), default=0) if self.either is None else self.either\n",
-        "        return max(self.pending.values(), default=0)\n",
+        "    return Backlog(pending, oldest, delivered, int(either))\n",
+        "    return Backlog(pending, oldest, delivered, max(pending.values()))\n",
         (
             "tests/events/test_events.py::test_events_waiting_for_different_sinks_are_counted_once_each",
         ),

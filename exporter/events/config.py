@@ -132,12 +132,7 @@ class Backlog:
     pending: dict[str, int]  # sink -> events not yet delivered there
     oldest_us: int | None  # recorded_us of the oldest waiting event
     delivered: dict[str, int]  # sink -> events delivered over the dataset's life
-    either: int | None = None  # events waiting for at least one sink (None: not counted)
-
-    @property
-    def total(self) -> int:
-        """Events waiting for at least one sink."""
-        return max(self.pending.values(), default=0) if self.either is None else self.either
+    total: int  # events waiting for at least one sink (`_EITHER_SQL`)
 
 
 def read_backlog(state: Any) -> Backlog:
@@ -151,12 +146,13 @@ def read_backlog(state: Any) -> Backlog:
     if not state.query(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_batches'"
     ):
-        return Backlog({s: 0 for s in SINKS}, None, delivered)
+        return Backlog({s: 0 for s in SINKS}, None, delivered, 0)
     *waiting, oldest, either = state.query(
         f"SELECT {', '.join(f'coalesce(sum({WAITING_SQL[s]}), 0)' for s in SINKS)}, "
         f"min(recorded_us), coalesce(sum({_EITHER_SQL}), 0) FROM event_batches"
     )[0]
-    return Backlog({s: int(n) for s, n in zip(SINKS, waiting)}, oldest, delivered, int(either))
+    pending = {s: int(n) for s, n in zip(SINKS, waiting)}
+    return Backlog(pending, oldest, delivered, int(either))
 
 
 # Per batch, the events waiting for one sink or the other: the larger count (exact unless both

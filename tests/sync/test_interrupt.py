@@ -54,6 +54,23 @@ def _sync_process(sim: Any, data: Path, *extra: str) -> subprocess.Popen[str]:
     )
 
 
+def _stop_and_time(
+    proc: subprocess.Popen[str], signum: int, *, timeout: float
+) -> tuple[str, str, float]:
+    """`signum` sent to the running `proc`: its stdout, its stderr and the seconds from the
+    signal to its exit (killed if it outlives `timeout`, the test failing)."""
+    assert proc.poll() is None, ("it ended before the signal", proc.communicate())
+    proc.send_signal(signum)
+    signalled = time.monotonic()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return out, err, time.monotonic() - signalled
+
+
 def _child_last_line(script: str, data: Path, sim: Any, *args: str) -> str:
     """`script` (a sync through the library, patched) run in a child process on `data` against
     `sim` (argv: data, base URL, key, `args`): the last line it printed; it must exit 0."""
@@ -78,22 +95,14 @@ def test_a_signal_stops_the_sync_within_seconds_and_commits_what_was_read(
     sim.faults = Faults(p_slow=1.0, slow_seconds=0.1)
     data = tmp_path / "d"
     proc = _sync_process(sim, data, "--max-rps", "0", "--concurrency", "2")
-    try:
-        deadline = time.monotonic() + 60
-        while (
-            sim.stats()["by_route"].get(OPS_ROUTE, 0) < 10
-            and time.monotonic() < deadline
-            and proc.poll() is None
-        ):
-            time.sleep(0.05)
-        assert proc.poll() is None, "the sync ended before it could be interrupted"
-        proc.send_signal(signum)
-        signalled = time.monotonic()
-        out, err = proc.communicate(timeout=60)
-        elapsed = time.monotonic() - signalled
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    deadline = time.monotonic() + 60
+    while (
+        sim.stats()["by_route"].get(OPS_ROUTE, 0) < 10
+        and time.monotonic() < deadline
+        and proc.poll() is None
+    ):
+        time.sleep(0.05)
+    out, err, elapsed = _stop_and_time(proc, signum, timeout=60)
     assert proc.returncode == code, out + err
     assert elapsed < 2.5, f"{elapsed:.1f}s from the signal to the exit"
     again = "Ctrl-C again" if signum == signal.SIGINT else "SIGINT"  # SIGTERM: not a terminal
@@ -515,7 +524,8 @@ def _await_open(proc: subprocess.Popen[str], path: Path) -> None:
             if any(os.readlink(fd) == str(path) for fd in fds.iterdir()):
                 return
         time.sleep(0.05)
-    raise AssertionError(f"{path} never opened: {proc.poll()}")
+    proc.kill()
+    raise AssertionError(f"{path} never opened: {proc.communicate()}")
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -536,17 +546,8 @@ def test_a_signal_stops_a_sync_waiting_for_the_lock(
         fcntl.flock(holder, fcntl.LOCK_EX)
         os.write(holder, f"{os.getpid()}\n".encode())  # a live holder: a sync under way
         proc = _sync_process(sim, data, "--wait", "--max-rps", "0")
-        try:
-            _await_open(proc, data / ".lock")  # waiting for it, its stop handlers in place
-            assert proc.poll() is None, proc.communicate()
-            proc.send_signal(signum)
-            signalled = time.monotonic()
-            out, err = proc.communicate(timeout=30)
-            elapsed = time.monotonic() - signalled
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+        _await_open(proc, data / ".lock")  # waiting for it, its stop handlers in place
+        out, err, elapsed = _stop_and_time(proc, signum, timeout=30)
     finally:
         os.close(holder)
     assert (proc.returncode, out, err.splitlines()[-1]) == (

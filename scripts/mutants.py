@@ -1402,8 +1402,8 @@ MUTANTS = [
     Mutant(
         "directory-config-read-beside-the-named-one",  # a broken ./opsaudit.toml failed it
         "exporter/cli/__init__.py",
-        "    elif ctx.meta.get(CONFIG_AFTER):\n",
-        "    elif False:\n",
+        "        if ctx.meta.get(CONFIG_AFTER) and (config_file is None or from_env):\n",
+        "        if False:\n",
         ("tests/ops/test_cli_boundary.py::test_config_after_the_command_as_before_it",),
     ),
     Mutant(
@@ -3917,6 +3917,13 @@ MUTANTS = [
             "tests/lake/test_lease_lost.py::"
             "test_a_commit_landing_after_its_lease_was_taken_over_keeps_the_dataset_whole",
         ),
+    ),
+    Mutant(
+        "s22url-opsaudit-config-read-over-the-commands-own",  # --config GOOD failed: exit 2
+        "exporter/cli/__init__.py",
+        "        if ctx.meta.get(CONFIG_AFTER) and (config_file is None or from_env):\n",
+        "        if ctx.meta.get(CONFIG_AFTER) and config_file is None:\n",
+        ("tests/ops/test_cli_boundary.py::test_a_commands_own_config_wins_over_opsaudit_config",),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

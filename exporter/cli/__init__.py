@@ -26,7 +26,10 @@ __all__ = ["cli", "main"]
 @click.option(
     "--config",
     "config_file",
-    type=click.Path(dir_okay=False, path_type=Path),
+    # Not dir_okay=False: click would refuse $OPSAUDIT_CONFIG naming a directory while the
+    # group is parsed, before a command's own --config could win over it (`named_config`).
+    type=click.Path(path_type=Path),
+    metavar="FILE",
     envvar="OPSAUDIT_CONFIG",
     show_envvar=True,
     default=None,
@@ -37,6 +40,8 @@ __all__ = ["cli", "main"]
 @click.pass_context
 def cli(ctx: click.Context, config_file: Path | None) -> None:
     """Export a hosted-Postgres platform's operation history to Parquet and query it with DuckDB."""
+    from click.core import ParameterSource
+
     from exporter.cli._config import (
         configured,
         default_map,
@@ -47,11 +52,15 @@ def cli(ctx: click.Context, config_file: Path | None) -> None:
 
     if ctx.invoked_subcommand is not None and not configured(ctx.invoked_subcommand):
         return  # the demo and the simulator: a broken file must not stop them (README)
+    from_env = ctx.get_parameter_source("config_file") is ParameterSource.ENVIRONMENT
     try:
-        if config_file is not None:
-            found: tuple[Path, bool] | None = named_config(config_file)
-        elif ctx.meta.get(CONFIG_AFTER):
-            found = None  # `opsaudit query --config FILE`: that file, not the directory's
+        if ctx.meta.get(CONFIG_AFTER) and (config_file is None or from_env):
+            # `opsaudit query --config FILE`: that file, not the directory's, nor the one
+            # $OPSAUDIT_CONFIG names (not read at all: an option wins over its variable).
+            found: tuple[Path, bool] | None = None
+        elif config_file is not None:
+            hint = "'--config' (env var: 'OPSAUDIT_CONFIG')" if from_env else "'--config'"
+            found = named_config(config_file, hint)
         else:
             found = find_config(Path.cwd())
         if found is not None:

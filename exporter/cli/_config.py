@@ -65,11 +65,13 @@ def find_config(directory: Path) -> tuple[Path, bool] | None:
     return None
 
 
-def named_config(path: Path) -> tuple[Path, bool]:
+def named_config(path: Path, hint: str = "'--config'") -> tuple[Path, bool]:
     """The file `--config` names (True: a pyproject.toml, whose values are under
-    [tool.opsaudit]); a usage error when there is none."""
+    [tool.opsaudit]); a usage error (naming `hint`) when there is none."""
+    if path.is_dir():  # (as click.Path(dir_okay=False) says it)
+        raise click.BadParameter(f"File {str(path)!r} is a directory.", param_hint=hint)
     if not path.is_file():
-        raise click.BadParameter(f"{path} does not exist", param_hint="'--config'")
+        raise click.BadParameter(f"{path} does not exist", param_hint=hint)
     return path, path.name == "pyproject.toml"
 
 

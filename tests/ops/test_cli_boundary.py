@@ -499,6 +499,36 @@ def test_config_after_the_command_as_before_it(
     assert broken.exit_code == 2 and "is not valid TOML" in broken.stderr
 
 
+def test_a_commands_own_config_wins_over_opsaudit_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$OPSAUDIT_CONFIG naming a file that is missing, broken or a directory failed a command
+    given its own `--config GOOD` (exit 2): the variable is the default of the group's --config
+    and was read before the command's. An option wins over its variable: the bad value is not
+    read at all; without the command's --config it is still refused, naming the variable."""
+    from .conftest import analytics_dataset
+
+    analytics_dataset(tmp_path / "full")  # 12 operations
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "full.toml").write_text('data_dir = "full"\n')
+    (tmp_path / "broken.toml").write_text("data_dir = \n")
+    sql = "SELECT count(*) AS n FROM operations"
+    refused = {
+        "nowhere.toml": "nowhere.toml does not exist",
+        "broken.toml": "Error: broken.toml is not valid TOML",
+        str(tmp_path): f"File {str(tmp_path)!r} is a directory.",
+    }
+    for bad, says in refused.items():
+        env = {"OPSAUDIT_CONFIG": bad}
+        good = invoke("query", "--config", "full.toml", "--format", "csv", sql, env=env)
+        assert (good.exit_code, good.stdout, good.stderr) == (0, "n\n12\n", ""), bad
+        alone = invoke("query", "--format", "csv", sql, env=env)
+        assert (alone.exit_code, alone.stdout) == (2, ""), bad
+        assert says in alone.stderr, alone.stderr
+        if bad != "broken.toml":
+            assert "Invalid value for '--config' (env var: 'OPSAUDIT_CONFIG')" in alone.stderr
+
+
 @pytest.mark.parametrize(
     ("setting", "says"),
     [

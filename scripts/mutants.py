@@ -3926,6 +3926,16 @@ MUTANTS = [
         ("tests/ops/test_cli_boundary.py::test_a_commands_own_config_wins_over_opsaudit_config",),
     ),
     Mutant(
+        "s22url-output-file-written-in-place",  # a failed -o write left a cut report
+        "exporter/core/layout.py",
+        "    if special or (mode is not None and not stat.S_ISREG(mode)):\n",
+        "    if True:\n",
+        (
+            "tests/analytics/test_cli.py::"
+            "test_an_output_file_whose_write_fails_keeps_its_previous_content",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -210,13 +210,13 @@ def emit(text: str | bytes, output: Path | None) -> None:
         except UnicodeEncodeError as exc:  # Latin-1 and a cut cell's '\u2026': '?', not a crash
             click.echo(exc.object.encode(exc.encoding, "replace").decode(exc.encoding), nl=False)
     else:
+        from exporter.core.layout import replace_output
+
+        data = text if isinstance(text, bytes) else text.encode("utf-8")
         try:
-            if isinstance(text, bytes):
-                output.write_bytes(text)
-            else:
-                output.write_text(text, encoding="utf-8")
+            replace_output(output, data)  # the previous file stays whole when this fails
         except OSError as exc:
-            raise ConfigError(f"cannot write -o {output}: {exc.strerror}") from None
+            raise ConfigError(f"cannot write -o {output}: {exc.strerror or exc}") from None
 
 
 def api_options(f: F) -> F:

@@ -1,5 +1,5 @@
 """Where things live in a data directory (DESIGN.md, data directory layout), and how a file in
-it is replaced durably (`write_aside`, `fsync_dir`, `replace_durably`).
+it is replaced durably (`write_aside`, `fsync_dir`, `replace_durably`, `replace_output`).
 
 Kept apart from `store.local.dataset` so that the commands which only read (`query`, `report`, `status`,
 `check`) find the state and the files without importing pyarrow (start-up, PRODUCT.md
@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import stat
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -194,3 +195,24 @@ def replace_durably(
     finally:
         tmp.unlink(missing_ok=True)
     fsync_dir(target.parent)
+
+
+def replace_output(path: Path, data: bytes) -> None:
+    """Write a file the user named (`-o FILE`) whole or not at all: written in place, a write
+    that failed part way (a full disk, a kill) left a cut file where the previous one was.
+    A symlink's target is replaced (not the link), keeping the old file's mode; a FIFO or a
+    device is written in place: there is no file to replace. So is `/dev/stdout` (any name
+    under /dev or /proc), whatever file the shell redirected it to: that one is the caller's
+    to write, not to replace."""
+    target = Path(os.path.realpath(path))
+    try:
+        mode: int | None = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    special = Path(os.path.abspath(path)).parts[1:2] in (("dev",), ("proc",))
+    if special or (mode is not None and not stat.S_ISREG(mode)):
+        with open(path, "wb") as fh:
+            fh.write(data)
+        return
+    kept = None if mode is None else stat.S_IMODE(mode)
+    replace_durably(target, lambda fh: fh.write(data), mode=kept)

@@ -664,3 +664,61 @@ def test_report_csv_section_is_one_table_with_its_own_columns(data_dir: Path) ->
     wrong = invoke("report", "--data-dir", str(data_dir), "--section", "errors")
     assert wrong.exit_code == 2
     assert wrong.stderr.endswith("Error: --section goes with --format csv\n")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("report", "--format", "html"),
+        ("query", "--format", "csv", "SELECT range AS n FROM range(200000)"),
+    ],
+    ids=["report", "query"],
+)
+def test_an_output_file_whose_write_fails_keeps_its_previous_content(
+    data_dir: Path, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """`-o FILE` was written in place: a write that failed part way (a full disk, here a file
+    size limit: EFBIG past 4 KiB) left a cut file where the previous report was. It is
+    written aside and renamed over the old one: that stays byte for byte, no temporary is left,
+    and the failure is a one-line error, exit 2."""
+    import os
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "report.out"
+    previous = b"the previous report\n" * 10
+    out.write_bytes(previous)
+
+    def small_files() -> None:  # in the child: writes past 4 KiB fail (EFBIG), no signal
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    root = Path(__file__).resolve().parents[2]
+    args = [command[0], "--data-dir", str(data_dir), "-o", str(out), *command[1:]]
+    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
+    failed = subprocess.run(
+        [sys.executable, "-m", "exporter", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        preexec_fn=small_files,
+    )
+    assert (failed.returncode, failed.stdout, failed.stderr) == (
+        2,
+        "",
+        f"Error: cannot write -o {out}: File too large\n",
+    )
+    assert out.read_bytes() == previous
+    assert sorted(p.name for p in out_dir.iterdir()) == ["report.out"]
+    # Without the limit, the new content replaces the old, and keeps its mode.
+    out.chmod(0o640)
+    written = subprocess.run(
+        [sys.executable, "-m", "exporter", *args], env=env, capture_output=True, text=True
+    )
+    assert (written.returncode, written.stdout) == (0, ""), written.stderr
+    assert out.stat().st_size > 4096 and (out.stat().st_mode & 0o777) == 0o640
+    assert sorted(p.name for p in out_dir.iterdir()) == ["report.out"]

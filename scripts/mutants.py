@@ -1366,7 +1366,7 @@ MUTANTS = [
     Mutant(
         "webhook-userinfo-with-a-slash-shown",  # the tail of a base64 password printed
         "exporter/events/webhook.py",
-        '    if sep and "@" in rest:\n',
+        '    if sep and "@" in rest.partition("?")[0].partition("#")[0]:\n',
         "    if False:\n",
         (f"{WEBHOOK}::test_a_url_that_can_never_be_sent_is_a_usage_error",),
     ),
@@ -3934,6 +3934,13 @@ MUTANTS = [
             "tests/analytics/test_cli.py::"
             "test_an_output_file_whose_write_fails_keeps_its_previous_content",
         ),
+    ),
+    Mutant(
+        "s22url-webhook-path-token-shown",  # Slack's /services/T/B/TOKEN in every warning
+        "exporter/events/webhook.py",
+        '    more = "/…" if m["rest"] not in ("", "/") else m["rest"]\n',
+        '    more = m["rest"].partition("?")[0].partition("#")[0]\n',
+        (f"{WEBHOOK}::test_a_webhook_urls_path_token_is_never_shown",),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

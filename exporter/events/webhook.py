@@ -1,6 +1,7 @@
-"""The webhook's settings, checked before a run (issue 22): its URL as it may be shown (no
-userinfo, query or fragment: where tokens live), a URL no request could ever be made of refused
-up front (exit 2), and its Standard Webhooks secret and signature."""
+"""The webhook's settings, checked before a run (issue 22): its URL as it may be shown (its
+scheme, host and port alone: userinfo, path, query and fragment are where tokens live), a URL no
+request could ever be made of refused up front (exit 2), and its Standard Webhooks secret and
+signature."""
 
 from __future__ import annotations
 
@@ -24,28 +25,34 @@ __all__ = [
     "validate_webhook_url",
 ]
 
-# scheme://host[:port]path, as urlsplit cuts it, from any text (also one whose port or IPv6
-# literal makes urlsplit raise), once `safe_url` has cut the userinfo, query and fragment off.
+# scheme://host[:port], as urlsplit cuts it, from any text (also one whose port or IPv6
+# literal makes urlsplit raise), once `safe_url` has cut the userinfo off.
 _SHOWN = re.compile(
-    r"(?P<scheme>[^:/?#]+)://(?P<host>\[[^\]/?#]*\]?|[^:/?#]*)(?P<port>:[^/?#]*)?(?P<path>[^?#]*)"
+    r"(?P<scheme>[^:/?#]+)://(?P<host>\[[^\]/?#]*\]?|[^:/?#]*)(?P<port>:[^/?#]*)?(?P<rest>.*)",
+    re.DOTALL,
 )
 # What http.client refuses in a request target or a host (InvalidURL): spaces and controls.
 _UNSENDABLE = re.compile(r"[\x00-\x20\x7f]")
 
 
 def safe_url(url: str) -> str:
-    """The webhook URL as it may be printed: no userinfo, no query, no fragment, and a port only
-    when it is a number (a malformed one may be the end of a password)."""
-    head = url.strip().partition("?")[0].partition("#")[0]
+    """The webhook URL as it may be printed: scheme://host[:port], then "/…" for whatever
+    followed (Slack's and Discord's tokens are in the path, others' in the query or the
+    userinfo); a port only when it is a number (a malformed one may be the end of a
+    password)."""
+    head = url.strip()
     scheme, sep, rest = head.partition("://")
-    if sep and "@" in rest:
-        # All of the userinfo, up to the last "@": a password may hold an unencoded "/".
-        head = f"{scheme}://{rest.rsplit('@', 1)[1]}"
+    if sep and "@" in rest.partition("?")[0].partition("#")[0]:
+        # All of the userinfo, up to the last "@" before the query: a password may hold an
+        # unencoded "/".
+        authority = rest.partition("?")[0].partition("#")[0]
+        head = f"{scheme}://{authority.rsplit('@', 1)[1]}{rest[len(authority) :]}"
     m = _SHOWN.match(head)
     if m is None:
         return "(not shown)"
     port = m["port"] if m["port"] and m["port"][1:].isdigit() else ""
-    return f"{m['scheme']}://{m['host']}{port}{m['path']}"
+    more = "/…" if m["rest"] not in ("", "/") else m["rest"]
+    return f"{m['scheme']}://{m['host']}{port}{more}"
 
 
 def validate_webhook_url(url: str) -> str:

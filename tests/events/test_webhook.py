@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from click.testing import CliRunner
 
@@ -36,61 +37,61 @@ WAIT = "; the events wait in the outbox for the next run"
     [
         (
             "http://127.0.0.1:1/hook?token=TÖPSECRET",
-            "--webhook http://127.0.0.1:1/hook: its path and query must be ASCII without spaces "
+            "--webhook http://127.0.0.1:1/…: its path and query must be ASCII without spaces "
             "or control characters: percent-encode the others (Ö as %C3%96)",
         ),
         (
             "https://u:TOPSECRET@h.example/hö?x=TOPSECRET",
-            "--webhook https://h.example/hö: its path and query must be ASCII without spaces "
+            "--webhook https://h.example/…: its path and query must be ASCII without spaces "
             "or control characters: percent-encode the others (Ö as %C3%96)",
         ),
         (
             "http://h.example/a b?x=TOPSECRET",
-            "--webhook http://h.example/a b: its path and query must be ASCII without spaces "
+            "--webhook http://h.example/…: its path and query must be ASCII without spaces "
             "or control characters: percent-encode the others (Ö as %C3%96)",
         ),
         (
             f"http://{'a' * 64}.example/hook?token=TOPSECRET",
-            f"--webhook http://{'a' * 64}.example/hook: its host is not a DNS name (labels of "
+            f"--webhook http://{'a' * 64}.example/…: its host is not a DNS name (labels of "
             "1 to 63 characters, no spaces)",
         ),
         (
             "http://a..b/hook?token=TOPSECRET",
-            "--webhook http://a..b/hook: its host is not a DNS name (labels of 1 to 63 "
+            "--webhook http://a..b/…: its host is not a DNS name (labels of 1 to 63 "
             "characters, no spaces)",
         ),
         (
             "http://127.0.0.1:99999/h?token=TOPSECRET",
-            "--webhook http://127.0.0.1:99999/h: its port is not a number from 1 to 65535, or "
+            "--webhook http://127.0.0.1:99999/…: its port is not a number from 1 to 65535, or "
             "its IPv6 address lacks its ]",
         ),
         (
             "http://127.0.0.1:0/h?token=TOPSECRET",
-            "--webhook http://127.0.0.1:0/h: its port is not a number from 1 to 65535, or its "
+            "--webhook http://127.0.0.1:0/…: its port is not a number from 1 to 65535, or its "
             "IPv6 address lacks its ]",
         ),
         (
             # What follows the colon is not shown: it may be the end of a password.
             "http://u:TOPSECRET@127.0.0.1:abc/h?token=TOPSECRET",
-            "--webhook http://127.0.0.1/h: its port is not a number from 1 to 65535, or its "
+            "--webhook http://127.0.0.1/…: its port is not a number from 1 to 65535, or its "
             "IPv6 address lacks its ]",
         ),
         (
             # A password with an unencoded "/" (base64): none of the userinfo is shown.
             "https://alice:s3cr/TOPSECRET@hooks.example.com/in?token=TOPSECRET",
-            "--webhook https://hooks.example.com/in: its port is not a number from 1 to 65535, "
+            "--webhook https://hooks.example.com/…: its port is not a number from 1 to 65535, "
             "or its IPv6 address lacks its ]",
         ),
         (
             "http://[::1/h?token=TOPSECRET",
-            "--webhook http://[::1/h: its port is not a number from 1 to 65535, or its IPv6 "
+            "--webhook http://[::1/…: its port is not a number from 1 to 65535, or its IPv6 "
             "address lacks its ]",
         ),
         (
             "ftp://u:TOPSECRET@127.0.0.1/h?token=TOPSECRET",
-            "--webhook ftp://127.0.0.1/h is not an http(s) URL with a host",
+            "--webhook ftp://127.0.0.1/… is not an http(s) URL with a host",
         ),
-        ("http:///h?token=TOPSECRET", "--webhook http:///h is not an http(s) URL with a host"),
+        ("http:///h?token=TOPSECRET", "--webhook http:///… is not an http(s) URL with a host"),
         ("TOPSECRET", "--webhook (not shown) is not an http(s) URL with a host"),
     ],
 )
@@ -124,10 +125,10 @@ def test_cli_refuses_an_unsendable_url_with_exit_2_and_shows_no_secret(tmp_path:
         "PYTHONPATH": str(ROOT),
     }
     shown = {
-        "http://127.0.0.1:1/hook?token=TÖPSECRET": "http://127.0.0.1:1/hook: its path and query "
+        "http://127.0.0.1:1/hook?token=TÖPSECRET": "http://127.0.0.1:1/…: its path and query "
         "must be ASCII without spaces or control characters: percent-encode the others (Ö as "
         "%C3%96)",
-        "http://u:TOPSECRET@127.0.0.1:99999/h?token=TOPSECRET": "http://127.0.0.1:99999/h: its "
+        "http://u:TOPSECRET@127.0.0.1:99999/h?token=TOPSECRET": "http://127.0.0.1:99999/…: its "
         "port is not a number from 1 to 65535, or its IPv6 address lacks its ]",
     }
     base = [sys.executable, "-m", "exporter", "sync", "--data-dir", str(tmp_path / "data")]
@@ -206,7 +207,7 @@ def test_a_library_url_that_cannot_be_sent_fails_its_attempts_not_the_run(
     assert (summary.outcome, summary.exit_code) == ("ok", 0)
     assert summary.events_delivered == 0 and summary.events_pending == len(expected) > 0
     assert receiver.attempts == []
-    shown = url.partition("?")[0]
+    shown = url.partition("/hooks")[0] + "/…"  # scheme://host:port alone (its path too)
     warnings = [r.getMessage() for r in caplog.records if r.name == "opsaudit.events"]
     assert warnings == [f"webhook {shown}: {problem} after 2 attempt(s){WAIT}"]
 
@@ -289,7 +290,8 @@ def test_webhook_timeout_bounds_a_whole_attempt_not_each_read(
     # before the answer would have (3.8 s).
     assert all(0.2 < seconds < 1.2 for _, _, seconds in seen), seen
     warnings = [r.getMessage() for r in caplog.records if r.name == "opsaudit.events"]
-    assert warnings == [f"webhook {url}: no answer within 0.5s after 2 attempt(s){WAIT}"]
+    shown = url.rpartition("/")[0] + "/…"
+    assert warnings == [f"webhook {shown}: no answer within 0.5s after 2 attempt(s){WAIT}"]
 
 
 @pytest.mark.parametrize(
@@ -358,7 +360,8 @@ def test_webhook_timeout_bounds_the_name_lookup_too(
     assert summary.events_pending == len(expected) > 0
     assert took < 8, took  # two attempts of 0.5 s each and a sync; 40 s without the bound
     warnings = [r.getMessage() for r in caplog.records if r.name == "opsaudit.events"]
-    assert warnings == [f"webhook {url}: no answer within 0.5s after 2 attempt(s){WAIT}"]
+    shown = url.rpartition("/")[0] + "/…"
+    assert warnings == [f"webhook {shown}: no answer within 0.5s after 2 attempt(s){WAIT}"]
     assert receiver.attempts == []
     # The lookup is bounded, not broken: a name that answers gets every event.
     again = sync_events(
@@ -469,3 +472,83 @@ def test_a_signal_stops_the_webhooks_delivery(
     again = subprocess.run(sync, env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stdout + again.stderr
     assert receiver.ids() == set(versions_after(data, set()))
+
+
+def test_a_webhook_urls_path_token_is_never_shown(
+    make_sim: Any, tmp_path: Path, secret_file: Path, receiver: Receiver
+) -> None:
+    """Real webhook URLs carry their token in the path (Slack's /services/T/B/TOKEN, Discord's
+    /api/webhooks/ID/TOKEN): the warnings named the URL with its path, token and all, on
+    stderr and in every log a cron line keeps. Messages name scheme://host:port/… alone;
+    through the command line, a refused connection, an error answer, a redirect and a
+    timeout, in the text and the JSON log, `status`, `check` and the metrics file."""
+    from .conftest import closed_port_url
+
+    sim = make_sim(seed=38, projects=1, days=1, ops_per_project_per_day=10)
+    data, prom = tmp_path / "data", tmp_path / "m.prom"
+    token = "/services/T0K3NTEAM/B0K3NBOT/ZZt0k3nZZ"
+    up = receiver.url.partition("/hooks")[0]  # http://127.0.0.1:PORT
+    down = closed_port_url().partition("/hooks")[0]
+    receiver.hang_seconds = 1.0
+    env = {**os.environ, "NEON_API_KEY": sim.personal_key, "PYTHONPATH": str(ROOT)}
+    base = [sys.executable, "-m", "exporter"]
+    sync = [
+        *base,
+        "sync",
+        "--data-dir",
+        str(data),
+        "--base-url",
+        sim.base_url,
+        "--max-rps",
+        "0",
+        "--events-backfill",
+        "--webhook-secret-file",
+        str(secret_file),
+        "--webhook-attempts",
+        "2",
+        "--webhook-timeout",
+        "0.3",
+        "--metrics-file",
+        str(prom),
+    ]
+    outputs: list[str] = []
+    # (the receiver's mode, its URL, the log's options, what the warning says)
+    runs = [
+        ("ok", down, ["-vv"], "ConnectionRefusedError"),
+        ("fail", up, ["-vv"], "HTTP 500"),
+        ("redirect", up, ["-vv", "--log-format", "json"], "HTTP 301, a redirect"),
+        ("hang", up, ["-vv"], "no answer within 0.3s"),
+        ("ok", up + "/", ["-vv"], None),
+    ]
+    for mode, at, logging_options, problem in runs:
+        receiver.mode = mode
+        url = at.rstrip("/") + token + "?token=s3cr3t-query"
+        run = subprocess.run(
+            [*sync, *logging_options, "--webhook", url],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        outputs += [run.stdout, run.stderr]
+        if problem is not None:
+            said = f"webhook {at.rstrip('/')}/…: {problem}"
+            assert said in run.stderr, run.stderr
+            if "json" in logging_options:
+                assert orjson.loads(run.stdout)["events_pending"] > 0
+            else:
+                assert "waiting for the next run" in run.stdout
+    assert receiver.received and all(r.valid for r in receiver.received)
+    for command in ("status", "check"):
+        done = subprocess.run(
+            [*base, command, "--data-dir", str(data)], env=env, capture_output=True, text=True
+        )
+        assert done.returncode in (0, 8), done.stdout + done.stderr
+        outputs += [done.stdout, done.stderr]
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and p != secret_file]
+    assert prom in files and data / "state.sqlite" in files
+    texts = [*(o.encode() for o in outputs), *(p.read_bytes() for p in files)]
+    for text in texts:
+        for secret in (b"0K3N", b"t0k3n", b"s3cr3t", b"/services"):
+            assert secret not in text, (secret, text[:2000])

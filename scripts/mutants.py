@@ -1804,7 +1804,7 @@ MUTANTS = [
     ),
     Mutant(
         "events-torn-line-repair-removed",  # the next line is glued to half a line
-        "exporter/events/delivery.py",
+        "exporter/events/eventsfile.py",
         "        os.ftruncate(fd, keep)\n",
         "        pass\n",
         (f"{EVENTS}::test_torn_last_line_is_repaired",),
@@ -3721,9 +3721,9 @@ MUTANTS = [
     ),
     Mutant(
         "ev2-events-written-to-a-pipe",  # every run wrote the whole backlog to it again
-        "exporter/events/delivery.py",
-        "        if not stat.S_ISREG(os.fstat(fd).st_mode):\n",
-        "        if False:\n",
+        "exporter/events/eventsfile.py",
+        "            if not stat.S_ISREG(os.fstat(fd).st_mode):\n",
+        "            if False:\n",
         (
             "tests/events/test_events.py::test_an_events_file_that_is_a_pipe_gets_nothing_written_twice",
         ),
@@ -3796,8 +3796,9 @@ MUTANTS = [
     Mutant(
         "edge2-events-appender-open-traceback",  # --events-file in a missing directory
         "exporter/events/appender.py",
-        "    except OSError as exc:\n        # A path that cannot be opened",
-        "    except ZeroDivisionError as exc:\n        # A path that cannot be opened",
+        "    stdout = sys.stdout.buffer\n",
+        "    stdout = sys.stdout.buffer\n"
+        "    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK))\n",
         (
             "tests/events/test_events.py::"
             "test_an_events_file_that_cannot_be_opened_is_one_line_and_its_events_wait",
@@ -3883,8 +3884,9 @@ MUTANTS = [
     Mutant(
         "rv21-events-appender-waits-for-a-pipe-reader",  # 30 s at each run's end, then killed
         "exporter/events/appender.py",
-        "os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK, 0o644)",
-        "os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)",
+        "    stdout = sys.stdout.buffer\n",
+        "    stdout = sys.stdout.buffer\n"
+        "    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND))\n",
         (
             "tests/events/test_events.py::"
             "test_an_events_backfill_to_a_pipe_no_one_reads_does_not_hang",
@@ -3941,6 +3943,37 @@ MUTANTS = [
         '    more = "/…" if m["rest"] not in ("", "/") else m["rest"]\n',
         '    more = m["rest"].partition("?")[0].partition("#")[0]\n',
         (f"{WEBHOOK}::test_a_webhook_urls_path_token_is_never_shown",),
+    ),
+    Mutant(
+        "s22evf-events-file-appended-unlocked",  # a run cut another's append for a torn line
+        "exporter/events/eventsfile.py",
+        "    try:\n        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n        return\n",
+        "    try:\n        return\n",
+        (
+            "tests/events/test_shared_file.py::"
+            "test_two_data_directories_appending_to_one_file_cut_nothing_of_each_other",
+        ),
+    ),
+    Mutant(
+        "s22evf-child-appender-unlocked",  # the same, of an events backfill's child's appends
+        "exporter/events/appender.py",
+        "                locked(Path(path)) as (fd, _),\n",
+        "                contextlib.nullcontext((os.open(path, os.O_WRONLY | os.O_APPEND), 0))"
+        " as (fd, _),\n",
+        (
+            "tests/events/test_shared_file.py::"
+            "test_two_data_directories_appending_to_one_file_cut_nothing_of_each_other",
+        ),
+    ),
+    Mutant(
+        "s22evf-rotated-file-appended-after-the-wait",  # lines the shipper had left behind
+        "exporter/events/eventsfile.py",
+        "            if _still_named(fd, path) or attempt + 1 == _REOPENS:\n",
+        "            if True:\n",
+        (
+            "tests/events/test_shared_file.py::"
+            "test_an_append_that_waited_for_a_file_rotated_meanwhile_goes_to_the_new_file",
+        ),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

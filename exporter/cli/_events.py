@@ -131,7 +131,7 @@ def build_events_config(
             err=True,
         )
     if events_file is not None and events_file.exists() and not events_file.is_file():
-        from exporter.events.delivery import NOT_A_FILE
+        from exporter.events.eventsfile import NOT_A_FILE
 
         # (A directory is click's to refuse.) Not /dev/stdout: a log shipper tails a file.
         raise ConfigError(f"--events-file {events_file} is {NOT_A_FILE}: give a file's path")

@@ -9,8 +9,10 @@ follower marks the events delivered only once the child answered, as after an ap
 own. The parent never waits for the pipe, and the child holds one piece at a time. The child
 holds the data directory's lock too (the lock's file descriptor is inherited): a sync killed
 during an append leaves the directory locked until that append ended, so no next run repairs
-the file's tail while it is written. It has a session of its own (a Ctrl-C at a terminal is
-the sync's to handle) and ends when the pipe closes.
+the file's tail while it is written; and each append holds the events file's lock
+(`events.eventsfile`), which the runs of another data directory appending to the same file
+take too. It has a session of its own (a Ctrl-C at a terminal is the sync's to handle) and
+ends when the pipe closes.
 
     python -m exporter.events.appender PATH
 """
@@ -98,25 +100,24 @@ class ChildAppender:
 def main(path: str) -> int:
     """The child: append what the parent hands over until the pipe closes."""
     from exporter.core.layout import appended_whole, write_all
+    from exporter.events.eventsfile import locked
     from exporter.events.render import event_lines_buffer
 
     pa.set_memory_pool(pa.system_memory_pool())  # freed pieces go back to the OS
     stdout = sys.stdout.buffer
     try:
-        # O_NONBLOCK: a named pipe no program reads is ENXIO at once, not an open that waits
-        # for a reader (the run waited 30 s for this child, then killed it). A regular file,
-        # all it appends to (`deliver_file` refuses the rest), ignores the flag.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK, 0o644)
-    except OSError as exc:
-        # A path that cannot be opened (a directory, its directory missing): no traceback on
-        # the run's stderr. Said to the parent like any failure; the end-of-run delivery then
-        # meets it too and warns, in one line with the fix, that the events wait.
-        _say_failed(stdout, exc)
-        return 1
-    try:
         for line in sys.stdin.buffer:
             append = json.loads(line)
-            with open(append["file"], "rb") as scratch, appended_whole(fd):
+            # Opened for each append, under the file's lock (another data directory's runs
+            # may append to it too), its torn tail cut: a path that cannot be opened (a
+            # directory, its directory missing) or is not a file is said to the parent like
+            # any failure, no traceback on the run's stderr; the end-of-run delivery then
+            # meets it too and warns, in one line with the fix, that the events wait.
+            with (
+                open(append["file"], "rb") as scratch,
+                locked(Path(path)) as (fd, _),
+                appended_whole(fd),
+            ):
                 for start, length in append["pieces"]:
                     table = pa.ipc.open_stream(os.pread(scratch.fileno(), length, start)).read_all()
                     names = [table[n].combine_chunks() for n in _NAMES]
@@ -130,8 +131,6 @@ def main(path: str) -> int:
     except BaseException as exc:  # said to the parent, which hands the file to the delivery
         _say_failed(stdout, exc)
         return 1
-    finally:
-        os.close(fd)
 
 
 def _say_failed(stdout: BinaryIO, exc: BaseException) -> None:

@@ -6,6 +6,8 @@ mended by the next run before it appends anything: a torn last line (cut at the 
 its event is still pending and is appended again whole), and appended lines whose marks were
 never committed (the file's last line names a pending event: it and every pending event before
 it are in the file, because appends are in commit order, so they are marked, not repeated).
+Each append, and the repair before it, holds the file's lock (`events.eventsfile`): runs of
+another data directory appending to the same file wait for it, and it for theirs.
 
 The webhook gets each event at least once (Standard Webhooks: `webhook-id` = the event id on
 every attempt, a fresh `webhook-timestamp` and signature per attempt). Events go out in commit
@@ -20,12 +22,10 @@ the secret never reach a log line or a message.
 from __future__ import annotations
 
 import base64
-import errno
 import http.client
 import logging
 import os
 import ssl
-import stat
 import threading
 import time
 import urllib.parse
@@ -39,6 +39,7 @@ import orjson
 
 from exporter.core.layout import appended_whole, write_all
 from exporter.core.watchdog import Watchdog
+from exporter.events.eventsfile import locked
 from exporter.events.outbox import EventsConfig, Outbox
 from exporter.events.webhook import connect_within, safe_url, sign
 from exporter.store.base import VersionsReader
@@ -50,7 +51,6 @@ log = logging.getLogger("opsaudit.events")
 _FILE_BATCH = 5000
 _WEBHOOK_BATCH = 2000
 _SAVE_ACKS_EVERY = 0.5  # seconds
-_TAIL_BLOCK = 65536
 _MAX_BACKOFF = 30.0
 
 
@@ -107,38 +107,6 @@ def deliver(
 # -- the events file ----------------------------------------------------------------------------
 
 
-def _repair_tail(fd: int) -> bytes | None:
-    """Cut a torn last line (a kill mid-append); return the last complete line, or None."""
-    size = os.fstat(fd).st_size
-    if size == 0:
-        return None
-    end = size
-    tail = b""
-    # Read backwards until the tail holds the last newline and the one before it (or the start).
-    while True:
-        start = max(0, end - _TAIL_BLOCK)
-        tail = os.pread(fd, end - start, start) + tail
-        end = start
-        complete = tail.rfind(b"\n")
-        if complete >= 0 and (tail.rfind(b"\n", 0, complete) >= 0 or start == 0):
-            break
-        if start == 0:
-            break
-    last_newline = tail.rfind(b"\n")
-    keep = end + last_newline + 1  # 0 when no newline at all: the whole file is one torn line
-    if keep != size:
-        log.warning(
-            "events file: cut a torn last line of %d bytes (a run was killed while appending)",
-            size - keep,
-        )
-        os.ftruncate(fd, keep)
-        os.fsync(fd)
-    if last_newline < 0:
-        return None
-    previous = tail.rfind(b"\n", 0, last_newline)
-    return tail[previous + 1 : last_newline]
-
-
 def _last_event_id(line: bytes | None) -> str | None:
     if not line:
         return None
@@ -159,40 +127,31 @@ class FileAppendError(OSError):
         self.delivered = delivered
 
 
-NOT_A_FILE = (
-    "not a regular file (a pipe, a terminal or a device: its last line cannot be read back, so "
-    "what a run wrote there would be written again by every later one)"
-)
-
-
 def deliver_file(outbox: Outbox, path: Path) -> int:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        # Before anything is written: a pipe's fsync fails (EINVAL) after the append, so the
-        # events stayed pending and every run wrote the whole backlog to it again.
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, NOT_A_FILE)
-        last_id = _last_event_id(_repair_tail(fd))
+    """Append the events waiting for the file, each batch under the file's lock (`locked`:
+    another data directory's runs may append to it too); returns how many were marked."""
+    with locked(path) as (_, last_line):
+        last_id = _last_event_id(last_line)
         if last_id is not None:
             seq, index = outbox.find_pending_file(last_id)
             if seq is not None:
                 # Appended by a run killed before it recorded that: in the file already.
                 n = outbox.delivered_through("file", seq, 0, index + 1)
                 log.info("events file: %d event(s) found appended by an interrupted run", n)
-        delivered = 0
-        after = 0
-        while batches := outbox.pending("file", after, _FILE_BATCH):
-            try:
-                with appended_whole(fd):  # a full disk: nothing of it, not half a line
-                    write_all(fd, b"".join(b.file_data() for b in batches))
-                    os.fsync(fd)
-            except OSError as exc:
-                raise FileAppendError(exc, delivered) from exc
-            delivered += outbox.delivered_through("file", batches[-1].seq, after)
-            after = batches[-1].seq
-        return delivered
-    finally:
-        os.close(fd)
+    delivered = 0
+    after = 0
+    while batches := outbox.pending("file", after, _FILE_BATCH):
+        data = b"".join(b.file_data() for b in batches)  # built before the lock is taken
+        try:
+            # A full disk: nothing of it, not half a line.
+            with locked(path) as (fd, _), appended_whole(fd):
+                write_all(fd, data)
+                os.fsync(fd)
+        except OSError as exc:
+            raise FileAppendError(exc, delivered) from exc
+        delivered += outbox.delivered_through("file", batches[-1].seq, after)
+        after = batches[-1].seq
+    return delivered
 
 
 # -- the webhook --------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from pathlib import Path
 from exporter.core.layout import appended_whole, write_all
 from exporter.events.appender import ChildAppender
 from exporter.events.delivery import FileAppendError, deliver_file
+from exporter.events.eventsfile import locked
 from exporter.events.outbox import Batch, Outbox
 
 __all__ = ["CHILD_EVENTS", "FileFollower"]
@@ -106,15 +107,12 @@ class FileFollower:
 
     def _write(self, batches: list[Batch]) -> None:
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                with appended_whole(fd):
-                    # One piece's JSON at a time (`Outbox.pieces`): memory is one piece's.
-                    for build in (p for batch in batches for p in self.outbox.pieces(batch)):
-                        write_all(fd, build())
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
+            # Under the file's lock: another data directory's runs may append to it too.
+            with locked(self.path) as (fd, _), appended_whole(fd):
+                # One piece's JSON at a time (`Outbox.pieces`): memory is one piece's.
+                for build in (p for batch in batches for p in self.outbox.pieces(batch)):
+                    write_all(fd, build())
+                os.fsync(fd)
         except OSError as exc:
             self.on = False  # a cut append is mended by the end-of-run delivery
             log.debug("events file: %s; the end-of-run delivery takes over", exc.strerror or exc)

@@ -3976,6 +3976,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s22evf-summary-the-larger-sinks-count",  # "21 delivered (21 to the file, 0 to ...)"
+        "exporter/engine/sync.py",
+        "        if len(by_sink) < 2:\n",
+        "        if True:\n",
+        ("tests/events/test_events.py::test_cli_summary_says_each_sinks_count_with_both_sinks",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

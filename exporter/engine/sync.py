@@ -69,6 +69,7 @@ from exporter.engine.walk import (
 from exporter.events.delivery import deliver
 from exporter.events.follower import FileFollower
 from exporter.events.outbox import EventsConfig, Outbox
+from exporter.events.webhook import safe_host
 from exporter.store.base import BIG_FILE_ROWS, Store
 from exporter.store.opener import open_store
 from exporter.store.state import Coverage
@@ -195,11 +196,15 @@ class RunSummary:
     configured_rps: float | None = None  # the pacing asked for (None: unpaced)
     errors: dict[str, str] = field(default_factory=dict)  # project id (or "") -> message
     error: str | None = None
-    # Events the sinks took in this run: one the file and the webhook both took counts once.
+    # Events the sinks took in this run, the larger of the sinks' counts (one the file and the
+    # webhook both took counts once); each sink's in `events_delivered_by_sink`.
     events_delivered: int = 0
     events_pending: int | None = None  # events left in the outbox (None: no sink configured)
     events_waiting: dict[str, int] = field(default_factory=dict)  # of them, per sink
-    events_delivered_by_sink: dict[str, int] = field(default_factory=dict)
+    events_delivered_by_sink: dict[str, int] = field(default_factory=dict)  # the run's sinks
+    # Where each sink's events went, as the summary names it: the file's path, the webhook's
+    # host (never its path, query or user info).
+    events_targets: dict[str, str] = field(default_factory=dict)
     # The longest retry wait (Retry-After, backoff) given up at the time budget's end, in
     # seconds: a run ended early while throttled says so (0: none).
     wait_given_up: float = 0.0
@@ -280,16 +285,26 @@ class RunSummary:
         if self.configured_rps and secs >= 1:  # a rate over less than a second means nothing
             text += f"; {self.achieved_rps:.1f} req/s of {self.configured_rps:g} configured"
         if self.events_pending is not None:
-            text += f"; {self.events_delivered} event(s) delivered"
-            if len(set(self.events_delivered_by_sink.values())) > 1:  # the sinks differ
-                each = sorted(self.events_delivered_by_sink.items())
-                text += f" ({', '.join(f'{n} to the {sink}' for sink, n in each)})"
+            text += f"; {self._events_delivered()}"
             if self.events_pending:
                 text += f", {self.events_pending} waiting for the next run"
                 # Which sink: with two, "69 delivered, 69 waiting" said nothing of which.
                 sinks = [f"{n} for the {sink}" for sink, n in sorted(self.events_waiting.items())]
                 text += f" ({', '.join(sinks)})" if sinks else ""
         return text
+
+    def _events_delivered(self) -> str:
+        """The events the run's sinks took: with both, each one's count and where it went
+        ("21 event(s) delivered (21 to the file, 0 to the webhook)" led with the larger)."""
+        by_sink = self.events_delivered_by_sink
+        if len(by_sink) < 2:
+            return f"{self.events_delivered} event(s) delivered"
+        where = self.events_targets
+        return (
+            f"{by_sink.get('file', 0)} event(s) appended to {where.get('file', 'the file')}, "
+            f"{by_sink.get('webhook', 0)} delivered to the webhook"
+            + (f" at {where['webhook']}" if "webhook" in where else "")
+        )
 
 
 class SyncObserver(Protocol):
@@ -1054,6 +1069,10 @@ class _Run:
         # (the sum said 10 delivered for 5 events).
         self.summary.events_delivered = max(by_sink.values(), default=0)
         self.summary.events_delivered_by_sink = by_sink
+        if events.file is not None:
+            self.summary.events_targets["file"] = str(events.file)
+        if events.webhook_url:
+            self.summary.events_targets["webhook"] = safe_host(events.webhook_url)
         self.summary.events_pending = done.pending  # why a sink stopped: logged by deliver
         self.summary.events_waiting = done.waiting
 

@@ -20,6 +20,7 @@ from exporter.core.errors import ConfigError
 __all__ = [
     "connect_within",
     "read_webhook_secret",
+    "safe_host",
     "safe_url",
     "sign",
     "validate_webhook_url",
@@ -53,6 +54,13 @@ def safe_url(url: str) -> str:
     port = m["port"] if m["port"] and m["port"][1:].isdigit() else ""
     more = "/…" if m["rest"] not in ("", "/") else m["rest"]
     return f"{m['scheme']}://{m['host']}{port}{more}"
+
+
+def safe_host(url: str) -> str:
+    """The webhook URL's host, and its port when it names one: what a summary names it by
+    (nothing of its path either, where a receiver's token may live too)."""
+    m = _SHOWN.match(safe_url(url))
+    return "(not shown)" if m is None else f"{m['host']}{m['port'] or ''}"
 
 
 def validate_webhook_url(url: str) -> str:

@@ -57,9 +57,10 @@ def test_a_dropped_sinks_backlog_is_discarded_and_the_other_sinks_kept(
     assert (first.outcome, first.events_pending) == ("ok", len(expected))
     assert _backlog(data) == {"file": len(expected), "webhook": len(expected)}
     n = len(expected)
+    host = webhook["webhook_url"].split("/")[2]
     assert first.line().endswith(
-        f"; 0 event(s) delivered, {n} waiting for the next run ({n} for the file, {n} for the "
-        "webhook)"
+        f"; 0 event(s) appended to {events_file}, 0 delivered to the webhook at {host}, {n} "
+        f"waiting for the next run ({n} for the file, {n} for the webhook)"
     )
 
     later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=3)

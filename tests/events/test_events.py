@@ -1282,3 +1282,40 @@ def test_an_events_file_that_cannot_be_opened_is_one_line_and_its_events_wait(
     folder.rmdir()
     assert sync_events(sim, data, file=folder).events_pending == 0
     assert sorted(e["id"] for e in file_events(folder)) == sorted(versions_after(data, set()))
+
+
+def test_cli_summary_says_each_sinks_count_with_both_sinks(
+    make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path
+) -> None:
+    """With the file and the webhook, the summary said the larger sink's count ("21 event(s)
+    delivered (21 to the file, 0 to the webhook)" of a run whose webhook was down): each sink's
+    count now, where it went, the webhook by its host alone (its path and query are never
+    shown)."""
+    sim = make_sim(seed=19, projects=2, days=1, ops_per_project_per_day=6)
+    data, events_file = tmp_path / "data", tmp_path / "events.jsonl"
+    env = child_env(sim, data, events_file)
+    base = [sys.executable, "-m", "exporter", "sync", "--max-rps", "0", "--events-backfill"]
+    hook = ["--webhook-secret-file", str(secret_file), "--webhook-attempts", "1"]
+    down = closed_port_url()
+    first = subprocess.run(
+        [*base, *hook, "--webhook", down], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert first.returncode == 0, first.stderr
+    n = len(versions_after(data, set()))
+    assert n > 0 and len(file_events(events_file)) == n
+    down_host = down.split("/")[2]  # 127.0.0.1:PORT
+    assert first.stdout.splitlines()[-1].endswith(
+        f"; {n} event(s) appended to {events_file}, 0 delivered to the webhook at {down_host}, "
+        f"{n} waiting for the next run ({n} for the webhook)"
+    ), first.stdout
+    second = subprocess.run(
+        [*base, *hook, "--webhook", receiver.url], env=env, capture_output=True, text=True
+    )
+    assert second.returncode == 0, second.stderr
+    up_host = receiver.url.split("/")[2]
+    assert second.stdout.splitlines()[-1].endswith(
+        f"; 0 event(s) appended to {events_file}, {n} delivered to the webhook at {up_host}"
+    ), second.stdout
+    assert len(receiver.ids()) == n
+    for out in (first.stdout, second.stdout):
+        assert "/hooks" not in out and "s3cr3t-query" not in out

@@ -1818,9 +1818,9 @@ MUTANTS = [
     ),
     Mutant(
         "data-dir-file-accepted",  # sync exit 6, readers "does not exist"
-        "exporter/cli/_common.py",
-        "        if path.exists() and not path.is_dir():\n",
-        "        if False:\n",
+        "exporter/core/pathcheck.py",
+        '    return None if stat.S_ISDIR(mode) else f"{_shown(text)} is a file, not a directory"\n',
+        "    return None\n",
         (
             "tests/ops/test_cli_boundary.py::test_a_data_dir_that_is_a_file_is_exit_2_for_every_command",
         ),
@@ -2902,7 +2902,7 @@ MUTANTS = [
     Mutant(
         "library-data-dir-file-called-missing",  # exporter.connect(a file): "does not exist"
         "exporter/core/errors.py",
-        "    if isinstance(data_dir, (str, os.PathLike)) and os.path.exists(data_dir):\n",
+        "    if isinstance(data_dir, (str, os.PathLike)):\n",
         "    if False:\n",
         (
             "tests/ops/test_cli_boundary.py::"
@@ -3981,6 +3981,86 @@ MUTANTS = [
         "        if len(by_sink) < 2:\n",
         "        if True:\n",
         ("tests/events/test_events.py::test_cli_summary_says_each_sinks_count_with_both_sinks",),
+    ),
+    Mutant(
+        "s22dd-file-on-the-data-dir-path-unnamed",  # sync exit 6, doctor 8, readers "run sync"
+        "exporter/core/pathcheck.py",
+        "        if not stat.S_ISDIR(mode):\n"
+        '            return f"{shown}: {prefix} is a file, not a directory; {_FIX}"\n',
+        "",
+        (
+            "tests/ops/test_cli_boundary.py::test_a_data_dir_no_sync_can_create_is_one_usage_error_for_every_command[sync-under-a-file]",
+            "tests/ops/test_cli_boundary.py::test_a_data_dir_no_sync_can_create_is_one_usage_error_for_every_command[doctor-under-a-file]",
+            "tests/ops/test_cli_boundary.py::test_a_data_dir_no_sync_can_create_is_one_usage_error_for_every_command[status-under-a-file]",
+        ),
+    ),
+    Mutant(
+        "s22dd-data-dir-file-check-left-to-each-command",  # the one place: the option's type
+        "exporter/cli/_common.py",
+        "        problem = data_dir_problem(path)\n",
+        "        problem = None\n",
+        (
+            "tests/ops/test_cli_boundary.py::test_a_data_dir_no_sync_can_create_is_one_usage_error_for_every_command[sync-under-a-file]",
+            "tests/ops/test_cli_boundary.py::test_a_data_dir_no_sync_can_create_is_one_usage_error_for_every_command[demo-symlink-loop]",
+        ),
+    ),
+    Mutant(
+        "s22dd-data-dir-under-a-file-library-says-missing",  # exporter.connect: "run sync"
+        "exporter/core/errors.py",
+        "        problem = data_dir_problem(data_dir)\n",
+        "        problem = None\n",
+        (
+            "tests/ops/test_cli_boundary.py::"
+            "test_a_data_dir_under_a_file_is_named_so_by_the_library_too",
+        ),
+    ),
+    Mutant(
+        "s22dd-data-dir-symlink-loop-a-bug",  # "unexpected error ... a bug", exit 5
+        "exporter/core/pathcheck.py",
+        "            if exc.errno == errno.ELOOP:\n",
+        "            if False:\n",
+        (
+            "tests/ops/test_cli_boundary.py::test_a_data_dir_no_sync_can_create_is_one_usage_error_for_every_command[query SELECT 1-symlink-loop]",
+            "tests/ops/test_cli_boundary.py::test_a_data_dir_no_sync_can_create_is_one_usage_error_for_every_command[sync-symlink-loop]",
+        ),
+    ),
+    Mutant(
+        "s22dd-data-dir-dangling-symlink-said-missing",  # readers: "run sync"; sync: exit 6
+        "exporter/core/pathcheck.py",
+        "            if exc.errno == errno.ENOENT and os.path.islink(prefix):\n",
+        "            if False:\n",
+        (
+            "tests/ops/test_cli_boundary.py::test_a_data_dir_no_sync_can_create_is_one_usage_error_for_every_command[sync-dangling-symlink]",
+            "tests/ops/test_cli_boundary.py::test_a_data_dir_no_sync_can_create_is_one_usage_error_for_every_command[report-dangling-symlink]",
+        ),
+    ),
+    Mutant(
+        "s22dd-data-dir-control-character-kept",  # a directory named "data\n", exit 0
+        "exporter/core/pathcheck.py",
+        '    if any(ch < " " or ch == "\\x7f" for ch in text):\n',
+        "    if False:\n",
+        (
+            "tests/ops/test_cli_boundary.py::test_a_data_dir_no_sync_can_create_is_one_usage_error_for_every_command[status-trailing-newline]",
+        ),
+    ),
+    Mutant(
+        "s22dd-data-dir-tilde-kept",  # a folder named "~" in the working directory, exit 0
+        "exporter/core/pathcheck.py",
+        '    if text.startswith("~") and os.path.expanduser(text) != text:\n',
+        "    if False:\n",
+        (
+            "tests/ops/test_cli_boundary.py::test_a_data_dir_no_sync_can_create_is_one_usage_error_for_every_command[status-tilde]",
+        ),
+    ),
+    Mutant(
+        "s22dd-data-dir-name-too-long-a-bug",  # "unexpected error (OSError ...)", exit 5
+        "exporter/core/pathcheck.py",
+        "    if code == errno.ENAMETOOLONG:\n",
+        "    if False:\n",
+        (
+            "tests/ops/test_cli_boundary.py::test_a_data_dir_no_sync_can_create_is_one_usage_error_for_every_command[check-name-too-long]",
+            "tests/ops/test_cli_boundary.py::test_a_data_dir_no_sync_can_create_is_one_usage_error_for_every_command[check-path-too-long]",
+        ),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

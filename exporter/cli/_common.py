@@ -24,6 +24,7 @@ from exporter.core.errors import (
     redact_url,
 )
 from exporter.core.model import DEFAULT_BASE_URL
+from exporter.core.pathcheck import data_dir_problem
 
 if TYPE_CHECKING:
     pass
@@ -70,10 +71,12 @@ class DataDir(click.ParamType):
     def _directory(
         self, path: Path, param: click.Parameter | None, ctx: click.Context | None
     ) -> Path:
-        # Every command, before anything runs: a file is never a data directory (the sync
-        # would fail creating its folders in it, exit 6; readers would say "does not exist").
-        if path.exists() and not path.is_dir():
-            self.fail(f"{path} is a file, not a directory", param, ctx)
+        # Every command, before anything runs: a path no sync can create (a file, or one on
+        # the way, a symlink loop, ...) is a usage error; the sync would fail, exit 6, the
+        # readers would say "does not exist; run sync", a loop was "a bug", exit 5.
+        problem = data_dir_problem(path)
+        if problem is not None:
+            self.fail(problem, param, ctx)
         return path
 
 

@@ -46,9 +46,14 @@ class ConfigError(OpsauditError):
 def missing_data_dir(data_dir: object) -> ConfigError:
     """The error of every reader given a `--data-dir` that does not exist (readers never create
     one: a mistyped path would otherwise answer every question with nothing), or is a file
-    (as the command line says it: the library said "does not exist")."""
-    if isinstance(data_dir, (str, os.PathLike)) and os.path.exists(data_dir):
-        return ConfigError(f"--data-dir {data_dir} is a file, not a directory")
+    (as the command line says it: the library said "does not exist"), or no sync could create
+    (`pathcheck`: a file on its path, a symlink loop, ...)."""
+    if isinstance(data_dir, (str, os.PathLike)):
+        from exporter.core.pathcheck import data_dir_problem
+
+        problem = data_dir_problem(data_dir)
+        if problem is not None:
+            return ConfigError(f"--data-dir {problem}")
     return ConfigError(
         f"--data-dir {data_dir} does not exist; run `opsaudit sync --data-dir {data_dir}` first, "
         "or point --data-dir (or $OPSAUDIT_DATA_DIR) at an existing dataset"

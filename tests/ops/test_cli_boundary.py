@@ -224,6 +224,110 @@ def test_a_data_dir_that_is_a_file_is_named_so_by_the_library_too(tmp_path: Path
     assert a_file.read_bytes() == b"not a directory"
 
 
+# Every command that takes --data-dir (`opsaudit --help` lists them; simulate takes none).
+EVERY_DATA_DIR_COMMAND = [
+    ["sync"],
+    ["status"],
+    ["check"],
+    ["doctor"],
+    ["report"],
+    ["compact"],
+    ["query", "SELECT 1"],
+    ["query", "-f", "q.sql"],
+    ["query", "-f", "-"],
+    ["discard-events", "--sink", "file"],
+    ["demo"],
+]
+_FIX = "point --data-dir (or $OPSAUDIT_DATA_DIR) at a directory, or at a path a sync can create"
+
+
+def _odd_data_dir(kind: str, here: Path) -> tuple[str, str]:
+    """A `--data-dir` value no sync can create (made under `here`, the working directory) and
+    the usage error every command gives for it."""
+    if kind == "under-a-file":
+        (here / "afile").write_text("not a directory")
+        return "afile/sub", f"afile/sub: afile is a file, not a directory; {_FIX}"
+    if kind == "symlink-loop":
+        (here / "loop-a").symlink_to("loop-b")
+        (here / "loop-b").symlink_to("loop-a")
+        return (
+            "loop-a/sub",
+            f"loop-a/sub: loop-a is a symbolic link that loops back on itself; {_FIX}",
+        )
+    if kind == "dangling-symlink":
+        (here / "gone").symlink_to(here / "nowhere")
+        return "gone", (
+            f"gone: gone is a symbolic link to {here / 'nowhere'}, which does not exist; create "
+            f"{here / 'nowhere'}, or {_FIX}"
+        )
+    if kind == "trailing-newline":
+        return "data\n", "'data\\n' holds a control character (a line break?); remove it"
+    if kind == "tilde":
+        return "~/audit", (
+            f"~/audit: '~' is not expanded here (a shell expands it only unquoted); write "
+            f"{here / 'home'}/audit, or ./~/audit for a folder named '~'"
+        )
+    if kind == "name-too-long":
+        name = "a" * 300
+        return (
+            name,
+            f"{name[:60]}...{name[-40:]}: a name in it is 300 bytes, too long; use a shorter one",
+        )
+    assert kind == "path-too-long"
+    path = "/".join(["b" * 200] * 25)
+    return path, f"{path[:60]}...{path[-40:]}: the path is 5024 bytes, too long; use a shorter one"
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "under-a-file",
+        "symlink-loop",
+        "dangling-symlink",
+        "trailing-newline",
+        "tilde",
+        "name-too-long",
+        "path-too-long",
+    ],
+)
+@pytest.mark.parametrize("command", EVERY_DATA_DIR_COMMAND, ids=" ".join)
+def test_a_data_dir_no_sync_can_create_is_one_usage_error_for_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str], kind: str
+) -> None:
+    """`afile/sub` (afile a file) was exit 6 for sync and demo ("cannot write ... Not a
+    directory"), 8 for doctor, 2 elsewhere with "does not exist; run `opsaudit sync` first"
+    (which then failed); a symlink loop or an over-long name was "unexpected error ... a bug",
+    exit 5; a trailing newline or a quoted '~' made a directory no one meant, exit 0."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "q.sql").write_text("SELECT 1")
+    value, message = _odd_data_dir(kind, tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    env = {"NEON_API_KEY": "k", "HOME": str(tmp_path / "home")}
+    # --data-dir first: click opens `-f q.sql` as it meets it and, on a usage error after,
+    # leaves it to the garbage collector (a ResourceWarning, an error under pytest).
+    result = invoke(command[0], "--data-dir", value, *command[1:], env=env)
+    env_var = "" if command == ["demo"] else " (env var: 'OPSAUDIT_DATA_DIR')"
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    assert result.stderr.endswith(f"Error: Invalid value for '--data-dir'{env_var}: {message}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing created
+    if env_var and "q.sql" not in command:  # an environment variable is read last
+        from_env = invoke(*command, env={**env, "OPSAUDIT_DATA_DIR": value})
+        assert (from_env.exit_code, from_env.stderr) == (result.exit_code, result.stderr)
+
+
+def test_a_data_dir_under_a_file_is_named_so_by_the_library_too(tmp_path: Path) -> None:
+    """`exporter.connect` said "does not exist; run `opsaudit sync` first" (which fails)."""
+    import exporter
+
+    (tmp_path / "afile").write_text("not a directory")
+    with pytest.raises(exporter.ConfigError) as error:
+        exporter.connect(tmp_path / "afile" / "sub")
+    assert str(error.value) == (
+        f"--data-dir {tmp_path / 'afile' / 'sub'}: {tmp_path / 'afile'} is a file, not a "
+        f"directory; {_FIX}"
+    )
+
+
 @pytest.mark.parametrize("command", [["report"], ["query", "SELECT 1"]])
 def test_a_directory_that_is_not_a_dataset_is_exit_2(tmp_path: Path, command: list[str]) -> None:
     (tmp_path / "notes.txt").write_text("a home directory, say")

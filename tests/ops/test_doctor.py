@@ -240,13 +240,15 @@ def test_read_only_data_dir(sim: Any, read_only_copy: Path) -> None:
 
 
 def test_data_dir_that_cannot_be_created(sim: Any, tmp_path: Path) -> None:
-    # Whoever runs it (root too): a path below a regular file can never be a directory.
+    # Whoever runs it (root too): a path below a regular file can never be a directory. A
+    # usage error, as for every command (it was a finding, exit 8; sync said exit 6).
     (tmp_path / "file").write_text("x")
     result = doctor(sim, tmp_path / "file" / "data", sim.personal_key)
-    assert result.exit_code == 8
-    assert result.stdout.splitlines()[-1] == (
-        f"error data_dir: {tmp_path / 'file' / 'data'} cannot be created: {tmp_path / 'file'} "
-        "is not a directory Fix: point --data-dir (or $OPSAUDIT_DATA_DIR) at a directory path"
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.endswith(
+        f"(env var: 'OPSAUDIT_DATA_DIR'): {tmp_path / 'file' / 'data'}: {tmp_path / 'file'} is a "
+        "file, not a directory; point --data-dir (or $OPSAUDIT_DATA_DIR) at a directory, or at "
+        "a path a sync can create\n"
     )
 
 

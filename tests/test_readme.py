@@ -70,22 +70,28 @@ def _ci_trap() -> str:
 def test_ci_exit_code_is_its_last_steps(tmp_path: Path, last_step: str, code: int) -> None:
     # CI's EXIT trap runs after the demo was waited for: it must not turn a passing run into
     # a failing one (the trap's kill of a reaped demo failed under `set -e`), nor hide a failure.
-    log = tmp_path / "demo.log"
-    log.write_text("demo output")
-    script = "\n".join(
-        [
-            "set -euo pipefail",
-            f"demo_log={log}",
-            "true &",
-            "demo=$!",
-            _ci_trap(),
-            'wait "$demo"',
-            last_step,
-        ]
-    )
-    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
-    assert (result.returncode, result.stderr) == (code, "")
-    assert not log.exists()
+    # The same of the mutants, in the background too (and not yet started when a step before
+    # them fails).
+    logs = [tmp_path / "demo.log", tmp_path / "mutants.log"]
+    for mutants in ('mutants=""', 'true &\nmutants=$!\nwait "$mutants"'):
+        for log in logs:
+            log.write_text("output")
+        script = "\n".join(
+            [
+                "set -euo pipefail",
+                f"demo_log={logs[0]}",
+                f"mutants_log={logs[1]}",
+                "true &",
+                "demo=$!",
+                _ci_trap(),
+                'wait "$demo"',
+                mutants,
+                last_step,
+            ]
+        )
+        result = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+        assert (result.returncode, result.stderr) == (code, "")
+        assert not any(log.exists() for log in logs)
 
 
 def test_every_exit_code_is_documented() -> None:

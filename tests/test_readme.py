@@ -55,8 +55,9 @@ def test_ci_runs_the_readme_commands() -> None:
     # CI runs the README's set-up lines themselves (the test command among them) in fresh
     # copies: the test command is the README's by construction. The first (the demo) runs in
     # the background and CI waits for it.
-    assert '"$PY" scripts/check_setup_commands.py --only 1 >"$demo_log" 2>&1 &' in ci
-    assert "python scripts/check_setup_commands.py --only 2" in ci
+    # (Byte-compiling every installed module is left to the imports: the commands are the same.)
+    assert 'PIP_COMPILE=0 "$PY" scripts/check_setup_commands.py --only 1 >"$demo_log" 2>&1 &' in ci
+    assert "PIP_COMPILE=0 python scripts/check_setup_commands.py --only 2" in ci
     assert 'if ! wait "$demo"; then' in ci
 
 

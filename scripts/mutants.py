@@ -4064,6 +4064,46 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s22lib-numpy-counts-refused",  # concurrency=np.int64(2): "is not an integer"
+        "exporter/engine/settings.py",
+        "            changes[f.name] = int(value)\n",
+        "            pass\n",
+        (
+            "tests/sync/test_library.py::"
+            "test_a_notebooks_own_types_are_taken_as_what_they_stand_for",
+        ),
+    ),
+    Mutant(
+        "s22lib-pathlike-data-dir-unread",  # an AttributeError ('strip') from deep inside
+        "exporter/engine/settings.py",
+        "            changes[f.name] = Path(os.fspath(value))\n",
+        "            pass\n",
+        (
+            "tests/sync/test_library.py::"
+            "test_a_notebooks_own_types_are_taken_as_what_they_stand_for",
+        ),
+    ),
+    Mutant(
+        "s22lib-connect-a-set-refused",  # connect({a, b}): "data_dir is set, not ..."
+        "exporter/analytics/views.py",
+        '"data_dir", data_dir, (str, os.PathLike, Iterable), expected',
+        '"data_dir", data_dir, (str, os.PathLike, Sequence), expected',
+        (
+            "tests/sync/test_library.py::"
+            "test_a_notebooks_own_types_are_taken_as_what_they_stand_for",
+        ),
+    ),
+    Mutant(
+        "s22lib-webhook-key-bytearray-kept",  # the caller's buffer, changed under the HMAC
+        "exporter/events/config.py",
+        "            self.webhook_key = bytes(self.webhook_key)",
+        "            self.webhook_key = self.webhook_key",
+        (
+            "tests/sync/test_library.py::"
+            "test_a_notebooks_own_types_are_taken_as_what_they_stand_for",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -480,8 +480,16 @@ def memory_connection() -> duckdb.DuckDBPyConnection:
     return duckdb.connect(":memory:")
 
 
+def _as_path(data_dir: object) -> Any:
+    """A notebook's own path type (an `os.PathLike` not a `Path`) as the `Path` it names."""
+    if isinstance(data_dir, os.PathLike) and not isinstance(data_dir, Path):
+        named = os.fspath(data_dir)
+        return Path(named) if isinstance(named, str) else named
+    return data_dir
+
+
 def connect(
-    data_dir: Path | str | Sequence[Path | str],
+    data_dir: os.PathLike[str] | str | Iterable[os.PathLike[str] | str],
     *,
     storage_options: Iterable[str] = (),
     only: Sequence[str] | None = None,
@@ -512,8 +520,13 @@ def connect(
     try:
         # None: "'NoneType' object is not iterable"
         expected = f"{DATA_DIR_EXPECTED}; or a list of those"
-        check_type("data_dir", data_dir, (str, Path, Sequence), expected, but=(bytes, bytearray))
-        given = [data_dir] if isinstance(data_dir, (str, Path)) else list(data_dir)
+        # Any iterable of them (a set, a generator: the datasets are read together, in no
+        # order); not text: a str is one directory, not a sequence of characters.
+        check_type(
+            "data_dir", data_dir, (str, os.PathLike, Iterable), expected, but=(bytes, bytearray)
+        )
+        listed = [data_dir] if isinstance(data_dir, (str, os.PathLike)) else list(data_dir)
+        given = [_as_path(d) for d in listed]
         datasets = open_readers(given, storage_options)
     except BaseException:
         if con is not None:

@@ -7,9 +7,13 @@ Imports nothing heavy: the command line's option types call it while they parse.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import numbers
+import os
 from collections.abc import Collection, Sequence
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 from exporter.core.errors import ConfigError
 from exporter.core.model import NAMES_REQUESTS
@@ -21,7 +25,10 @@ __all__ = [
     "check_settings",
     "id_problem",
     "max_requests_problem",
+    "plain_values",
 ]
+
+_C = TypeVar("_C")
 
 MAX_CONCURRENCY = 64  # projects walked at once: 1 to this
 # A page of the projects listing and one project's branches and endpoints listings.
@@ -68,6 +75,26 @@ def id_problem(text: str) -> str | None:
     if text != text.strip():
         return f"{text!r} has spaces around it; ids have none"
     return None
+
+
+def plain_values(config: _C) -> _C:
+    """`config` (a dataclass) with what a notebook passes for a number or a path as the int,
+    float or Path it stands for: numpy's int64 and float32 (a count read from a DataFrame), a
+    Fraction; an `os.PathLike` that is not a `Path`. Such a count was refused ("commit_rows
+    5000 is not an integer"), and taken it would reach orjson and SQLite, which take neither;
+    such a path raised an AttributeError from deep inside."""
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(config):  # type: ignore[arg-type]
+        value = getattr(config, f.name)
+        if value is None or isinstance(value, (bool, str, Path)) or type(value) in (int, float):
+            continue  # (numpy's float64 is a float, but its repr in a message is not 2.5)
+        if isinstance(value, numbers.Integral):
+            changes[f.name] = int(value)
+        elif isinstance(value, numbers.Real):
+            changes[f.name] = float(value)
+        elif isinstance(value, os.PathLike) and isinstance(os.fspath(value), str):
+            changes[f.name] = Path(os.fspath(value))
+    return dataclasses.replace(config, **changes) if changes else config  # type: ignore[type-var]
 
 
 def check_settings(config: Settings) -> None:

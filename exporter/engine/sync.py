@@ -56,7 +56,7 @@ from exporter.engine.budget import Budget
 from exporter.engine.publish import publish
 from exporter.engine.records import arrow_without_pandas, versions_table
 from exporter.engine.schedule import DEFAULT_EVERY_US, RefreshSchedule
-from exporter.engine.settings import check_settings
+from exporter.engine.settings import check_settings, plain_values
 from exporter.engine.walk import (
     Chunk,
     ProjectWalk,
@@ -690,6 +690,7 @@ def sync(
     # (ApiClient would refuse the URL only once the run was recorded).
     check_api_key(config.api_key)
     validate_base_url(config.base_url)
+    config = plain_values(config)  # a notebook's numpy counts and path types, as plain ones
     check_settings(config)  # what the CLI's options refuse (a notebook's concurrency=0)
     # What only a library caller gives: limits=None raised an AttributeError once the run was
     # recorded (left `running`, the next run said `killed`).

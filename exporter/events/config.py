@@ -3,6 +3,7 @@ and the backlog the outbox reports (`status`, `check`, metrics)."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -95,13 +96,20 @@ class EventsConfig:
     def __post_init__(self) -> None:
         # A notebook's types: webhook_key="whsec_..." (text, not the decoded key) reached the
         # delivery's HMAC, which takes bytes only; a str file is taken as the Path it names.
-        check_type("file", self.file, (Path, str, type(None)), "a Path (or str) or None")
-        if isinstance(self.file, str):
+        check_type("file", self.file, (os.PathLike, str, type(None)), "a Path (or str) or None")
+        if isinstance(self.file, (str, os.PathLike)) and not isinstance(self.file, Path):
             self.file = Path(self.file)
         check_type("webhook_url", self.webhook_url, (str, type(None)), "a str or None")
         reader = "exporter.events.webhook.read_webhook_secret(path)"
         secret = f"bytes (the decoded whsec_ secret: {reader} reads one)"
-        check_type("webhook_key", self.webhook_key, (bytes, type(None)), f"{secret} or None")
+        check_type(
+            "webhook_key",
+            self.webhook_key,
+            (bytes, bytearray, memoryview, type(None)),
+            f"{secret} or None",
+        )
+        if isinstance(self.webhook_key, (bytearray, memoryview)):
+            self.webhook_key = bytes(self.webhook_key)  # the HMAC's, and never changed under it
         # What the CLI refuses (`cli/_events.py`), a notebook's config too, before anything is
         # read: a webhook without its secret was never delivered (each run "waiting", exit 0);
         # a filter given as text failed the run's commits ("'str' object has no attribute

@@ -380,3 +380,57 @@ def test_values_the_argument_checks_refused_though_they_worked(synced: Path) -> 
         exporter.render("ab", rows, "csv")
     with pytest.raises(ValueError):
         exporter.build_report(exporter.connect(synced), top=True)
+
+
+class _NotebookPath:
+    """A path type of a notebook's own (py.path, a cloud library's): an `os.PathLike`, not a
+    `Path`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+
+def test_a_notebooks_own_types_are_taken_as_what_they_stand_for(
+    make_sim: Any, synced: Path, tmp_path: Path
+) -> None:
+    """The argument checks refused values outside the annotated types that a notebook passes:
+    numpy counts ("--concurrency 2 is not an integer"), a set or a generator of data
+    directories, an `os.PathLike` that is not a `Path` (a data directory, an events file), a
+    bytearray webhook key. Each is taken as the int, list, Path or bytes it stands for."""
+    import numpy as np
+
+    sim = make_sim(seed=2208, projects=2, shared_projects=0, orgs=1, days=1)
+    data = tmp_path / "d"
+    summary = run_sync(
+        sim,
+        _NotebookPath(data),  # type: ignore[arg-type]
+        concurrency=np.int64(2),
+        commit_rows=np.int64(7),
+        max_requests=np.int64(1000),
+        max_gets_per_run=np.int32(50),
+        max_rps=np.float32(0),
+        time_budget=np.float64(600),
+    )
+    assert (summary.outcome, summary.exit_code) == ("ok", exporter.ExitCode.OK)
+    count = "SELECT count(*), count(DISTINCT id) FROM operations"
+    expected = exporter.connect(synced).execute(count).fetchone()
+    for given in ({synced}, (d for d in [synced]), (synced,), _NotebookPath(synced)):
+        con = exporter.connect(given)  # type: ignore[arg-type]
+        try:
+            assert con.execute(count).fetchone() == expected
+        finally:
+            con.close()
+    events = exporter.EventsConfig(
+        file=_NotebookPath(tmp_path / "e.jsonl"),  # type: ignore[arg-type]
+        webhook_url="http://127.0.0.1:9/hooks",
+        webhook_key=bytearray(b"k3y"),  # type: ignore[arg-type]
+    )
+    assert (events.file, events.webhook_key) == (tmp_path / "e.jsonl", b"k3y")
+    assert type(events.webhook_key) is bytes
+    with pytest.raises(exporter.ConfigError, match=r"^data_dir is bytes"):
+        exporter.connect(str(synced).encode())  # type: ignore[arg-type]
+    with pytest.raises(exporter.ConfigError, match=r"^--concurrency 2\.5 is not an integer$"):
+        run_sync(sim, data, concurrency=np.float64(2.5))

@@ -4104,6 +4104,35 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s22perm-unlistable-data-dir-synced",  # exit 0 warning of opsaudit.duckdb; doctor: exit 8
+        "exporter/store/local/dataset.py",
+        "            fsync_dir(self.root)\n",
+        "",
+        (
+            "tests/ops/test_not_a_bug.py::test_sync_refuses_a_dataset_it_may_not_list_as_doctor_finds_it",
+            "tests/ops/test_not_a_bug.py::test_sync_says_permission_denied_as_every_command_does[0333]",
+        ),
+    ),
+    Mutant(
+        "s22perm-permission-told-to-free-space",  # sync's own words, or "free some space"
+        "exporter/core/errors.py",
+        "    if exc.errno in (errno.EACCES, errno.EPERM):\n",
+        "    if False:\n",
+        (
+            "tests/ops/test_not_a_bug.py::test_sync_says_permission_denied_as_every_command_does[0555]",
+            "tests/ops/test_not_a_bug.py::test_a_state_file_that_cannot_be_created_gets_the_advice_for_its_cause",
+        ),
+    ),
+    Mutant(
+        "s22perm-state-file-advice-for-every-errno",  # "Permission denied; free some space"
+        "exporter/store/state.py",
+        '            raise os_storage_error(path, exc, "cannot create the state file") from exc\n',
+        '            raise StorageError(f"cannot create the state file {path}: free some space")\n',
+        (
+            "tests/ops/test_not_a_bug.py::test_a_state_file_that_cannot_be_created_gets_the_advice_for_its_cause",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

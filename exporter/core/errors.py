@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import enum
+import errno
 import os
 import re
 import threading
@@ -151,6 +152,34 @@ class AccessDeniedError(StorageError):
         super().__init__(
             f"permission denied: {path}: run as the user that owns it, or give this one access"
         )
+
+
+# The advice for an OSError writing the data directory, by its errno (else: its text alone).
+_OS_ADVICE = {
+    errno.ENOSPC: "free some space, then run again",
+    errno.EDQUOT: "free some space or raise the quota, then run again",
+    errno.EROFS: (
+        "sync, compact and discard-events need a writable directory (query, report, status "
+        "and check only read it): mount it read-write, or choose another --data-dir"
+    ),
+}
+
+
+def os_storage_error(path: os.PathLike[str], exc: OSError, doing: str) -> StorageError:
+    """The error for `exc`, raised while `doing` ("cannot write to data directory") at `path`,
+    with the fix its errno calls for: a permission is every command's one "permission denied"
+    (it was told "free some space or fix the mount" by the state file, other words by the
+    sync's probe). Names `path` or the directory above it that was refused, never a temporary
+    sibling."""
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        refused = os.path.normpath(os.fspath(path))
+        if exc.filename is not None:
+            named = os.path.normpath(os.fsdecode(exc.filename))
+            if refused == named or refused.startswith(named.rstrip(os.sep) + os.sep):
+                refused = named
+        return AccessDeniedError(refused)
+    advice = _OS_ADVICE.get(exc.errno or 0)
+    return StorageError(f"{doing} {path}: {exc.strerror}" + (f"; {advice}" if advice else ""))
 
 
 class LockHeldError(OpsauditError):

@@ -26,6 +26,7 @@ from exporter.core.errors import (
     StoppedError,
     StorageError,
     UnreadableStateError,
+    os_storage_error,
 )
 from exporter.core.layout import fsync_dir
 from exporter.core.model import TERMINAL_STATUSES, Chunk, OpenOp, Outcome, ProjectRow, RunRow
@@ -436,10 +437,7 @@ class StateDB:
             self._check()
             self.format_version = FORMAT_VERSION  # migrated, if it was older
         except OSError as exc:
-            raise StorageError(
-                f"cannot create the state file {path}: {exc.strerror}; free some space or fix "
-                "the mount, then run again"
-            ) from exc
+            raise os_storage_error(path, exc, "cannot create the state file") from exc
         except sqlite3.DatabaseError as exc:
             if _is_write_failure(exc):
                 raise StorageError(_write_failure_message(path, exc)) from exc

@@ -22,16 +22,20 @@ ROOT = Path(__file__).resolve().parents[2]
 DENIED = ": run as the user that owns it, or give this one access"
 
 
-def _as_a_user(*args: str) -> subprocess.CompletedProcess[str]:
+def _as_a_user(*args: str, key: str = "unused") -> subprocess.CompletedProcess[str]:
     """`python -m exporter ARGS` as a user that file modes apply to (root without the
     override capabilities)."""
+    return _python_as_a_user("-m", "exporter", *args, key=key)
+
+
+def _python_as_a_user(*args: str, key: str = "unused") -> subprocess.CompletedProcess[str]:
     drop = "-dac_override,-dac_read_search"
     prefix = (
         ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}"] if os.geteuid() == 0 else []
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NEON_API_KEY": "unused"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NEON_API_KEY": key}
     return subprocess.run(
-        [*prefix, sys.executable, "-m", "exporter", *args],
+        [*prefix, sys.executable, *args],
         capture_output=True,
         text=True,
         env=env,
@@ -84,6 +88,85 @@ def test_doctor_finds_an_unreadable_data_dir(synced: Path) -> None:
     assert f"error data_dir: permission denied: {synced}{DENIED}" in done.stdout.splitlines()
 
 
+def _sync_as_a_user(sim: Any, data: Path) -> subprocess.CompletedProcess[str]:
+    args = ("sync", "--data-dir", str(data), "--base-url", sim.base_url, "--max-rps", "0")
+    return _as_a_user(*args, key=sim.personal_key)
+
+
+@pytest.mark.parametrize("mode", [0o333, 0o555, 0], ids=["0333", "0555", "0000"])
+def test_sync_says_permission_denied_as_every_command_does(
+    make_sim: Any, tmp_path: Path, mode: int
+) -> None:
+    """A new data directory this user may write but not list (0333) was "cannot create the
+    state file ...: Permission denied; free some space or fix the mount" (after renaming the
+    state file in: opening the directory to make that durable needs read permission); one it
+    may not write, "cannot write to data directory ...: Permission denied; sync, compact and
+    discard-events need a writable directory": every other command's words, nothing made."""
+    sim = make_sim(seed=5, projects=1)
+    data = tmp_path / "data"
+    data.mkdir(mode)
+    try:
+        done = _sync_as_a_user(sim, data)
+        made = sorted(p.name for p in data.iterdir())
+    finally:
+        data.chmod(0o755)
+    assert (done.returncode, done.stdout) == (6, "")
+    assert done.stderr.splitlines()[-1] == f"Error: permission denied: {data}{DENIED}"
+    assert (made, sim.stats()["requests"]) == ([], 0)
+
+
+def test_sync_refuses_a_dataset_it_may_not_list_as_doctor_finds_it(
+    make_sim: Any, synced: Path
+) -> None:
+    """An existing dataset in a directory this user may write but not read (0333): the sync
+    exited 0 but warned that opsaudit.duckdb "could not be refreshed: Permission denied" (the
+    new file was renamed in, its directory could not be opened to make that durable, so every
+    run wrote it again) while `doctor` said "error data_dir: permission denied", exit 8."""
+    sim = make_sim(seed=5, projects=1)
+    runs = _run_count(synced)
+    synced.chmod(0o333)
+    done = _sync_as_a_user(sim, synced)
+    doctor = _as_a_user("doctor", "--data-dir", str(synced), "--base-url", "http://127.0.0.1:9/")
+    assert (done.returncode, done.stdout) == (6, "")
+    assert done.stderr.splitlines()[-1] == f"Error: permission denied: {synced}{DENIED}"
+    assert doctor.returncode == 8
+    assert f"error data_dir: permission denied: {synced}{DENIED}" in doctor.stdout.splitlines()
+    synced.chmod(0o755)
+    assert (_run_count(synced), sim.stats()["requests"]) == (runs, 0)
+
+
+def _run_count(data: Path) -> int:
+    import sqlite3
+
+    con = sqlite3.connect(data / "state.sqlite")
+    try:
+        return int(con.execute("SELECT count(*) FROM runs").fetchone()[0])
+    finally:
+        con.close()
+
+
+def test_a_state_file_that_cannot_be_created_gets_the_advice_for_its_cause(
+    tmp_path: Path,
+) -> None:
+    """Every OSError making the state file was told "free some space or fix the mount":
+    a directory this user may not read (the rename in is made durable by opening it) too."""
+    data = tmp_path / "data"
+    data.mkdir(0o333)
+    code = (
+        "import sys; from pathlib import Path; from exporter.store.state import StateDB\n"
+        "try:\n    StateDB(Path(sys.argv[1]))\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)"
+    )
+    try:
+        done = _python_as_a_user("-c", code, str(data / "state.sqlite"))
+    finally:
+        data.chmod(0o755)
+    assert (done.stdout, done.stderr) == (
+        f"AccessDeniedError permission denied: {data}{DENIED}\n",
+        "",
+    )
+
+
 def test_ctrl_c_during_a_query_is_an_interruption_not_a_bug(synced: Path) -> None:
     """DuckDB answers Ctrl-C with its own error ("Query interrupted"), not KeyboardInterrupt:
     it was reported as a bug in opsaudit, exit 5."""
@@ -117,3 +200,31 @@ def test_ctrl_c_during_a_query_is_an_interruption_not_a_bug(synced: Path) -> Non
         query.wait()
     assert (query.returncode, out, err) == (130, "", "Interrupted.\n")
     assert stopped < 5, f"{stopped:.1f}s from Ctrl-C to the exit"
+
+
+def test_each_os_error_writing_the_data_dir_gets_its_own_fix() -> None:
+    """One helper words them all (the sync's probe and the state file said "free some space
+    or fix the mount" of a permission, or one text for every cause)."""
+    import errno
+
+    from exporter.core.errors import AccessDeniedError, os_storage_error
+
+    def error(code: int, filename: str) -> Exception:
+        return os_storage_error(
+            Path("data"), OSError(code, os.strerror(code), filename), "cannot write to"
+        )
+
+    denied = error(errno.EACCES, "data/_staging/.probe-1")
+    assert (type(denied), str(denied)) == (AccessDeniedError, f"permission denied: data{DENIED}")
+    # A directory above it refused (`mkdir -p`): that one is named, the one to fix.
+    above = os_storage_error(Path("/srv/a/data"), OSError(errno.EPERM, "x", "/srv/a"), "")
+    assert str(above) == f"permission denied: /srv/a{DENIED}"
+    assert str(error(errno.ENOSPC, "data/x")) == (
+        "cannot write to data: No space left on device; free some space, then run again"
+    )
+    assert str(error(errno.EROFS, "data/x")) == (
+        "cannot write to data: Read-only file system; sync, compact and discard-events need a "
+        "writable directory (query, report, status and check only read it): mount it "
+        "read-write, or choose another --data-dir"
+    )
+    assert str(error(errno.EIO, "data/x")) == "cannot write to data: Input/output error"

@@ -279,7 +279,11 @@ def test_10_read_only_data_dir_sync_is_exit_6_and_readers_still_work(
         cli, ["sync", "--data-dir", str(view), "--base-url", sim.base_url], env=env
     )
     assert result.exit_code == 6, result.output
-    assert "cannot write to data directory" in result.output
+    assert result.output.splitlines()[-1] == (
+        f"Error: cannot write to data directory {view}: Read-only file system; sync, compact "
+        "and discard-events need a writable directory (query, report, status and check only "
+        "read it): mount it read-write, or choose another --data-dir"
+    )
     assert "Traceback" not in result.output
     query = runner.invoke(
         cli,

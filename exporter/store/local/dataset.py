@@ -36,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from exporter.core.errors import StorageError
+from exporter.core.errors import StorageError, os_storage_error
 from exporter.core.layout import (
     FLAGGED_DIR,
     FLAGGED_META,
@@ -191,16 +191,16 @@ class Dataset:
         self.root = Path(root)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
+            # Every rename in it is made durable by opening it (`fsync_dir`), which needs read
+            # permission: in one this user may write but not list (0333) a new state file was
+            # renamed in before that failed, and every run wrote the views database anew.
+            fsync_dir(self.root)
             (self.root / STAGING_DIR).mkdir(exist_ok=True)
             probe = self.root / STAGING_DIR / f".probe-{uuid.uuid4().hex[:8]}"
             probe.touch()
             probe.unlink()
         except OSError as exc:
-            raise StorageError(
-                f"cannot write to data directory {self.root}: {exc.strerror}; sync, compact "
-                "and discard-events need a writable directory (query, report, status and check "
-                "only read it)"
-            ) from exc
+            raise os_storage_error(self.root, exc, "cannot write to data directory") from exc
         self._lock = DataDirLock(self.root / LOCK_FILE)
         if lock:
             self._lock.acquire(wait, stop)

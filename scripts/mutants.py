@@ -4133,6 +4133,15 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s22perm-library-symlink-loop-runtime-error",  # RuntimeError "Symlink loop from ..."
+        "exporter/store/lake/location.py",
+        "    except (OSError, RuntimeError) as exc:  # a symlink loop",
+        "    except ZeroDivisionError as exc:  # a symlink loop",
+        (
+            "tests/ops/test_cli_boundary.py::test_a_data_dir_through_a_symlink_loop_is_named_so_by_the_library_too",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +223,37 @@ def test_a_data_dir_that_is_a_file_is_named_so_by_the_library_too(tmp_path: Path
             call(a_file)
         assert str(error.value) == f"--data-dir {a_file} is a file, not a directory", call
     assert a_file.read_bytes() == b"not a directory"
+
+
+def test_a_data_dir_through_a_symlink_loop_is_named_so_by_the_library_too(
+    tmp_path: Path,
+) -> None:
+    """`exporter.sync`, `run_doctor`, `connect`, `read_status` and `run_check` given a path
+    through a symbolic link loop raised RuntimeError "Symlink loop from ..." (Path.resolve),
+    where the command line says which link loops."""
+    import exporter
+    from exporter.ops.check import run_check
+    from exporter.ops.status import read_status
+
+    (tmp_path / "loop-a").symlink_to("loop-b")
+    (tmp_path / "loop-b").symlink_to("loop-a")
+    calls: dict[str, Callable[[Path], object]] = {
+        "sync": lambda d: exporter.sync(
+            exporter.SyncConfig(data_dir=d, api_key="k", base_url="http://127.0.0.1:9/")
+        ),
+        "run_doctor": lambda d: exporter.run_doctor(d, api_key="k", base_url="http://127.0.0.1:9/"),
+        "connect": exporter.connect,
+        "read_status": read_status,
+        "run_check": run_check,
+    }
+    for data_dir in (tmp_path / "loop-a", tmp_path / "loop-a" / "sub"):
+        for name, call in calls.items():
+            with pytest.raises(exporter.ConfigError) as error:
+                call(data_dir)
+            assert str(error.value) == (
+                f"--data-dir {data_dir}: {tmp_path / 'loop-a'} is a symbolic link that loops "
+                f"back on itself; {_FIX}"
+            ), name
 
 
 # Every command that takes --data-dir (`opsaudit --help` lists them; simulate takes none).

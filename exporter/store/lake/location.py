@@ -29,6 +29,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from exporter.core.errors import ConfigError, check_type
+from exporter.core.pathcheck import data_dir_problem
 
 # scheme as typed -> canonical scheme
 _SCHEMES = {
@@ -489,7 +490,12 @@ def _refuse_credentials(text: str, scheme: str, scheme_typed: str, rest: str) ->
 
 
 def _local(path: Path, options: dict[str, str]) -> Location:
-    absolute = path.expanduser().resolve()
+    try:
+        absolute = path.expanduser().resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
+        # What the command line says of it (`pathcheck`); the library said "Symlink loop from".
+        problem = data_dir_problem(path.expanduser())
+        raise ConfigError(f"--data-dir {problem or f'{path}: {exc}'}") from exc
     return Location(scheme="file", url=f"file://{absolute}", options=options)
 
 

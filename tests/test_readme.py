@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shlex
 import subprocess
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -131,3 +133,148 @@ def test_every_view_and_column_is_documented(tmp_path: Path) -> None:
                     assert f"`{column}`" in README or f", {column}" in README, (name, column)
     finally:
         con.close()
+
+
+# -- Examples no other test runs: the unattended command lines, the settings file, the receiver's
+# signature check. Each is read from README.md as printed, so renaming an option or changing the
+# signature breaks a test, not a user's crontab.
+
+
+def _blocks(language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", README, re.MULTILINE | re.DOTALL)
+
+
+def _opsaudit_commands(line: str) -> list[list[str]]:
+    """Every `opsaudit ...` command of a shell line, as argv after `opsaudit` (redirections,
+    `;`, `||`, `&&`, `$( )` and comments cut off)."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    commands: list[list[str]] = []
+    argv: list[str] | None = None
+    skip_target = False
+    for token in lexer:
+        if skip_target:
+            skip_target = False
+        elif token == "opsaudit" or token.endswith("/bin/opsaudit"):
+            argv = []
+            commands.append(argv)
+        elif argv is not None and set(token) <= set("();<>|&"):
+            if token.startswith((">", "<")):
+                if argv and argv[-1].isdigit():  # the `2` of `2>>`
+                    argv.pop()
+                skip_target = True
+            else:
+                argv = None
+        elif argv is not None:
+            argv.append(token)
+    return [argv for argv in commands if argv]
+
+
+def _readme_command_lines(tmp_path: Path) -> list[str]:
+    """The README's cron lines, systemd ExecStart= lines and sh blocks, as a shell would run
+    them: cron's `\\%` and systemd's `%%` are `%`, `%d` the credentials directory, and the
+    paths that must exist for the options to be accepted are files under `tmp_path`."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "key").write_text("key\n")
+    (etc / "neon-api-key").write_text("key\n")
+    (etc / "whsec").write_text("whsec_" + "A" * 44 + "\n")
+    (tmp_path / "textfile").mkdir()
+    lines = [line.replace("\\%", "%") for block in _blocks("cron") for line in block.splitlines()]
+    for block in _blocks("ini"):
+        for line in block.splitlines():
+            if line.startswith("ExecStart="):
+                lines.append(line.removeprefix("ExecStart=").replace("%%", "%"))
+    for block in _blocks("sh"):
+        lines += block.replace("\\\n", " ").splitlines()
+    swaps = {
+        "/etc/opsaudit/": f"{etc}/",
+        "%d/": f"{etc}/",
+        "/var/lib/node_exporter/textfile": str(tmp_path / "textfile"),
+        "/var/lib/opsaudit": str(tmp_path / "data"),
+    }
+    for old, new in swaps.items():
+        lines = [line.replace(old, new) for line in lines]
+    return [line for line in lines if "opsaudit" in line and not line.startswith("#")]
+
+
+def test_every_command_line_of_the_readme_is_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each `opsaudit` command in the cron lines, the systemd units and the sh blocks parses:
+    its command and options exist and take the values shown (no command runs)."""
+    import warnings
+
+    import click
+
+    from exporter.cli import cli
+
+    monkeypatch.chdir(tmp_path)  # no settings file of the repository's is read
+    commands = [
+        argv for line in _readme_command_lines(tmp_path) for argv in _opsaudit_commands(line)
+    ]
+    assert len(commands) >= 15, commands
+    seen = set()
+    for argv in commands:
+        if argv[0].startswith("-") and argv[0] not in ("--config",):
+            continue  # `opsaudit -V`
+        ctx = cli.make_context("opsaudit", list(argv))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # click 8.2's protected_args
+            name, *rest = [*ctx.protected_args, *ctx.args]
+        command = cli.get_command(ctx, name)
+        assert command is not None, argv
+        try:
+            command.make_context(name, rest, parent=ctx)
+        except click.UsageError as exc:
+            pytest.fail(f"README: opsaudit {shlex.join(argv)}: {exc.format_message()}")
+        seen.add(name)
+    assert {"sync", "check", "query", "report", "doctor", "demo"} <= seen
+
+
+def test_the_readmes_settings_file_is_accepted(tmp_path: Path) -> None:
+    from exporter.cli._config import read_config
+    from exporter.core.timeutil import parse_duration
+    from exporter.ops.check import parse_threshold
+
+    (example,) = [block for block in _blocks("toml") if block.startswith("data_dir = ")]
+    path = tmp_path / "opsaudit.toml"
+    path.write_text(example)
+    settings = read_config(path)
+    assert set(settings) == {"data_dir", "base_url", "max_rps", "fail_on", "max_age"}
+    assert [parse_threshold(text).metric for text in settings["fail_on"]] == [
+        "stuck",
+        "failure_rate",
+    ]
+    assert parse_duration(settings["max_age"]).total_seconds() == 7200
+
+
+def test_the_readmes_signature_check_accepts_what_the_webhook_sends() -> None:
+    """README's `verify` (Receiving events), run as printed, on opsaudit's signature."""
+    import base64
+    import time
+
+    from exporter.events.webhook import sign
+
+    (code,) = [block for block in _blocks("python") if "def verify(" in block]
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "README.md (verify)", "exec"), namespace)
+    verify = namespace["verify"]
+    secret = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    body, now = b'{"id": "op-1:1"}', int(time.time())
+
+    def headers(stamp: int, signature: str) -> dict[str, str]:
+        return {
+            "webhook-id": "op-1:1",
+            "webhook-timestamp": str(stamp),
+            "webhook-signature": signature,
+        }
+
+    good = sign(key, "op-1:1", now, body)
+    assert verify(secret, headers(now, good), body)
+    assert verify(secret, headers(now, f"v1,bm90LWl0 {good}"), body)  # one of several
+    assert not verify(secret, headers(now, good), body + b" ")
+    assert not verify(secret, headers(now, good.replace("v1,", "v2,")), body)
+    old = now - 3600
+    assert not verify(secret, headers(old, sign(key, "op-1:1", old, body)), body)  # a replay

@@ -2231,8 +2231,8 @@ MUTANTS = [
     Mutant(
         "doctor-damaged-file-unseen",  # a data file that is not Parquet: doctor said ok
         "exporter/ops/doctor.py",
-        "    _check_files(report, data_dir, live)\n",
-        "",
+        "    if _check_files(report, data_dir, live):\n",
+        "    if True:\n",
         (
             "tests/ops/test_doctor.py::test_a_data_file_that_is_not_parquet_is_a_finding_the_readers_exit_6_and_a_sync_writes_it",
             "tests/ops/test_doctor.py::test_an_operations_file_that_is_not_parquet_is_restored_from_a_backup",
@@ -4139,6 +4139,15 @@ MUTANTS = [
         "    except ZeroDivisionError as exc:  # a symlink loop",
         (
             "tests/ops/test_cli_boundary.py::test_a_data_dir_through_a_symlink_loop_is_named_so_by_the_library_too",
+        ),
+    ),
+    Mutant(
+        "s22readme-doctor-views-fix-contradicts-a-damaged-file",  # "meanwhile use opsaudit query"
+        "exporter/ops/doctor.py",
+        "    return not damaged\n",
+        "    return True\n",
+        (
+            "tests/ops/test_doctor.py::test_an_operations_file_that_is_not_parquet_is_restored_from_a_backup",
         ),
     ),
     Mutant(

@@ -416,8 +416,10 @@ def _check_data_dir(report: DoctorReport, data_dir: Path, now: dt.datetime) -> N
     _check_lock(report, data_dir / LOCK_FILE)
     _check_disk(report, data_dir)
     live = _check_state(report, data_dir / STATE_FILE, now)
-    _check_files(report, data_dir, live)
-    _check_views(report, data_dir, live)
+    if _check_files(report, data_dir, live):
+        # Not the views as well: they cannot answer over a damaged file, and their fix ("run
+        # sync (it rewrites the file); meanwhile use `opsaudit query`") contradicted the files'.
+        _check_views(report, data_dir, live)
 
 
 def _probe_directory(report: DoctorReport, directory: Path, subject: str) -> bool:
@@ -533,18 +535,19 @@ def _check_state(report: DoctorReport, path: Path, now: dt.datetime) -> list[str
     return live
 
 
-def _check_files(report: DoctorReport, data_dir: Path, live: list[str]) -> None:
+def _check_files(report: DoctorReport, data_dir: Path, live: list[str]) -> bool:
     """Every file the readers read is Parquet, by its footer alone (10M operations: a few hundred
     files): a damaged one made every reader fail with DuckDB's "too small to be a Parquet file"
-    while doctor said ok."""
+    while doctor said ok. False when one is damaged."""
     try:
         damaged = damaged_files(data_dir, live)
     except StorageError:
-        return  # the state's own finding said why it cannot be read
+        return True  # the state's own finding said why it cannot be read
     for error in damaged:
         report.add("files", "error", error.problem, error.fix)
     if not damaged and live:
         report.add("files", "ok", f"{len(live):,} committed file(s) and the tables are Parquet")
+    return not damaged
 
 
 def _check_views(report: DoctorReport, data_dir: Path, live: list[str]) -> None:

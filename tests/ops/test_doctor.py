@@ -572,6 +572,7 @@ def test_a_data_file_that_is_not_parquet_is_a_finding_the_readers_exit_6_and_a_s
     assert result.exit_code == 8, result.output
     files = [line for line in result.stdout.splitlines() if " files: " in line]
     assert files == [f"error files: {damaged('sync_runs')}", f"error files: {damaged('branches')}"]
+    assert [line for line in result.stdout.splitlines() if " views: " in line] == []
     for sql, table in (("FROM sync_runs", "sync_runs"), ("FROM branches", "branches")):
         query = invoke("query", "--data-dir", str(data_dir), sql)
         assert (query.exit_code, query.stderr) == (6, f"Error: {damaged(table)}\n")
@@ -614,6 +615,9 @@ def test_an_operations_file_that_is_not_parquet_is_restored_from_a_backup(
     result = doctor(sim, data_dir, sim.personal_key)
     files = [line for line in result.stdout.splitlines() if " files: " in line]
     assert (result.exit_code, files) == (8, [f"error files: {problem} Fix: {fix}"])
+    # No views line after it: "opsaudit.duckdb does not answer ... Fix: run `opsaudit sync` (it
+    # rewrites the file); meanwhile use `opsaudit query`" contradicted it (neither helps).
+    assert [line for line in result.stdout.splitlines() if " views: " in line] == []
     query = invoke("query", "--data-dir", str(data_dir), "SELECT count(*) FROM operations")
     assert (query.exit_code, query.stderr) == (6, f"Error: {problem} Fix: {fix}\n")
 

@@ -4151,6 +4151,79 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s22env-options-read-an-empty-variable-as-unset",  # cron's sync back-filled ./opsaudit-data
+        "exporter/cli/_common.py",
+        "                refuse_empty_variable(name, ctx)\n",
+        "                pass\n",
+        (
+            "tests/ops/test_empty_environment.py::test_sync_with_an_empty_data_dir_variable_is_refused_and_creates_nothing[]",
+            "tests/ops/test_empty_environment.py::test_an_empty_base_url_variable_is_refused_before_any_request",
+        ),
+    ),
+    Mutant(
+        "s22env-blank-variable-taken-as-a-value",  # OPSAUDIT_DATA_DIR=' ': "is empty", no name
+        "exporter/cli/_common.py",
+        "    if value is not None and not value.strip():\n",
+        "    if value is not None and not value:\n",
+        (
+            "tests/ops/test_empty_environment.py::test_sync_with_an_empty_data_dir_variable_is_refused_and_creates_nothing[  \\t]",
+        ),
+    ),
+    Mutant(
+        "s22env-url-options-not-env-options",  # --data-dir, --base-url: empty read as unset
+        "exporter/cli/_common.py",
+        "class ConfiguredUrlOption(EnvOption):\n",
+        "class ConfiguredUrlOption(click.Option):\n",
+        (
+            "tests/ops/test_empty_environment.py::test_every_option_with_a_variable_holds_to_the_rule",
+            "tests/ops/test_empty_environment.py::test_readers_with_an_empty_data_dir_variable_are_refused[command0]",
+        ),
+    ),
+    Mutant(
+        "s22env-completion-refused-for-an-empty-variable",  # a traceback on Tab
+        "exporter/cli/_common.py",
+        "        if not ctx.resilient_parsing:  # shell completion: no error for a half-typed line\n",
+        "        if True:\n",
+        (
+            "tests/ops/test_empty_environment.py::test_shell_completion_with_an_empty_variable_still_completes",
+        ),
+    ),
+    Mutant(
+        "s22env-empty-config-variable-read-as-unset",  # ./opsaudit.toml read instead
+        "exporter/cli/__init__.py",
+        '            refuse_empty_variable("OPSAUDIT_CONFIG", ctx)\n',
+        "            pass\n",
+        (
+            "tests/ops/test_empty_environment.py::test_every_option_variable_set_but_empty_is_a_usage_error[OPSAUDIT_CONFIG]",
+            "tests/ops/test_empty_environment.py::test_check_with_an_empty_variable_writes_not_ok",
+        ),
+    ),
+    Mutant(
+        "s22env-empty-config-variable-over-the-commands-own",  # `status --config F` refused
+        "exporter/cli/__init__.py",
+        "        if not ctx.meta.get(CONFIG_AFTER) and (config_file is None or from_env):\n",
+        "        if config_file is None or from_env:\n",
+        (
+            "tests/ops/test_empty_environment.py::test_an_empty_config_variable_gives_way_to_a_commands_own_config",
+        ),
+    ),
+    Mutant(
+        "s22env-empty-key-variable-not-said",  # "set NEON_API_KEY" to one who had set it
+        "exporter/cli/_common.py",
+        "    if from_env is not None and not from_env.strip():\n",
+        "    if False:\n",
+        (
+            "tests/ops/test_empty_environment.py::test_an_empty_key_variable_is_no_key_and_says_it_is_set[]",
+        ),
+    ),
+    Mutant(
+        "s22env-empty-lease-ttl-read-as-unset",  # the default 120 s, silently
+        "exporter/store/lake/store.py",
+        "    if not raw.strip():  # as every variable the command line reads (cli._common)\n",
+        "    if False:\n",
+        ("tests/ops/test_empty_environment.py::test_an_empty_lease_ttl_variable_is_refused",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from exporter.core.errors import (
+    AuthError,
     ConfigError,
     ExitCode,
     StorageError,
@@ -95,7 +96,36 @@ class Identifier(click.ParamType):
         return str(value)
 
 
-class ConfiguredUrlOption(click.Option):
+def refuse_empty_variable(name: str, ctx: click.Context | None = None) -> None:
+    """The rule for every variable the command line reads: empty or blank, it is a usage error
+    naming it, never unset (click's reading): `OPSAUDIT_DATA_DIR=$DATA` in a crontab without
+    $DATA back-filled a new ./opsaudit-data (exit 0) while the real dataset went stale. No
+    variable documents an empty value as meaningful."""
+    value = os.environ.get(name)
+    if value is not None and not value.strip():
+        raise click.UsageError(f"{name} is set but empty: give it a value or unset it", ctx)
+
+
+class EnvOption(click.Option):
+    """An option with an environment variable, held to `refuse_empty_variable` where click
+    reads the variable: only when the option is not on the command line (the option wins, its
+    variable is not read), before the configuration file and the default, so nothing falls
+    back. A check in the group's callback would have to parse each command's arguments again.
+    Every option with a variable is one (`env_option`; tests/ops/test_empty_environment.py)
+    but the group's --config, checked in its callback (a command's own --config wins)."""
+
+    def resolve_envvar_value(self, ctx: click.Context) -> str | None:
+        if not ctx.resilient_parsing:  # shell completion: no error for a half-typed line
+            names = [self.envvar] if isinstance(self.envvar, str) else self.envvar or ()
+            for name in names:
+                refuse_empty_variable(name, ctx)
+        return super().resolve_envvar_value(ctx)
+
+
+env_option = functools.partial(click.option, cls=EnvOption)
+
+
+class ConfiguredUrlOption(EnvOption):
     """An option a configuration file may set to a URL (`--base-url`, `--data-dir`): `--help`
     shows that default as an error would, without userinfo, query or fragment (`base_url =
     "https://u:pw@proxy/api/v2?token=..."` was printed whole under each command)."""
@@ -386,12 +416,20 @@ def read_key(api_key_file: Path | None) -> str:
         if not key:
             raise ConfigError(f"--api-key-file {api_key_file} is empty")
         return key
-    return os.environ.get("NEON_API_KEY", "").strip()
+    from_env = os.environ.get("NEON_API_KEY")
+    if from_env is not None and not from_env.strip():
+        # Still "no API key" (exit 3), saying why: `NEON_API_KEY=$KEY` where $KEY is unset.
+        raise AuthError(
+            "no API key: NEON_API_KEY is set but empty: give it the key, or unset it and "
+            "pass --api-key-file"
+        )
+    return (from_env or "").strip()
 
 
 __all__ = [
     "DEFAULT_BASE_URL",
     "DataDir",
+    "EnvOption",
     "ExitCode",
     "JsonFormatter",
     "TextFormatter",
@@ -399,9 +437,11 @@ __all__ = [
     "data_dir_option",
     "echo_error",
     "emit",
+    "env_option",
     "existing_data_dir",
     "output_options",
     "read_key",
+    "refuse_empty_variable",
     "require_dataset",
     "setup_logging",
     "storage_option_option",

@@ -11,7 +11,12 @@ from typing import Any, TypeVar
 
 import click
 
-from exporter.cli._common import data_dir_option, require_dataset, storage_option_option
+from exporter.cli._common import (
+    data_dir_option,
+    env_option,
+    require_dataset,
+    storage_option_option,
+)
 from exporter.cli._group import short_help
 from exporter.cli._ops import FiniteFloatRange
 from exporter.core.errors import ConfigError
@@ -44,7 +49,7 @@ def events_options(f: F) -> F:
         return f(*args, **kwargs)
 
     options = [
-        click.option(
+        env_option(
             "--events-file",
             type=click.Path(dir_okay=False, path_type=Path),
             envvar="OPSAUDIT_EVENTS_FILE",
@@ -52,7 +57,7 @@ def events_options(f: F) -> F:
             help="Append one JSON line per new operation state to this file (each event "
             "exactly once, also across kills).",
         ),
-        click.option(
+        env_option(
             "--webhook",
             metavar="URL",
             envvar="OPSAUDIT_WEBHOOK_URL",
@@ -60,7 +65,7 @@ def events_options(f: F) -> F:
             help="POST each event to this URL, signed per Standard Webhooks (needs "
             "--webhook-secret-file); what it does not accept waits for the next run.",
         ),
-        click.option(
+        env_option(
             "--webhook-secret-file",
             type=click.Path(dir_okay=False, path_type=Path),
             envvar="OPSAUDIT_WEBHOOK_SECRET_FILE",

@@ -23,7 +23,7 @@ from exporter.cli._common import (
 )
 from exporter.cli._group import short_help
 from exporter.cli._metrics import metrics_file_option, write_metrics_file, write_unjudged_check
-from exporter.core.errors import ConfigError, ExitCode, NoDatasetError
+from exporter.core.errors import AuthError, ConfigError, ExitCode, NoDatasetError
 
 
 class Duration(click.ParamType):
@@ -290,14 +290,17 @@ def doctor_command(
     from exporter.ops.doctor import run_doctor
 
     try:
-        key, key_error = read_key(api_key_file), None
+        key, key_error, key_fix = read_key(api_key_file), None, None
     except ConfigError as exc:
-        key, key_error = None, str(exc)
+        key, key_error, key_fix = None, str(exc), None
+    except AuthError as exc:  # NEON_API_KEY set but empty: "no API key", then what to do
+        key, (key_error, _, key_fix) = None, str(exc).partition(": ")
     report = run_doctor(
         data_dir,
         api_key=key,
         base_url=base_url,
         key_error=key_error,
+        key_fix=key_fix,
         storage_options=storage_options,
     )
     if fmt == "json":

@@ -20,6 +20,7 @@ from exporter.cli._common import (
     data_dir_option,
     echo_error,
     emit,
+    env_option,
     lean_allocators,
     output_options,
     read_key,
@@ -74,7 +75,7 @@ def _max_requests(ctx: click.Context, param: click.Parameter, value: int | None)
     help="List only this organization (repeatable); with --project, its projects besides "
     "those named.",
 )
-@click.option(
+@env_option(
     "--max-rps",
     type=FiniteFloatRange(min=0),
     envvar="OPSAUDIT_MAX_RPS",
@@ -89,7 +90,7 @@ def _max_requests(ctx: click.Context, param: click.Parameter, value: int | None)
     default=40.0,
     hidden=True,  # the API's 40/s per route; time-scaled benchmarks raise it with the simulator
 )
-@click.option(
+@env_option(
     "--time-budget",
     type=Duration(),
     envvar="OPSAUDIT_TIME_BUDGET",
@@ -98,7 +99,7 @@ def _max_requests(ctx: click.Context, param: click.Parameter, value: int | None)
     help="Stop starting new work after this long (90s, 10m, 1h); what was read is committed "
     "and the next run continues with the stalest projects (outcome 'budget', exit 0).",
 )
-@click.option(
+@env_option(
     "--max-requests",
     type=click.INT,
     callback=_max_requests,
@@ -122,7 +123,7 @@ def _max_requests(ctx: click.Context, param: click.Parameter, value: int | None)
     metavar="DURATION",
     help="With --skip-idle: the longest a project goes without a walk.",
 )
-@click.option(
+@env_option(
     "--refresh-open-every",
     type=Duration(zero=True),
     envvar="OPSAUDIT_REFRESH_OPEN_EVERY",
@@ -141,7 +142,7 @@ def _max_requests(ctx: click.Context, param: click.Parameter, value: int | None)
     default=0.0,
     hidden=True,  # soaks: the run's clock is the simulator's, which runs ahead of the wall clock
 )
-@click.option(
+@env_option(
     "--names-max-age",
     type=Duration(zero=True),
     envvar="OPSAUDIT_NAMES_MAX_AGE",

@@ -60,13 +60,15 @@ def run_doctor(
     api_key: str | None,
     base_url: str,
     key_error: str | None = None,
+    key_fix: str | None = None,
     storage_options: Sequence[str] = (),
     now: dt.datetime | None = None,
 ) -> DoctorReport:
     """Run every check; never raises for what it finds (each problem is a finding).
 
     `key_error`: the key could not even be read (an unreadable --api-key-file): said as the
-    key's finding, and the API is not asked. `data_dir` on object storage (s3://, gs://, az://,
+    key's finding (with `key_fix`, else "make the key file readable"), and the API is not
+    asked. `data_dir` on object storage (s3://, gs://, az://,
     with `storage_options`) is checked by `doctor_lake`, reading only. A ConfigError (exit 2)
     for a --data-dir or --storage-option that names no data directory.
     """
@@ -74,7 +76,7 @@ def run_doctor(
 
     loc = location(data_dir, storage_options)  # the one place that tells local from lake
     report = DoctorReport()
-    _check_api(report, api_key, base_url, key_error)
+    _check_api(report, api_key, base_url, key_error, key_fix)
     now = now or dt.datetime.now(UTC)
     if loc.is_local:
         _check_data_dir(report, Path(local_path(data_dir, loc)), now)
@@ -89,7 +91,11 @@ def run_doctor(
 
 
 def _check_api(
-    report: DoctorReport, api_key: str | None, base_url: str, key_error: str | None
+    report: DoctorReport,
+    api_key: str | None,
+    base_url: str,
+    key_error: str | None,
+    key_fix: str | None = None,
 ) -> None:
     from exporter.api.client import (  # only when doctor calls the API
         check_api_key,
@@ -114,7 +120,7 @@ def _check_api(
             "use the https:// address of the API",
         )
     if key_error is not None:
-        report.add("key", "error", key_error, "make the key file readable by this user")
+        report.add("key", "error", key_error, key_fix or "make the key file readable by this user")
         return
     try:
         key = check_api_key(api_key)

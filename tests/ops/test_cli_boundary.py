@@ -478,9 +478,8 @@ def test_json_logs_end_with_a_json_error_line(make_sim: Any, tmp_path: Path) -> 
     lines = [json.loads(line) for line in rejected.stderr.splitlines()]  # every line is JSON
     assert lines[-1]["level"] == "error" and lines[-1]["exit_code"] == 3
     assert json.loads(rejected.stdout)["event"] == "summary"
-    missing = invoke(
-        "sync", "--data-dir", data_dir, "--log-format", "json", env={"NEON_API_KEY": ""}
-    )
+    # NEON_API_KEY unset (tests/conftest.py); set but empty: test_empty_environment.py
+    missing = invoke("sync", "--data-dir", data_dir, "--log-format", "json")
     assert missing.exit_code == 3
     last = json.loads(missing.stderr.splitlines()[-1])
     assert (last["level"], last["exit_code"], last["message"]) == (
@@ -489,7 +488,7 @@ def test_json_logs_end_with_a_json_error_line(make_sim: Any, tmp_path: Path) -> 
         "no API key: set NEON_API_KEY or pass --api-key-file (create one in the console under "
         "account or organization settings)",
     )
-    text = invoke("sync", "--data-dir", data_dir, env={"NEON_API_KEY": ""})
+    text = invoke("sync", "--data-dir", data_dir)
     assert text.stderr.startswith("Error: no API key: ")
 
 

@@ -50,8 +50,7 @@ def offline_doctor(data_dir: Path) -> Any:
         str(data_dir),
         "--base-url",
         "http://127.0.0.1:9/api/v2",
-        env={"NEON_API_KEY": ""},
-    )
+    )  # NEON_API_KEY unset (tests/conftest.py): set but empty says so (test_empty_environment)
 
 
 def lines_without_disk(stdout: str) -> list[str]:

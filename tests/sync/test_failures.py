@@ -117,8 +117,7 @@ def test_missing_key_is_exit_3_and_creates_nothing(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         cli,
         ["sync", "--data-dir", str(data_dir), "--base-url", "http://127.0.0.1:9/api/v2"],
-        env={"NEON_API_KEY": ""},
-    )
+    )  # NEON_API_KEY unset (tests/conftest.py); set but empty: ops/test_empty_environment.py
     assert result.exit_code == 3
     assert result.stderr == (
         "Error: no API key: set NEON_API_KEY or pass --api-key-file (create one in the console "

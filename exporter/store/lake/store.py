@@ -76,9 +76,11 @@ _STATE_ONLY = "state"
 
 
 def lease_ttl() -> timedelta:
-    raw = os.environ.get(LEASE_TTL_ENV, "").strip()
-    if not raw:
+    raw = os.environ.get(LEASE_TTL_ENV)
+    if raw is None:
         return DEFAULT_TTL
+    if not raw.strip():  # as every variable the command line reads (cli._common)
+        raise ConfigError(f"{LEASE_TTL_ENV} is set but empty: give it a value or unset it")
     try:
         seconds = float(raw)
     except ValueError:

@@ -465,7 +465,8 @@ def test_a_signal_stops_the_webhooks_delivery(
             proc.communicate()
     total = len(versions_after(data, set()))
     assert (proc.returncode, total > 20) == (code, True), out + err
-    assert elapsed < 3.0, f"{elapsed:.1f}s from the signal to the exit"
+    # (Well under 1 s on a quiet box; CI runs the suite beside the mutants: load 8 and more.)
+    assert elapsed < 6.0, f"{elapsed:.1f}s from the signal to the exit"
     assert len(receiver.attempts) - at_signal <= 4, (at_signal, len(receiver.attempts))  # lanes
     assert out.startswith("sync interrupted: ") and " waiting for the next run" in out, out
     receiver.slow_seconds = 0.0

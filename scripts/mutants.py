@@ -4224,6 +4224,13 @@ MUTANTS = [
         ("tests/ops/test_empty_environment.py::test_an_empty_lease_ttl_variable_is_refused",),
     ),
     Mutant(
+        "s22misc-hidden-option-suggested",  # sync --log-fmt: "Did you mean --clock-offset"
+        "exporter/cli/_group.py",
+        "        if isinstance(param, click.Option) and not param.hidden\n",
+        "        if isinstance(param, click.Option)\n",
+        ("tests/ops/test_cli_boundary.py::test_a_mistyped_option_is_never_told_a_hidden_one",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

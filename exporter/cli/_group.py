@@ -71,6 +71,9 @@ class OpsauditGroup(click.Group):
             return super().parse_args(ctx, args)
         except click.exceptions.Exit:
             raise  # --help, --version
+        except click.NoSuchOption as error:
+            not_run(ctx)
+            raise visible_only(error) from None
         except Exception:
             not_run(ctx)  # a refused --config (a directory)
             raise
@@ -132,6 +135,8 @@ class OpsauditGroup(click.Group):
 
             blame_setting(error)  # a value the configuration file set names it
             raise
+        except click.NoSuchOption as error:  # a command's options, parsed in super().invoke
+            raise visible_only(error) from None
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise  # click's own: usage errors (2), ctx.exit, a refused prompt
         except RuntimeError as error:
@@ -156,6 +161,23 @@ class OpsauditGroup(click.Group):
 
 
 _GIVEN = "opsaudit.given_arguments"
+
+
+def visible_only(error: click.NoSuchOption) -> click.NoSuchOption:
+    """`error` with its "Did you mean" drawn from the options `--help` shows: click offers the
+    closest of every option, hidden ones too (`sync --log-fmt`: "Did you mean one of:
+    '--clock-offset', '--log-format'?", a test-only option)."""
+    ctx = error.ctx
+    if ctx is None or not error.possibilities:
+        return error
+    visible = [
+        name
+        for param in ctx.command.get_params(ctx)
+        if isinstance(param, click.Option) and not param.hidden
+        for name in (*param.opts, *param.secondary_opts)
+        if name.startswith("--")
+    ]
+    return click.NoSuchOption(error.option_name, error.message, visible, ctx)
 
 
 def not_run(ctx: click.Context) -> None:

@@ -443,6 +443,31 @@ def test_version_has_a_short_flag() -> None:
     assert short.stdout.startswith("opsaudit, version ")
 
 
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        # Near a hidden option (--clock-offset) and a visible one: only the visible one.
+        (["sync", "--log-fmt", "json"], "No such option '--log-fmt'. Did you mean '--log-format'?"),
+        # Near a hidden option alone: no suggestion at all.
+        (["sync", "--clock-ofset", "1"], "No such option '--clock-ofset'."),
+        (
+            ["sync", "--webhook-timout", "1"],
+            "No such option '--webhook-timout'. "
+            "(Did you mean one of: '--webhook', '--webhook-secret-file'?)",
+        ),
+        # Near visible options: suggested as before, the group's own too.
+        (["sync", "--data-dri", "d"], "No such option '--data-dri'. Did you mean '--data-dir'?"),
+        (["--vrsion"], "No such option '--vrsion'. Did you mean '--version'?"),
+    ],
+)
+def test_a_mistyped_option_is_never_told_a_hidden_one(args: list[str], error: str) -> None:
+    """click's "Did you mean" drew from every option, hidden ones too: `sync --log-fmt` was
+    "Did you mean one of: '--clock-offset', '--log-format'?", a test-only option."""
+    result = invoke(*args)
+    assert (result.exit_code, result.stderr.splitlines()[-1]) == (2, f"Error: {error}")
+    assert "--clock-offset" not in invoke("sync", "--help").stdout
+
+
 def test_quiet_sync_prints_nothing_but_what_went_wrong(make_sim: Any, tmp_path: Path) -> None:
     sim = make_sim(seed=5, projects=1, shared_projects=0, orgs=1, ops_per_project_per_day=20)
     env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}

@@ -4231,6 +4231,17 @@ MUTANTS = [
         ("tests/ops/test_cli_boundary.py::test_a_mistyped_option_is_never_told_a_hidden_one",),
     ),
     Mutant(
+        "s22misc-lease-ttl-read-after-the-marker",  # a bad value: exit 2, the prefix initialised
+        "exporter/store/lake/store.py",
+        "        ttl = lease_ttl() if lock else DEFAULT_TTL\n"
+        "        self.ds = LakeDataset.open(location, create=True)\n",
+        "        self.ds = LakeDataset.open(location, create=True)\n"
+        "        ttl = lease_ttl() if lock else DEFAULT_TTL\n",
+        (
+            "tests/lake/test_sync_lake.py::test_a_bad_lease_ttl_is_refused_before_anything_is_written",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -237,6 +237,22 @@ def test_the_next_sync_after_a_kill_9_starts_at_once(make_sim: Any, bucket: Buck
     assert_exact(sim, table_rows(url, _opts(bucket)))
 
 
+def test_a_bad_lease_ttl_is_refused_before_anything_is_written(
+    make_sim: Any, bucket: Bucket
+) -> None:
+    """A bad OPSAUDIT_LEASE_TTL was refused (exit 2) only after the location was opened with
+    create=True: an empty prefix had its dataset marker written first."""
+    sim = make_sim(seed=8, projects=1, days=1, ops_per_project_per_day=20)
+    env = _cli_env(sim, {"OPSAUDIT_LEASE_TTL": "2m"})
+    done = _cli(["sync", "--data-dir", bucket.url("fresh"), *_so(bucket), "--max-rps", "0"], env)
+    assert (done.returncode, done.stdout, done.stderr.splitlines()[-1]) == (
+        2,
+        "",
+        "Error: $OPSAUDIT_LEASE_TTL='2m': seconds, at least 1",
+    )
+    assert (bucket.list_keys(), sim.stats()["requests"]) == ([], 0)
+
+
 def test_two_syncs_race_one_exits_4(make_sim: Any, bucket: Bucket) -> None:
     sim = make_sim(seed=8, projects=3, days=2, ops_per_project_per_day=2000)
     from exporter.simulator import Faults

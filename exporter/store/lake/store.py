@@ -106,6 +106,9 @@ class LakeStore:
         stop: threading.Event | None = None,
     ):
         self.location = location
+        # Read before the location is opened: opening a new one writes its marker, and a bad
+        # value is a usage error that must leave the prefix as it was.
+        ttl = lease_ttl() if lock else DEFAULT_TTL
         self.ds = LakeDataset.open(location, create=True)
         self.lease: Lease | None = None
         self._tmp = scratch_dir("opsaudit-lake-")
@@ -116,7 +119,6 @@ class LakeStore:
         self._closed = False
         try:
             if lock:
-                ttl = lease_ttl()
                 grace = min(CLOCK_GRACE, max(timedelta(seconds=1), ttl / 2))
                 self.lease = Lease(self.ds.objects, ttl=ttl, grace=grace, where=location.display)
                 self.lease.stop_waiting = stop  # a sync's Ctrl-C or SIGTERM

@@ -4242,6 +4242,23 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s22misc-views-warning-bare-error",  # "[Errno 1] Operation not permitted: '...tmp'"
+        "exporter/analytics/views.py",
+        "        print(failure(Path(argv[0]).resolve(), exc), file=sys.stderr)\n",
+        "        print(_first_line(exc), file=sys.stderr)\n",
+        (
+            "tests/ops/test_not_a_bug.py::test_a_views_database_another_user_owns_is_named_with_the_fix",
+            "tests/ops/test_not_a_bug.py::test_a_data_file_the_views_may_not_read_is_named_with_the_fix",
+        ),
+    ),
+    Mutant(
+        "s22misc-views-writer-killed-unsaid",  # "could not refresh opsaudit.duckdb: exit code -9"
+        "exporter/analytics/views_db.py",
+        "    if done.returncode < 0:  # killed: by the kernel's OOM killer, mostly\n",
+        "    if False:\n",
+        ("tests/sync/test_views_refresh.py::test_a_views_writer_killed_is_said_so",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

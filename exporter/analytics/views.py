@@ -999,7 +999,9 @@ def _views_database_main(argv: Sequence[str]) -> int:
     try:
         written = write_views_database(Path(argv[0]), files_only="--files-only" in argv[1:])
     except Exception as exc:
-        print(_first_line(exc), file=sys.stderr)
+        from exporter.analytics.views_failure import failure
+
+        print(failure(Path(argv[0]).resolve(), exc), file=sys.stderr)
         return 1
     return 0 if written is not None else 3
 

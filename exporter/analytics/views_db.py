@@ -13,10 +13,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from exporter.analytics.views_failure import failure
 from exporter.core.layout import VIEWS_DB, find_sql_dir
 from exporter.store.base import LocalDataset
 from exporter.store.local.exports import SNAPSHOT_FILES
@@ -92,7 +94,7 @@ def refresh_views_database(dataset: LocalDataset) -> bool:
         try:
             written = write_views_database(dataset.root, files_only) is not None
         except Exception as exc:
-            log.warning("could not refresh opsaudit.duckdb: %s", exc)
+            log.warning("could not refresh opsaudit.duckdb: %s", failure(dataset.root, exc))
             return False
     else:
         handoff = dataset.child_handoff()
@@ -136,16 +138,38 @@ def _write_views_in_child(
             timeout=600,
             pass_fds=() if lock_fd is None else (lock_fd,),
         )
+    except subprocess.TimeoutExpired as exc:
+        log.warning(
+            "could not refresh opsaudit.duckdb: writing it took over %d s and was stopped; "
+            "the next sync writes it again (`opsaudit doctor` checks the data it reads)",
+            exc.timeout,
+        )
+        return None
     except (OSError, subprocess.SubprocessError) as exc:
-        log.warning("could not refresh opsaudit.duckdb: %s", exc)
+        log.warning("could not refresh opsaudit.duckdb: %s", failure(root, exc))
         return None
     if done.returncode == 3:
         return False
+    if done.returncode < 0:  # killed: by the kernel's OOM killer, mostly
+        log.warning(
+            "could not refresh opsaudit.duckdb: the process writing it was killed (%s); the "
+            "next sync writes it again (if it recurs, give the sync more memory)",
+            _signal_name(-done.returncode),
+        )
+        return None
     if done.returncode != 0:
+        # The child's last line is its `failure` (earlier ones: warnings it logged).
         reason = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
         log.warning("could not refresh opsaudit.duckdb: %s", reason)
         return None
     return True
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 __all__ = ["refresh_views_database"]

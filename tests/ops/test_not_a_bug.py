@@ -20,6 +20,7 @@ from .conftest import run_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 DENIED = ": run as the user that owns it, or give this one access"
+DROP = "-dac_override,-dac_read_search"
 
 
 def _as_a_user(*args: str, key: str = "unused") -> subprocess.CompletedProcess[str]:
@@ -28,8 +29,9 @@ def _as_a_user(*args: str, key: str = "unused") -> subprocess.CompletedProcess[s
     return _python_as_a_user("-m", "exporter", *args, key=key)
 
 
-def _python_as_a_user(*args: str, key: str = "unused") -> subprocess.CompletedProcess[str]:
-    drop = "-dac_override,-dac_read_search"
+def _python_as_a_user(
+    *args: str, key: str = "unused", drop: str = DROP
+) -> subprocess.CompletedProcess[str]:
     prefix = (
         ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}"] if os.geteuid() == 0 else []
     )
@@ -88,9 +90,67 @@ def test_doctor_finds_an_unreadable_data_dir(synced: Path) -> None:
     assert f"error data_dir: permission denied: {synced}{DENIED}" in done.stdout.splitlines()
 
 
-def _sync_as_a_user(sim: Any, data: Path) -> subprocess.CompletedProcess[str]:
+def _sync_as_a_user(sim: Any, data: Path, **kwargs: str) -> subprocess.CompletedProcess[str]:
     args = ("sync", "--data-dir", str(data), "--base-url", sim.base_url, "--max-rps", "0")
-    return _as_a_user(*args, key=sim.personal_key)
+    return _python_as_a_user("-m", "exporter", *args, key=sim.personal_key, **kwargs)
+
+
+def _views_warnings(done: subprocess.CompletedProcess[str]) -> list[str]:
+    """The sync's warnings about opsaudit.duckdb, without their time stamp."""
+    lines = [line.split(" ", 1)[1] for line in done.stderr.splitlines() if " WARNING " in line]
+    return [line for line in lines if "opsaudit.duckdb" in line]
+
+
+def _views_out_of_date(data: Path) -> None:
+    """As after a run that committed: the next sync writes opsaudit.duckdb again."""
+    import sqlite3
+
+    con = sqlite3.connect(data / "state.sqlite")
+    with con:
+        con.execute("UPDATE meta SET value = 'x' WHERE key = 'views_database_key'")
+    con.close()
+
+
+def test_a_views_database_another_user_owns_is_named_with_the_fix(
+    make_sim: Any, synced: Path
+) -> None:
+    """opsaudit.duckdb of another user in a shared (sticky, like /tmp) directory cannot be
+    replaced: the warning was "could not refresh opsaudit.duckdb: [Errno 1] Operation not
+    permitted: '.../.opsaudit.duckdb.<hex>.tmp' -> '.../opsaudit.duckdb'" (a temporary named,
+    no fix); it is every command's permission-denied, naming the file."""
+    _views_out_of_date(synced)
+    views = synced / "opsaudit.duckdb"
+    os.chown(views, 65534, 65534)
+    os.chown(synced, 65534, 65534)
+    synced.chmod(0o1777)
+    try:
+        # Without CAP_FOWNER too: root may remove any file of a sticky directory.
+        done = _sync_as_a_user(make_sim(seed=5, projects=1), synced, drop=f"{DROP},-fowner")
+    finally:
+        os.chown(synced, 0, 0)
+    assert (done.returncode, _views_warnings(done)) == (
+        0,
+        [
+            f"WARNING opsaudit.storage: could not refresh opsaudit.duckdb: permission denied: {views}{DENIED}"
+        ],
+    )
+
+
+def test_a_data_file_the_views_may_not_read_is_named_with_the_fix(
+    make_sim: Any, synced: Path
+) -> None:
+    """DuckDB's own error ("loading 90_report.sql: IO Error: Cannot open file "...": Permission
+    denied") is said as every command says a permission refused."""
+    _views_out_of_date(synced)
+    flagged = next(synced.glob("flagged/part-2*.parquet"))
+    flagged.chmod(0)
+    done = _sync_as_a_user(make_sim(seed=5, projects=1), synced)
+    assert (done.returncode, _views_warnings(done)) == (
+        0,
+        [
+            f"WARNING opsaudit.storage: could not refresh opsaudit.duckdb: permission denied: {flagged}{DENIED}"
+        ],
+    )
 
 
 @pytest.mark.parametrize("mode", [0o333, 0o555, 0], ids=["0333", "0555", "0000"])

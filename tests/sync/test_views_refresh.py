@@ -341,3 +341,64 @@ def test_a_sync_killed_while_its_child_writes_the_views_leaves_the_directory_loc
     lock.release()
     assert (tmp_path / "opsaudit.duckdb").exists(), f"taken after {waited:.2f}s, the child writes"
     assert _ids_through_views_db(tmp_path) == [_op(1)["id"], _op(2)["id"]]
+
+
+def test_a_views_writer_killed_is_said_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The child writing opsaudit.duckdb killed (the OOM killer): the warning was its exit code
+    alone ("exit code -9"), now what happened and what to do."""
+    import signal
+    import threading
+
+    ds = Dataset(tmp_path)
+    try:
+        _commit(ds, [_op(1)], "a")
+        outcome: list[bool | None] = []
+        writer = threading.Thread(target=lambda: outcome.append(_write_views_in_child(tmp_path)))
+        with caplog.at_level(logging.WARNING, logger="opsaudit.storage"):
+            writer.start()
+            wanted = f"exporter.analytics.views\0{tmp_path}\0".encode()
+            deadline = time.monotonic() + 30
+            child = None
+            while child is None and time.monotonic() < deadline:
+                for pid in filter(str.isdigit, os.listdir("/proc")):
+                    try:
+                        if wanted in Path(f"/proc/{pid}/cmdline").read_bytes():
+                            child = int(pid)
+                    except OSError:
+                        continue
+            assert child is not None, "the child was not seen"
+            os.kill(child, signal.SIGKILL)
+            writer.join(60)
+    finally:
+        ds.close()
+    assert outcome == [None]
+    assert [r.getMessage() for r in caplog.records] == [
+        "could not refresh opsaudit.duckdb: the process writing it was killed (SIGKILL); the "
+        "next sync writes it again (if it recurs, give the sync more memory)"
+    ]
+
+
+def test_each_views_failure_gets_its_fix(tmp_path: Path) -> None:
+    """A full disk, DuckDB's own, any other error: what failed and what to do."""
+    import errno
+
+    from exporter.analytics.views_failure import failure
+
+    views = tmp_path / "opsaudit.duckdb"
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"{tmp_path}/.opsaudit.duckdb.1.tmp")
+    assert failure(tmp_path, full) == (
+        f"cannot write {views}: No space left on device; free some space, then run again"
+    )
+    with pytest.raises(duckdb.Error) as raised:  # DuckDB's words for a full disk
+        duckdb.connect().execute(
+            "SELECT error('IO Error: Could not write file \"x\": No space left on device')"
+        )
+    assert failure(tmp_path, raised.value) == (
+        f"cannot write {views}: No space left on device; free some space, then run again"
+    )
+    with pytest.raises(duckdb.Error) as raised:
+        duckdb.connect().execute("SELECT * FROM read_parquet('missing.parquet')")
+    assert failure(tmp_path, raised.value) == (
+        'IO Error: No files found that match the pattern "missing.parquet"; the next sync '
+        "writes it again (`opsaudit doctor` says what to fix if this recurs)"
+    )

@@ -4259,6 +4259,16 @@ MUTANTS = [
         ("tests/sync/test_views_refresh.py::test_a_views_writer_killed_is_said_so",),
     ),
     Mutant(
+        "s22rev-output-file-refused-beside-a-locked-directory",  # -o: "Permission denied", exit 2
+        "exporter/core/layout.py",
+        "    except PermissionError:\n        if mode is None:\n",
+        "    except OSError:\n        if True:\n",
+        (
+            "tests/ops/test_not_a_bug.py::"
+            "test_output_file_this_user_may_write_is_written_whatever_its_directory_allows",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

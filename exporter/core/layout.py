@@ -211,8 +211,20 @@ def replace_output(path: Path, data: bytes) -> None:
         mode = None
     special = Path(os.path.abspath(path)).parts[1:2] in (("dev",), ("proc",))
     if special or (mode is not None and not stat.S_ISREG(mode)):
-        with open(path, "wb") as fh:
-            fh.write(data)
+        _write_in_place(path, data)
         return
     kept = None if mode is None else stat.S_IMODE(mode)
-    replace_durably(target, lambda fh: fh.write(data), mode=kept)
+    try:
+        replace_durably(target, lambda fh: fh.write(data), mode=kept)
+    except PermissionError:
+        if mode is None:
+            raise
+        # A file this user may write in a directory it may not create one in (0555: a report
+        # under /var/log), rename over (sticky, another's file) or open to make the rename
+        # durable (0333): written in place, as a shell's `>` (and opsaudit before) wrote it.
+        _write_in_place(target, data)
+
+
+def _write_in_place(path: Path, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)

@@ -227,6 +227,38 @@ def test_a_state_file_that_cannot_be_created_gets_the_advice_for_its_cause(
     )
 
 
+@pytest.mark.parametrize(
+    "dir_mode",
+    [0o555, 0o333],  # no file can be created in it; one can, but it cannot be listed
+    ids=["0555", "0333"],
+)
+def test_output_file_this_user_may_write_is_written_whatever_its_directory_allows(
+    synced: Path, tmp_path: Path, dir_mode: int
+) -> None:
+    """`-o FILE` written aside and renamed over the old file (whole or not at all) refused a
+    file this user may write in a directory it may not create a file in (a report under
+    /var/log: "cannot write -o FILE: Permission denied", exit 2; written in place before), and
+    said so of one it had replaced (0333: the rename was made, the directory could not be
+    opened to make it durable). Where nothing can be put beside it, it is written in place,
+    as a shell's `>` writes it (and as before)."""
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "report.txt"
+    out.write_text("the previous report\n")
+    out.chmod(0o666)
+    out_dir.chmod(dir_mode)
+    query = ("query", "--data-dir", str(synced), "--format", "csv", "SELECT id FROM operations")
+    try:
+        done = _as_a_user(*query, "-o", str(out))
+    finally:
+        out_dir.chmod(0o755)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    shown = _as_a_user(*query)
+    assert (shown.returncode, out.read_text()) == (0, shown.stdout)
+    assert [p.name for p in out_dir.iterdir()] == ["report.txt"]
+    assert out.stat().st_mode & 0o777 == 0o666
+
+
 def test_ctrl_c_during_a_query_is_an_interruption_not_a_bug(synced: Path) -> None:
     """DuckDB answers Ctrl-C with its own error ("Query interrupted"), not KeyboardInterrupt:
     it was reported as a bug in opsaudit, exit 5."""

@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 EXACT = "tests/sync/test_exactness.py"
@@ -4269,6 +4271,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s22rev-mutants-killed-leave-their-copies",  # CI's trap: tests ran on, /dev/shm filled
+        "scripts/mutants.py",
+        "            proc.kill()\n",
+        "            pass\n",
+        (
+            "tests/test_mutants_apply.py::"
+            "test_a_run_killed_by_sigterm_leaves_no_copy_and_no_test_running",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',
@@ -4633,7 +4645,24 @@ _PRELOAD = (
     "pandas",  # imported by a third of the mutants' tests (~0.33 s of CPU each)
 )
 _FORKS = multiprocessing.get_context("forkserver")
-_STARTING = threading.Lock()  # one fork asked of the server at a time
+# One copy made or test process started at a time; held for good by `_stop_on_sigterm`.
+_STARTING = threading.Lock()
+_RUNNING: set[Any] = set()  # the tests under way
+
+
+def _stop_on_sigterm(work: str) -> None:
+    """CI's EXIT trap SIGTERMs this run when a step beside it fails (.ci/run): that ended this
+    process alone; the tests it had started ran on, and its copies stayed in /dev/shm (RAM)
+    for good. Once no copy or test process is being started, they are killed and removed."""
+
+    def stop(signum: int, _frame: object) -> None:
+        _STARTING.acquire()
+        for proc in list(_RUNNING):
+            proc.kill()
+        shutil.rmtree(work, ignore_errors=True)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def _pytest_in_fork(copy: str, args: list[str], out: str, env: dict[str, str]) -> None:
@@ -4673,35 +4702,47 @@ def _pytest(copy: Path, tests: tuple[str, ...], timeout: float) -> tuple[int | N
     with _STARTING:
         fork = _FORKS.Process(target=_pytest_in_fork, args=(str(copy), args, out, env))
         fork.start()
-    fork.join(timeout)
-    if fork.exitcode is None:
-        fork.kill()
-        fork.join()
-        return None, ""
+        _RUNNING.add(fork)
+    try:
+        fork.join(timeout)
+        if fork.exitcode is None:
+            fork.kill()
+            fork.join()
+            return None, ""
+    finally:
+        _RUNNING.discard(fork)
     return fork.exitcode, Path(f"{out}.stdout").read_text(errors="replace")
 
 
 def _pytest_fresh(copy: Path, tests: tuple[str, ...], timeout: float) -> tuple[int | None, str]:
     """`_pytest` in a fresh interpreter: `python -m pytest` in `copy`."""
     env, args = _pytest_env(), _pytest_args(copy, tests)
-    try:
-        done = subprocess.run(
+    with _STARTING:
+        fresh = subprocess.Popen(
             [sys.executable, "-m", "pytest", *args],
             cwd=copy,
             env=env,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout,
         )
+        _RUNNING.add(fresh)
+    try:
+        stdout, _ = fresh.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        fresh.kill()
+        fresh.communicate()
         return None, ""
-    return done.returncode, done.stdout
+    finally:
+        _RUNNING.discard(fresh)
+    return fresh.returncode, stdout
 
 
 def _run(mutant: Mutant, work: Path, timeout: float) -> tuple[str, float, str]:
     """Apply `mutant` in a fresh copy, run its tests; 'killed' when they fail."""
     copy = work / mutant.name
-    _copy_repo(copy)
+    with _STARTING:
+        _copy_repo(copy)
     try:
         return _judge(mutant, copy, timeout)
     finally:
@@ -4777,6 +4818,7 @@ def main(argv: list[str] | None = None) -> int:
         ThreadPoolExecutor(max(1, args.jobs)) as pool,
     ):
         _FORKS.set_forkserver_preload(["__main__", *_PRELOAD])
+        _stop_on_sigterm(tmp)
         controls = _controls(chosen)
         futures = [(m, pool.submit(_run, m, Path(tmp), args.timeout)) for m in controls + chosen]
         for m, future in futures:

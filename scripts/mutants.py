@@ -2568,8 +2568,8 @@ MUTANTS = [
     Mutant(
         "lake-superseded-retry-recorded-twice",  # a killed attempt's record left beside the retry
         "exporter/store/lake/tables.py",
-        '                sup.delete(f"{TXN} >= {version}")\n',
-        "                pass\n",
+        '            sup.delete(f"{TXN} >= {version}")\n',
+        "            pass\n",
         (f"{LAKE_SUPERSEDED}::test_a_kill_between_the_record_and_the_versions_commit",),
     ),
     Mutant(
@@ -4278,6 +4278,15 @@ MUTANTS = [
         (
             "tests/test_mutants_apply.py::"
             "test_a_run_killed_by_sigterm_leaves_no_copy_and_no_test_running",
+        ),
+    ),
+    Mutant(
+        "s22lake-superseded-cleanup-lost-answer-fails-the-run",  # our own delete: exit 6
+        "exporter/store/lake/tables.py",
+        "            fresh = self._record_without(version)\n",
+        "            fresh = None\n",
+        (
+            "tests/lake/test_superseded_lake.py::test_the_cleanup_of_a_killed_attempt_whose_answer_is_lost",
         ),
     ),
     Mutant(

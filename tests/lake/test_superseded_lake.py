@@ -7,6 +7,7 @@ view reads the same rows, every column, before and after."""
 
 from __future__ import annotations
 
+import re
 import signal
 from pathlib import Path
 from types import SimpleNamespace
@@ -117,6 +118,38 @@ def test_a_kill_between_the_record_and_the_versions_commit(bucket: Any, tmp_path
     assert max(txn for _, _, txn in recorded(root.url, root.options)) == 4  # landed, not read
     assert operations(root.url, opts) == expected_latest(3)
     assert _run_writer(root, tmp_path / "host-1", batches=batches, later=True) == 0
+    assert operations(root.url, opts) == expected_latest(batches)
+    record = recorded(root.url, root.options)
+    assert [(i, v) for i, v, _ in record] == derived(root.url, root.options)
+    assert len(record) == (batches - 1) * lakedata.LATER
+
+
+def test_the_cleanup_of_a_killed_attempt_whose_answer_is_lost(bucket: Any, tmp_path: Path) -> None:
+    """Killed after the record of batch 4 landed: the restart first deletes that record (a
+    Delta delete: log entry 4 of superseded). S3 applies it and the answer is lost (a 500);
+    the client's retry finds the entry taken and delta-rs reports "a concurrent transaction
+    deleted data this operation read", our own delete: the restart failed (exit 1 of the
+    writer, a storage error, exit 6 in a sync). The delete whose rows are gone is done."""
+    root = SimpleNamespace(url=bucket.url(), options=bucket.options)
+    opts = [f"{k}={v}" for k, v in bucket.options.items()]
+    batches = 6
+    code = _run_writer(
+        root,
+        tmp_path / "host-0",
+        arm=lambda pid: bucket.server.arm(
+            pid, "PUT", r"/superseded/_delta_log/0+3\.json$", "after"
+        ),
+        batches=batches,
+        later=True,
+    )
+    assert code == -signal.SIGKILL
+    assert max(txn for _, _, txn in recorded(root.url, root.options)) == 4
+    bucket.server.reset_log()
+    cleanup = r"/superseded/_delta_log/0+4\.json$"
+    bucket.server.arm(0, "PUT", cleanup, "lose-answer")
+    assert _run_writer(root, tmp_path / "host-1", batches=batches, later=True) == 0
+    sent = [e for e in bucket.server.log() if e[0] == "PUT" and re.search(cleanup, e[1])]
+    assert len(sent) == 2  # applied with its answer lost, then the client's retry
     assert operations(root.url, opts) == expected_latest(batches)
     record = recorded(root.url, root.options)
     assert [(i, v) for i, v, _ in record] == derived(root.url, root.options)

@@ -577,8 +577,7 @@ class LakeDataset:
         record = record_of(versions, version)
         mark = uuid.uuid4().hex
         try:
-            if uncommitted_files(pa.table(sup.get_add_actions(flatten=True)), version):
-                sup.delete(f"{TXN} >= {version}")
+            sup = self._clear_record_from(sup, version)
             if record.num_rows:
                 props = dl.CommitProperties(
                     app_transactions=[dl.Transaction(self.dataset_id, version)],
@@ -595,6 +594,37 @@ class LakeDataset:
                     "concurrently; stopping (nothing of ours was committed)"
                 ) from None
             raise classify(exc, self.location, f"cannot commit batch {version} to") from None
+
+    def _clear_record_from(self, sup: DeltaTable, version: int) -> DeltaTable:
+        """`superseded` without rows of batch `version` or later (a killed attempt's), as a
+        snapshot to append to. A delete whose answer was lost (a 500 after S3 applied its log
+        entry) is retried by the client, refused as taken, and delta-rs reports our own delete
+        as "a concurrent transaction deleted data this operation read": when a fresh snapshot
+        holds no such rows, the delete is done, whoever's it was."""
+        if not uncommitted_files(pa.table(sup.get_add_actions(flatten=True)), version):
+            return sup
+        try:
+            sup.delete(f"{TXN} >= {version}")
+            return sup
+        except Exception:
+            fresh = self._record_without(version)
+            if fresh is None:
+                raise
+            return fresh
+
+    def _record_without(self, version: int) -> DeltaTable | None:
+        """A fresh snapshot of `superseded` if it holds no rows of batch `version` or later,
+        else None (also when it cannot be read)."""
+        self._tables.pop(SUPERSEDED, None)
+        try:
+            fresh = self.table(SUPERSEDED)
+            if fresh is None or uncommitted_files(
+                pa.table(fresh.get_add_actions(flatten=True)), version
+            ):
+                return None
+        except Exception:
+            return None
+        return fresh
 
     def versions_snapshot(self) -> tuple[pads.Dataset | None, pads.Dataset | None, int]:
         """The current `operation_versions` snapshot, the superseded record to read with it

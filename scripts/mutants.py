@@ -4290,6 +4290,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s22lake-doctor-expired-lease-shown-running",  # an operator waits for a killed run
+        "exporter/ops/doctor_lake.py",
+        "    if info.is_free(now):  # by this machine's clock\n",
+        "    if False:\n",
+        ("tests/lake/test_doctor_lake.py::test_a_held_lease_and_one_left_by_a_killed_holder",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

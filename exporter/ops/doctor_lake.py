@@ -123,6 +123,9 @@ def _check_lease(report: DoctorReport, ds: Any, now: dt.datetime) -> None:
             "nothing to do: the next sync takes the lease over and records that run as killed",
         )
         return
+    if info.is_free(now):  # by this machine's clock
+        _lease_expired_here(report, info, run, now)
+        return
     report.add(
         "lease",
         "warn",
@@ -130,6 +133,25 @@ def _check_lease(report: DoctorReport, ds: Any, now: dt.datetime) -> None:
         f"to {jsonable(expires)} unless renewed)",
         "nothing to do unless it never ends (a killed holder's lease expires after "
         f"{int(info.ttl.total_seconds())} s)",
+    )
+
+
+def _lease_expired_here(report: DoctorReport, info: Any, run: str, now: dt.datetime) -> None:
+    """Expired by this machine's clock, not yet past a reader's allowance: "held, running now"
+    kept an operator after a killed run waiting for nothing. The facts instead: the next sync
+    judges by the store's clock, which doctor cannot read without writing."""
+    expires = jsonable(info.expires_at())
+    idle = int((now - info.last_modified).total_seconds())
+    allowance = int(READER_CLOCK_GRACE.total_seconds())
+    report.add(
+        "lease",
+        "warn",
+        f"held by {info.holder}{run} and not renewed for {idle} s: it expired at {expires} by "
+        f"this machine's clock, which may differ from the store's by up to {allowance} s (the "
+        "store's decides)",
+        "nothing to wait for if that sync or compaction was killed: the next sync takes the "
+        f"lease over once the store's clock passes {expires} and records that run as killed "
+        "(until then it exits 4; --wait queues it)",
     )
 
 

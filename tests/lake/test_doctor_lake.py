@@ -134,12 +134,16 @@ def test_a_damaged_commit_of_a_table_written_from_the_state(sim: Any, bucket: Bu
 
 
 def test_a_held_lease_and_one_left_by_a_killed_holder(sim: Any, bucket: Bucket) -> None:
+    """Live, expired 2 min ago by this machine's clock (within a reader's allowance of 10 min
+    for its clock to run ahead of the store's: it was shown "held ... running now", and an
+    operator after a killed run waited), and expired 20 min ago; doctor writes nothing."""
     synced(sim, bucket)
     ds = open_dataset(bucket.url(), bucket.storage_options())
     held = ds.lease(holder="other-host:4242")
     held.acquire()
     info = ds.lease().read()
     assert info is not None
+    before = objects(bucket)
     result = doctor(sim, bucket)
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[4] == (
@@ -147,21 +151,33 @@ def test_a_held_lease_and_one_left_by_a_killed_holder(sim: Any, bucket: Bucket) 
         f"runs to {jsonable(info.expires_at())} unless renewed) Fix: nothing to do unless it "
         "never ends (a killed holder's lease expires after 120 s)"
     )
-    # Its holder stopped renewing: expired past a reader's grace, as a killed one's is.
-    later = info.expires_at() + dt.timedelta(minutes=11)
-    report = run_doctor(
-        bucket.url(),
-        api_key=sim.personal_key,
-        base_url=sim.base_url,
-        storage_options=bucket.storage_options(),
-        now=later,
+
+    def lease_line(later: dt.datetime) -> str:
+        report = run_doctor(
+            bucket.url(),
+            api_key=sim.personal_key,
+            base_url=sim.base_url,
+            storage_options=bucket.storage_options(),
+            now=later,
+        )
+        [line] = [f.line() for f in report.findings if f.check == "lease"]
+        return line
+
+    expired = jsonable(info.expires_at())  # last renewal + 120 s + the store's grace of 5 s
+    assert lease_line(info.expires_at() + dt.timedelta(minutes=2)) == (
+        "warn  lease: held by other-host:4242 and not renewed for 245 s: it expired at "
+        f"{expired} by this machine's clock, which may differ from the store's by up to 600 s "
+        "(the store's decides) Fix: nothing to wait for if that sync or compaction was killed: "
+        f"the next sync takes the lease over once the store's clock passes {expired} and "
+        "records that run as killed (until then it exits 4; --wait queues it)"
     )
-    [lease] = [f.line() for f in report.findings if f.check == "lease"]
-    assert lease == (
+    # Its holder stopped renewing: expired past a reader's allowance, as a killed one's is.
+    assert lease_line(info.expires_at() + dt.timedelta(minutes=20)) == (
         "warn  lease: left by other-host:4242, never released (expired at "
-        f"{jsonable(info.expires_at())}): that sync or compaction was killed Fix: nothing to "
+        f"{expired}): that sync or compaction was killed Fix: nothing to "
         "do: the next sync takes the lease over and records that run as killed"
     )
+    assert objects(bucket) == before
     held.release()
 
 

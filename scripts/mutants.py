@@ -2936,9 +2936,10 @@ MUTANTS = [
         "lake-refused-export-leaves-the-run-ok",  # exit 2, recorded ok everywhere for good
         "exporter/store/lake/store.py",
         "        except BaseException as exc:  # the state just uploaded may say the run went well\n"
-        "            self._break(exc)\n",
+        "            told = self._after_commits(exc)\n"
+        "            self._break(told or exc)  # the run's record says it as well\n",
         "        except BaseException as exc:  # the state just uploaded may say the run went well\n"
-        "            pass\n",
+        "            told = self._after_commits(exc)\n",
         (
             "tests/lake/test_sync_lake.py::"
             "test_a_run_that_could_not_write_the_store_is_recorded_failed",
@@ -4295,6 +4296,15 @@ MUTANTS = [
         "    if info.is_free(now):  # by this machine's clock\n",
         "    if False:\n",
         ("tests/lake/test_doctor_lake.py::test_a_held_lease_and_one_left_by_a_killed_holder",),
+    ),
+    Mutant(
+        "s22lake-lease-lost-after-commits-said-before-any",  # "stopping before any commit"
+        "exporter/store/lake/store.py",
+        "        if self._txn <= self._restored:\n",
+        "        if True:\n",
+        (
+            "tests/lake/test_lease_lost.py::test_a_writer_stalled_past_its_lease_whose_commit_landed_first_says_so",
+        ),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

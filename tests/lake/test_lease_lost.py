@@ -4,6 +4,7 @@ lease's exit code (4), not the follow-on "cannot commit" of the walks (6, "state
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from datetime import timedelta
@@ -17,7 +18,7 @@ from exporter import ExitCode, LockHeldError
 from exporter.simulator import Faults
 from exporter.store.lake import LeaseLostError
 
-from .conftest import Bucket, run_sync
+from .conftest import Bucket, run_sync, wait_for
 
 
 def test_a_lease_taken_over_mid_run_exits_4(
@@ -141,3 +142,63 @@ def test_a_commit_landing_after_its_lease_was_taken_over_keeps_the_dataset_whole
     assert fresh.restore_state(tmp_path / "next.sqlite") == 2
     assert _state_value(tmp_path / "next.sqlite") == 2
     assert _ids(fresh) == sorted(f"op-{n:08d}" for n in range(20))
+
+
+def test_a_writer_stalled_past_its_lease_whose_commit_landed_first_says_so(
+    make_sim: Any, bucket: Bucket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync stalls past its lease's ttl + grace (its heartbeat's renewal and its commit held
+    in the store 9 s); B takes the expired lease over; A's commit lands (B commits nothing), then
+    A finds the lease gone. It said "stopping before any commit": false, its batches stand and
+    the next run continues from them. Exit 4: the lease was taken over (README)."""
+    from exporter.store.lake import LakeDataset, parse_location
+
+    monkeypatch.setenv("OPSAUDIT_LEASE_TTL", "3")
+    sim = make_sim(
+        seed=1906, projects=60, shared_projects=0, orgs=1, days=1, ops_per_project_per_day=40
+    )
+    sim.faults = Faults(p_slow=1.0, slow_seconds=0.15)
+    url = bucket.url("stalled")
+    prefix = url.split("/", 3)[3]
+    failed: list[BaseException] = []
+
+    def run_a() -> None:
+        try:
+            run_sync(sim, url, bucket.storage_options(), concurrency=4, commit_seconds=0.05)
+        except BaseException as exc:
+            failed.append(exc)
+
+    a = threading.Thread(target=run_a)
+    a.start()
+    deadline = time.monotonic() + 60
+    while not any("operation_versions/_delta_log/" in k for k in bucket.list_keys(prefix)):
+        assert time.monotonic() < deadline and a.is_alive()
+        time.sleep(0.05)
+    bucket.server.reset_log()
+    commit = r"/operation_versions/_delta_log/\d+\.json$"
+    bucket.server.delay("PUT", commit, 9.0)  # A's next commit, held in the store
+
+    def held() -> bool:
+        return any(e[0] == "PUT" and re.search(commit, e[1]) for e in bucket.server.log())
+
+    wait_for(held, 30)
+    bucket.server.delay("PUT", r"/_opsaudit/lease\.json$", 9.0)  # and its heartbeat's renewal
+    b = LakeDataset.open(parse_location(url, bucket.options))
+    lease_b = b.lease(holder="b")
+    lease_b.acquire(wait=True, timeout=30, poll=0.2)  # A's expired: A still committing
+    assert lease_b.taken_from is not None and lease_b.taken_from.run_id is not None
+    a.join(60)
+    lease_b.release()
+    assert not a.is_alive()
+    [err] = failed
+    assert isinstance(err, LeaseLostError) and err.exit_code == ExitCode.LOCKED
+    # Its first commit, any before the delay was armed, and the one held: landed, all A's.
+    last = LakeDataset.open(parse_location(url, bucket.options)).committed_version()
+    assert last is not None and last >= 2
+    assert re.fullmatch(
+        rf"the writer lease on {re.escape(url)} was lost \((not renewed for \d+s \(ttl 3s\)|"
+        rf"taken over by another writer); b holds it now\) after this run's commits of batches "
+        rf"1-{last} landed: they stand; nothing more is committed, and the next run goes on "
+        rf"after batch {last}",
+        str(err),
+    ), str(err)

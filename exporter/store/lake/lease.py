@@ -57,7 +57,10 @@ CLOCK_GRACE = timedelta(seconds=5)
 
 
 class LeaseLostError(LockHeldError):
-    """Our lease expired or was taken over: stop writing (exit code of a held lock)."""
+    """Our lease expired or was taken over: stop writing (exit code of a held lock). `reason`:
+    set when the lease itself found it lost (`Lease.check`); a run that committed says so."""
+
+    reason: str | None = None
 
 
 def _this_machine() -> str | None:
@@ -363,7 +366,7 @@ class Lease:
             with self._lock:
                 etag = self._etag
                 if etag is None or self._lost:
-                    raise LeaseLostError(self._lost_message())
+                    raise self._lost_error()
             started = time.monotonic()
             body = self._body()
             new: str | None
@@ -374,7 +377,7 @@ class Lease:
             if new is None:
                 with self._lock:
                     self._lost = "taken over by another writer"
-                raise LeaseLostError(self._lost_message())
+                raise self._lost_error()
             with self._lock:
                 self._etag = new
                 self._renewed_mono = started
@@ -384,16 +387,19 @@ class Lease:
         margin = margin if margin is not None else self.ttl / 4
         with self._lock:
             if self._etag is None or self._lost:
-                raise LeaseLostError(self._lost_message())
+                raise self._lost_error()
             age = time.monotonic() - self._renewed_mono
         if age > (self.ttl - margin).total_seconds():
             with self._lock:
                 self._lost = f"not renewed for {age:.0f}s (ttl {self.ttl.total_seconds():.0f}s)"
-            raise LeaseLostError(self._lost_message())
+            raise self._lost_error()
 
-    def _lost_message(self) -> str:
+    def _lost_error(self) -> LeaseLostError:
         reason = self._lost or "not held"
-        return f"the writer lease on {self.where} was lost ({reason}); stopping before any commit"
+        said = f"the writer lease on {self.where} was lost ({reason}); stopping before any commit"
+        error = LeaseLostError(said)
+        error.reason = reason
+        return error
 
     # -- heartbeat -------------------------------------------------------------------------
 

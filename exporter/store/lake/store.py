@@ -45,7 +45,7 @@ from exporter.core.names import TABLES as NAMES_TABLES
 from exporter.core.scratch import scratch_dir
 from exporter.core.tables import VERSIONS_SCHEMA
 from exporter.store.base import BIG_FILE_ROWS, COMPACT_MIN_FILES, Committed
-from exporter.store.lake.lease import CLOCK_GRACE, DEFAULT_TTL, Ended, Lease
+from exporter.store.lake.lease import CLOCK_GRACE, DEFAULT_TTL, Ended, Lease, LeaseLostError
 from exporter.store.lake.location import Location
 from exporter.store.lake.superseded import SUPERSEDED
 from exporter.store.lake.tables import (
@@ -131,6 +131,7 @@ class LakeStore:
                 self.ds.restore_state(path, lease=self.lease, repair=self._repair_names) or 0
             )
             self.state = open_restored_state(path, location.display, self._txn)
+            self._restored = self._txn  # this run's commits are the batches after it
             self._uploaded = self._changes()
         except BaseException:
             self._release()
@@ -221,7 +222,10 @@ class LakeStore:
                 rows, self.state.path, n, run_id=self._run_id, lease=self.lease, names=names
             )
         except BaseException as exc:
-            self._break(exc)
+            told = self._after_commits(exc)
+            self._break(told or exc)  # the run's record says it as well
+            if told is not None:
+                raise told from None
             raise
         self._names.update(names)
         self._txn = n
@@ -292,8 +296,38 @@ class LakeStore:
         try:
             self.ds.replace_table(name, table, run_id=self._run_id, lease=self.lease)
         except BaseException as exc:  # the state just uploaded may say the run went well
-            self._break(exc)
+            told = self._after_commits(exc)
+            self._break(told or exc)  # the run's record says it as well
+            if told is not None:
+                raise told from None
             raise
+
+    def _after_commits(self, exc: BaseException) -> LeaseLostError | None:
+        """What to raise for the lease found lost (`Lease.check`) after this run committed (None:
+        `exc` as it is): "stopping before any commit" was false. Those commits landed and stand
+        (a taker restores them, or Delta refuses its commit of a batch they made: one txn version
+        per batch), and the next run goes on after them."""
+        lease = self.lease
+        reason = getattr(exc, "reason", None)
+        if lease is None or not isinstance(exc, LeaseLostError) or reason is None:
+            return None
+        if self._txn <= self._restored:
+            return None
+        now = None
+        with contextlib.suppress(Exception):  # who holds it now, if it can be read
+            now = lease.read()
+        if now is not None and now.token != lease.token and not now.released:
+            reason += f"; {now.holder} holds it now"
+        first, last = self._restored + 1, self._txn
+        landed = (
+            f"commit of batch {last} landed: it stands"
+            if first == last
+            else f"commits of batches {first}-{last} landed: they stand"
+        )
+        return LeaseLostError(
+            f"the writer lease on {self.location.display} was lost ({reason}) after this run's "
+            f"{landed}; nothing more is committed, and the next run goes on after batch {last}"
+        )
 
     def _break(self, exc: BaseException) -> None:
         """An upload of this run failed: nothing more is committed, and the lease names the
@@ -326,7 +360,13 @@ class LakeStore:
             return 0
         removed = 0
         for name in TABLES:
-            self.lease.check()
+            try:
+                self.lease.check()
+            except LeaseLostError as exc:
+                told = self._after_commits(exc)
+                if told is not None:
+                    raise told from None
+                raise
             removed += len(self.ds.vacuum(name, retention=DEFAULT_VACUUM_RETENTION))
         self.state.set_meta(_META_VACUUM, str(int(now)))  # uploaded with the next commit
         self._vacuum_due = False

@@ -4766,7 +4766,9 @@ def _pytest_fresh(copy: Path, tests: tuple[str, ...], timeout: float) -> tuple[i
 
 def _run(mutant: Mutant, work: Path, timeout: float) -> tuple[str, float, str]:
     """Apply `mutant` in a fresh copy, run its tests; 'killed' when they fail."""
-    copy = work / mutant.name
+    # A control's name holds ':' and '/': a ':' in the copy's path split the PYTHONPATH the
+    # tests hand their subprocesses (which then imported the working tree's package).
+    copy = work / re.sub(r"[^\w.-]", "-", mutant.name)
     with _STARTING:
         _copy_repo(copy)
     try:

@@ -1369,7 +1369,7 @@ MUTANTS = [
     Mutant(
         "webhook-userinfo-with-a-slash-shown",  # the tail of a base64 password printed
         "exporter/events/webhook.py",
-        '    if sep and "@" in rest.partition("?")[0].partition("#")[0]:\n',
+        '    if sep and "@" in authority:\n',
         "    if False:\n",
         (f"{WEBHOOK}::test_a_url_that_can_never_be_sent_is_a_usage_error",),
     ),
@@ -4305,6 +4305,13 @@ MUTANTS = [
         (
             "tests/lake/test_lease_lost.py::test_a_writer_stalled_past_its_lease_whose_commit_landed_first_says_so",
         ),
+    ),
+    Mutant(
+        "s22-webhook-path-at-sign-taken-for-userinfo",  # /services/abc@TOKEN shown as the host
+        "exporter/events/webhook.py",
+        '    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]\n',
+        '    authority = rest.partition("?")[0].partition("#")[0]\n',
+        (f"{WEBHOOK}::test_an_at_sign_after_a_webhook_urls_host_is_no_userinfo",),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

@@ -43,10 +43,12 @@ def safe_url(url: str) -> str:
     password)."""
     head = url.strip()
     scheme, sep, rest = head.partition("://")
-    if sep and "@" in rest.partition("?")[0].partition("#")[0]:
-        # All of the userinfo, up to the last "@" before the query: a password may hold an
-        # unencoded "/".
-        authority = rest.partition("?")[0].partition("#")[0]
+    # The userinfo is in the authority alone (up to the first "/", "?" or "#", as urlsplit
+    # reads it): up to the last "@" before the query, a path's "@" (`/hooks/abc@TOKEN`) was
+    # taken for the userinfo's end, and what followed it shown as the host. A password holding
+    # an unencoded "/" is then shown as a host of its user name, never its secret part.
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if sep and "@" in authority:
         head = f"{scheme}://{authority.rsplit('@', 1)[1]}{rest[len(authority) :]}"
     m = _SHOWN.match(head)
     if m is None:

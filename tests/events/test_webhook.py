@@ -77,9 +77,10 @@ WAIT = "; the events wait in the outbox for the next run"
             "IPv6 address lacks its ]",
         ),
         (
-            # A password with an unencoded "/" (base64): none of the userinfo is shown.
+            # A password with an unencoded "/" (base64): read as every URL parser reads it
+            # (host "alice", port "s3cr"), none of the secret part shown.
             "https://alice:s3cr/TOPSECRET@hooks.example.com/in?token=TOPSECRET",
-            "--webhook https://hooks.example.com/…: its port is not a number from 1 to 65535, "
+            "--webhook https://alice/…: its port is not a number from 1 to 65535, "
             "or its IPv6 address lacks its ]",
         ),
         (
@@ -553,3 +554,25 @@ def test_a_webhook_urls_path_token_is_never_shown(
     for text in texts:
         for secret in (b"0K3N", b"t0k3n", b"s3cr3t", b"/services"):
             assert secret not in text, (secret, text[:2000])
+
+
+@pytest.mark.parametrize(
+    ("url", "shown", "host"),
+    [
+        ("https://hooks.example/services/abc@TOKEN", "https://hooks.example/…", "hooks.example"),
+        ("https://u:pw@hooks.example:8443/p@TOKEN?q=1", "https://hooks.example:8443/…", None),
+        ("https://hooks.example/x?to=a@TOKEN", "https://hooks.example/…", "hooks.example"),
+        ("https://u:TOP/SECRET@hooks.example/h", "https://u/…", "u"),
+    ],
+)
+def test_an_at_sign_after_a_webhook_urls_host_is_no_userinfo(
+    url: str, shown: str, host: str | None
+) -> None:
+    """`safe_url` took everything up to the last "@" before the query for the userinfo: a
+    path's "@" (`/services/abc@TOKEN`) made it show "https://TOKEN/…", the summary "delivered
+    to the webhook at TOKEN". The userinfo ends within the authority."""
+    from exporter.events.webhook import safe_host, safe_url
+
+    assert safe_url(url) == shown
+    assert safe_host(url) == (host or "hooks.example:8443")
+    assert not {"TOKEN", "TOP", "SECRET", "pw"} & set(re.split(r"[/:.@…]+", safe_url(url)))

@@ -3791,13 +3791,6 @@ MUTANTS = [
         ("tests/ops/test_metrics.py::test_a_check_whose_group_config_fails_writes_not_ok",),
     ),
     Mutant(
-        "edge2-group-option-refused-leaves-check-verdict",  # opsaudit --config DIR check
-        "exporter/cli/_group.py",
-        "            not_run(ctx)  # a refused --config (a directory)\n",
-        "            pass\n",
-        ("tests/ops/test_metrics.py::test_a_check_whose_group_config_fails_writes_not_ok",),
-    ),
-    Mutant(
         "edge2-events-appender-open-traceback",  # --events-file in a missing directory
         "exporter/events/appender.py",
         "    stdout = sys.stdout.buffer\n",
@@ -4312,6 +4305,13 @@ MUTANTS = [
         '    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]\n',
         '    authority = rest.partition("?")[0].partition("#")[0]\n',
         (f"{WEBHOOK}::test_an_at_sign_after_a_webhook_urls_host_is_no_userinfo",),
+    ),
+    Mutant(
+        "s22-group-typo-leaves-check-verdict",  # opsaudit --typo check: ok 1 stood
+        "exporter/cli/_group.py",
+        "            not_run(ctx)  # `opsaudit --typo check`: check's verdict is not ok\n",
+        "            pass\n",
+        ("tests/ops/test_metrics.py::test_a_check_whose_group_config_fails_writes_not_ok",),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

@@ -364,7 +364,7 @@ def test_a_check_whose_group_config_fails_writes_not_ok(
     cases: list[tuple[list[str], dict[str, str] | None]] = [
         (["--config", str(tmp_path / "missing.toml")], None),
         (["--config", str(tmp_path / "bad.toml")], None),
-        (["--config", str(tmp_path)], None),  # a directory: refused while the group is parsed
+        (["--config", str(tmp_path)], None),  # a directory: refused by the group's callback
         (["--no-such-group-option"], None),  # (a typo in the crontab)
         ([], {"OPSAUDIT_CONFIG": str(tmp_path / "bad.toml")}),
         ([], None),  # ./opsaudit.toml, from the directory below

@@ -4072,7 +4072,7 @@ MUTANTS = [
     Mutant(
         "s22lib-pathlike-data-dir-unread",  # an AttributeError ('strip') from deep inside
         "exporter/engine/settings.py",
-        "            changes[f.name] = Path(os.fspath(value))\n",
+        "            changes[f.name] = path\n",
         "            pass\n",
         (
             "tests/sync/test_library.py::"

@@ -47,6 +47,7 @@ from exporter.core.layout import (
     fsync_dir,
 )
 from exporter.core.names import TABLES as NAMES_TABLES
+from exporter.core.pathcheck import plain_path
 from exporter.store.base import Reader, Source
 from exporter.store.lake.location import DATA_DIR_EXPECTED
 from exporter.store.local.reader import LocalReader, damaged_in, local_sources
@@ -480,14 +481,6 @@ def memory_connection() -> duckdb.DuckDBPyConnection:
     return duckdb.connect(":memory:")
 
 
-def _as_path(data_dir: object) -> Any:
-    """A notebook's own path type (an `os.PathLike` not a `Path`) as the `Path` it names."""
-    if isinstance(data_dir, os.PathLike) and not isinstance(data_dir, Path):
-        named = os.fspath(data_dir)
-        return Path(named) if isinstance(named, str) else named
-    return data_dir
-
-
 def connect(
     data_dir: os.PathLike[str] | str | Iterable[os.PathLike[str] | str],
     *,
@@ -526,7 +519,7 @@ def connect(
             "data_dir", data_dir, (str, os.PathLike, Iterable), expected, but=(bytes, bytearray)
         )
         listed = [data_dir] if isinstance(data_dir, (str, os.PathLike)) else list(data_dir)
-        given = [_as_path(d) for d in listed]
+        given = [plain_path(d) for d in listed]
         datasets = open_readers(given, storage_options)
     except BaseException:
         if con is not None:

@@ -12,6 +12,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 _FIX = "point --data-dir (or $OPSAUDIT_DATA_DIR) at a directory, or at a path a sync can create"
 
@@ -36,6 +37,18 @@ def data_dir_problem(data_dir: str | os.PathLike[str]) -> str | None:
     except OSError as exc:
         return _unreachable(text, exc.errno)
     return None if stat.S_ISDIR(mode) else f"{_shown(text)} is a file, not a directory"
+
+
+def plain_path(value: Any) -> Any:
+    """A notebook's own path type (an `os.PathLike` that is not a `Path`: py.path, a cloud
+    library's) as the `Path` it names; anything else (a bytes path among it) as it is, for the
+    caller's type check to take or refuse. Without it such a path raised an AttributeError
+    from deep inside a sync, or was refused by the argument checks."""
+    if isinstance(value, os.PathLike) and not isinstance(value, Path):
+        named = os.fspath(value)
+        if isinstance(named, str):
+            return Path(named)
+    return value
 
 
 def _unreachable(text: str, code: int | None) -> str | None:
@@ -84,4 +97,4 @@ def _shown(text: str) -> str:
     return text if len(text) <= 200 else f"{text[:60]}...{text[-40:]}"
 
 
-__all__ = ["data_dir_problem"]
+__all__ = ["data_dir_problem", "plain_path"]

@@ -10,13 +10,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-import os
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from exporter.core.errors import ConfigError
 from exporter.core.model import NAMES_REQUESTS
+from exporter.core.pathcheck import plain_path
 
 __all__ = [
     "LEAST_MAX_REQUESTS",
@@ -92,8 +92,8 @@ def plain_values(config: _C) -> _C:
             changes[f.name] = int(value)
         elif isinstance(value, numbers.Real):
             changes[f.name] = float(value)
-        elif isinstance(value, os.PathLike) and isinstance(os.fspath(value), str):
-            changes[f.name] = Path(os.fspath(value))
+        elif (path := plain_path(value)) is not value:
+            changes[f.name] = path
     return dataclasses.replace(config, **changes) if changes else config  # type: ignore[type-var]
 
 

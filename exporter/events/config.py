@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from exporter.core.errors import ConfigError, check_type
 from exporter.core.model import DOCUMENTED_ACTIONS, DOCUMENTED_STATUSES
+from exporter.core.pathcheck import plain_path
 
 if TYPE_CHECKING:  # the commands that read the backlog (status, check) load no pyarrow
     import pyarrow as pa
@@ -97,8 +98,10 @@ class EventsConfig:
         # A notebook's types: webhook_key="whsec_..." (text, not the decoded key) reached the
         # delivery's HMAC, which takes bytes only; a str file is taken as the Path it names.
         check_type("file", self.file, (os.PathLike, str, type(None)), "a Path (or str) or None")
-        if isinstance(self.file, (str, os.PathLike)) and not isinstance(self.file, Path):
+        if isinstance(self.file, str):
             self.file = Path(self.file)
+        else:
+            self.file = plain_path(self.file)
         check_type("webhook_url", self.webhook_url, (str, type(None)), "a str or None")
         reader = "exporter.events.webhook.read_webhook_secret(path)"
         secret = f"bytes (the decoded whsec_ secret: {reader} reads one)"

@@ -20,7 +20,6 @@ or in a message about the options.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from exporter.core.errors import ConfigError, check_type
-from exporter.core.pathcheck import data_dir_problem
+from exporter.core.pathcheck import data_dir_problem, plain_path
 
 # scheme as typed -> canonical scheme
 _SCHEMES = {
@@ -421,8 +420,7 @@ def parse_location(
 ) -> Location:
     """Parse a `--data-dir` value; unknown schemes and malformed URLs are a `ConfigError`."""
     # A library caller's None: "'NoneType' object has no attribute 'strip'"
-    if isinstance(value, os.PathLike) and not isinstance(value, Path):
-        value = Path(os.fspath(value))  # a notebook's own path type (bytes: refused below)
+    value = plain_path(value)  # a notebook's own path type (bytes: refused below)
     check_type("data_dir", value, (str, Path), DATA_DIR_EXPECTED)
     options = parse_storage_options(storage_options)
     if isinstance(value, Path):

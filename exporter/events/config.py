@@ -3,7 +3,6 @@ and the backlog the outbox reports (`status`, `check`, metrics)."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -97,11 +96,11 @@ class EventsConfig:
     def __post_init__(self) -> None:
         # A notebook's types: webhook_key="whsec_..." (text, not the decoded key) reached the
         # delivery's HMAC, which takes bytes only; a str file is taken as the Path it names.
-        check_type("file", self.file, (os.PathLike, str, type(None)), "a Path (or str) or None")
         if isinstance(self.file, str):
             self.file = Path(self.file)
         else:
-            self.file = plain_path(self.file)
+            self.file = plain_path(self.file)  # (a bytes path left as it is: refused below)
+        check_type("file", self.file, (Path, type(None)), "a Path (or str) or None")
         check_type("webhook_url", self.webhook_url, (str, type(None)), "a str or None")
         reader = "exporter.events.webhook.read_webhook_secret(path)"
         secret = f"bytes (the decoded whsec_ secret: {reader} reads one)"

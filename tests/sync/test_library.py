@@ -393,6 +393,11 @@ class _NotebookPath:
         return str(self.path)
 
 
+class _BytesPath:
+    def __fspath__(self) -> bytes:
+        return b"/tmp/e.jsonl"
+
+
 def test_a_notebooks_own_types_are_taken_as_what_they_stand_for(
     make_sim: Any, synced: Path, tmp_path: Path
 ) -> None:
@@ -430,6 +435,8 @@ def test_a_notebooks_own_types_are_taken_as_what_they_stand_for(
     )
     assert (events.file, events.webhook_key) == (tmp_path / "e.jsonl", b"k3y")
     assert type(events.webhook_key) is bytes
+    with pytest.raises(exporter.ConfigError, match=r"^file is _BytesPath, not a Path"):
+        exporter.EventsConfig(file=_BytesPath())  # type: ignore[arg-type]
     with pytest.raises(exporter.ConfigError, match=r"^data_dir is bytes"):
         exporter.connect(str(synced).encode())  # type: ignore[arg-type]
     with pytest.raises(exporter.ConfigError, match=r"^--concurrency 2\.5 is not an integer$"):

@@ -554,8 +554,8 @@ class ApiClient:
         except msgspec.ValidationError:
             body = None
         except (msgspec.DecodeError, UnicodeDecodeError):
-            # A byte that is not UTF-8 is msgspec's UnicodeDecodeError, not its DecodeError: it
-            # escaped as "a bug" (exit 5, the healthy projects not yet committed lost).
+            # A byte that is not UTF-8 is UnicodeDecodeError before msgspec 0.23 (DecodeError
+            # since): it escaped as "a bug" (exit 5, the healthy projects not yet committed lost).
             raise _Retryable("malformed or truncated JSON body", status=status) from None
         if body is None:
             try:

@@ -764,22 +764,38 @@ def test_a_page_of_repeats_is_compared_with_the_whole_page_before(tmp_path: Path
     assert sorted(r["id"] for r in read_versions(tmp_path)) == [f"op-{i:06d}" for i in range(12)]
 
 
-class _NotUtf8(LoopbackApi):
-    """p-bad's operations page holds a byte that is not UTF-8; the others are healthy."""
+class _Undecodable(LoopbackApi):
+    """p-bad's operations page is the given bytes (a 200, its length right); the others are
+    healthy."""
 
     projects = ("p-bad", "p-good1", "p-good2")
 
+    def __init__(self, body: bytes) -> None:
+        super().__init__()
+        self.body = body
+
     def operations(self, project_id: str, query: dict[str, str]) -> tuple[int, Any]:
         if project_id == "p-bad":
-            return 200, b'{"operations":[{"id":"a\xff","created_at":"2025-01-16T21:02:04Z"}]}'
+            return 200, self.body
         return 200, {"operations": [loopback_operation(0, project_id)]}
 
 
-def test_a_page_that_is_not_utf8_is_retried_then_fails_its_project_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"operations":[{"id":"a\xff","created_at":"2025-01-16T21:02:04Z"}]}',
+        b'{"operations":[{"id":"a","created_at":"2025-01-16T21:02:04Z"}',
+    ],
+    ids=["not-utf8", "json-cut-short"],
+)
+def test_a_page_that_is_not_utf8_is_retried_then_fails_its_project_alone(
+    tmp_path: Path, body: bytes
+) -> None:
     """A byte that is not UTF-8 in an operations page was a UnicodeDecodeError out of the
-    client: "a bug", exit 5, the healthy projects not yet committed lost, in every run after.
-    It is a malformed body: retried, then that project fails and the others sync."""
-    api = _NotUtf8()
+    client (msgspec < 0.23; its DecodeError since): "a bug", exit 5, the healthy projects not
+    yet committed lost, in every run after. It is a malformed body, as JSON cut short is:
+    retried, then that project fails and the others sync."""
+    api = _Undecodable(body)
     with serving(api) as base_url:
         summary = _loopback_sync(base_url, tmp_path, page_size=1000)
     assert summary.errors == {

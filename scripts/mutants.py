@@ -3944,8 +3944,8 @@ MUTANTS = [
     Mutant(
         "s22evf-events-file-appended-unlocked",  # a run cut another's append for a torn line
         "exporter/events/eventsfile.py",
-        "    try:\n        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n        return\n",
-        "    try:\n        return\n",
+        "        try:\n            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n            return\n",
+        "        try:\n            return\n",
         (
             "tests/events/test_shared_file.py::"
             "test_two_data_directories_appending_to_one_file_cut_nothing_of_each_other",
@@ -4312,6 +4312,26 @@ MUTANTS = [
         "            not_run(ctx)  # `opsaudit --typo check`: check's verdict is not ok\n",
         "            pass\n",
         ("tests/ops/test_metrics.py::test_a_check_whose_group_config_fails_writes_not_ok",),
+    ),
+    Mutant(
+        "s23-events-file-on-a-filesystem-without-locks-never-appended",  # events wait for ever
+        "exporter/events/eventsfile.py",
+        "            if exc.errno not in _CANNOT_LOCK:\n",
+        "            if True:\n",
+        (
+            "tests/events/test_shared_file.py::"
+            "test_a_file_whose_filesystem_cannot_lock_is_appended_with_a_warning",
+        ),
+    ),
+    Mutant(
+        "s23-events-file-lock-waited-for-ever",  # a stuck lock holder hangs every run
+        "exporter/events/eventsfile.py",
+        "        elif time.monotonic() >= until:\n",
+        "        elif False:\n",
+        (
+            "tests/events/test_shared_file.py::"
+            "test_a_lock_held_past_the_wait_fails_the_append_and_names_why",
+        ),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

@@ -79,27 +79,43 @@ def _open_locked(path: Path) -> int:
     raise AssertionError("unreachable")
 
 
+# A filesystem that cannot lock (NFS without its lock daemon: ENOLCK; some FUSE mounts): the
+# append goes on unlocked, with a warning. Refusing would hold every event back run after run,
+# for a risk (two writers at once) that only a file shared by two data directories runs.
+_CANNOT_LOCK = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS})
+
+
 def _lock(fd: int, path: Path) -> None:
     """Polled, not a blocking flock: a writer stuck holding it delays the run LOCK_WAIT s."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return
-    except BlockingIOError:
-        pass
-    log.info("events file %s: another process is appending to it; this run waits for it", path)
-    until = time.monotonic() + LOCK_WAIT
+    until = None
     while True:
-        time.sleep(_POLL)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except BlockingIOError:
-            if time.monotonic() >= until:
-                raise OSError(
-                    errno.EAGAIN,
-                    f"another process held its lock for {LOCK_WAIT:g}s (a sync of another data "
-                    "directory appending to it, or a program holding its flock)",
-                ) from None
+            pass
+        except OSError as exc:
+            if exc.errno not in _CANNOT_LOCK:
+                raise
+            log.warning(
+                "events file %s: its filesystem cannot lock it (%s): appended without the lock, "
+                "so no other data directory's runs may append to this file",
+                path,
+                os.strerror(exc.errno or 0),
+            )
+            return
+        if until is None:
+            log.info(
+                "events file %s: another process is appending to it; this run waits for it", path
+            )
+            until = time.monotonic() + LOCK_WAIT
+        elif time.monotonic() >= until:
+            raise OSError(
+                errno.EAGAIN,
+                f"another process held its lock for {LOCK_WAIT:g}s (a sync of another data "
+                "directory appending to it, or a program holding its flock)",
+            )
+        time.sleep(_POLL)
 
 
 def _still_named(fd: int, path: Path) -> bool:

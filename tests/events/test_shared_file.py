@@ -144,3 +144,67 @@ def test_an_append_that_waited_for_a_file_rotated_meanwhile_goes_to_the_new_file
         thread.join(30)
     assert rotated.read_bytes() == b'{"id":"old:1"}\n'
     assert (path.read_bytes(), last) == (b'{"id":"new:1"}\n', [None])
+
+
+def test_a_file_whose_filesystem_cannot_lock_is_appended_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NFS without its lock daemon answers flock with ENOLCK: every append failed on it, so the
+    events waited run after run, for ever. It appends unlocked and says what that risks."""
+    import errno
+
+    from exporter.core.layout import write_all
+    from exporter.events.eventsfile import locked
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"id":"old:1"}\n{"id":"torn')
+    caplog.set_level(logging.INFO, "opsaudit.events")
+    with locked(path) as (fd, line):
+        write_all(fd, b'{"id":"new:1"}\n')
+    assert (path.read_bytes(), line) == (b'{"id":"old:1"}\n{"id":"new:1"}\n', b'{"id":"old:1"}')
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        f"events file {path}: its filesystem cannot lock it (No locks available): appended "
+        "without the lock, so no other data directory's runs may append to this file",
+        "events file: cut a torn last line of 11 bytes (a run was killed while appending)",
+    ]
+
+
+def test_a_lock_held_past_the_wait_fails_the_append_and_names_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A program holding the file's lock for longer than LOCK_WAIT: the append fails (its
+    events wait for the next run), saying who holds such a lock; nothing is written."""
+    from exporter.events import eventsfile
+
+    monkeypatch.setattr(eventsfile, "LOCK_WAIT", 0.3)
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"id":"old:1"}\n')
+    holder = os.open(path, os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    raised: list[BaseException] = []
+
+    def append() -> None:
+        try:
+            with eventsfile.locked(path):
+                pass
+        except OSError as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=append, daemon=True)  # left behind if it never ends
+    try:
+        started = time.monotonic()
+        thread.start()
+        thread.join(10)
+        waited = time.monotonic() - started
+    finally:
+        os.close(holder)
+    assert [str(exc) for exc in raised] == [
+        "[Errno 11] another process held its lock for 0.3s (a sync of another data directory "
+        "appending to it, or a program holding its flock)"
+    ]
+    assert 0.3 <= waited < 5
+    assert path.read_bytes() == b'{"id":"old:1"}\n'

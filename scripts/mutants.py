@@ -1405,7 +1405,7 @@ MUTANTS = [
     Mutant(
         "directory-config-read-beside-the-named-one",  # a broken ./opsaudit.toml failed it
         "exporter/cli/__init__.py",
-        "        if ctx.meta.get(CONFIG_AFTER) and (config_file is None or from_env):\n",
+        "        if own_config and (config_file is None or from_env):\n",
         "        if False:\n",
         ("tests/ops/test_cli_boundary.py::test_config_after_the_command_as_before_it",),
     ),
@@ -3920,8 +3920,8 @@ MUTANTS = [
     Mutant(
         "s22url-opsaudit-config-read-over-the-commands-own",  # --config GOOD failed: exit 2
         "exporter/cli/__init__.py",
-        "        if ctx.meta.get(CONFIG_AFTER) and (config_file is None or from_env):\n",
-        "        if ctx.meta.get(CONFIG_AFTER) and config_file is None:\n",
+        "        if own_config and (config_file is None or from_env):\n",
+        "        if own_config and config_file is None:\n",
         ("tests/ops/test_cli_boundary.py::test_a_commands_own_config_wins_over_opsaudit_config",),
     ),
     Mutant(
@@ -4197,8 +4197,8 @@ MUTANTS = [
     Mutant(
         "s22env-empty-config-variable-over-the-commands-own",  # `status --config F` refused
         "exporter/cli/__init__.py",
-        "        if not ctx.meta.get(CONFIG_AFTER) and (config_file is None or from_env):\n",
-        "        if config_file is None or from_env:\n",
+        "        if not own_config and not ctx.meta.get(HELP_ASKED) and (config_file is None or from_env):\n",
+        "        if not ctx.meta.get(HELP_ASKED) and (config_file is None or from_env):\n",
         (
             "tests/ops/test_empty_environment.py::test_an_empty_config_variable_gives_way_to_a_commands_own_config",
         ),
@@ -4331,6 +4331,16 @@ MUTANTS = [
         (
             "tests/events/test_shared_file.py::"
             "test_a_lock_held_past_the_wait_fails_the_append_and_names_why",
+        ),
+    ),
+    Mutant(
+        "s23-empty-config-variable-hides-the-help",  # `sync --help` exit 2
+        "exporter/cli/__init__.py",
+        "        if not own_config and not ctx.meta.get(HELP_ASKED) and (config_file is None or from_env):\n",
+        "        if not own_config and (config_file is None or from_env):\n",
+        (
+            "tests/ops/test_empty_environment.py::"
+            "test_help_is_shown_whatever_variable_is_set_but_empty",
         ),
     ),
     Mutant(

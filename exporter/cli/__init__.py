@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from exporter.cli._common import refuse_empty_variable
-from exporter.cli._group import CONFIG_AFTER, OpsauditGroup, not_run
+from exporter.cli._group import CONFIG_AFTER, HELP_ASKED, OpsauditGroup, not_run
 
 __all__ = ["cli", "main"]
 
@@ -55,11 +55,13 @@ def cli(ctx: click.Context, config_file: Path | None) -> None:
         return  # the demo and the simulator: a broken file must not stop them (README)
     from_env = ctx.get_parameter_source("config_file") is ParameterSource.ENVIRONMENT
     try:
-        if not ctx.meta.get(CONFIG_AFTER) and (config_file is None or from_env):
-            # The group's --config is no `EnvOption` (its variable would be refused while the
-            # group is parsed): checked here, where a command's own --config wins over it.
+        # The group's --config is no `EnvOption` (its variable would be refused while the group
+        # is parsed): checked here, where a command's own --config wins over it. Not for
+        # `opsaudit sync --help` (the help reads as with the variable unset).
+        own_config = ctx.meta.get(CONFIG_AFTER)
+        if not own_config and not ctx.meta.get(HELP_ASKED) and (config_file is None or from_env):
             refuse_empty_variable("OPSAUDIT_CONFIG", ctx)
-        if ctx.meta.get(CONFIG_AFTER) and (config_file is None or from_env):
+        if own_config and (config_file is None or from_env):
             # `opsaudit query --config FILE`: that file, not the directory's, nor the one
             # $OPSAUDIT_CONFIG names (not read at all: an option wins over its variable).
             found: tuple[Path, bool] | None = None

@@ -248,3 +248,16 @@ def test_shell_completion_with_an_empty_variable_still_completes(cron_dir: Path)
     }
     done = opsaudit(cron_dir, env=env)
     assert (done.returncode, done.stdout, done.stderr) == (0, "plain,--format\n", "")
+
+
+@pytest.mark.parametrize("variable", sorted(OPTION_VARIABLES))
+@pytest.mark.parametrize("command", [("sync", "--help"), ("report", "-h"), ("--help",)])
+def test_help_is_shown_whatever_variable_is_set_but_empty(
+    variable: str, command: tuple[str, ...]
+) -> None:
+    """`OPSAUDIT_CONFIG= opsaudit sync --help` was exit 2 (the group refused the empty variable
+    before the command read --help): help is shown, exit 0, whichever variable is empty."""
+    result = invoke(*command, env={variable: ""})
+    assert (result.exit_code, result.stderr) == (0, "")
+    usage = "opsaudit [OPTIONS] COMMAND" if command == ("--help",) else f"opsaudit {command[0]}"
+    assert result.stdout.startswith(f"Usage: {usage} [")

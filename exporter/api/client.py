@@ -272,10 +272,11 @@ def check_api_key(api_key: str | None) -> str:
             "(create one in the console under account or organization settings)"
         )
     if not _KEY_CHARS.fullmatch(key):
+        # What is wrong, then ": " and the fix: doctor shows the two apart.
         raise AuthError(
-            "the API key is malformed: it contains a space, a line break, a control or a "
-            "non-ASCII character (check the key file for a stray newline or a copy-paste "
-            "accident); create or copy the key again"
+            "the API key is malformed (it contains a space, a line break, a control or a "
+            "non-ASCII character): create or copy the key again (check the key file for a "
+            "stray newline or a copy-paste accident)"
         )
     return key
 

@@ -170,7 +170,11 @@ def test_missing_and_malformed_key_files(sim: Any, tmp_path: Path) -> None:
     )
     bad = doctor(sim, tmp_path, "two words")
     assert bad.exit_code == 8
-    assert bad.stdout.splitlines()[1].startswith("error key: the API key is malformed Fix: it ")
+    assert bad.stdout.splitlines()[1] == (
+        "error key: the API key is malformed (it contains a space, a line break, a control or a "
+        "non-ASCII character) Fix: create or copy the key again (check the key file for a stray "
+        "newline or a copy-paste accident)"
+    )
     assert "two words" not in bad.output
 
 

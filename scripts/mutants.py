@@ -4835,11 +4835,17 @@ def _judge(mutant: Mutant, copy: Path, timeout: float) -> tuple[str, float, str]
         elapsed = time.monotonic() - started
         if code is None:
             return "killed", elapsed, "(timed out)"
+    if code not in (0, 1):
+        # Once in 500 mutants under load a fork's pytest ended with another code after its
+        # summary line ("1 failed in 0.16s"), the same mutant killed in every run since: judged
+        # by a fresh interpreter too before it is called an error.
+        code, stdout = _pytest_fresh(copy, mutant.tests, timeout)
+        elapsed = time.monotonic() - started
     tail = (stdout.strip().splitlines() or [""])[-1]
     if code == 0:
         return "SURVIVED", elapsed, tail
     if code not in (1,):  # 2-5: the tests did not run (import error, usage...)
-        return "ERROR", elapsed, tail
+        return "ERROR", elapsed, f"(exit {code}) {tail}"
     # A failed test shows as `F` (or `E`) in the progress lines and as "failed" in the summary;
     # exit 1 with neither (a warning at exit, say) is no evidence of a kill.
     progress = re.compile(r"^[.sxXFE]+(\s+\[\s*\d+%\])?$")

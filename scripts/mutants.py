@@ -4344,6 +4344,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s23out-escapes-stripped-from-piped-output",  # csv to a pipe lost "\x1b[31m" of values
+        "exporter/cli/_common.py",
+        "            click.echo(text, nl=False, color=True)  # encoded whole before any of it is written\n",
+        "            click.echo(text, nl=False)\n",
+        ("tests/analytics/test_output_values.py::test_escapes_reach_a_pipe_as_they_are_stored",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',
@@ -4548,7 +4555,7 @@ MUTANTS = [
     Mutant(
         "output-unencodable-crashes",  # Latin-1 terminal, '\u2026' of a cut cell: exit 5
         "exporter/cli/_common.py",
-        '            click.echo(exc.object.encode(exc.encoding, "replace").decode(exc.encoding), nl=False)\n',
+        '            replaced = exc.object.encode(exc.encoding, "replace").decode(exc.encoding)\n',
         "            raise\n",
         ("tests/analytics/test_cli.py::test_a_terminal_without_the_ellipsis_gets_a_question_mark",),
     ),

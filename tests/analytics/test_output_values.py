@@ -1,0 +1,71 @@
+"""What `opsaudit query` and `opsaudit report` print of odd values synced from the simulator:
+escape characters and wide (CJK) characters in branch names and error texts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from exporter.cli import cli
+
+ESC_BRANCH = "fix/\x1b[31mred\x1b[0m"
+ESC_ERROR = "boom \x1b[2J\x1b[1mcleared"
+WIDE_BRANCH = "機能/ログイン"
+
+
+@pytest.fixture(scope="module")
+def odd_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One synced project whose branches and one error carry escapes and wide characters."""
+    from exporter.api.client import RetryPolicy
+    from exporter.engine.sync import SyncConfig, sync
+    from exporter.simulator import SimConfig, Simulator
+
+    data_dir = tmp_path_factory.mktemp("odd") / "data"
+    config = SimConfig(seed=11, projects=1, shared_projects=0, orgs=1, days=1)
+    with Simulator(config) as sim:
+        project = sim.project_ids()[0]
+        for name, error in ((ESC_BRANCH, ESC_ERROR), (WIDE_BRANCH, None)):
+            _, _, ops = sim.add_branch(project, name=name)
+            if error is not None:
+                sim.update_operation(ops[0], status="failed", error=error)
+        summary = sync(
+            SyncConfig(
+                data_dir=data_dir,
+                api_key=sim.personal_key,
+                base_url=sim.base_url,
+                max_rps=None,
+                retry=RetryPolicy(max_attempts=2, backoff_initial=0.01, backoff_max=0.02),
+            )
+        )
+        assert summary.outcome == "ok", summary
+    yield data_dir
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), prog_name="opsaudit", catch_exceptions=False)
+
+
+def test_escapes_reach_a_pipe_as_they_are_stored(odd_dir: Path, tmp_path: Path) -> None:
+    """click's echo dropped every "\\x1b[...m" of the data from text sent to a pipe or a file
+    (`opsaudit query --format csv ... > rows.csv`): the CSV said `fix/red`, and `-o rows.csv`
+    said `fix/\\x1b[31mred\\x1b[0m`."""
+    sql = (
+        "SELECT branch_name, error FROM operations "
+        f"WHERE branch_name = '{ESC_BRANCH}' AND error IS NOT NULL"
+    )
+    out = tmp_path / "rows.csv"
+    piped = invoke("query", "--data-dir", str(odd_dir), "--format", "csv", sql)
+    saved = invoke("query", "--data-dir", str(odd_dir), "--format", "csv", "-o", str(out), sql)
+    assert (piped.exit_code, saved.exit_code) == (0, 0), piped.output
+    assert piped.stdout == f"branch_name,error\n{ESC_BRANCH},{ESC_ERROR}\n"
+    assert out.read_text(encoding="utf-8") == piped.stdout
+    since = ("--since", "2025-01-16T21:00:00Z")  # the clock: the added branches' operations
+    args = ("--data-dir", str(odd_dir), "--format", "csv", "--section", "errors", *since)
+    report = invoke("report", *args)
+    assert report.exit_code == 0, report.output
+    assert report.stdout == (
+        f"error,operations,actions,last_seen\n{ESC_ERROR},1,create_branch,2025-01-16T21:00:00Z\n"
+    )

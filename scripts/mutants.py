@@ -4351,6 +4351,13 @@ MUTANTS = [
         ("tests/analytics/test_output_values.py::test_escapes_reach_a_pipe_as_they_are_stored",),
     ),
     Mutant(
+        "s23out-window-bounds-read-two-nows",  # --since 7d --until 7d: an empty report, exit 0
+        "exporter/cli/_query.py",
+        "    window_until = parse_until(until, now=now) if until else None\n",
+        "    window_until = parse_until(until) if until else None\n",
+        ("tests/analytics/test_cli.py::test_report_same_duration_twice_is_an_empty_range",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

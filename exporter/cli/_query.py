@@ -333,10 +333,14 @@ def _shown_rows(fmt: str, top: int | None) -> int | None:
 
 def _report_window(since: str | None, until: str | None) -> tuple[Any, Any]:
     """--since and --until as instants (None: no bound); a usage error if nothing can match."""
+    import datetime as dt
+
     from exporter.analytics.report import parse_since, parse_until
 
-    window_since = parse_since(since) if since else None
-    window_until = parse_until(until) if until else None
+    # One "now" for both: `--since 7d --until 7d` was a window of the microseconds between two.
+    now = dt.datetime.now(dt.timezone.utc)
+    window_since = parse_since(since, now=now) if since else None
+    window_until = parse_until(until, now=now) if until else None
     if window_since is not None and window_until is not None and window_since >= window_until:
         raise click.UsageError(
             f"--since {since} is not before --until {until}: nothing can match (a --until date "

@@ -590,6 +590,20 @@ def test_report_inverted_range_is_a_usage_error(data_dir: Path) -> None:
     assert one_day.stdout.startswith("opsaudit report: 3 operations (since 2025-01-11T00:00:00Z;")
 
 
+@pytest.mark.parametrize(("since", "until"), [("7d", "7d"), ("24h", "1d"), ("60m", "3600s")])
+def test_report_same_duration_twice_is_an_empty_range(
+    data_dir: Path, since: str, until: str
+) -> None:
+    """Each bound took its own "now": `--since 7d --until 7d` ran a report of the microseconds
+    between the two (exit 0, "0 operations"), where an inverted range is a usage error."""
+    result = invoke("report", "--data-dir", str(data_dir), "--since", since, "--until", until)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.endswith(
+        f"Error: --since {since} is not before --until {until}: nothing can match (a --until "
+        "date includes that day)\n"
+    )
+
+
 def test_report_warns_about_an_unknown_project(data_dir: Path) -> None:
     result = invoke("report", "--data-dir", str(data_dir), "--project", "p9", "--project", "p1")
     assert result.exit_code == 0

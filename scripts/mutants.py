@@ -4358,6 +4358,13 @@ MUTANTS = [
         ("tests/analytics/test_cli.py::test_report_same_duration_twice_is_an_empty_range",),
     ),
     Mutant(
+        "s23out-table-width-in-characters",  # a Japanese name pushed the columns out of line
+        "exporter/analytics/format.py",
+        "    if value.isascii():\n",
+        "    if True:\n",
+        ("tests/analytics/test_output_values.py::test_a_table_lines_up_wide_characters",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

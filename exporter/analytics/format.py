@@ -8,6 +8,7 @@ import decimal
 import io
 import json
 import math
+import unicodedata
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -245,6 +246,22 @@ def _cell(value: Any, decimals: int = 3, thousands: bool = False, cut: bool = Tr
     return out if not cut or len(out) <= MAX_CELL else out[: MAX_CELL - 1] + "…"
 
 
+def _width(value: str) -> int:
+    """Columns a terminal gives the text: a wide (CJK) character two, a combining mark none
+    (`len` misaligned every column right of a name in Japanese)."""
+    if value.isascii():
+        return len(value)
+    return sum(
+        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+        for c in value
+    )
+
+
+def _pad(value: str, width: int, right: bool) -> str:
+    fill = " " * max(0, width - _width(value))
+    return fill + value if right else value + fill
+
+
 def _numeric(value: Any) -> bool:
     return isinstance(value, (int, float, decimal.Decimal)) and not isinstance(value, bool)
 
@@ -268,15 +285,13 @@ def _table(
         hidden = len(rows) - max_rows
         rows = rows[:max_rows]
     cells = _cells(rows, len(columns), thousands)
-    widths = [len(c) for c in columns]
+    widths = [_width(c) for c in columns]
     for row in cells:
-        widths = [max(w, len(c)) for w, c in zip(widths, row)]
+        widths = [max(w, _width(c)) for w, c in zip(widths, row)]
     right = [any(_numeric(row[i]) for row in rows) for i in range(len(columns))]
 
     def line(values: Sequence[str]) -> str:
-        parts = [
-            v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)
-        ]
+        parts = [_pad(v, w, r) for v, w, r in zip(values, widths, right, strict=True)]
         return "  ".join(parts).rstrip()
 
     out = [line(columns), "  ".join("-" * w for w in widths)]

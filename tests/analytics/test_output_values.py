@@ -27,7 +27,7 @@ def odd_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     config = SimConfig(seed=11, projects=1, shared_projects=0, orgs=1, days=1)
     with Simulator(config) as sim:
         project = sim.project_ids()[0]
-        for name, error in ((ESC_BRANCH, ESC_ERROR), (WIDE_BRANCH, None)):
+        for name, error in ((ESC_BRANCH, ESC_ERROR), (WIDE_BRANCH, None), ("plain", None)):
             _, _, ops = sim.add_branch(project, name=name)
             if error is not None:
                 sim.update_operation(ops[0], status="failed", error=error)
@@ -68,4 +68,22 @@ def test_escapes_reach_a_pipe_as_they_are_stored(odd_dir: Path, tmp_path: Path) 
     assert report.exit_code == 0, report.output
     assert report.stdout == (
         f"error,operations,actions,last_seen\n{ESC_ERROR},1,create_branch,2025-01-16T21:00:00Z\n"
+    )
+
+
+def test_a_table_lines_up_wide_characters(odd_dir: Path) -> None:
+    """A column was as wide as its longest value in characters: a name in Japanese takes two
+    terminal columns a character, and pushed every column right of it out of line."""
+    sql = (
+        "SELECT name, length(name) AS chars, project_id IS NOT NULL AS listed FROM branches "
+        f"WHERE name IN ('{WIDE_BRANCH}', 'plain') ORDER BY name"
+    )
+    result = invoke("query", "--data-dir", str(odd_dir), sql)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        "name           chars  listed\n"
+        "-------------  -----  ------\n"
+        "plain              5  true\n"
+        f"{WIDE_BRANCH}      7  true\n"
+        "(2 rows)\n"
     )

@@ -4365,6 +4365,13 @@ MUTANTS = [
         ("tests/analytics/test_output_values.py::test_a_table_lines_up_wide_characters",),
     ),
     Mutant(
+        "s23out-window-offset-past-a-day",  # --since ...+53:00: a window moved by two days
+        "exporter/analytics/window.py",
+        "    if offset and (int(offset[1]) > 23 or int(offset[2]) > 59):\n",
+        "    if False:\n",
+        ("tests/analytics/test_cli.py::test_report_offset_out_of_range_is_a_usage_error",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -568,6 +568,19 @@ def test_report_bounds_out_of_any_calendar_are_usage_errors(
     assert result.stderr.startswith(f"Error: {message}")
 
 
+@pytest.mark.parametrize("value", ["2025-01-11T05:30:00+53:00", "2025-01-11T05:30:00-0575"])
+def test_report_offset_out_of_range_is_a_usage_error(data_dir: Path, value: str) -> None:
+    """An offset past 23 hours or 59 minutes (a typo of +05:30) moved the bound by days: the
+    report ran on another window than the one asked for, exit 0."""
+    result = invoke("report", "--data-dir", str(data_dir), "--since", value)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.endswith(
+        f"Error: {value!r} has no such UTC offset: hours 00-23, minutes 00-59 (+05:30)\n"
+    )
+    fine = invoke("report", "--data-dir", str(data_dir), "--since", "2025-01-11T09:30:00+05:30")
+    assert fine.stdout.startswith("opsaudit report: 9 operations (since 2025-01-11T04:00:00Z")
+
+
 def test_a_duration_longer_than_any_is_a_usage_error(data_dir: Path) -> None:
     result = invoke("check", "--data-dir", str(data_dir), "--max-age", "9999999999d")
     assert (result.exit_code, result.stdout) == (2, "")

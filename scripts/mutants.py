@@ -4372,6 +4372,13 @@ MUTANTS = [
         ("tests/analytics/test_cli.py::test_report_offset_out_of_range_is_a_usage_error",),
     ),
     Mutant(
+        "s23-control-characters-sent-to-the-terminal",  # an error text cleared the screen
+        "exporter/analytics/format.py",
+        "    out = _CONTROL.sub(_escaped, out)\n",
+        "",
+        ("tests/analytics/test_output_values.py::test_a_table_shows_control_characters_escaped",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -87,3 +87,30 @@ def test_a_table_lines_up_wide_characters(odd_dir: Path) -> None:
         f"{WIDE_BRANCH}      7  true\n"
         "(2 rows)\n"
     )
+
+
+def test_a_table_shows_control_characters_escaped(odd_dir: Path) -> None:
+    """The table format wrote an error text's ESC and BEL to the terminal as they are: a text
+    from the API could clear the screen, ring the bell or colour what followed. Shown as
+    Python writes them; csv keeps them as stored (above)."""
+    sql = (
+        "SELECT branch_name, error || chr(7) || chr(8238) AS error FROM operations "
+        f"WHERE branch_name = '{ESC_BRANCH}' AND error IS NOT NULL"
+    )
+    for fmt, expected in (
+        (
+            "table",
+            "branch_name             error\n"
+            "----------------------  ------------------------------------\n"
+            "fix/\\x1b[31mred\\x1b[0m  boom \\x1b[2J\\x1b[1mcleared\\x07\\u202e\n"
+            "(1 row)\n",
+        ),
+        (
+            "markdown",
+            "| branch_name | error |\n"
+            "|---|---|\n"
+            "| fix/\\x1b[31mred\\x1b[0m | boom \\x1b[2J\\x1b[1mcleared\\x07\\u202e |\n",
+        ),
+    ):
+        result = invoke("query", "--data-dir", str(odd_dir), "--format", fmt, sql)
+        assert (result.exit_code, result.stdout) == (0, expected), result.output

@@ -4366,10 +4366,13 @@ MUTANTS = [
     ),
     Mutant(
         "s23out-window-offset-past-a-day",  # --since ...+53:00: a window moved by two days
-        "exporter/analytics/window.py",
+        "exporter/core/timeutil.py",
         "    if offset and (int(offset[1]) > 23 or int(offset[2]) > 59):\n",
         "    if False:\n",
-        ("tests/analytics/test_cli.py::test_report_offset_out_of_range_is_a_usage_error",),
+        (
+            "tests/analytics/test_cli.py::test_report_offset_out_of_range_is_a_usage_error",
+            "tests/ops/test_check.py::test_an_as_of_at_the_end_of_the_calendar_is_a_usage_error",
+        ),
     ),
     Mutant(
         "s23-control-characters-sent-to-the-terminal",  # an error text cleared the screen

@@ -7,7 +7,7 @@ import datetime as dt
 import re
 
 from exporter.core.errors import ConfigError
-from exporter.core.timeutil import parse_duration, parse_rfc3339
+from exporter.core.timeutil import offset_problem, parse_duration, parse_rfc3339
 
 __all__ = ["parse_since", "parse_until"]
 
@@ -16,8 +16,6 @@ _DATE = re.compile(r"^\s*\d{4}-\d{2}-\d{2}\s*$")
 # A window's bounds lie before this (a report counts whole months from them; nothing is
 # created in the year 9999).
 _LAST = dt.datetime(9999, 1, 1, tzinfo=dt.timezone.utc)
-# A numeric offset's hours and minutes (RFC 3339: 00-23, 00-59); the parser adds whatever they are.
-_OFFSET = re.compile(r"[+-](\d{2}):?(\d{2})\s*$")
 
 
 def _parse_point(text: str, *, now: dt.datetime | None, end_of_day: bool) -> dt.datetime:
@@ -43,10 +41,9 @@ def _point(text: str, *, now: dt.datetime | None, end_of_day: bool) -> dt.dateti
         if start >= _LAST:
             return start  # refused by the caller (the day after it may not exist)
         return start + dt.timedelta(days=1) if end_of_day else start
-    offset = _OFFSET.search(text)
-    if offset and (int(offset[1]) > 23 or int(offset[2]) > 59):
-        # `+53:00` for `+05:30` moved the bound by two days, silently.
-        raise ConfigError(f"{text!r} has no such UTC offset: hours 00-23, minutes 00-59 (+05:30)")
+    problem = offset_problem(text)
+    if problem is not None:
+        raise ConfigError(problem)
     try:
         return parse_rfc3339(text)
     except ValueError as exc:

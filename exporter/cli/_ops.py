@@ -75,8 +75,11 @@ def _thresholds(ctx: click.Context, param: click.Parameter, values: tuple[str, .
 def _as_of(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.datetime | None:
     if value is None:
         return None
-    from exporter.core.timeutil import parse_rfc3339
+    from exporter.core.timeutil import offset_problem, parse_rfc3339
 
+    problem = offset_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem, ctx, param)
     try:
         as_of = parse_rfc3339(value)
     except ValueError:

@@ -527,6 +527,9 @@ def test_missing_data_dir_is_a_usage_error(tmp_path: Path) -> None:
     [
         ("0001-01-01T00:00:00Z", "is outside the years 1970 to 9998"),
         ("9999-12-31T23:59:59-05:00", "is not an RFC 3339 time (2025-01-31T12:00:00Z)"),
+        # Taken before, the check judged two days away (`+53:00` typed for `+05:30`).
+        ("2025-03-10T12:00:00+53:00", "has no such UTC offset: hours 00-23, minutes 00-59"),
+        ("2025-03-10T12:00:00-05:60", "has no such UTC offset: hours 00-23, minutes 00-59"),
     ],
 )
 def test_an_as_of_at_the_end_of_the_calendar_is_a_usage_error(

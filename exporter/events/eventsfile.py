@@ -83,6 +83,7 @@ def _open_locked(path: Path) -> int:
 # append goes on unlocked, with a warning. Refusing would hold every event back run after run,
 # for a risk (two writers at once) that only a file shared by two data directories runs.
 _CANNOT_LOCK = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS})
+_WARNED_UNLOCKED: set[Path] = set()  # said once a process: a run appends once a commit
 
 
 def _lock(fd: int, path: Path) -> None:
@@ -97,6 +98,9 @@ def _lock(fd: int, path: Path) -> None:
         except OSError as exc:
             if exc.errno not in _CANNOT_LOCK:
                 raise
+            if path in _WARNED_UNLOCKED:
+                return
+            _WARNED_UNLOCKED.add(path)
             log.warning(
                 "events file %s: its filesystem cannot lock it (%s): appended without the lock, "
                 "so no other data directory's runs may append to this file",

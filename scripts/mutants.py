@@ -1459,7 +1459,7 @@ MUTANTS = [
     Mutant(
         "budget-runs-never-fresh",  # finding 5: stale_sync for ever after budgeted runs
         "exporter/core/model.py",
-        "    if finished and finished[-1][0] in STOPPED_OUTCOMES and oldest is not None:\n",
+        "    if kept is not None and kept[0] in STOPPED_OUTCOMES and oldest is not None:\n",
         "    if False:\n",
         (
             "tests/sync/test_budget_runs.py::test_budgeted_runs_count_as_fresh_once_every_project_is_walked",
@@ -4380,6 +4380,26 @@ MUTANTS = [
         "    out = _CONTROL.sub(_escaped, out)\n",
         "",
         ("tests/analytics/test_output_values.py::test_a_table_shows_control_characters_escaped",),
+    ),
+    Mutant(
+        "s23mon-failed-run-after-budgeted-ones-reads-never-succeeded",  # stale_sync at once
+        "exporter/core/model.py",
+        "    kept = next((r for r in reversed(finished) if r[0] in (Outcome.OK, *STOPPED_OUTCOMES)), None)\n",
+        "    kept = finished[-1] if finished else None\n",
+        (
+            "tests/sync/test_budget_runs.py::"
+            "test_a_failed_or_partial_run_after_budgeted_runs_keeps_the_trail_current",
+        ),
+    ),
+    Mutant(
+        "s23mon-partial-run-after-a-failed-listing-makes-the-trail-current",  # its walks count
+        "exporter/core/model.py",
+        "        successes.append(min(oldest, kept[2]))\n",
+        "        successes.append(oldest)\n",
+        (
+            "tests/sync/test_budget_runs.py::"
+            "test_a_failed_or_partial_run_after_budgeted_runs_keeps_the_trail_current",
+        ),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

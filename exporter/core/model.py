@@ -223,8 +223,13 @@ def last_current(
         if outcome == Outcome.OK and whole(started, ended):
             successes.append(ended)
             break
-    if finished and finished[-1][0] in STOPPED_OUTCOMES and oldest is not None:
-        successes.append(oldest)
+    # The newest run that did not fail decides: a partial or failed run after budgeted ones
+    # (one project's 500s, the API down for a run) read "no sync has succeeded yet" at once,
+    # the last-success metric gone; capped at that run's end, which a later run's walks after
+    # a failed listing do not move.
+    kept = next((r for r in reversed(finished) if r[0] in (Outcome.OK, *STOPPED_OUTCOMES)), None)
+    if kept is not None and kept[0] in STOPPED_OUTCOMES and oldest is not None:
+        successes.append(min(oldest, kept[2]))
     return max(successes, default=None)
 
 

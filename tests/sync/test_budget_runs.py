@@ -289,6 +289,66 @@ def test_budgeted_runs_count_as_fresh_once_every_project_is_walked(
     assert_matches_truth(sim, tmp_path)
 
 
+def test_a_failed_or_partial_run_after_budgeted_runs_keeps_the_trail_current(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """Budgeted runs had made the trail current (`ok: last successful sync 1m ago`); one run
+    that failed (the API down for a run) or ended partial (one project's 500s) after them made
+    `check` say `stale_sync: no sync has succeeded yet` at once and took
+    `opsaudit_last_success_timestamp_seconds` away (the README's `absent()` alert fired): the
+    trail stays current as of the oldest project's last walk, capped at the last budgeted run's
+    end, and the failure is `last_run_failed`'s to report."""
+    from datetime import datetime, timezone
+
+    from exporter.ops.check import run_check
+    from exporter.ops.metrics import collect_metrics
+
+    sim = _sim(make_sim, 1905, projects=4)
+    for _ in range(2):
+        assert run_sync(sim, tmp_path, max_requests=5).outcome == "budget"
+    walks = _last_walks(tmp_path)
+    assert len(walks) == 4 and None not in walks
+    oldest = datetime.fromtimestamp(min(walks) / 1e6, timezone.utc)
+    assert run_check(tmp_path).last_success_at == oldest
+    sim.fail_requests("/users/me/organizations", 503)
+    assert run_sync(sim, tmp_path, max_requests=5).outcome == "failed"
+    sim.clear_failures()
+    failing = sim.project_ids()[0]
+    sim.fail_requests(f"/projects/{failing}/operations", 500)
+    assert run_sync(sim, tmp_path).outcome == "partial"
+    # The failing project's last walk (from a budgeted run) is now the oldest.
+    now_walks = _last_walks(tmp_path)
+    assert min(now_walks) in walks and now_walks.count(min(now_walks)) == 1
+    oldest = datetime.fromtimestamp(min(now_walks) / 1e6, timezone.utc)
+    for _ in ("after the partial run", "after the failed one"):
+        report = run_check(tmp_path)
+        assert report.last_success_at == oldest
+        assert [f.check for f in report.findings if f.check != "project_error"] == [
+            "last_run_failed"
+        ]
+        metrics = {m.name: m for m in collect_metrics(tmp_path)}
+        [(_, success)] = metrics["opsaudit_last_success_timestamp_seconds"].samples
+        assert success == min(now_walks) / 1e6
+        # The same without the partial run: the failed one last.
+        con = sqlite3.connect(tmp_path / "state.sqlite")
+        with con:
+            con.execute("DELETE FROM runs WHERE outcome = 'partial'")
+        con.close()
+    # A partial run whose walks all completed after a listing failed (the shared projects'):
+    # the trail is current as of the last budgeted run's end, not of those walks.
+    sim.clear_failures()
+    sim.fail_requests("/projects/shared", 500)
+    assert run_sync(sim, tmp_path).outcome == "partial"
+    con = sqlite3.connect(tmp_path / "state.sqlite")
+    [(budget_end,)] = con.execute(
+        "SELECT max(finished_us) FROM runs WHERE outcome = 'budget'"
+    ).fetchall()
+    con.close()
+    assert min(_last_walks(tmp_path)) > budget_end
+    ended = datetime.fromtimestamp(budget_end / 1e6, timezone.utc)
+    assert run_check(tmp_path).last_success_at == ended
+
+
 def test_a_run_says_which_projects_it_left_were_walked_and_only_wait_for_their_names(
     make_sim: Any, tmp_path: Path
 ) -> None:

@@ -4384,8 +4384,8 @@ MUTANTS = [
     Mutant(
         "s23mon-failed-run-after-budgeted-ones-reads-never-succeeded",  # stale_sync at once
         "exporter/core/model.py",
-        "    kept = next((r for r in reversed(finished) if r[0] in (Outcome.OK, *STOPPED_OUTCOMES)), None)\n",
-        "    kept = finished[-1] if finished else None\n",
+        "            if r[0] in STOPPED_OUTCOMES or (r[0] == Outcome.OK and whole(r[1], r[2]))\n",
+        "            if True\n",
         (
             "tests/sync/test_budget_runs.py::"
             "test_a_failed_or_partial_run_after_budgeted_runs_keeps_the_trail_current",
@@ -4396,6 +4396,16 @@ MUTANTS = [
         "exporter/core/model.py",
         "        successes.append(min(oldest, kept[2]))\n",
         "        successes.append(oldest)\n",
+        (
+            "tests/sync/test_budget_runs.py::"
+            "test_a_failed_or_partial_run_after_budgeted_runs_keeps_the_trail_current",
+        ),
+    ),
+    Mutant(
+        "s23mon-project-run-after-budgeted-ones-reads-never-succeeded",  # a scoped ok run
+        "exporter/core/model.py",
+        "            if r[0] in STOPPED_OUTCOMES or (r[0] == Outcome.OK and whole(r[1], r[2]))\n",
+        "            if r[0] in (Outcome.OK, *STOPPED_OUTCOMES)\n",
         (
             "tests/sync/test_budget_runs.py::"
             "test_a_failed_or_partial_run_after_budgeted_runs_keeps_the_trail_current",

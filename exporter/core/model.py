@@ -205,8 +205,9 @@ def last_current(
     run started, but those first seen after it (a `sync --project X` exits 0 while the others
     are stale: it cleared `stale_sync` and both alerts). After budgeted or interrupted runs, the
     trail is current as of the oldest project's `current_at`, once every project has one (issue
-    19, finding 5: budgeted runs were never a success, `stale_sync` for ever). A partial or
-    failed last run adds nothing: a failing listing may hide projects the state never saw."""
+    19, finding 5: budgeted runs were never a success, `stale_sync` for ever), also when partial,
+    failed or scoped runs came after them. A partial or failed run adds nothing itself: a
+    failing listing may hide projects the state never saw."""
     currents = [c for c, _ in projects if c is not None]
     oldest = min(currents) if len(currents) == len(projects) and currents else None
 
@@ -223,11 +224,18 @@ def last_current(
         if outcome == Outcome.OK and whole(started, ended):
             successes.append(ended)
             break
-    # The newest run that did not fail decides: a partial or failed run after budgeted ones
-    # (one project's 500s, the API down for a run) read "no sync has succeeded yet" at once,
-    # the last-success metric gone; capped at that run's end, which a later run's walks after
-    # a failed listing do not move.
-    kept = next((r for r in reversed(finished) if r[0] in (Outcome.OK, *STOPPED_OUTCOMES)), None)
+    # The newest run that neither failed nor was scoped decides: a partial or failed run, or a
+    # `sync --project X`, after budgeted ones read "no sync has succeeded yet" at once, the
+    # last-success metric gone; capped at that run's end, which a later run's walks after a
+    # failed listing do not move.
+    kept = next(
+        (
+            r
+            for r in reversed(finished)
+            if r[0] in STOPPED_OUTCOMES or (r[0] == Outcome.OK and whole(r[1], r[2]))
+        ),
+        None,
+    )
     if kept is not None and kept[0] in STOPPED_OUTCOMES and oldest is not None:
         successes.append(min(oldest, kept[2]))
     return max(successes, default=None)

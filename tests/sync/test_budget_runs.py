@@ -293,8 +293,8 @@ def test_a_failed_or_partial_run_after_budgeted_runs_keeps_the_trail_current(
     make_sim: Any, tmp_path: Path
 ) -> None:
     """Budgeted runs had made the trail current (`ok: last successful sync 1m ago`); one run
-    that failed (the API down for a run) or ended partial (one project's 500s) after them made
-    `check` say `stale_sync: no sync has succeeded yet` at once and took
+    that failed (the API down for a run), ended partial (one project's 500s) or was scoped to
+    one project (`sync --project X`, exit 0) after them made `check` say `stale_sync: no sync has succeeded yet` at once and took
     `opsaudit_last_success_timestamp_seconds` away (the README's `absent()` alert fired): the
     trail stays current as of the oldest project's last walk, capped at the last budgeted run's
     end, and the failure is `last_run_failed`'s to report."""
@@ -347,6 +347,12 @@ def test_a_failed_or_partial_run_after_budgeted_runs_keeps_the_trail_current(
     assert min(_last_walks(tmp_path)) > budget_end
     ended = datetime.fromtimestamp(budget_end / 1e6, timezone.utc)
     assert run_check(tmp_path).last_success_at == ended
+    # A run scoped to one project (exit 0, the others not walked since it started) takes
+    # nothing away either.
+    sim.clear_failures()
+    assert run_sync(sim, tmp_path, project_ids=[failing]).outcome == "ok"
+    report = run_check(tmp_path)
+    assert (report.last_success_at, report.findings) == (ended, [])
 
 
 def test_a_run_says_which_projects_it_left_were_walked_and_only_wait_for_their_names(

@@ -278,3 +278,17 @@ def test_the_readmes_signature_check_accepts_what_the_webhook_sends() -> None:
     assert not verify(secret, headers(now, good.replace("v1,", "v2,")), body)
     old = now - 3600
     assert not verify(secret, headers(old, sign(key, "op-1:1", old, body)), body)  # a replay
+
+
+def test_the_readmes_commands_write_each_metrics_directory_once(tmp_path: Path) -> None:
+    """The systemd units gave `sync` and `check` each a --metrics-file in node_exporter's one
+    textfile directory: both files carry the trail's series, so node_exporter logged an error
+    at every scrape and served the one that sorts first (the check's, up to 15 minutes old)."""
+    files = [
+        Path(argv[argv.index("--metrics-file") + 1])
+        for line in _readme_command_lines(tmp_path)
+        for argv in _opsaudit_commands(line)
+        if "--metrics-file" in argv
+    ]
+    assert files  # the README shows one
+    assert len({f.parent for f in files}) == len(files), files

@@ -4412,6 +4412,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s23-killed-runs-counts-published",  # "0 requests" of a run that made hundreds
+        "exporter/ops/metrics.py",
+        "    if last is not None and last.finished_at is not None:\n",
+        "    if last is not None:\n",
+        ("tests/ops/test_metrics.py::test_a_killed_run_is_the_last_run_in_the_metrics",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -144,6 +144,10 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
         _by_last_read(by_last_read),
     ]
     last = ended[-1] if ended else None
+    if last is not None:
+        metrics.append(_one_hot(last.outcome))
+    # A killed run never finished: no finish time or duration, and no counts (those of its
+    # last commit, 0 before any: "0 requests" of a run that made hundreds).
     if last is not None and last.finished_at is not None:
         metrics += [
             Metric("opsaudit_last_run_timestamp_seconds", "Unix time the last sync finished.").add(
@@ -152,10 +156,6 @@ def collect_metrics(data_dir: Path, *, as_of: dt.datetime | None = None) -> list
             Metric(
                 "opsaudit_last_run_duration_seconds", "Wall time of the last sync in seconds."
             ).add((last.finished_at - last.started_at) / 1e6),
-        ]
-    if last is not None:
-        metrics += [
-            _one_hot(last.outcome),
             Metric("opsaudit_last_run_requests", "API requests made by the last sync.").add(
                 last.requests
             ),

@@ -337,9 +337,18 @@ def test_a_killed_run_is_the_last_run_in_the_metrics(make_sim: Any, tmp_path: Pa
     assert metrics["opsaudit_check_findings"][(("check", "last_run_failed"),)] == 1
     assert metrics["opsaudit_last_run_outcome"][(("outcome", "killed"),)] == 1
     assert sum(metrics["opsaudit_last_run_outcome"].values()) == 1
-    # It never finished: no finish time or duration is made up for it.
-    assert "opsaudit_last_run_timestamp_seconds" not in metrics
-    assert "opsaudit_last_run_duration_seconds" not in metrics
+    # It never finished: no finish time, duration or counts are made up for it (its counts
+    # were its last commit's, "0 requests" before any).
+    for family in (
+        "opsaudit_last_run_timestamp_seconds",
+        "opsaudit_last_run_duration_seconds",
+        "opsaudit_last_run_requests",
+        "opsaudit_last_run_responses_429",
+        "opsaudit_last_run_retries",
+        "opsaudit_last_run_operations",
+        "opsaudit_last_run_projects",
+    ):
+        assert family not in metrics
     # The trail was last current when the ok run finished, as before.
     assert metrics["opsaudit_last_success_timestamp_seconds"] == {(): first / 1e6}
     # The next run settles it, and is the last run then.

@@ -4419,6 +4419,16 @@ MUTANTS = [
         ("tests/ops/test_metrics.py::test_a_killed_run_is_the_last_run_in_the_metrics",),
     ),
     Mutant(
+        "s23-help-as-a-value-lets-the-empty-config-by",  # `sync --project --help`: a sync
+        "exporter/cli/_config.py",
+        "    if value is None and ctx.meta.get(HELP_ASKED):\n",
+        "    if False:\n",
+        (
+            "tests/ops/test_empty_environment.py::"
+            "test_help_as_an_options_value_leaves_the_empty_config_refused",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -199,6 +199,13 @@ def command_config_option() -> click.Option:
 
 
 def _use_command_config(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
+    from exporter.cli._common import refuse_empty_variable
+    from exporter.cli._group import HELP_ASKED
+
+    if value is None and ctx.meta.get(HELP_ASKED):
+        # The group let an empty OPSAUDIT_CONFIG by for the help, which (eager) would have
+        # exited before this: `--help` was an option's value (`sync --project --help`).
+        refuse_empty_variable("OPSAUDIT_CONFIG", ctx)
     if value is not None:
         path, in_pyproject = named_config(value)
         values = _command_defaults(ctx.command, read_config(path, in_pyproject), ctx, path)

@@ -261,3 +261,16 @@ def test_help_is_shown_whatever_variable_is_set_but_empty(
     assert (result.exit_code, result.stderr) == (0, "")
     usage = "opsaudit [OPTIONS] COMMAND" if command == ("--help",) else f"opsaudit {command[0]}"
     assert result.stdout.startswith(f"Usage: {usage} [")
+
+
+@pytest.mark.parametrize("command", [("sync", "--project", "--help"), ("report", "--since", "-h")])
+def test_help_as_an_options_value_leaves_the_empty_config_refused(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """`--help` taken as an option's value shows no help: the empty OPSAUDIT_CONFIG the group
+    let by for it is refused before the command runs (a sync into ./opsaudit-data, before)."""
+    env = {"OPSAUDIT_CONFIG": "", "NEON_API_KEY": "k", "OPSAUDIT_BASE_URL": "http://127.0.0.1:9"}
+    result = invoke(*command, env=env)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.endswith(empty("OPSAUDIT_CONFIG"))
+    assert list(tmp_path.iterdir()) == []

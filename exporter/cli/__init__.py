@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from exporter.cli._common import refuse_empty_variable
-from exporter.cli._group import CONFIG_AFTER, HELP_ASKED, OpsauditGroup, not_run
+from exporter.cli._group import CONFIG_AFTER, OpsauditGroup, not_run
 
 __all__ = ["cli", "main"]
 
@@ -44,6 +44,7 @@ def cli(ctx: click.Context, config_file: Path | None) -> None:
     from click.core import ParameterSource
 
     from exporter.cli._config import (
+        HELP_ASKED,
         configured,
         default_map,
         find_config,

@@ -184,6 +184,11 @@ def _command_defaults(
     return values
 
 
+# In the context's meta: whether the command is asked for its help (an empty OPSAUDIT_CONFIG
+# must not hide it; `cli._group` sets it, the group's and the command's --config read it).
+HELP_ASKED = "opsaudit.help_asked"
+
+
 def command_config_option() -> click.Option:
     """`--config FILE` after a command's name (`opsaudit sync --config FILE`), as the group's
     before it: the file's settings become the command's defaults, over the group's file's.
@@ -200,7 +205,6 @@ def command_config_option() -> click.Option:
 
 def _use_command_config(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
     from exporter.cli._common import refuse_empty_variable
-    from exporter.cli._group import HELP_ASKED
 
     if value is None and ctx.meta.get(HELP_ASKED):
         # The group let an empty OPSAUDIT_CONFIG by for the help, which (eager) would have

@@ -46,8 +46,6 @@ def short_help(name: str) -> str:
 
 
 CONFIG_AFTER = "opsaudit.config_after_the_command"
-# Whether the command is asked for its help: an empty OPSAUDIT_CONFIG must not hide it.
-HELP_ASKED = "opsaudit.help_asked"
 
 
 def _end_of_options(args: list[str]) -> int:
@@ -104,6 +102,8 @@ class OpsauditGroup(click.Group):
         name, command, rest = super().resolve_command(ctx, args)
         # Whether the command is given its own --config: then no file is looked for in the
         # current directory (one there that is broken must not fail a run that names another).
+        from exporter.cli._config import HELP_ASKED
+
         options = rest[: _end_of_options(rest)]
         ctx.meta[CONFIG_AFTER] = any(a == "--config" or a.startswith("--config=") for a in options)
         ctx.meta[HELP_ASKED] = any(a in ctx.help_option_names for a in options)

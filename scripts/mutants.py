@@ -4429,6 +4429,26 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s23rev-table-heading-control-characters-sent-to-the-terminal",  # a PIVOT's ESC
+        "exporter/analytics/format.py",
+        "    columns = _headings(columns)\n",
+        "",
+        (
+            "tests/analytics/test_output_values.py::"
+            "test_a_heading_from_the_data_shows_control_characters_escaped",
+        ),
+    ),
+    Mutant(
+        "s23rev-markdown-heading-control-characters-kept",  # a PIVOT's ESC in the Markdown
+        "exporter/analytics/format.py",
+        '" | ".join(escape(c) for c in _headings(columns))',
+        '" | ".join(escape(c) for c in columns)',
+        (
+            "tests/analytics/test_output_values.py::"
+            "test_a_heading_from_the_data_shows_control_characters_escaped",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

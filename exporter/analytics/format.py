@@ -274,6 +274,11 @@ def _pad(value: str, width: int, right: bool) -> str:
     return fill + value if right else value + fill
 
 
+def _headings(columns: Sequence[str]) -> list[str]:
+    """Column names as their values are shown: a PIVOT makes the data's values the names."""
+    return [_cell(c, cut=False) for c in columns]
+
+
 def _numeric(value: Any) -> bool:
     return isinstance(value, (int, float, decimal.Decimal)) and not isinstance(value, bool)
 
@@ -297,6 +302,7 @@ def _table(
         hidden = len(rows) - max_rows
         rows = rows[:max_rows]
     cells = _cells(rows, len(columns), thousands)
+    columns = _headings(columns)
     widths = [_width(c) for c in columns]
     for row in cells:
         widths = [max(w, _width(c)) for w, c in zip(widths, row)]
@@ -323,7 +329,7 @@ def _markdown(
         return value.replace("|", "\\|")
 
     right = [any(_numeric(row[i]) for row in rows) for i in range(len(columns))]
-    out = ["| " + " | ".join(escape(c) for c in columns) + " |"]
+    out = ["| " + " | ".join(escape(c) for c in _headings(columns)) + " |"]
     out.append("|" + "|".join("---:" if r else "---" for r in right) + "|")
     for row in _cells(rows, len(columns), thousands, cut=False):
         out.append("| " + " | ".join(escape(c) for c in row) + " |")

@@ -114,3 +114,18 @@ def test_a_table_shows_control_characters_escaped(odd_dir: Path) -> None:
     ):
         result = invoke("query", "--data-dir", str(odd_dir), "--format", fmt, sql)
         assert (result.exit_code, result.stdout) == (0, expected), result.output
+
+
+def test_a_heading_from_the_data_shows_control_characters_escaped(odd_dir: Path) -> None:
+    """A PIVOT makes the data's values the column names: an error text's ESC in a heading
+    reached the terminal as it is (the values under it were shown escaped)."""
+    sql = "PIVOT (SELECT error FROM operations WHERE error LIKE 'boom%') ON error USING count(*)"
+    for fmt, expected in (
+        (
+            "table",
+            f"boom \\x1b[2J\\x1b[1mcleared\n{'-' * 26}\n{' ' * 25}1\n(1 row)\n",
+        ),
+        ("markdown", "| boom \\x1b[2J\\x1b[1mcleared |\n|---:|\n| 1 |\n"),
+    ):
+        result = invoke("query", "--data-dir", str(odd_dir), "--format", fmt, sql)
+        assert (result.exit_code, result.stdout) == (0, expected), result.output

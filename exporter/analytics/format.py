@@ -259,14 +259,21 @@ def _escaped(match: re.Match[str]) -> str:
 
 
 def _width(value: str) -> int:
-    """Columns a terminal gives the text: a wide (CJK) character two, a combining mark none
-    (`len` misaligned every column right of a name in Japanese)."""
+    """Columns a terminal gives the text: a wide (CJK) character two, a mark none (`len`
+    misaligned every column right of a name in Japanese)."""
     if value.isascii():
         return len(value)
-    return sum(
-        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
-        for c in value
-    )
+    return sum(_char_width(c) for c in value)
+
+
+def _char_width(c: str) -> int:
+    # No column: a nonspacing or enclosing mark, of a combining class or not (a Thai or
+    # Devanagari vowel sign is class 0: `combining` said one), a format character (a zero-width
+    # space or joiner) but the soft hyphen, a Hangul syllable's vowel or final consonant jamo.
+    kind = unicodedata.category(c)
+    if kind in ("Mn", "Me") or (kind == "Cf" and c != "\u00ad") or "\u1160" <= c <= "\u11ff":
+        return 0
+    return 2 if unicodedata.east_asian_width(c) in "WF" else 1
 
 
 def _pad(value: str, width: int, right: bool) -> str:

@@ -129,3 +129,24 @@ def test_a_heading_from_the_data_shows_control_characters_escaped(odd_dir: Path)
     ):
         result = invoke("query", "--data-dir", str(odd_dir), "--format", fmt, sql)
         assert (result.exit_code, result.stdout) == (0, expected), result.output
+
+
+def test_a_table_gives_marks_that_take_no_column_none(odd_dir: Path) -> None:
+    """Only marks with a combining class were counted as no column: Thai and Devanagari vowel
+    marks (class 0), a zero-width space or joiner took one each, and pushed the columns right
+    of a name in Thai or Hindi out of line by as many."""
+    sql = (
+        "SELECT name, length(name) AS chars FROM (VALUES ('ไทย์'), ('हिंदी'), "
+        "('a\u200bb'), ('plain')) t(name) ORDER BY name"
+    )
+    result = invoke("query", "--data-dir", str(odd_dir), sql)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        "name   chars\n"
+        "-----  -----\n"
+        "a\u200bb         3\n"
+        "plain      5\n"
+        "हिंदी       5\n"
+        "ไทย์        4\n"
+        "(4 rows)\n"
+    )

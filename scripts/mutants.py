@@ -4367,7 +4367,7 @@ MUTANTS = [
     Mutant(
         "s23out-window-offset-past-a-day",  # --since ...+53:00: a window moved by two days
         "exporter/core/timeutil.py",
-        "    if offset and (int(offset[1]) > 23 or int(offset[2]) > 59):\n",
+        "    if offset and (int(offset[1:3]) > 23 or int(offset[-2:]) > 59):\n",
         "    if False:\n",
         (
             "tests/analytics/test_cli.py::test_report_offset_out_of_range_is_a_usage_error",
@@ -4456,6 +4456,13 @@ MUTANTS = [
         (
             "tests/analytics/test_output_values.py::test_a_table_gives_marks_that_take_no_column_none",
         ),
+    ),
+    Mutant(
+        "s23rev-a-typo-of-a-date-called-an-offset",  # '2025-01-3199': "no such UTC offset"
+        "exporter/core/timeutil.py",
+        "    parsed = _RFC3339.match(text.strip())\n",
+        '    parsed = re.search(r"()()()()()()()([+-]\\d{2}:?\\d{2})\\s*$", text)\n',
+        ("tests/analytics/test_cli.py::test_a_typo_that_is_no_time_is_not_called_an_offset",),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

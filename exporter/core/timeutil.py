@@ -51,16 +51,16 @@ def parse_duration(text: str) -> timedelta:
         raise ConfigError(f"{text!r} is longer than any duration can be") from exc
 
 
-# A numeric offset's hours and minutes (RFC 3339: 00-23, 00-59): `parse_rfc3339` adds whatever
-# they are (the API's own times are read as they come); what a person types is checked first.
-_TYPED_OFFSET = re.compile(r"[+-](\d{2}):?(\d{2})\s*$")
-
-
 def offset_problem(text: str) -> str | None:
     """Why the UTC offset ending a time someone typed cannot be (`+53:00` for `+05:30` moved a
-    bound by two days, silently), or None."""
-    offset = _TYPED_OFFSET.search(text)
-    if offset and (int(offset[1]) > 23 or int(offset[2]) > 59):
+    bound by two days, silently), or None; None for what is no RFC 3339 time at all (the
+    caller's "not a time": `2025-01-3199` is no offset).
+
+    A numeric offset's hours and minutes (RFC 3339: 00-23, 00-59): `parse_rfc3339` adds
+    whatever they are (the API's own times are read as they come)."""
+    parsed = _RFC3339.match(text.strip())
+    offset = parsed[8] if parsed and parsed[8] not in (None, "Z", "z") else None
+    if offset and (int(offset[1:3]) > 23 or int(offset[-2:]) > 59):
         return f"{text!r} has no such UTC offset: hours 00-23, minutes 00-59 (+05:30)"
     return None
 

@@ -581,6 +581,23 @@ def test_report_offset_out_of_range_is_a_usage_error(data_dir: Path, value: str)
     assert fine.stdout.startswith("opsaudit report: 9 operations (since 2025-01-11T04:00:00Z")
 
 
+def test_a_typo_that_is_no_time_is_not_called_an_offset(data_dir: Path) -> None:
+    """Four digits after a sign ended any text: `--since 2025-01-3199` (a date mistyped) was
+    told of UTC offsets, which it has none of; it is no time, as it was before."""
+    report = invoke("report", "--data-dir", str(data_dir), "--since", "2025-01-3199")
+    assert (report.exit_code, report.stdout) == (2, "")
+    assert report.stderr.endswith(
+        "Error: '2025-01-3199' is not a time: use a duration back from now (7d, 24h, 30m, 2w), "
+        "a date (2025-01-31) or an RFC 3339 time (2025-01-31T12:00:00Z)\n"
+    )
+    check = invoke("check", "--data-dir", str(data_dir), "--as-of", "12:00+9999")
+    assert (check.exit_code, check.stdout) == (2, "")
+    assert check.stderr.endswith(
+        "Error: Invalid value for '--as-of': '12:00+9999' is not an RFC 3339 time "
+        "(2025-01-31T12:00:00Z)\n"
+    )
+
+
 def test_a_duration_longer_than_any_is_a_usage_error(data_dir: Path) -> None:
     result = invoke("check", "--data-dir", str(data_dir), "--max-age", "9999999999d")
     assert (result.exit_code, result.stdout) == (2, "")

@@ -3405,8 +3405,8 @@ MUTANTS = [
     Mutant(
         "server-text-cut-before-redaction",  # a key split by the cut: its first part printed
         "exporter/api/client.py",
-        "    return redact(text)[:limit]\n",
-        "    return redact(text[:limit])\n",
+        "    return escape_controls(redact(text))[:limit]\n",
+        "    return escape_controls(redact(text[:limit]))\n",
         ("tests/sync/test_http.py::test_a_key_the_cut_would_split_is_redacted_before_the_cut",),
     ),
     Mutant(
@@ -4377,7 +4377,7 @@ MUTANTS = [
     Mutant(
         "s23-control-characters-sent-to-the-terminal",  # an error text cleared the screen
         "exporter/analytics/format.py",
-        "    out = _CONTROL.sub(_escaped, out)\n",
+        "    out = escape_controls(out)  # on a terminal and in Markdown (core.errors)\n",
         "",
         ("tests/analytics/test_output_values.py::test_a_table_shows_control_characters_escaped",),
     ),
@@ -4463,6 +4463,13 @@ MUTANTS = [
         "    parsed = _RFC3339.match(text.strip())\n",
         '    parsed = re.search(r"()()()()()()()([+-]\\d{2}:?\\d{2})\\s*$", text)\n',
         ("tests/analytics/test_cli.py::test_a_typo_that_is_no_time_is_not_called_an_offset",),
+    ),
+    Mutant(
+        "s23-server-control-characters-stored-as-sent",  # check's output cleared the screen
+        "exporter/api/client.py",
+        "    return escape_controls(redact(text))[:limit]\n",
+        "    return redact(text)[:limit]\n",
+        ("tests/sync/test_http.py::test_a_servers_control_characters_are_escaped_in_the_error",),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

@@ -8,7 +8,6 @@ import decimal
 import io
 import json
 import math
-import re
 import unicodedata
 import uuid
 from collections.abc import Iterable, Sequence
@@ -16,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from exporter.core.errors import check_type
+from exporter.core.errors import check_type, escape_controls
 
 __all__ = [
     "FORMATS",
@@ -244,18 +243,8 @@ def _cell(value: Any, decimals: int = 3, thousands: bool = False, cut: bool = Tr
     if isinstance(value, dt.timedelta):
         return readable_interval(value)
     out = " ".join(text(value).split())  # newlines and tabs would break the alignment
-    out = _CONTROL.sub(_escaped, out)
+    out = escape_controls(out)  # on a terminal and in Markdown (core.errors)
     return out if not cut or len(out) <= MAX_CELL else out[: MAX_CELL - 1] + "…"
-
-
-# Control characters of the data (an error text's BEL or ESC: the terminal rang or repainted
-# itself) and bidi overrides (what follows read backwards): shown as Python writes them, on a
-# terminal and in Markdown; csv, json and -o keep them as stored.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def _escaped(match: re.Match[str]) -> str:
-    return match[0].encode("unicode_escape").decode("ascii")
 
 
 def _width(value: str) -> int:

@@ -42,6 +42,7 @@ from exporter.core.errors import (
     ScopeError,
     TransientError,
     check_type,
+    escape_controls,
     redact,
     redact_url,
     register_secret,
@@ -141,8 +142,10 @@ class _Retryable(Exception):
 def _server_text(text: str, limit: int = 200) -> str:
     """A text the server (or a connection error) wrote, as a message may carry it: redacted,
     then cut. Cut first, a key the cut split slipped past redaction (53 of its 64 characters in
-    stderr and the state); never cut, a 2 MB error message was copied into every record."""
-    return redact(text)[:limit]
+    stderr and the state); never cut, a 2 MB error message was copied into every record. Its
+    control characters escaped: stored in `last_error`, they reached every terminal that showed
+    it (check's project_error, the sync's Error line) as they were."""
+    return escape_controls(redact(text))[:limit]
 
 
 def _reason(exc: BaseException) -> str:

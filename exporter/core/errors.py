@@ -260,6 +260,17 @@ def redact(text: str) -> str:
     return _BEARER.sub(lambda m: f"{m[1]}{m[2]}{REDACTED}", text)
 
 
+# Control characters (an ESC or BEL in the data or in a server's message: the terminal that
+# printed it repainted itself or rang) and bidi overrides (what follows read backwards): shown
+# as Python writes them wherever a person reads them; csv, json and -o keep the data as stored.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """`text` with each control character and bidi override written as Python writes it."""
+    return _CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
+
+
 def redact_url(url: str) -> str:
     """`url` as a message or a help text may print it: without credentials before the host, a
     query string or a fragment (secrets, PRODUCT.md), whether or not the rest parses. The

@@ -523,3 +523,13 @@ def test_the_key_url_encoded_or_in_base64_is_redacted(server: Any) -> None:
         f"{OPERATIONS_ROUTE}: HTTP 403: bad key [REDACTED] or [REDACTED], "
         "[REDACTED]g==, Basic b3BzOm[REDACTED]o= (request id r-1)"
     )
+
+
+def test_a_servers_control_characters_are_escaped_in_the_error(server: Any) -> None:
+    """A 400's message with ESC and BEL went as it was into the error, the state's last_error
+    and every terminal that printed them (check's project_error, the sync's Error line): the
+    screen cleared, the bell rang. Escaped as Python writes them, before the cut."""
+    server.status, server.message = 400, "bad \x1b[2J\x07request\u202e" + "E" * 300
+    assert _error_of(server) == (
+        f"{OPERATIONS_ROUTE}: HTTP 400: bad \\x1b[2J\\x07request\\u202e{'E' * 172} (request id r-1)"
+    )

@@ -4472,6 +4472,16 @@ MUTANTS = [
         ("tests/sync/test_http.py::test_a_servers_control_characters_are_escaped_in_the_error",),
     ),
     Mutant(
+        "s23-no-action-labelled-none",  # action="None": one action more on every dashboard
+        "exporter/ops/metrics.py",
+        '        label = "" if action is None else str(action)\n',
+        "        label = str(action)\n",
+        (
+            "tests/sync/test_robustness.py::"
+            "test_an_operation_without_an_action_has_an_empty_action_label",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -232,8 +232,10 @@ def _failures(data_dir: Path, now: dt.datetime) -> list[Metric]:
         "Operations created in the last 24 hours that failed at least once, per action.",
     )
     for action, count, failures in rows:
-        operations.add(count, action=str(action))
-        failed.add(failures, action=str(action))
+        # No action: an empty label (PromQL's "no label"), not Python's "None".
+        label = "" if action is None else str(action)
+        operations.add(count, action=label)
+        failed.add(failures, action=label)
     return [operations, failed]
 
 

@@ -804,3 +804,29 @@ def test_a_page_that_is_not_utf8_is_retried_then_fails_its_project_alone(
     }
     assert [path for path, _ in api.log].count("/projects/p-bad/operations") == 3
     assert sorted(r["project_id"] for r in read_versions(tmp_path)) == ["p-good1", "p-good2"]
+
+
+class _NoAction(LoopbackApi):
+    """Three operations, the second with no `action`."""
+
+    def operations(self, project_id: str, query: dict[str, str]) -> tuple[int, Any]:
+        ops = [loopback_operation(i) for i in range(3)]
+        del ops[1]["action"]
+        return 200, {"operations": ops}
+
+
+def test_an_operation_without_an_action_has_an_empty_action_label(tmp_path: Path) -> None:
+    """Its metrics label was Python's text for no value, `action="None"` (one action more
+    for every dashboard): empty, which PromQL reads as no label."""
+    import datetime as dt
+
+    from exporter.ops.metrics import collect_metrics, render_metrics
+
+    with serving(_NoAction()) as base_url:
+        assert _loopback_sync(base_url, tmp_path, page_size=1000).errors == {}
+    as_of = dt.datetime(2025, 1, 17, tzinfo=dt.timezone.utc)  # the operations' last day
+    text = render_metrics(collect_metrics(tmp_path, as_of=as_of))
+    assert [line for line in text.splitlines() if line.startswith("opsaudit_operations_24h")] == [
+        'opsaudit_operations_24h{action="start_compute"} 2',
+        'opsaudit_operations_24h{action=""} 1',
+    ]

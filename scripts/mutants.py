@@ -4482,6 +4482,15 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s23-check-findings-control-characters-sent",  # a branch name's ESC coloured the terminal
+        "exporter/ops/check.py",
+        '        return escape_controls(f"{self.check}: {self.message}")\n',
+        '        return f"{self.check}: {self.message}"\n',
+        (
+            "tests/analytics/test_output_values.py::test_checks_findings_show_control_characters_escaped",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from exporter.analytics.format import branch_failure_line, format_duration, jsonable
-from exporter.core.errors import ConfigError, check_type, check_types
+from exporter.core.errors import ConfigError, check_type, check_types, escape_controls
 from exporter.core.layout import LOCK_FILE, STATE_FILE, has_state
 from exporter.core.model import (
     DOCUMENTED_ACTIONS,
@@ -176,7 +176,8 @@ class Finding:
     message: str
 
     def line(self) -> str:
-        return f"{self.check}: {self.message}"
+        # Escaped for the terminal: a branch's name or a server's error in it is the API's text.
+        return escape_controls(f"{self.check}: {self.message}")
 
     def as_dict(self) -> dict[str, Any]:
         return {"check": self.check, "subject": self.subject, "message": self.message}

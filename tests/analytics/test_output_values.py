@@ -3,6 +3,7 @@ escape characters and wide (CJK) characters in branch names and error texts."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -150,3 +151,16 @@ def test_a_table_gives_marks_that_take_no_column_none(odd_dir: Path) -> None:
         "ไทย์        4\n"
         "(4 rows)\n"
     )
+
+
+def test_checks_findings_show_control_characters_escaped() -> None:
+    """`check` printed a finding as its text was: a branch's name or a project's error from
+    the API, with an ESC, coloured or cleared the terminal. Its lines show them escaped, as the
+    tables do; --format json (as_dict) keeps the text as it is."""
+    from exporter.ops.check import CheckReport, Finding
+
+    finding = Finding("project_error", "p-1", f"project p-1: {ESC_ERROR}")
+    report = CheckReport(as_of=dt.datetime(2025, 1, 17, tzinfo=dt.timezone.utc))
+    report.findings.append(finding)
+    assert report.lines() == ["project_error: project p-1: boom \\x1b[2J\\x1b[1mcleared"]
+    assert finding.as_dict()["message"] == f"project p-1: {ESC_ERROR}"

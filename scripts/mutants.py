@@ -1459,8 +1459,8 @@ MUTANTS = [
     Mutant(
         "budget-runs-never-fresh",  # finding 5: stale_sync for ever after budgeted runs
         "exporter/core/model.py",
-        "    if kept is not None and kept[0] in STOPPED_OUTCOMES and oldest is not None:\n",
-        "    if False:\n",
+        "            if not decided and oldest is not None:\n",
+        "            if False:\n",
         (
             "tests/sync/test_budget_runs.py::test_budgeted_runs_count_as_fresh_once_every_project_is_walked",
         ),
@@ -2935,10 +2935,8 @@ MUTANTS = [
     Mutant(
         "lake-refused-export-leaves-the-run-ok",  # exit 2, recorded ok everywhere for good
         "exporter/store/lake/store.py",
-        "        except BaseException as exc:  # the state just uploaded may say the run went well\n"
         "            told = self._after_commits(exc)\n"
         "            self._break(told or exc)  # the run's record says it as well\n",
-        "        except BaseException as exc:  # the state just uploaded may say the run went well\n"
         "            told = self._after_commits(exc)\n",
         (
             "tests/lake/test_sync_lake.py::"
@@ -3472,8 +3470,8 @@ MUTANTS = [
     Mutant(
         "one-project-run-makes-the-trail-current",  # sync --project X cleared stale_sync
         "exporter/core/model.py",
-        "        if outcome == Outcome.OK and whole(started, ended):\n",
-        "        if outcome == Outcome.OK:\n",
+        "        elif outcome == Outcome.OK and whole(started, ended):\n",
+        "        elif outcome == Outcome.OK:\n",
         (
             "tests/ops/test_check.py::test_a_run_of_one_project_does_not_make_the_whole_trail_current",
         ),
@@ -4384,8 +4382,8 @@ MUTANTS = [
     Mutant(
         "s23mon-failed-run-after-budgeted-ones-reads-never-succeeded",  # stale_sync at once
         "exporter/core/model.py",
-        "            if r[0] in STOPPED_OUTCOMES or (r[0] == Outcome.OK and whole(r[1], r[2]))\n",
-        "            if True\n",
+        "        elif outcome == Outcome.OK and whole(started, ended):\n",
+        "        elif not (decided := True) or (outcome == Outcome.OK and whole(started, ended)):\n",
         (
             "tests/sync/test_budget_runs.py::"
             "test_a_failed_or_partial_run_after_budgeted_runs_keeps_the_trail_current",
@@ -4394,8 +4392,8 @@ MUTANTS = [
     Mutant(
         "s23mon-partial-run-after-a-failed-listing-makes-the-trail-current",  # its walks count
         "exporter/core/model.py",
-        "        successes.append(min(oldest, kept[2]))\n",
-        "        successes.append(oldest)\n",
+        "                successes.append(min(oldest, ended))\n",
+        "                successes.append(oldest)\n",
         (
             "tests/sync/test_budget_runs.py::"
             "test_a_failed_or_partial_run_after_budgeted_runs_keeps_the_trail_current",
@@ -4404,8 +4402,8 @@ MUTANTS = [
     Mutant(
         "s23mon-project-run-after-budgeted-ones-reads-never-succeeded",  # a scoped ok run
         "exporter/core/model.py",
-        "            if r[0] in STOPPED_OUTCOMES or (r[0] == Outcome.OK and whole(r[1], r[2]))\n",
-        "            if r[0] in (Outcome.OK, *STOPPED_OUTCOMES)\n",
+        "        elif outcome == Outcome.OK and whole(started, ended):\n",
+        "        elif outcome == Outcome.OK and (whole(started, ended) or not (decided := True)):\n",
         (
             "tests/sync/test_budget_runs.py::"
             "test_a_failed_or_partial_run_after_budgeted_runs_keeps_the_trail_current",

@@ -219,25 +219,21 @@ def last_current(
             for c, seen in projects
         )
 
+    # One pass, newest first, to the newest ok run over the whole trail. Of the runs that
+    # neither failed nor were scoped, the newest decides: when it stopped on purpose, the trail
+    # is current as of `oldest`, capped at that run's end, which a later run's walks after a
+    # failed listing do not move (a partial or failed run, or a `sync --project X`, after
+    # budgeted ones read "no sync has succeeded yet" at once, the last-success metric gone).
     successes = []
-    for outcome, started, ended in reversed(finished):  # the newest that qualifies
-        if outcome == Outcome.OK and whole(started, ended):
+    decided = False  # a newer run that stopped on purpose has decided
+    for outcome, started, ended in reversed(finished):
+        if outcome in STOPPED_OUTCOMES:
+            if not decided and oldest is not None:
+                successes.append(min(oldest, ended))
+            decided = True
+        elif outcome == Outcome.OK and whole(started, ended):
             successes.append(ended)
             break
-    # The newest run that neither failed nor was scoped decides: a partial or failed run, or a
-    # `sync --project X`, after budgeted ones read "no sync has succeeded yet" at once, the
-    # last-success metric gone; capped at that run's end, which a later run's walks after a
-    # failed listing do not move.
-    kept = next(
-        (
-            r
-            for r in reversed(finished)
-            if r[0] in STOPPED_OUTCOMES or (r[0] == Outcome.OK and whole(r[1], r[2]))
-        ),
-        None,
-    )
-    if kept is not None and kept[0] in STOPPED_OUTCOMES and oldest is not None:
-        successes.append(min(oldest, kept[2]))
     return max(successes, default=None)
 
 

@@ -30,7 +30,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -216,17 +216,11 @@ class LakeStore:
             return Committed(0, 0, frozenset())
         rows = table if table is not None and table.num_rows else _empty_versions()
         n = self._txn + 1
-        try:
+        with self._upload():
             names = self._names_due(self.state)
             self.ds.commit(
                 rows, self.state.path, n, run_id=self._run_id, lease=self.lease, names=names
             )
-        except BaseException as exc:
-            told = self._after_commits(exc)
-            self._break(told or exc)  # the run's record says it as well
-            if told is not None:
-                raise told from None
-            raise
         self._names.update(names)
         self._txn = n
         if self.lease is not None:
@@ -293,9 +287,16 @@ class LakeStore:
     def replace_table(self, name: str, table: pa.Table) -> None:
         self._usable()
         self.flush_state()  # the snapshot tables never show a state that is not durable
-        try:
+        with self._upload():  # the state just uploaded may say the run went well
             self.ds.replace_table(name, table, run_id=self._run_id, lease=self.lease)
-        except BaseException as exc:  # the state just uploaded may say the run went well
+
+    @contextlib.contextmanager
+    def _upload(self) -> Iterator[None]:
+        """An upload of this run: if it raises, nothing more is committed (`_break`), and a
+        lease found lost after this run's commits is said as such (`_after_commits`)."""
+        try:
+            yield
+        except BaseException as exc:
             told = self._after_commits(exc)
             self._break(told or exc)  # the run's record says it as well
             if told is not None:

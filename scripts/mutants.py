@@ -4489,6 +4489,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s24mon-deleted-projects-operations-stuck",  # stuck > 0 never cleared
+        "sql/40_stuck.sql",
+        "  AND (deleted OR p.deleted_at IS NULL)\n",
+        "",
+        ("tests/ops/test_check.py::test_a_deleted_projects_open_operations_are_not_stuck",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -664,3 +664,52 @@ def test_a_run_of_one_project_does_not_make_the_whole_trail_current(
     assert run_sync(sim, data_dir).outcome == "ok"
     [(again,)] = state_rows(data_dir, "SELECT max(finished_us) FROM runs")
     assert run_check(data_dir, as_of=at_us(again)).last_success_at == at_us(again)
+
+
+def test_a_deleted_projects_open_operations_are_not_stuck(make_sim: Any, tmp_path: Path) -> None:
+    """A project deleted with operations still open kept them in `stuck_operations`, so
+    `check --fail-on 'stuck > 0'` could never clear: nobody can re-read them (`open_not_reread`
+    and the open-operations counts already left them out). They are not counted as stuck; the
+    view lists them with `deleted := true`, `project_deleted_at` set."""
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    sim = make_sim(seed=5, projects=3, shared_projects=0, orgs=1, start=now)
+    data_dir = tmp_path / "data"
+    assert run_sync(sim, data_dir).outcome == "ok"
+    open_by_project: dict[str, int] = {}
+    for op in sim.ground_truth().values():
+        if op["status"] not in TERMINAL:
+            open_by_project[op["project_id"]] = open_by_project.get(op["project_id"], 0) + 1
+    assert len(open_by_project) == 3  # every project has some (the test needs them)
+    victim = sorted(open_by_project)[0]
+    sim.delete_project(victim)
+    assert run_sync(sim, data_dir).outcome == "ok"
+    [(deleted_us,)] = state_rows(
+        data_dir, "SELECT deleted_us FROM projects WHERE id = ?", (victim,)
+    )
+    assert deleted_us is not None
+    live = sum(n for pid, n in open_by_project.items() if pid != victim)
+    # Two hours on, every open operation is older than the hour `stuck` waits.
+    as_of = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=2)
+    result = invoke(
+        "check", "--data-dir", str(data_dir), "--as-of", iso(as_of), "--max-age", "1d",
+        "--fail-on", "stuck > 0",
+    )  # fmt: skip
+    assert (result.exit_code, result.stdout) == (
+        8,
+        f"threshold: {live:,} operation(s) of all actions not terminal 1h after creation "
+        "(stuck > 0)\n",
+    )
+    at = _timestamp(as_of)
+    listed = invoke(
+        "query", "--data-dir", str(data_dir), "--format", "json",
+        "SELECT (SELECT count(*) FROM stuck_operations_older_than(INTERVAL 1 HOUR, "
+        f"as_of := {at})) AS counted, (SELECT count(*) FROM stuck_operations_older_than("
+        f"INTERVAL 1 HOUR, as_of := {at}, deleted := true) WHERE project_deleted_at = "
+        f"make_timestamptz({deleted_us}) AND project_id = '{victim}') AS deleted",
+    )  # fmt: skip
+    assert listed.exit_code == 0, listed.output
+    assert orjson.loads(listed.stdout) == [{"counted": live, "deleted": open_by_project[victim]}]
+
+
+def _timestamp(when: dt.datetime) -> str:
+    return f"TIMESTAMPTZ '{iso(when)}'"

@@ -4496,6 +4496,13 @@ MUTANTS = [
         ("tests/ops/test_check.py::test_a_deleted_projects_open_operations_are_not_stuck",),
     ),
     Mutant(
+        "s24mon-killed-run-missing-from-sync-runs",  # the view said ok after a kill -9
+        "exporter/store/local/reader.py",
+        "            out[SYNC_RUNS_FILE] = runs\n",
+        "            pass\n",
+        ("tests/sync/test_status.py::test_sync_runs_and_the_report_show_a_killed_run_killed",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -329,7 +329,10 @@ def freshness(con: duckdb.DuckDBPyConnection, as_of: dt.datetime) -> dict[str, A
         con,
         f"SELECT {dataset} AS dataset, started_at, finished_at, outcome, projects_ok, "
         "projects_total "
-        "FROM sync_runs WHERE finished_at IS NOT NULL ORDER BY finished_at",
+        # A killed run never finished, but it is the last run (as `status` and `check` say);
+        # one under way is not judged.
+        "FROM sync_runs WHERE finished_at IS NOT NULL OR outcome = 'killed' "
+        "ORDER BY coalesce(finished_at, started_at)",
     )
     labels = sorted({r["dataset"] for r in runs}) or [None]
     if several:  # a dataset that never finished a run is the least fresh of all
@@ -339,7 +342,7 @@ def freshness(con: duckdb.DuckDBPyConnection, as_of: dt.datetime) -> dict[str, A
     for label in labels:
         own = [r for r in runs if r["dataset"] == label]
         current = last_current(
-            [(r["outcome"], r["started_at"], r["finished_at"]) for r in own],
+            [(r["outcome"], r["started_at"], r["finished_at"]) for r in own if r["finished_at"]],
             _live_projects(con, label),
         )
         last = own[-1] if own else {}
@@ -348,7 +351,8 @@ def freshness(con: duckdb.DuckDBPyConnection, as_of: dt.datetime) -> dict[str, A
             "lag": None
             if current is None
             else dt.timedelta(seconds=round((as_of - current).total_seconds())),
-            "last_run_at": last.get("finished_at"),
+            # When it ended; a killed run's when it started (it never finished).
+            "last_run_at": last.get("finished_at") or last.get("started_at"),
             "last_run_outcome": last.get("outcome"),
             "last_run_projects_ok": last.get("projects_ok"),
             "last_run_projects": last.get("projects_total"),

@@ -87,8 +87,10 @@ def freshness_text(report: Report) -> str:
             f"{format_duration(f['lag'])} before this report"
         )
     if f.get("last_run_at") is not None and f["last_run_at"] != f.get("last_success_at"):
-        text += f"; last run {_instant(f['last_run_at'])}: {f['last_run_outcome']}"
-    if f.get("last_run_projects") is not None:
+        started = " started" if f["last_run_outcome"] == "killed" else ""  # it never finished
+        text += f"; last run{started} {_instant(f['last_run_at'])}: {f['last_run_outcome']}"
+    # A killed run's figures are those of its last commit, if any: not what it did.
+    if f.get("last_run_projects") is not None and f.get("last_run_outcome") != "killed":
         text += f" ({f['last_run_projects_ok'] or 0:,} of {f['last_run_projects']:,} projects)"
     if f.get("dataset") is not None:  # several datasets: the least fresh one's
         text = f"least fresh dataset {f['dataset']}: {text}"

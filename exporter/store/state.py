@@ -1223,6 +1223,13 @@ class StateDB:
         )
         return [ProjectRow(*r) for r in rows]
 
+    def has_running_run(self) -> bool:
+        """Whether a run is recorded `running`: one in progress, or killed (not yet recorded so
+        by the next sync's recovery)."""
+        return bool(
+            self.query("SELECT 1 FROM runs WHERE outcome = ? LIMIT 1", (Outcome.RUNNING.value,))
+        )
+
     def runs_rows(self) -> list[RunRow]:
         """The `sync_runs` table's rows, oldest first."""
         rows = self.query(

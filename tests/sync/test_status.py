@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -156,3 +157,63 @@ def test_a_run_whose_process_is_gone_shows_as_killed_not_running(
             cli, ["doctor", "--data-dir", str(tmp_path)], env={"NEON_API_KEY": ""}
         )
         assert f": {shown}" in doctor.output, doctor.output
+
+
+def test_sync_runs_and_the_report_show_a_killed_run_killed(make_sim: Any, tmp_path: Path) -> None:
+    """A sync killed with kill -9 was missing from `sync_runs` (rewritten at the end of a run)
+    and the report's last run was the one before, `ok`, until the next sync, while `status`,
+    `check` and the metrics said `killed`. The view takes the state's runs as `status` settles
+    them (`store.state.settled_runs`): killed once the process is gone."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.ops.conftest import state_rows
+
+    sim = make_sim(seed=12, projects=3, shared_projects=0, orgs=1, days=1)
+    data_dir = tmp_path / "data"
+    env = {"NEON_API_KEY": sim.personal_key, "OPSAUDIT_BASE_URL": sim.base_url}
+    args = ["--data-dir", str(data_dir)]
+    assert CliRunner().invoke(cli, ["sync", *args, "--max-rps", "0"], env=env).exit_code == 0
+    slow = subprocess.Popen(
+        [sys.executable, "-m", "exporter", "sync", *args, "--max-rps", "1"],
+        env={**os.environ, **env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not state_rows(data_dir, "SELECT 1 FROM runs WHERE outcome = 'running'"):
+            assert time.monotonic() < deadline and slow.poll() is None
+            time.sleep(0.05)
+    finally:
+        slow.send_signal(signal.SIGKILL)
+        slow.wait()
+    [(first, _), (killed, started_us)] = state_rows(
+        data_dir, "SELECT run_id, started_us FROM runs ORDER BY started_us"
+    )
+    # A process of its own, as a user runs it (DuckDB set up for Arrow there by us).
+    query = subprocess.run(
+        [sys.executable, "-m", "exporter", "query", *args, "--format", "json",
+         "SELECT run_id, outcome, finished_at IS NULL AS unfinished FROM sync_runs "
+         "ORDER BY started_at"],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert query.returncode == 0, query.stderr
+    assert json.loads(query.stdout) == [
+        {"run_id": first, "outcome": "ok", "unfinished": False},
+        {"run_id": killed, "outcome": "killed", "unfinished": True},
+    ]
+    report = CliRunner().invoke(cli, ["report", *args, "--format", "json"])
+    assert report.exit_code == 0, report.output
+    fresh = json.loads(report.stdout)["freshness"]
+    assert fresh["last_run_outcome"] == "killed"
+    started = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(
+        microseconds=started_us
+    )
+    text = CliRunner().invoke(cli, ["report", *args])
+    [data] = [line for line in text.stdout.splitlines() if line.startswith("Data ")]
+    assert data.endswith(f"; last run started {started:%Y-%m-%dT%H:%M:%SZ}: killed"), data

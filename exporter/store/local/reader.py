@@ -15,6 +15,7 @@ from exporter.core.layout import (
     FLAGGED_GLOB,
     FLAGGED_META,
     FROM_STATE_FILES,
+    LOCK_FILE,
     SOURCES,
     STATE_FILE,
     SUMMARY_DIR,
@@ -25,15 +26,17 @@ from exporter.core.layout import (
     SUPERSEDED_DIR,
     SUPERSEDED_GLOB,
     SUPERSEDED_META,
+    SYNC_RUNS_FILE,
     VERSIONS_DIR,
     VERSIONS_GLOB,
     has_state,
     summary_total_file,
 )
+from exporter.core.model import RunRow
 from exporter.core.names import EXPORTED_META, Table, to_arrow
 from exporter.core.names import TABLES as NAMES_TABLES
 from exporter.store.base import Source
-from exporter.store.state import StateDB
+from exporter.store.state import StateDB, settled_runs
 
 
 class LocalReader:
@@ -56,6 +59,9 @@ class LocalReader:
             relation = f"_opsaudit_{table.name}{tag}"
             con.register(relation, rows)
             out[table.file] = f"(SELECT * FROM {relation})"
+        runs = _runs_not_exported(root, out[SYNC_RUNS_FILE])
+        if runs is not None:  # a run in progress, or killed: as `status` shows it
+            out[SYNC_RUNS_FILE] = runs
         return out
 
     def readable_paths(self) -> tuple[list[Path], list[Path]]:
@@ -134,6 +140,64 @@ def _names_not_exported(data_dir: Path) -> list[tuple[Table, Any]]:
         return [(t, to_arrow(t, state.names_rows(t))) for t in NAMES_TABLES]
     finally:
         state.close()
+
+
+# The SQL type of each `sync_runs` column (core.tables.SYNC_RUNS_SCHEMA) that is not BIGINT,
+# for the runs a reader takes from the state (`_runs_not_exported`), without pyarrow.
+_RUN_TYPES = {
+    "run_id": "VARCHAR",
+    "outcome": "VARCHAR",
+    "error": "VARCHAR",
+    "started_at": "TIMESTAMPTZ",
+    "finished_at": "TIMESTAMPTZ",
+    "coverage_hour": "DOUBLE",
+    "coverage_day": "DOUBLE",
+    "oldest_lag_seconds": "DOUBLE",
+    "achieved_rps": "DOUBLE",
+    "configured_rps": "DOUBLE",
+}
+
+
+def _runs_not_exported(data_dir: Path, exported: Source) -> str | None:
+    """The `sync_runs` relation while a run is `running` in the state: `sync_runs.parquet` is
+    written at the end of a run, so it lacks a run in progress and one killed with kill -9
+    (until the next sync records it). Those runs are added from the state, settled as `status`,
+    `check` and the metrics settle them (`settled_runs`: `killed` once the process the lock
+    file names is gone). SQL text (no pyarrow: `opsaudit query` stays fast); None otherwise."""
+    state = _open_state(data_dir)
+    if state is None:
+        return None
+    try:
+        if not state.has_running_run():
+            return None
+        runs = settled_runs(state.runs_rows(), data_dir / LOCK_FILE)
+    finally:
+        state.close()
+    unrecorded = [r for r in runs if r.finished_at is None]  # running in the state
+    rows = ", ".join(
+        "(" + ", ".join(_run_value(name, getattr(r, name)) for name in r._fields) + ")"
+        for r in unrecorded
+    )
+    added = f"SELECT * FROM (VALUES {rows}) AS t({', '.join(RunRow._fields)})"
+    if not exported or not isinstance(exported, list):
+        return f"({added})"
+    ids = ", ".join(_run_value("run_id", r.run_id) for r in unrecorded)
+    return (
+        f"(SELECT * FROM read_parquet({_run_value('run_id', exported[0])}) "
+        f"WHERE run_id NOT IN ({ids}) UNION ALL BY NAME {added})"
+    )
+
+
+def _run_value(name: str, value: object) -> str:
+    """A typed SQL literal of column `name` (`_RUN_TYPES`)."""
+    kind = _RUN_TYPES.get(name, "BIGINT")
+    if value is None:
+        return f"CAST(NULL AS {kind})"
+    if kind == "TIMESTAMPTZ":
+        return f"make_timestamptz({int(value)})"  # type: ignore[call-overload]
+    if kind == "VARCHAR":
+        return "'" + str(value).replace("'", "''") + "'"
+    return f"CAST({value!r} AS {kind})"
 
 
 def local_sources(data_dir: Path, relative: bool = False) -> dict[str, Source]:

@@ -1026,15 +1026,17 @@ MUTANTS = [
     Mutant(
         "budget-below-listing-accepted",  # finding 10: exit 0 `budget`, nothing synced, for ever
         "exporter/engine/sync.py",
-        "        if left is not None and left < NAMES_REQUESTS and found.ids:\n",
+        "        if bound is not None and bound - found.listing_requests < NAMES_REQUESTS"
+        " and found.ids:\n",
         "        if False:\n",
         ("tests/sync/test_budget_runs.py::test_a_request_budget_below_the_listing_is_refused",),
     ),
     Mutant(
         "budget-of-listing-and-a-page-accepted",  # every run walks, no project's names ever
         "exporter/engine/sync.py",
-        "        if left is not None and left < NAMES_REQUESTS and found.ids:\n",
-        "        if left is not None and left <= 0 and found.ids:\n",
+        "        if bound is not None and bound - found.listing_requests < NAMES_REQUESTS"
+        " and found.ids:\n",
+        "        if bound is not None and bound - found.listing_requests <= 0 and found.ids:\n",
         (
             "tests/sync/test_budget_runs.py::"
             "test_a_request_budget_of_the_listing_and_one_page_is_refused",
@@ -1439,8 +1441,10 @@ MUTANTS = [
     Mutant(
         "listing-retries-counted-in-the-least-budget",  # refused after one 503, naming another
         "exporter/engine/sync.py",
-        "        self.budget.spend(found.listing_requests)\n",
-        "        self.budget.spend(client.stats.requests)\n",
+        "        if bound is not None and bound - found.listing_requests < NAMES_REQUESTS"
+        " and found.ids:\n",
+        "        if bound is not None and bound - client.stats.requests < NAMES_REQUESTS"
+        " and found.ids:\n",
         (
             "tests/sync/test_budget_runs.py::"
             "test_the_listings_retries_do_not_count_against_the_least_request_budget",
@@ -4501,6 +4505,44 @@ MUTANTS = [
         "            out[SYNC_RUNS_FILE] = runs\n",
         "            pass\n",
         ("tests/sync/test_status.py::test_sync_runs_and_the_report_show_a_killed_run_killed",),
+    ),
+    Mutant(
+        "s24req-retry-not-charged-to-the-request-budget",  # --max-requests 12 sent 68
+        "exporter/engine/sync.py",
+        "        client.charge_retry = self.budget.take_retry\n",
+        "",
+        (
+            "tests/sync/test_budget_runs.py::test_a_request_budget_counts_every_retry",
+            "tests/sync/test_budget_runs.py::"
+            "test_a_walk_cut_by_a_retry_the_request_budget_refused_resumes_from_its_cursor",
+        ),
+    ),
+    Mutant(
+        "s24req-retry-charge-takes-nothing",  # the retry checked against the budget, not taken
+        "exporter/engine/budget.py",
+        "            if unspent is None:\n                self.requests_left -= 1\n",
+        "",
+        ("tests/sync/test_budget_runs.py::test_a_request_budget_counts_every_retry",),
+    ),
+    Mutant(
+        "s24req-listing-retry-not-charged",  # the listing's 503s retried 12 times under a cap of 5
+        "exporter/engine/sync.py",
+        "        client.charge_retry = lambda: self.budget.take_retry(client.stats.requests)\n",
+        "",
+        (
+            "tests/sync/test_budget_runs.py::"
+            "test_a_retry_of_the_listing_the_request_budget_no_longer_covers_ends_the_run_budget",
+        ),
+    ),
+    Mutant(
+        "s24req-listing-retries-not-spent",  # its retries left out: the walks sent one more
+        "exporter/engine/sync.py",
+        "        self.budget.spend(client.stats.requests)\n",
+        "        self.budget.spend(found.listing_requests)\n",
+        (
+            "tests/sync/test_budget_runs.py::"
+            "test_the_listings_retries_do_not_count_against_the_least_request_budget",
+        ),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

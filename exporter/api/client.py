@@ -307,6 +307,9 @@ class ApiClient:
         # Asked before a retry waits `delay` seconds: True gives the request up (InterruptedError,
         # as a spent budget: the run's --time-budget would pass, or the run was stopped).
         self.halt: Callable[[float], bool] | None = None
+        # Asked after `halt`, before a retry is sent: False gives the request up the same way
+        # (--max-requests counts every attempt, and no longer covers this one).
+        self.charge_retry: Callable[[], bool] | None = None
         self._any_success = False
         self._any_answer = False  # any HTTP response at all, in this client's life
         self._connect_failures = 0  # failed connections before the first answer
@@ -467,6 +470,8 @@ class ApiClient:
                         status=exc.status,
                     ) from None
                 if self.halt is not None and self.halt(delay):
+                    raise InterruptedError("budget reached") from None
+                if self.charge_retry is not None and not self.charge_retry():
                     raise InterruptedError("budget reached") from None
                 self.stats.count_retry()
                 log.info("retrying after %s (attempt %d)", exc, attempt)

@@ -106,7 +106,8 @@ def _max_requests(ctx: click.Context, param: click.Parameter, value: int | None)
     envvar="OPSAUDIT_MAX_REQUESTS",
     show_envvar=True,
     metavar="N",
-    help="Stop starting new work after this many requests (like --time-budget).",
+    help="Send at most this many requests, retries included; then stop starting new work "
+    "(like --time-budget: a retry past it is given up).",
 )
 @click.option(
     "--skip-idle",

@@ -4,7 +4,9 @@ A large account cannot be walked in full every five minutes (10,000 projects at 
 minute take 14 minutes at least), so a run may be bounded. Every request the walks are about to
 send takes one unit first; once the deadline passes or the units run out, the walks stop where
 they are, commit what they read (a walk cut short resumes from its cursor next time) and the run
-ends with outcome `budget`. Retries of one request (429, 5xx) are not counted again.
+ends with outcome `budget`. Every attempt counts, a retry (429, 5xx) included: a retry the
+units no longer cover gives its request up as a spent budget does (`take_retry`), and the run
+never sends more than --max-requests (but for a projects listing larger than it: exit 2 after).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class Budget:
         # The longest retry wait given up because it would end past the deadline (seconds): a
         # throttled run then ends early, and its summary says why.
         self.wait_given_up = 0.0
+        # Retries given up because --max-requests no longer covered them: the summary says so.
+        self.retries_given_up = 0
         self._lock = threading.Lock()
 
     @property
@@ -44,7 +48,7 @@ class Budget:
         return self.deadline is not None or self.requests_left is not None
 
     def spend(self, requests: int) -> None:
-        """Count requests made outside the walks (the listing)."""
+        """Count requests made outside the walks (the listing's attempts, retries included)."""
         with self._lock:
             if self.requests_left is not None:
                 self.requests_left -= requests
@@ -87,6 +91,24 @@ class Budget:
                 self.reached = True
                 return False
             if self.requests_left is not None:
+                self.requests_left -= 1
+            return True
+
+    def take_retry(self, unspent: int | None = None) -> bool:
+        """One more attempt of a request already sent (a retry) may be sent (True, one unit
+        taken), or --max-requests no longer covers it (False: the request is given up, the
+        budget reached). Retries were not counted: with every page answering 500, a run of
+        --max-requests 12 sent 68 requests on the account's shared 700/min. `unspent`: the
+        requests sent so far and not yet taken (the projects listing's, retries included,
+        `spend`-ed once it ends): the retry must fit besides them, and takes nothing now."""
+        with self._lock:
+            if self.requests_left is None:
+                return True
+            if self.requests_left - (unspent or 0) <= 0:
+                self.reached = True
+                self.retries_given_up += 1
+                return False
+            if unspent is None:
                 self.requests_left -= 1
             return True
 

@@ -208,6 +208,9 @@ class RunSummary:
     # The longest retry wait (Retry-After, backoff) given up at the time budget's end, in
     # seconds: a run ended early while throttled says so (0: none).
     wait_given_up: float = 0.0
+    # Retries given up because --max-requests, which counts every attempt, no longer covered
+    # them (their requests are tried again next run): a run cut so says why (0: none).
+    retries_given_up: int = 0
 
     @property
     def exit_code(self) -> ExitCode:
@@ -281,6 +284,11 @@ class RunSummary:
             text += (
                 f"; gave up a retry's wait of {self.wait_given_up:.1f}s (Retry-After or backoff)"
                 " that would end past --time-budget"
+            )
+        if self.retries_given_up:
+            text += (
+                f"; gave up {self.retries_given_up} retry(ies) that --max-requests no longer "
+                "covered"
             )
         if self.configured_rps and secs >= 1:  # a rate over less than a second means nothing
             text += f"; {self.achieved_rps:.1f} req/s of {self.configured_rps:g} configured"
@@ -912,6 +920,9 @@ class _Run:
         summary, config = self.summary, self.config
         state = self.dataset.state
         remembered = state.get_meta("projects_page_limit")
+        # The listing's attempts are taken once it ends (`spend`); until then, a retry of it
+        # must fit besides those the client sent.
+        client.charge_retry = lambda: self.budget.take_retry(client.stats.requests)
         try:
             found = discover(
                 client,
@@ -946,6 +957,11 @@ class _Run:
             else:  # a retry's wait would have passed --time-budget (exit 0 as any budget's)
                 summary.outcome = Outcome.BUDGET
                 summary.error = "the time budget ended while listing the projects"
+                if self.budget.retries_given_up:  # or --max-requests no longer covered it
+                    summary.error = (
+                        f"--max-requests {config.max_requests} ran out retrying the projects "
+                        "listing"
+                    )
             return
         if str(found.page_limit) != remembered and not found.explicit:
             state.set_meta("projects_page_limit", str(found.page_limit))
@@ -960,10 +976,13 @@ class _Run:
                 )
         if found.errors:  # keyed "" (no project): every listing that failed, in one entry
             summary.errors[""] = "; ".join(found.errors)
-        # The listing's requests, not their retries (a retried page is one request of it).
-        self.budget.spend(found.listing_requests)
-        left = self.budget.requests_left
-        if left is not None and left < NAMES_REQUESTS and found.ids:
+        # Every attempt of the listing, retries included: the run's total stays within the cap.
+        self.budget.spend(client.stats.requests)
+        client.charge_retry = self.budget.take_retry
+        bound = config.max_requests
+        # The least that works is judged on the listing's requests, not their retries (a
+        # retried page is one request of it): a 503 must not name another least budget.
+        if bound is not None and bound - found.listing_requests < NAMES_REQUESTS and found.ids:
             # Every run would list, walk nothing and exit 0 `budget`, for ever (finding 10); or,
             # with one request left, walk but never read a project's names: they take two at
             # once (`Budget.reserve`), read first in a later run (`ProjectWalk.run`).
@@ -1154,6 +1173,7 @@ class _Run:
         s.achieved_rps = s.requests / max(time.monotonic() - self.clock_started, 1e-6)
         s.configured_rps = self.config.max_rps or None
         s.wait_given_up = self.budget.wait_given_up
+        s.retries_given_up = self.budget.retries_given_up
         errors = "; ".join(f"{k or 'discovery'}: {v}" for k, v in sorted(s.errors.items())[:20])
         state.finish_run(
             s.run_id,

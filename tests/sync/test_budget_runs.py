@@ -311,7 +311,8 @@ def test_a_failed_or_partial_run_after_budgeted_runs_keeps_the_trail_current(
     oldest = datetime.fromtimestamp(min(walks) / 1e6, timezone.utc)
     assert run_check(tmp_path).last_success_at == oldest
     sim.fail_requests("/users/me/organizations", 503)
-    assert run_sync(sim, tmp_path, max_requests=5).outcome == "failed"
+    # Not under --max-requests 5: its retries of the listing would end the run `budget`.
+    assert run_sync(sim, tmp_path).outcome == "failed"
     sim.clear_failures()
     failing = sim.project_ids()[0]
     sim.fail_requests(f"/projects/{failing}/operations", 500)
@@ -475,11 +476,34 @@ def test_the_listings_retries_do_not_count_against_the_least_request_budget(
     make_sim: Any, tmp_path: Path
 ) -> None:
     """A retried page of the listing is one request of it: counted twice, the least budget
-    the refusal names was refused after one 503 (naming another)."""
+    the refusal names was refused after one 503 (naming another). The retry is still sent
+    within the budget: 4 for the listing, one page, the names left for a later run."""
     sim = _sim(make_sim, 1919, projects=3)
     sim.fail_requests("/projects/shared", 503, times=1)
     summary = run_sync(sim, tmp_path, max_requests=5)
     assert (summary.outcome, summary.exit_code) == ("budget", 0)
+    assert (sim.stats()["requests"], summary.requests, summary.retries) == (5, 5, 1)
+
+
+def test_a_retry_of_the_listing_the_request_budget_no_longer_covers_ends_the_run_budget(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """The listing's retries count too: the shared projects' listing answering 503 was retried
+    12 times under --max-requests 5 (14 requests). The run ends as a --time-budget ending in the
+    listing does (outcome `budget`, exit 0), having sent 5, and says why."""
+    sim = _sim(make_sim, 2403, projects=2)
+    sim.fail_requests("/projects/shared", 503)
+    summary = run_sync(sim, tmp_path, max_requests=5)
+    assert (sim.stats()["requests"], summary.requests, _recorded_requests(tmp_path)) == (5, 5, [5])
+    assert (summary.outcome, summary.exit_code, summary.error) == (
+        "budget",
+        0,
+        "--max-requests 5 ran out retrying the projects listing",
+    )
+    assert summary.line().endswith("; gave up 1 retry(ies) that --max-requests no longer covered")
+    sim.clear_failures()
+    assert run_sync(sim, tmp_path).outcome == "ok"
+    assert_matches_truth(sim, tmp_path)
 
 
 @pytest.mark.parametrize("budget", ["1", "2"])
@@ -506,3 +530,61 @@ def test_a_request_budget_no_run_could_work_with_is_refused_before_any_request(
         "listing and a project's branches and endpoints listings: 3 or more"
     ) in result.stderr
     assert sim.stats()["requests"] == 0 and not data.exists()
+
+
+def _recorded_requests(data_dir: Path) -> list[int]:
+    con = sqlite3.connect(data_dir / "state.sqlite")
+    try:
+        return [r[0] for r in con.execute("SELECT requests FROM runs ORDER BY started_us")]
+    finally:
+        con.close()
+
+
+def test_a_request_budget_counts_every_retry(make_sim: Any, tmp_path: Path) -> None:
+    """Retries did not count against --max-requests: with every operations page answering 500,
+    `--max-requests 12` sent 68 requests (5.7x, on the account's shared 700/min). Every attempt
+    counts: the server sees 12, the run records 12; the retry the budget no longer covers is
+    given up as a spent budget's (outcome `budget`, exit 0, no project failed), and says so."""
+    sim = _sim(make_sim, 2401, projects=3)
+    sim.fail_requests("/operations", 500)  # every project's pages, until cleared
+    summary = run_sync(sim, tmp_path, max_requests=12, concurrency=2)
+    assert sim.stats()["requests"] == 12
+    assert (summary.requests, _recorded_requests(tmp_path)) == (12, [12])
+    assert (summary.outcome, summary.exit_code) == ("budget", 0), summary.errors
+    assert (summary.projects_ok, summary.projects_failed, summary.projects_left) == (0, 0, 3)
+    # The listing's 3, the first two walks' first pages and 7 retries; each of those walks'
+    # next retry given up; the third walk's first page is refused (the budget is spent).
+    assert (summary.errors, summary.retries, summary.retries_given_up) == ({}, 7, 2)
+    assert summary.line().endswith(
+        "; 3 project(s) left for the next run; gave up 2 retry(ies) that --max-requests no "
+        "longer covered"
+    )
+    sim.clear_failures()
+    again = run_sync(sim, tmp_path)
+    assert (again.outcome, again.retries_given_up) == ("ok", 0)
+    assert "gave up" not in again.line()
+    assert_matches_truth(sim, tmp_path)
+
+
+def test_a_walk_cut_by_a_retry_the_request_budget_refused_resumes_from_its_cursor(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """The pages read before the refused retry are committed, the walk resumes from its cursor
+    in the next run: no page is read twice, nothing is lost."""
+    sim = make_sim(
+        seed=2402, projects=1, shared_projects=0, orgs=1, days=1, ops_per_project_per_day=12
+    )
+    [pid] = sim.project_ids()  # 5 operations: 3 pages of 2
+    sim.fail_requests(f"/projects/{pid}/operations", 503, after=2)  # the third page on
+    summary = run_sync(sim, tmp_path, max_requests=9, page_size=2)
+    # listing 3, page 1, names 2, page 2, the third page and one retry: 19 before, exit 1
+    assert (sim.stats()["requests"], summary.requests) == (9, 9)
+    assert (summary.outcome, summary.projects_failed, summary.projects_left) == ("budget", 0, 1)
+    assert summary.new_operations == 4
+    sim.clear_failures()
+    sim.reset_stats()
+    again = run_sync(sim, tmp_path, page_size=2)
+    assert again.outcome == "ok" and again.new_operations == 1
+    # listing 3 and the rest of the walk from its cursor (page 3, then the new top: 1 page)
+    assert sim.stats()["by_route"]["GET /projects/{project_id}/operations"] == 2
+    assert_matches_truth(sim, tmp_path)

@@ -4545,6 +4545,20 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s24chk-left-out-projects-unexplained",  # --org-id runs: B's projects flagged, no reason
+        "exporter/ops/check.py",
+        "            if newest_start is not None and _when(newest_start) > current:\n",
+        "            if False:\n",
+        ("tests/ops/test_check.py::test_projects_a_scoped_run_left_out_say_so",),
+    ),
+    Mutant(
+        "s24chk-stale-trail-unexplained",  # a scoped run seconds ago, 'last successful sync 3h'
+        "exporter/ops/check.py",
+        "        if newest_start is not None and _when(newest_start) > report.last_success_at:\n",
+        "        if False:\n",
+        ("tests/ops/test_check.py::test_projects_a_scoped_run_left_out_say_so",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

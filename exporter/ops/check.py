@@ -357,16 +357,25 @@ def _check_state(
 
     # The whole trail: the last successful run, and gaps the platform's retention could fill.
     report.last_success_at = _at(last_success_us(runs, projects))
+    # The newest start of a run that committed: a stale project or trail with one since was
+    # left out by it (a scoped or budgeted run vouches for no other project): the line says so.
+    newest_start = max((r.started_at for r in runs if r.outcome in SYNCED_OUTCOMES), default=None)
     if report.last_success_at is None:
         find(Finding("stale_sync", None, "no sync has succeeded yet (see `opsaudit status`)"))
     elif now - report.last_success_at > max_age:
+        since = ""
+        if newest_start is not None and _when(newest_start) > report.last_success_at:
+            since = (
+                "; the runs since did not cover every project (`--project` or `--org-id`, or "
+                "cut short by a budget)"
+            )
         find(
             Finding(
                 "stale_sync",
                 None,
                 f"last successful sync finished {_stamp(report.last_success_at)} "
                 f"({format_duration(now - report.last_success_at)} ago), longer ago than "
-                f"--max-age {format_duration(max_age)}",
+                f"--max-age {format_duration(max_age)}{since}",
             )
         )
     ended = [r for r in runs if r.outcome != Outcome.RUNNING]  # one under way is not judged
@@ -415,12 +424,19 @@ def _check_state(
             when = f"last synced {_stamp(last)}"
             if current != last:
                 when += f", last found idle {_stamp(current)}"
+            if newest_start is not None and _when(newest_start) > current:
+                when_left = (
+                    "; the runs since left it out (`--project` or `--org-id`, a budget, or a "
+                    "listing that no longer shows it)"
+                )
+            else:
+                when_left = ""
             find(
                 Finding(
                     "project_not_synced",
                     pid,
                     f"project {pid} {when} ({format_duration(now - current)} ago), longer ago "
-                    f"than --max-age {format_duration(max_age)}",
+                    f"than --max-age {format_duration(max_age)}{when_left}",
                 )
             )
         if error:

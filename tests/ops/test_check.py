@@ -713,3 +713,43 @@ def test_a_deleted_projects_open_operations_are_not_stuck(make_sim: Any, tmp_pat
 
 def _timestamp(when: dt.datetime) -> str:
     return f"TIMESTAMPTZ '{iso(when)}'"
+
+
+def test_projects_a_scoped_run_left_out_say_so(trail: tuple[Any, Path, dt.datetime]) -> None:
+    """A whole sync 3 hours ago, then `sync --project X` now: the other projects and the trail
+    are stale, as before (a scoped run vouches for no other project), and the findings say why
+    the runs since did not count, so the operator is not left to guess."""
+    sim, data_dir, _ = trail
+    three_hours = 3 * 3600 * 1_000_000
+    for sql in (
+        "UPDATE runs SET started_us = started_us - ?, finished_us = finished_us - ?",
+        "UPDATE projects SET last_synced_us = last_synced_us - ?, current_us = current_us - ?",
+    ):
+        state_write(data_dir, sql, (three_hours, three_hours))
+    kept = sorted(sim.project_ids())[0]
+    assert run_sync(sim, data_dir, project_ids=[kept]).outcome == "ok"
+    [(finished,)] = state_rows(data_dir, "SELECT max(finished_us) FROM runs")
+    [(whole,)] = state_rows(data_dir, "SELECT min(finished_us) FROM runs")
+    as_of = at_us(finished) + dt.timedelta(minutes=1)
+    result = invoke("check", "--data-dir", str(data_dir), "--as-of", iso(as_of))
+    left_out = (
+        "; the runs since left it out (`--project` or `--org-id`, a budget, or a listing that "
+        "no longer shows it)"
+    )
+    expected = [
+        f"stale_sync: last successful sync finished {stamp(at_us(whole))} "
+        f"({_ago(as_of - at_us(whole))} ago), longer ago than --max-age 2h; the runs since did "
+        "not cover every project (`--project` or `--org-id`, or cut short by a budget)"
+    ]
+    for pid, last in synced_at(data_dir).items():
+        if pid != kept:
+            expected.append(
+                f"project_not_synced: project {pid} last synced {stamp(last)} "
+                f"({_ago(as_of - last)} ago), longer ago than --max-age 2h{left_out}"
+            )
+    assert (result.exit_code, result.stdout.splitlines()) == (8, expected)
+
+
+def _ago(delta: dt.timedelta) -> str:
+    minutes = int(delta.total_seconds()) // 60
+    return f"{minutes // 60}h {minutes % 60}m"

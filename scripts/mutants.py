@@ -1364,8 +1364,8 @@ MUTANTS = [
     Mutant(
         "timestamptz-infinity-printed-as-an-instant",
         "exporter/analytics/views.py",
-        "    return columns, _infinities(rows, zoned) if zoned else rows\n",
-        "    return columns, rows\n",
+        "    return _infinities(rows, zoned) if zoned else rows\n",
+        "    return rows\n",
         ("tests/analytics/test_format.py::test_infinite_timestamps_print_as_duckdb_spells_them",),
     ),
     Mutant(
@@ -2407,9 +2407,11 @@ MUTANTS = [
     Mutant(
         "query-error-first-line-only",  # DuckDB's hint and caret line are what say the fix
         "exporter/analytics/views.py",
-        "        rows = cursor.fetchall()\n    except duckdb.Error as exc:\n"
+        "        cursor = con.execute(sql, params) if params is not None else con.execute(sql)\n"
+        "    except duckdb.Error as exc:\n"
         "        raise _query_error(exc, _whole(exc), _DATA_DIRS.get(con, [])) from exc\n",
-        "        rows = cursor.fetchall()\n    except duckdb.Error as exc:\n"
+        "        cursor = con.execute(sql, params) if params is not None else con.execute(sql)\n"
+        "    except duckdb.Error as exc:\n"
         "        raise _query_error(exc, _first_line(exc), _DATA_DIRS.get(con, [])) from exc\n",
         (
             "tests/analytics/test_cli.py::"
@@ -4557,6 +4559,36 @@ MUTANTS = [
         "        if newest_start is not None and _when(newest_start) > report.last_success_at:\n",
         "        if False:\n",
         ("tests/ops/test_check.py::test_projects_a_scoped_run_left_out_say_so",),
+    ),
+    Mutant(
+        "s24q-query-reads-again-after-rows-reached-stdout",  # the first rows printed twice
+        "exporter/cli/_rows.py",
+        "            return not self._written\n",
+        "            return True\n",
+        (
+            "tests/analytics/test_query_stream.py::"
+            "test_a_file_deleted_after_rows_reached_stdout_fails_with_exit_9",
+        ),
+    ),
+    Mutant(
+        "s24q-query-holds-the-whole-result",  # 3M rows as jsonl: 11 GiB, the first row at the end
+        "exporter/cli/_rows.py",
+        "        for piece in render_batches(columns, batches, fmt):\n",
+        '        for piece in ["".join(render_batches(columns, list(batches), fmt))]:\n',
+        (
+            "tests/analytics/test_query_stream.py::"
+            "test_rows_reach_a_pipe_before_the_last_file_is_read",
+        ),
+    ),
+    Mutant(
+        "s24q-o-file-not-taken-back-before-reading-again",  # -o FILE: rows twice
+        "exporter/core/output.py",
+        "        self._fh.seek(0)\n        self._fh.truncate()\n",
+        "",
+        (
+            "tests/analytics/test_query_stream.py::"
+            "test_o_file_reads_again_when_a_sync_compacts_under_it",
+        ),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

@@ -64,7 +64,7 @@ def test_readme_lists_every_benchmark_script() -> None:
     scripts = {shlex.split(part)[1] for _, command in ROWS for part in command.split("&&")}
     on_disk = {f"bench/{p.name}" for p in (ROOT / "bench").glob("*.py")}
     assert scripts == on_disk
-    assert len(ROWS) == 13
+    assert len(ROWS) == 14
 
 
 @pytest.mark.parametrize(("number", "command"), ROWS, ids=[n for n, _ in ROWS])

@@ -20,6 +20,7 @@ from exporter.core.errors import check_type, escape_controls
 __all__ = [
     "FORMATS",
     "SECTIONS",
+    "STREAMED",
     "branch_failure_line",
     "branch_label",
     "format_duration",
@@ -31,6 +32,9 @@ __all__ = [
 ]
 
 FORMATS = ("table", "json", "jsonl", "csv", "markdown")
+# The formats `opsaudit query` writes as the rows are read (`analytics.stream`); table and
+# markdown need every row first (column widths, decimals).
+STREAMED = ("json", "jsonl", "csv")
 
 # The tables of the report, as `--section` names them (here, not in the report: the CLI
 # builds its options from these without importing DuckDB).
@@ -292,11 +296,12 @@ def _table(
     rows: Sequence[Sequence[Any]],
     max_rows: int | None = None,
     thousands: bool = False,
+    total: int | None = None,
 ) -> str:
-    hidden = 0
+    total = len(rows) if total is None else total
     if max_rows is not None and len(rows) > max_rows:
-        hidden = len(rows) - max_rows
         rows = rows[:max_rows]
+    hidden = total - len(rows)
     cells = _cells(rows, len(columns), thousands)
     columns = _headings(columns)
     widths = [_width(c) for c in columns]
@@ -310,7 +315,6 @@ def _table(
 
     out = [line(columns), "  ".join("-" * w for w in widths)]
     out += [line(row) for row in cells]
-    total = len(rows) + hidden
     if hidden:
         out.append(f"({total:,} rows, {hidden:,} more rows not shown: --max-rows 0 shows all)")
     else:
@@ -380,11 +384,13 @@ def render(
     *,
     max_rows: int | None = None,
     thousands: bool = False,
+    total: int | None = None,
 ) -> str:
     """The rows in `fmt` (one of FORMATS), ending with a newline (jsonl of no rows: "").
 
-    `max_rows` cuts the table format only, with a last line saying how many more there are;
-    the machine formats always carry every row. In table and markdown, each float column has
+    `max_rows` cuts the table format only, with a last line saying how many more there are
+    (`total`: how many rows there are when `rows` holds only the first ones, the others
+    counted as they were read); the machine formats always carry every row. In table and markdown, each float column has
     one number of decimals; `thousands` adds separators (1,988) there too."""
     # None: "'NoneType' object is not iterable" from deep inside. Any iterable else, as before
     # the check: a DataFrame's `columns` (an Index) and `to_numpy()` rows are no Sequence.
@@ -393,7 +399,7 @@ def render(
     columns = columns if isinstance(columns, Sequence) else list(columns)
     rows = rows if isinstance(rows, Sequence) else list(rows)  # (an iterator: the table's len)
     if fmt == "table":
-        return _table(columns, rows, max_rows, thousands)
+        return _table(columns, rows, max_rows, thousands, total)
     if fmt == "json":
         return _json(columns, rows)
     if fmt == "jsonl":

@@ -10,7 +10,7 @@ from typing import IO, Any, TypeVar
 
 import click
 
-from exporter.analytics.format import FORMATS, SECTIONS
+from exporter.analytics.format import FORMATS, SECTIONS, STREAMED
 from exporter.cli._common import (
     Identifier,
     data_dirs_option,
@@ -19,7 +19,7 @@ from exporter.cli._common import (
     storage_option_option,
 )
 from exporter.cli._group import short_help
-from exporter.core.errors import QueryError
+from exporter.core.errors import IncompleteOutputError, QueryError
 
 T = TypeVar("T")
 
@@ -59,12 +59,15 @@ def _read(
     only: tuple[str, ...] | None = None,
     fresh: Any = None,
     names: frozenset[str] | None = None,
+    rewind: Callable[[], bool] | None = None,
 ) -> T:
     """`run(con)` on a connection to the datasets (as `_open` makes); again on a new one when
     a file the connection named was deleted meanwhile: a sync that ended while the command ran
-    replaced it and deleted it (`views.is_file_gone`). `run` reads and returns; it prints
-    nothing, so a run again says nothing twice. A file gone for another reason (removed by
-    hand) fails the same way each time: its error after `_READS` connections."""
+    replaced it and deleted it (`views.is_file_gone`). `run` reads and returns; what it wrote
+    as it read (`opsaudit query`'s rows as they come) is taken back by `rewind()` first, so a
+    run again says nothing twice: where that cannot be (rows on stdout already), it stops with
+    `IncompleteOutputError` (exit 9). A file gone for another reason (removed by hand) fails
+    the same way each time: its error after `_READS` connections."""
     from exporter.analytics.views import is_file_gone
 
     reads = 1
@@ -75,8 +78,19 @@ def _read(
         except QueryError as exc:
             if reads == _READS or not is_file_gone(exc):
                 raise
+            if rewind is not None and not rewind():
+                raise _cut_short(exc) from exc
         reads += 1
         fresh = None  # closed with the connection it held the views of
+
+
+def _cut_short(exc: QueryError) -> IncompleteOutputError:
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return IncompleteOutputError(
+        "the output is incomplete: a file the query read was deleted after rows had been "
+        f"written (a sync's compaction replaced it, or it was removed by hand): {first}; run "
+        "the query again, or write it with -o FILE, which reads again when that happens"
+    )
 
 
 def _sql_text(sql: str | None, sql_file: IO[str] | None) -> str:
@@ -138,8 +152,8 @@ def _params(values: Sequence[str]) -> dict[str, str] | None:
     default=100,  # a screenful or two: a `SELECT *` of the whole history is for csv or jsonl
     show_default=True,
     metavar="N",
-    help="Rows the table format prints, then how many more (0: all); the other formats print "
-    "every row.",
+    help="Rows the table format prints, then how many more, counted as they are read (0: all, "
+    "held in memory, as markdown's); the other formats print every row.",
 )
 @data_dirs_option
 @storage_option_option
@@ -161,12 +175,13 @@ def query_command(
     SUMMARIZE, EXPLAIN and table-info pragmas run; COPY, CREATE, SET, ATTACH, INSTALL and other
     writing statements exit 2. Only the dataset's files can be read. Save rows with --format
     csv -o FILE; for anything else use the DuckDB CLI on the data directory's opsaudit.duckdb.
+
+    json, jsonl and csv are written as the rows are read (memory holds a batch); a file deleted
+    under the query once rows were printed (a sync's compaction) exits 9, the output incomplete:
+    -o FILE reads again instead, and replaces FILE only once every row is written.
     """
-    from exporter.analytics.format import render
     from exporter.analytics.views import (
         check_read_only,
-        execute,
-        is_missing_definition,
         memory_connection,
         sql_files_for,
         sql_names_for,
@@ -188,18 +203,64 @@ def query_command(
         raise
     files = tuple(only) if only is not None else None
 
-    def run(con: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
-        return execute(con, text, bound)
+    def read(run: Callable[[Any], T], rewind: Callable[[], bool] | None = None) -> T:
+        return _query(data_dirs, storage_options, run, files, fresh, names, rewind)
+
+    if fmt in STREAMED:
+        from exporter.cli._rows import write_rows
+
+        write_rows(output, read, text, bound, fmt)
+        return
+    from exporter.analytics.format import render
+
+    columns, rows, total = read(_shown(text, bound, fmt, max_rows))
+    emit(render(columns, rows, fmt, max_rows=max_rows or None, total=total), output)
+
+
+def _query(
+    data_dirs: Sequence[Path | str],
+    storage_options: Sequence[str],
+    run: Callable[[Any], T],
+    files: tuple[str, ...] | None,
+    fresh: Any,
+    names: frozenset[str] | None,
+    rewind: Callable[[], bool] | None = None,
+) -> T:
+    """`_read` over the views the query names, then over all of them when it names one those
+    do not define."""
+    from exporter.analytics.views import is_missing_definition
 
     try:
-        columns, rows = _read(data_dirs, storage_options, run, files, fresh, names)
+        return _read(data_dirs, storage_options, run, files, fresh, names, rewind)
     except QueryError as exc:
         if names is None or not is_missing_definition(exc):
             raise
-        # A name the query builds at run time, or a typo: over every view the query runs, or
-        # fails with DuckDB's own "Did you mean" among all of them.
-        columns, rows = _read(data_dirs, storage_options, run)
-    emit(render(columns, rows, fmt, max_rows=max_rows or None), output)
+        if rewind is not None and not rewind():  # (bound when it failed: nothing written)
+            raise
+    # A name the query builds at run time, or a typo: over every view the query runs, or
+    # fails with DuckDB's own "Did you mean" among all of them.
+    return _read(data_dirs, storage_options, run, rewind=rewind)
+
+
+def _shown(
+    text: str, bound: Any, fmt: str, max_rows: int
+) -> Callable[[Any], tuple[list[str], list[tuple[Any, ...]], int]]:
+    """table and markdown: every row first (column widths); the table with --max-rows N keeps
+    N of them and counts the others as they are read, so memory holds N rows and a batch."""
+
+    def run(con: Any) -> tuple[list[str], list[tuple[Any, ...]], int]:
+        from exporter.analytics.views import execute_batches
+
+        keep = max_rows if fmt == "table" and max_rows else None
+        columns, batches = execute_batches(con, text, bound)
+        rows: list[tuple[Any, ...]] = []
+        total = 0
+        for batch in batches:
+            total += len(batch)
+            rows.extend(batch if keep is None else batch[: max(0, keep - len(rows))])
+        return columns, rows, total
+
+    return run
 
 
 @click.command("report", short_help=short_help("report"))

@@ -28,7 +28,9 @@ class ExitCode(enum.IntEnum):
     STATE = 6  # corrupt, foreign or newer-version state or data
     SQL = 7  # a query failed (bad SQL, unknown table, ...)
     ATTENTION = 8  # `check` or `doctor` found something to fix (one line per finding)
+    INCOMPLETE = 9  # `query` wrote rows, then could not read the rest: its output is cut
     INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + its number, the shell's convention
+    PIPE_CLOSED = 141  # `query`'s reader closed stdout (`| head`): 128 + SIGPIPE, as `cat` ends
     TERMINATED = 143  # `sync` stopped by SIGTERM (systemctl stop): 128 + 15
 
 
@@ -207,6 +209,13 @@ class QueryError(OpsauditError):
     """A SQL query failed."""
 
     exit_code = ExitCode.SQL
+
+
+class IncompleteOutputError(OpsauditError):
+    """`opsaudit query` had written rows where they cannot be taken back (stdout, a FIFO) when
+    a file it read was deleted: reading again would write them twice, so it stops."""
+
+    exit_code = ExitCode.INCOMPLETE
 
 
 class ReadOnlyError(QueryError):

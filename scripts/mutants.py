@@ -4591,6 +4591,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s24lake-killed-run-missing-from-lake-sync-runs",  # query/report: last run ok after kill
+        "exporter/store/lake/reader.py",
+        "        settled = runs() if runs is not None and name == SYNC_RUNS else None\n",
+        "        settled = None\n",
+        (
+            "tests/lake/test_sync_lake.py::"
+            "test_sync_runs_and_the_report_show_killed_and_refused_runs_at_once_on_s3",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

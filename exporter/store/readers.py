@@ -26,6 +26,7 @@ from exporter.core.errors import ConfigError, NoDatasetError, missing_data_dir
 from exporter.core.layout import (
     STATE_FILE,
 )
+from exporter.core.model import RunRow
 from exporter.core.scratch import scratch_dir
 from exporter.store.base import Reader
 from exporter.store.lake.location import Location, parse_location, storage_option_list
@@ -213,7 +214,7 @@ def open_readers(
             reader = (
                 LocalReader(path, str(data_dir))
                 if lake is None
-                else _lake_reader(lake, str(data_dir))
+                else _lake_reader(lake, str(data_dir), path / STATE_FILE)
             )
         else:
             require_lake()
@@ -228,16 +229,49 @@ def open_readers(
     return readers
 
 
-def _lake_reader(dataset: Any, label: str) -> Reader:
+def _lake_reader(dataset: Any, label: str, settled: Path | None = None) -> Reader:
     from exporter.store.lake.reader import LakeReader  # pyarrow, deltalake: object storage only
 
-    return LakeReader(dataset, label)
+    return LakeReader(dataset, label, runs=lambda: lake_runs(dataset, settled))
+
+
+def lake_runs(ds: Any, settled: Path | None = None) -> list[RunRow] | None:
+    """The runs as `status` shows them, for the `sync_runs` view of a Delta dataset: its table
+    is rewritten at the end of a run, so until the next sync it lacks a run in progress, one
+    killed with kill -9 and one whose upload the store refused (the lease names each). None
+    when the lease names none (the table is whole). `settled`: a state `reading()` restored and
+    settled (status, check): its runs as they are, with no second download."""
+    from exporter.store.state import StateDB
+
+    if settled is None:
+        try:
+            lease = ds.lease().read()
+        except Exception:  # the object store's moment: the runs are shown as committed
+            return None
+        if lease is None or not (lease.unrecorded or (not lease.released and lease.runs())):
+            return None  # the table holds every run
+    tmp = None if settled is not None else scratch_dir("opsaudit-read-").resolve()
+    try:
+        if tmp is not None:
+            settled = tmp / STATE_FILE
+            if not settle_reader_runs(ds, settled, ds.restore_state(settled)):
+                return None
+        assert settled is not None
+        state = StateDB(settled, read_only=True)
+        try:
+            return state.runs_rows()
+        finally:
+            state.close()
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 __all__ = [
     "LAKE_EXTRA",
     "is_url",
     "lake_for",
+    "lake_runs",
     "local_path",
     "location",
     "open_readers",

@@ -497,6 +497,45 @@ def test_a_run_killed_before_its_first_commit_on_s3_is_recorded(
     ]
 
 
+def test_sync_runs_and_the_report_show_killed_and_refused_runs_at_once_on_s3(
+    make_sim: Any, bucket: Bucket
+) -> None:
+    """On object storage `sync_runs` is the Delta table rewritten at the end of a run, so after
+    a kill -9 (or a run whose upload the store refused) `opsaudit query` and the report lacked
+    the run until the next sync (the report: last run `ok`, or no run at all), while `status`,
+    `check` and the metrics said `killed` / `failed`; a local directory's view shows it at once
+    (README: the same views). The view takes the runs as `status` settles them."""
+    sim = make_sim(seed=58, projects=2, shared_projects=0, days=1, ops_per_project_per_day=30)
+    url = bucket.url("killed-view")
+    env = _cli_env(sim)
+    args = ["sync", "--data-dir", url, *_so(bucket), "--max-rps", "0"]
+    sql = "SELECT outcome, finished_at IS NULL AS unfinished FROM sync_runs ORDER BY started_at"
+    query = ["query", "--data-dir", url, *_so(bucket), "--format", "json", sql]
+    report = ["report", "--data-dir", url, *_so(bucket), "--format", "json"]
+
+    def views() -> tuple[list[tuple[str, bool]], str]:
+        done = _cli(query, env)
+        assert done.returncode == 0, done.stderr
+        shown = _cli(report, env)
+        assert shown.returncode == 0, shown.stderr
+        last = json.loads(shown.stdout)["freshness"]["last_run_outcome"]
+        return [(r["outcome"], r["unfinished"]) for r in json.loads(done.stdout)], last
+
+    _killed(_KILLED_AFTER_ITS_COMMITS, args, env)  # the first run: its commits landed
+    assert views() == ([("killed", True)], "killed")
+    _killed(_KILLED_BEFORE_ITS_FIRST_COMMIT, args, env)  # known only by the lease it left
+    assert views() == ([("killed", True), ("killed", True)], "killed")
+    assert _cli(args, env).returncode == 0
+    assert views() == ([("killed", True), ("killed", True), ("ok", False)], "ok")
+    sim.advance(600)
+    bucket.server.deny("PUT", r".*/killed-view/_opsaudit/state/")
+    assert _cli(args, env).returncode == 2  # refused: the lease it released names it
+    assert views() == (
+        [("killed", True), ("killed", True), ("ok", False), ("failed", False)],
+        "failed",
+    )
+
+
 def test_a_corrupt_state_object_is_named_not_its_temporary_copy(
     make_sim: Any, bucket: Bucket
 ) -> None:

@@ -4601,6 +4601,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s24ev-secret-given-as-its-path-echoed",  # the secret printed in the usage error
+        "exporter/events/webhook.py",
+        "if isinstance(exc, FileNotFoundError) and _looks_like_a_secret(str(path)):",
+        "if False:",
+        ("tests/events/test_webhook.py::test_a_secret_given_for_its_files_path_is_never_shown",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -107,6 +107,14 @@ def read_webhook_secret(path: Path) -> bytes:
     try:
         text = Path(path).read_text().strip()
     except OSError as exc:
+        if isinstance(exc, FileNotFoundError) and _looks_like_a_secret(str(path)):
+            # The secret where its file's path goes ("$(cat whsec)", the variable set to it):
+            # not echoed into cron's mail and the log.
+            raise ConfigError(
+                "--webhook-secret-file: no such file, and what was given looks like a secret, "
+                "not a file's path (not shown): write the secret to a file and give that "
+                "file's path"
+            ) from None
         raise ConfigError(
             f"--webhook-secret-file {path}: cannot read it ({exc.strerror})"
         ) from None
@@ -125,6 +133,19 @@ def read_webhook_secret(path: Path) -> bytes:
             "(whsec_ followed by base64)"
         )
     return key
+
+
+def _looks_like_a_secret(text: str) -> bool:
+    """A missing secret file's "path" that is a Standard Webhooks secret: `whsec_...`, or the
+    base64 of 16 bytes or more whose directory (a secret's "/" is base64's) does not exist."""
+    text = text.strip()
+    if text.startswith("whsec_"):
+        return True
+    try:
+        key = base64.b64decode(text, validate=True)
+    except ValueError:
+        return False
+    return len(key) >= 16 and ("/" not in text or not Path(text).parent.is_dir())
 
 
 def sign(key: bytes, event_id: str, timestamp: int, body: bytes) -> str:

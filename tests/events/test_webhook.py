@@ -173,6 +173,55 @@ def test_a_webhook_secret_file_that_is_not_text_is_a_usage_error(tmp_path: Path)
     assert not (tmp_path / "data").exists()
 
 
+_SECRET_TEXT = "whsec_Jkae/7PcQXF7bK+d6jD0j30GuomSuQcrLEub5rLTIjQ="
+
+
+@pytest.mark.parametrize(
+    "given",
+    [_SECRET_TEXT, _SECRET_TEXT.removeprefix("whsec_"), " " + _SECRET_TEXT],
+    ids=["whsec", "bare-base64", "leading-space"],
+)
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_a_secret_given_for_its_files_path_is_never_shown(
+    tmp_path: Path, given: str, how: str
+) -> None:
+    """`--webhook-secret-file "$(cat whsec)"` or OPSAUDIT_WEBHOOK_SECRET_FILE=whsec_... (the
+    secret where its file's path goes) printed the secret in the usage error, into cron's mail
+    and the log: it is refused without it."""
+    args = [
+        "sync",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--base-url",
+        "http://127.0.0.1:9/api/v2",
+        "--webhook",
+        "http://127.0.0.1:1/h",
+    ]
+    env = {"NEON_API_KEY": "unused"}  # refused before any request
+    if how == "option":
+        args += ["--webhook-secret-file", given]
+    else:
+        env["OPSAUDIT_WEBHOOK_SECRET_FILE"] = given
+    result = CliRunner().invoke(cli, args, env=env)
+    assert (result.exit_code, result.stderr.splitlines()[-1]) == (
+        2,
+        "Error: --webhook-secret-file: no such file, and what was given looks like a secret, "
+        "not a file's path (not shown): write the secret to a file and give that file's path",
+    )
+    assert "Jkae" not in result.output + result.stderr
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_missing_secret_files_path_is_still_named(tmp_path: Path) -> None:
+    """A path mistyped is named, as any other file's (not taken for a secret)."""
+    for missing in (tmp_path / "whsec", tmp_path / "opsaudit/webhook.secret"):
+        with pytest.raises(ConfigError) as info:
+            read_webhook_secret(missing)
+        assert str(info.value) == (
+            f"--webhook-secret-file {missing}: cannot read it (No such file or directory)"
+        )
+
+
 @pytest.mark.parametrize(
     ("url", "problem"),
     [

@@ -4608,6 +4608,13 @@ MUTANTS = [
         ("tests/events/test_webhook.py::test_a_secret_given_for_its_files_path_is_never_shown",),
     ),
     Mutant(
+        "s24ev-webhook-answer-read-whole",  # a receiver's 400 MiB answer held in each lane
+        "exporter/events/delivery.py",
+        "response.read(_ANSWER_BYTES)",
+        "response.read()",
+        ("tests/events/test_webhook.py::test_a_receivers_large_answer_is_not_read_into_memory",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -52,6 +52,7 @@ _FILE_BATCH = 5000
 _WEBHOOK_BATCH = 2000
 _SAVE_ACKS_EVERY = 0.5  # seconds
 _MAX_BACKOFF = 30.0
+_ANSWER_BYTES = 65536  # of a receiver's answer's body, read (and ignored) at most
 
 
 @dataclass
@@ -310,7 +311,9 @@ class _Webhook:
                     raise TimeoutError
                 connection.request("POST", self._target, body=body, headers=headers)
                 response = connection.getresponse()
-                response.read()
+                # Bounded: a receiver's large answer (a download, a stream) held a lane's
+                # whole body in memory; what is left unread is dropped with the connection.
+                response.read(_ANSWER_BYTES)
         except (OSError, http.client.HTTPException, ValueError) as exc:
             if connection is not None:
                 connection.close()
@@ -318,7 +321,7 @@ class _Webhook:
                 return f"no answer within {self.config.webhook_timeout:g}s"
             # Named by type only: the text of some could carry the URL (refused, reset...).
             return type(exc).__name__
-        if response.will_close or watch.fired:
+        if response.will_close or watch.fired or not response.isclosed():
             connection.close()  # the next request opens a new one
         if 300 <= response.status < 400:
             # Not followed (a POST's redirect is the receiver's set-up, its Location may carry

@@ -625,3 +625,61 @@ def test_an_at_sign_after_a_webhook_urls_host_is_no_userinfo(
     assert safe_url(url) == shown
     assert safe_host(url) == (host or "hooks.example:8443")
     assert not {"TOKEN", "TOP", "SECRET", "pw"} & set(re.split(r"[/:.@…]+", safe_url(url)))
+
+
+def test_a_receivers_large_answer_is_not_read_into_memory(
+    make_sim: Any, tmp_path: Path, secret_file: Path
+) -> None:
+    """A receiver answering 2xx with a large body (a URL that serves a download, a proxy's
+    stream) had each lane read the whole of it into memory: 4 lanes of 400 MiB answers held the
+    sync at 1.1 GiB RSS, and every event spent the transfer. The answer's body is read up to a
+    bound; the rest is left unread and the connection closed."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    body_size, chunk = 64 * 2**20, b"x" * 2**20
+    sent: list[int] = []  # per answer, the bytes the sender took before it hung up
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", "0")))
+            self.send_response(200)
+            self.send_header("content-length", str(body_size))
+            self.end_headers()
+            n = 0
+            try:
+                while n < body_size:
+                    self.wfile.write(chunk)
+                    n += len(chunk)
+            except OSError:
+                self.close_connection = True
+            with lock:
+                sent.append(n)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        sim = make_sim(seed=36, projects=1, days=1, ops_per_project_per_day=12)
+        result = sync_events(
+            sim,
+            tmp_path / "data",
+            backfill=True,
+            webhook_url=f"http://127.0.0.1:{server.server_address[1]}/hook",
+            webhook_key=read_webhook_secret(secret_file),
+        )
+        deadline = time.monotonic() + 10
+        while len(sent) < result.events_delivered and time.monotonic() < deadline:
+            time.sleep(0.05)  # the handlers see the hang-up
+    finally:
+        server.shutdown()
+        server.server_close()
+    total = len(versions_after(tmp_path / "data", set()))
+    assert total > 0
+    assert (result.events_pending, result.events_delivered) == (0, total)  # 2xx: taken
+    assert len(sent) == total and max(sent) < 32 * 2**20, sent

@@ -4615,6 +4615,13 @@ MUTANTS = [
         ("tests/events/test_webhook.py::test_a_receivers_large_answer_is_not_read_into_memory",),
     ),
     Mutant(
+        "s24ev-retry-wait-past-the-budget",  # the run slept 8 s past its budget and grace
+        "exporter/events/delivery.py",
+        "if self.stop.wait(self._within_deadline(wait)):",
+        "if self.stop.wait(wait):",
+        ("tests/events/test_events.py::test_a_retrys_wait_ends_with_the_time_budget",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -272,7 +272,7 @@ class _Webhook:
                 log.debug(
                     "webhook %s: %s for %s, retry in %.1fs", self.shown, problem, event_id, wait
                 )
-                if self.stop.wait(wait):
+                if self.stop.wait(self._within_deadline(wait)):
                     return False
         with self._error_lock:
             if self.error is None:
@@ -283,6 +283,13 @@ class _Webhook:
                 log.warning("%s", self.error)
         self.stop.set()
         return False
+
+    def _within_deadline(self, wait: float) -> float:
+        """A retry's wait, cut at the deadline (it ran 8 s past the budget's end: the run
+        slept to find its time up)."""
+        if self.deadline is None:
+            return wait
+        return max(0.0, min(wait, self.deadline - time.monotonic()))
 
     def _late(self) -> bool:
         """Past the run's --time-budget (a backlog at a slow receiver held a run of 4 minutes'

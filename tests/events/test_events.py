@@ -1201,6 +1201,28 @@ def test_time_budget_bounds_the_webhooks_delivery(
     assert sorted(receiver.ids()) == sorted(versions_after(data, set(run_ids(data)[:1])))
 
 
+def test_a_retrys_wait_ends_with_the_time_budget(
+    make_sim: Any, tmp_path: Path, receiver: Receiver, secret_file: Path
+) -> None:
+    """A receiver answering 500: the retries' waits (here 2, 4, 8 s) ran past the budget's
+    end and its 10 s (IN_FLIGHT_GRACE), the run slept 8 s more to find its time up. The wait
+    ends with the time the run has; the event waits for the next run, unsent, no error."""
+    from exporter.engine.sync import IN_FLIGHT_GRACE
+
+    sim = make_sim(seed=29, projects=1, days=1, ops_per_project_per_day=10)
+    data = tmp_path / "data"
+    sync_events(sim, data, **_webhook(receiver, secret_file))  # the backfill: no events
+    _changes(sim, random.Random(18))
+    receiver.mode = "fail"
+    started = time.monotonic()
+    hook = _webhook(receiver, secret_file, webhook_lanes=1, webhook_backoff=2.0)
+    bounded = sync_events(sim, data, {"time_budget": 0.5}, **hook)
+    took = time.monotonic() - started
+    assert bounded.events_delivered == 0 and bounded.events_pending == bounded.versions_written > 0
+    # Attempts at 0, 2 and 6 s, the wait for the fourth cut at the budget's end + 10 s (not 14).
+    assert len(receiver.attempts) == 3 and took < 0.5 + IN_FLIGHT_GRACE + 2, took
+
+
 def test_a_redirecting_webhook_is_named_as_such_without_its_target(
     make_sim: Any,
     tmp_path: Path,

@@ -4622,6 +4622,15 @@ MUTANTS = [
         ("tests/events/test_events.py::test_a_retrys_wait_ends_with_the_time_budget",),
     ),
     Mutant(
+        "s24key-key-given-as-its-path-echoed",  # --api-key-file "$NEON_API_KEY": the key printed
+        "exporter/core/errors.py",
+        "    if isinstance(exc, FileNotFoundError) and (\n",
+        "    if False and (\n",
+        (
+            "tests/sync/test_robustness.py::test_a_key_given_for_its_files_path_is_never_shown",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -23,6 +23,7 @@ from exporter.core.errors import (
     missing_data_dir,
     redact,
     redact_url,
+    unreadable_key_file,
 )
 from exporter.core.model import DEFAULT_BASE_URL
 from exporter.core.pathcheck import data_dir_problem
@@ -403,9 +404,7 @@ def read_key(api_key_file: Path | None) -> str:
         try:
             raw = api_key_file.read_bytes()
         except OSError as exc:
-            raise ConfigError(
-                f"cannot read --api-key-file {api_key_file}: {exc.strerror}"
-            ) from None
+            raise unreadable_key_file(api_key_file, exc) from None
         # Saved by an editor with a byte-order mark, or as UTF-16 (PowerShell's `>`): the key
         # is the same ASCII text.
         utf16 = raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))

@@ -23,7 +23,7 @@ from exporter.cli._common import (
 )
 from exporter.cli._group import short_help
 from exporter.cli._metrics import metrics_file_option, write_metrics_file, write_unjudged_check
-from exporter.core.errors import AuthError, ConfigError, ExitCode, NoDatasetError
+from exporter.core.errors import AuthError, ConfigError, ExitCode, KeyFileError, NoDatasetError
 
 
 class Duration(click.ParamType):
@@ -294,6 +294,8 @@ def doctor_command(
 
     try:
         key, key_error, key_fix = read_key(api_key_file), None, None
+    except KeyFileError as exc:  # the key given for its file's path: problem, then fix
+        key, key_error, key_fix = None, exc.problem, exc.fix
     except ConfigError as exc:
         key, key_error, key_fix = None, str(exc), None
     except AuthError as exc:  # NEON_API_KEY set but empty: "no API key", then what to do

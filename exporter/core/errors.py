@@ -93,6 +93,38 @@ def check_types(
         check_type(name, value, kinds, expected, but=but, error=error)
 
 
+class KeyFileError(ConfigError):
+    """An --api-key-file that cannot be read, its problem and fix apart (doctor's columns)."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__(f"{problem}: {fix}")
+        self.problem, self.fix = problem, fix
+
+
+# An API key's shape: a long token of letters and digits (no path separator, no extension).
+_KEY_LIKE = re.compile(r"[A-Za-z0-9_-]{32,}")
+
+
+def unreadable_key_file(path: os.PathLike[str], exc: OSError) -> ConfigError:
+    """The error for an --api-key-file `exc` says cannot be read. A missing "file" that is the
+    key itself (`--api-key-file "$NEON_API_KEY"`) is not echoed into cron's mail and the log."""
+    given = os.fspath(path).strip()
+    if isinstance(exc, FileNotFoundError) and (
+        given == os.environ.get("NEON_API_KEY", "").strip()
+        or (
+            _KEY_LIKE.fullmatch(given)
+            and any(c.isdigit() for c in given)
+            and any(c.isalpha() for c in given)
+        )
+    ):
+        return KeyFileError(
+            "--api-key-file: no such file, and what was given looks like an API key, not a "
+            "file's path (not shown)",
+            "write the key to a file and give that file's path, or set NEON_API_KEY",
+        )
+    return ConfigError(f"cannot read --api-key-file {os.fspath(path)}: {exc.strerror}")
+
+
 class ApiError(OpsauditError):
     """The management API could not be used as expected."""
 

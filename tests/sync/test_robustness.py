@@ -671,6 +671,49 @@ def test_a_key_file_that_is_not_text_is_a_usage_error(tmp_path: Path) -> None:
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.parametrize("command", ["sync", "doctor"])
+@pytest.mark.parametrize(
+    "given",
+    [
+        "the key",  # --api-key-file "$NEON_API_KEY": the key where its file's path goes
+        "c7txwvaape2hwqdypw7dxo1rwdq7dyb3be6h5i1uw2gasr9mzlyno7luofa0evwh",  # a key, not set
+        "napi_4f8a0c29bd7e61f3a5c2d9e08b17f4c6",
+    ],
+)
+def test_a_key_given_for_its_files_path_is_never_shown(
+    tmp_path: Path, command: str, given: str
+) -> None:
+    """`--api-key-file "$NEON_API_KEY"` printed the key whole ("cannot read --api-key-file
+    <the key>: No such file or directory"), into cron's mail and the log."""
+    key = "xq3v9kz0bm2w8r7t5y1u4p6o0a9s8d7f6g5h4j3k2l1zxcvbnmqwertyuiopasd"
+    if given == "the key":
+        given = key
+    args = [command, "--data-dir", str(tmp_path / "data"), "--api-key-file", given]
+    result = CliRunner().invoke(cli, args, env={"NEON_API_KEY": key}, catch_exceptions=False)
+    problem = (
+        "--api-key-file: no such file, and what was given looks like an API key, not a file's "
+        "path (not shown)"
+    )
+    fix = "write the key to a file and give that file's path, or set NEON_API_KEY"
+    assert given not in result.output
+    if command == "sync":
+        assert (result.exit_code, result.stderr) == (2, f"Error: {problem}: {fix}\n")
+    else:  # doctor says it as a finding and goes on with the other checks
+        assert result.exit_code == 8
+        assert result.stdout.splitlines()[1] == f"error key: {problem} Fix: {fix}"
+
+
+def test_a_missing_key_files_path_is_still_named(tmp_path: Path) -> None:
+    """Only what looks like a key is held back: a mistyped path is named, as before."""
+    missing = tmp_path / "keys" / "neon-prod.key"
+    args = ["sync", "--data-dir", str(tmp_path / "data"), "--api-key-file", str(missing)]
+    result = CliRunner().invoke(cli, args, env={"NEON_API_KEY": ""})
+    assert (result.exit_code, result.stderr) == (
+        2,
+        f"Error: cannot read --api-key-file {missing}: No such file or directory\n",
+    )
+
+
 class _Repeating(LoopbackApi):
     """Serves the same full page of operations under a new cursor each time (a cursor the
     server ignores), `times` times (None: for ever), then an empty page."""

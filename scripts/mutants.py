@@ -4626,8 +4626,27 @@ MUTANTS = [
         "exporter/core/errors.py",
         "    if isinstance(exc, FileNotFoundError) and (\n",
         "    if False and (\n",
+        ("tests/sync/test_robustness.py::test_a_key_given_for_its_files_path_is_never_shown",),
+    ),
+    Mutant(
+        "s24small-delta-log-prefix-accepted",  # s3://b/t/_delta_log: exit 6 for good, objects left
+        "exporter/store/lake/location.py",
+        '    if "_delta_log" in segments:\n',
+        "    if False:\n",
         (
-            "tests/sync/test_robustness.py::test_a_key_given_for_its_files_path_is_never_shown",
+            "tests/lake/test_bad_input.py::"
+            "test_a_prefix_inside_a_delta_log_is_refused_before_anything_is_written",
+            "tests/lake/test_location.py::test_a_prefix_inside_a_delta_log_is_refused",
+        ),
+    ),
+    Mutant(
+        "s24small-dataset-compared-as-typed",  # s3://b/pct%20x and s3://b/pct x read as two
+        "exporter/store/readers.py",
+        "            key = loc.identity",
+        '            key = loc.display.rstrip("/")',
+        (
+            "tests/lake/test_read_together.py::"
+            "test_a_dataset_given_twice_is_refused_however_its_prefix_is_spelled",
         ),
     ),
     Mutant(

@@ -220,7 +220,7 @@ def open_readers(
             require_lake()
             from exporter.store.lake.tables import LakeDataset  # pyarrow: object storage only
 
-            key = loc.display.rstrip("/")
+            key = loc.identity  # %-escapes decoded: `pct%20x` is the dataset `pct x`
             reader = _lake_reader(LakeDataset.open(loc), loc.display)  # StorageError: no dataset
         if key in seen:
             raise ConfigError(f"--data-dir {data_dir} is given twice")

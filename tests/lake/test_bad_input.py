@@ -256,3 +256,29 @@ def test_every_spelling_a_typed_option_takes_works_against_the_server(
     table = dataset.table("operation_versions")
     assert table is not None
     assert table.to_pyarrow_table().num_rows == len(sim.ground_truth())
+
+
+def test_a_prefix_inside_a_delta_log_is_refused_before_anything_is_written(
+    make_sim: Any, bucket: Any
+) -> None:
+    """`s3://b/t/_delta_log`: the first sync exited 6 "cannot record the superseded versions
+    ...: No files in log segment", every later one "Invalid table version: 0", `status` said
+    "no dataset yet", and the marker and the lease stayed to delete by hand."""
+    from click.testing import CliRunner
+
+    from exporter.cli import cli
+
+    sim = make_sim(seed=3, projects=1, days=1, ops_per_project_per_day=5)
+    url = bucket.url("t/_delta_log")
+    options = [a for o in bucket.storage_options() for a in ("--storage-option", o)]
+    for command in (["sync", "--base-url", sim.base_url], ["status"]):
+        result = CliRunner().invoke(
+            cli, [*command, "--data-dir", url, *options], env={"NEON_API_KEY": sim.personal_key}
+        )
+        assert result.exit_code == ExitCode.USAGE, result.output
+        assert result.output.endswith(  # sync's option check says "Invalid value for ..."
+            f"{url!r}: a '_delta_log' segment in the prefix: that is a Delta table's log, and "
+            "this dataset's own Delta tables cannot live in one; give a prefix without it "
+            f"(e.g. s3://{bucket.name}/opsaudit)\n"
+        )
+    assert bucket.list_keys() == []

@@ -62,6 +62,49 @@ def test_refused(value: str) -> None:
     assert "secret" not in str(err.value) and "sig=abc" not in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "value",
+    ["s3://b/t/_delta_log", "s3://b/t/_delta_log/", "gs://b/_delta_log/x", "s3://b/t/%5Fdelta_log"],
+)
+def test_a_prefix_inside_a_delta_log_is_refused(value: str) -> None:
+    """A `_delta_log` segment put the dataset's Delta tables inside a table's log: the first
+    sync exited 6 ("No files in log segment"), every later one too, its objects left behind."""
+    with pytest.raises(ConfigError) as err:
+        parse_location(value)
+    scheme, bucket = value.split("/")[0], value.split("/")[2]
+    assert str(err.value) == (
+        f"--data-dir {value!r}: a '_delta_log' segment in the prefix: that is a Delta table's "
+        "log, and this dataset's own Delta tables cannot live in one; give a prefix without it "
+        f"(e.g. {scheme}//{bucket}/opsaudit)"
+    )
+    assert err.value.exit_code == ExitCode.USAGE
+
+
+def test_a_prefix_is_its_decoded_key() -> None:
+    """deltalake and obstore decode a prefix's %-escapes: `pct%20x` writes under `pct x`."""
+    same = ["s3://b/pct%20x", "s3://b/pct x", "s3a://b/pct%20x/", "s3://b/pct%20%78"]
+    assert {parse_location(v).identity for v in same} == {"s3://b/pct x"}
+    assert parse_location("s3://b/a%2Fb").identity == parse_location("s3://b/a/b").identity
+    assert parse_location("s3://b/q_delta_log").identity == "s3://b/q_delta_log"  # not a log
+    for value, says in [
+        ("s3://b/a%2F%2Fb", "empty, '.' or '..' path segment in the prefix"),
+        ("s3://b/x/%2E%2E/y", "empty, '.' or '..' path segment in the prefix"),
+        (
+            "s3://b/x%FF",
+            "a %-escape in the prefix is not UTF-8 once decoded; write the prefix's characters "
+            "as they are or escape their UTF-8 bytes",
+        ),
+    ]:
+        with pytest.raises(ConfigError) as err:
+            parse_location(value)
+        assert str(err.value) == f"--data-dir {value!r}: {says}"
+
+
+def test_a_local_directory_named_delta_log_is_a_plain_directory(tmp_path: Path) -> None:
+    """Local datasets are Hive Parquet, not Delta tables: the name means nothing there."""
+    assert parse_location(str(tmp_path / "_delta_log")).path == tmp_path / "_delta_log"
+
+
 _CREDENTIALS = "credentials in the URL are not accepted; use the environment or profile chain"
 _UNSUPPORTED = (
     "unsupported scheme https://; use a local path, file://, s3://bucket/prefix, "

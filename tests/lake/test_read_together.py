@@ -50,3 +50,24 @@ def test_connect_reads_an_s3_dataset_and_query_reads_it_with_a_local_one(
         if r["raw"] and orjson.loads(r["raw"])["project_id"] in sim.project_ids(org_a)
     }
     assert origin == {url}
+
+
+def test_a_dataset_given_twice_is_refused_however_its_prefix_is_spelled(
+    make_sim: Any, bucket: Bucket
+) -> None:
+    """deltalake and obstore decode a prefix's %-escapes: `s3://b/pct%20x` writes under the
+    key `pct x`, yet given with `s3://b/pct x` it was read twice, past the duplicate check."""
+    sim = make_sim(seed=3, projects=1, days=1, ops_per_project_per_day=5)
+    options = bucket.storage_options()
+    assert run_sync(sim, bucket.url("pct%20x"), options).outcome == "ok"
+    assert "pct x/_opsaudit/dataset.json" in bucket.list_keys()
+    args = [a for o in options for a in ("--storage-option", o)]
+    for first, second in [("pct%20x", "pct x"), ("pct x", "pct%20x"), ("pct%20x", "pct%20%78")]:
+        dirs = ["--data-dir", bucket.url(first), "--data-dir", bucket.url(second)]
+        for command in (["query", *dirs, *args, "SELECT 1"], ["report", *dirs, *args]):
+            result = CliRunner().invoke(cli, command)
+            assert result.exit_code == 2, result.output
+            assert result.output == f"Error: --data-dir {bucket.url(second)} is given twice\n"
+    s3a = ["--data-dir", bucket.url("pct x"), "--data-dir", "s3a" + bucket.url("pct x")[2:]]
+    result = CliRunner().invoke(cli, ["query", *s3a, *args, "SELECT 1"])
+    assert result.output == f"Error: --data-dir s3a{bucket.url('pct x')[2:]} is given twice\n"

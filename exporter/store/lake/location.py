@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from exporter.core.errors import ConfigError, check_type
 from exporter.core.pathcheck import data_dir_problem, plain_path
@@ -358,6 +358,15 @@ class Location:
         return str(self.path / name) if self.is_local else self.child(name)
 
     @property
+    def identity(self) -> str:
+        """What tells datasets apart: the canonical scheme, the bucket and the key prefix with
+        its %-escapes decoded, as deltalake and obstore decode them (`s3://b/pct%20x` and
+        `s3a://b/pct x` name the same objects); a local location's URL."""
+        if self.is_local:
+            return self.url
+        return f"{self.scheme}://{self.bucket}/{unquote(self.prefix)}".rstrip("/")
+
+    @property
     def display(self) -> str:
         return redact(self.url)
 
@@ -464,10 +473,33 @@ def parse_location(
     if not bucket:
         raise ConfigError(f"--data-dir {text!r}: no bucket; write {scheme_typed}://bucket/prefix")
     prefix = parts.path.strip("/")
-    if any(p in ("", ".", "..") for p in prefix.split("/")) and prefix:
-        raise ConfigError(f"--data-dir {text!r}: empty, '.' or '..' path segment in the prefix")
+    _check_key(text, scheme_typed, bucket, prefix)
     url = f"{scheme_typed}://{bucket}" + (f"/{prefix}" if prefix else "")
     return Location(scheme=scheme, url=url, bucket=bucket, prefix=prefix, options=options)
+
+
+def _check_key(text: str, scheme_typed: str, bucket: str, prefix: str) -> None:
+    """`ConfigError` for a prefix whose key (its %-escapes decoded, as deltalake and obstore
+    decode them) has an empty, '.' or '..' segment, is not UTF-8, or has a `_delta_log`
+    segment: the dataset's Delta tables would sit inside a table's log, which delta-rs then
+    reads as that table's (the first sync exited 6 "No files in log segment", every later one
+    "Invalid table version: 0", its objects left to delete by hand)."""
+    try:
+        key = unquote(prefix, errors="strict")
+    except UnicodeDecodeError:
+        raise ConfigError(
+            f"--data-dir {text!r}: a %-escape in the prefix is not UTF-8 once decoded; write "
+            "the prefix's characters as they are or escape their UTF-8 bytes"
+        ) from None
+    segments = key.split("/")
+    if prefix and any(p in ("", ".", "..") for p in segments):
+        raise ConfigError(f"--data-dir {text!r}: empty, '.' or '..' path segment in the prefix")
+    if "_delta_log" in segments:
+        raise ConfigError(
+            f"--data-dir {text!r}: a '_delta_log' segment in the prefix: that is a Delta "
+            "table's log, and this dataset's own Delta tables cannot live in one; give a "
+            f"prefix without it (e.g. {scheme_typed}://{bucket}/opsaudit)"
+        )
 
 
 def _refuse_credentials(text: str, scheme: str, scheme_typed: str, rest: str) -> None:

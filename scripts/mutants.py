@@ -4650,6 +4650,18 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s24small-backlog-asks-for-a-receiver",  # the events file alone waits: "receiver down?"
+        "exporter/ops/check.py",
+        "{_why_waiting(sinks)} the next sync",
+        "is the receiver down? the next sync",
+        (
+            "tests/events/test_discard.py::"
+            "test_a_dropped_sinks_backlog_is_discarded_and_the_other_sinks_kept",
+            "tests/events/test_events.py::"
+            "test_receiver_down_for_a_whole_run_loses_nothing_and_check_reports_it",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

@@ -470,19 +470,32 @@ def _check_state(
     # Events a sink has not taken (a receiver down, a file not writable): never dropped, so
     # they pile up; once older than --max-age someone should look (issue 22).
     if backlog.oldest_us is not None and now - _when(backlog.oldest_us) > max_age:
-        waiting = ", ".join(f"{n} for the {sink}" for sink, n in backlog.pending.items() if n)
+        sinks = [sink for sink, n in backlog.pending.items() if n]
+        waiting = ", ".join(f"{backlog.pending[sink]} for the {sink}" for sink in sinks)
         find(
             Finding(
                 "events_backlog",
                 None,
                 f"{backlog.total} event(s) waiting for delivery ({waiting}), the oldest since "
                 f"{_stamp(_when(backlog.oldest_us))}, longer than --max-age "
-                f"{format_duration(max_age)}: is the receiver down? the next sync given the "
-                "sink retries them (a sink no longer used: `opsaudit discard-events --sink "
-                f"{'|'.join(s for s, n in backlog.pending.items() if n)}`)",
+                f"{format_duration(max_age)}: {_why_waiting(sinks)} the next sync given the "
+                f"sink{'s' if len(sinks) > 1 else ''} retries them (a sink no longer used: "
+                f"`opsaudit discard-events --sink {'|'.join(sinks)}`)",
             )
         )
     return backfilling
+
+
+# What to look at for each sink that waits: only the webhook has a receiver to be down.
+_WHY_WAITING = {
+    "file": "can the events file be appended to (a full or read-only disk, its permissions, a "
+    "directory in its place)?",
+    "webhook": "is the webhook's receiver down?",
+}
+
+
+def _why_waiting(sinks: list[str]) -> str:
+    return " ".join(_WHY_WAITING.get(sink, f"can the {sink} take them?") for sink in sinks)
 
 
 def _last_run_failed(run: RunRow, now: dt.datetime) -> Finding:

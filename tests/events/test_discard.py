@@ -67,8 +67,9 @@ def test_a_dropped_sinks_backlog_is_discarded_and_the_other_sinks_kept(
     assert _backlog_findings(data, later) == [
         f"{len(expected)} event(s) waiting for delivery ({len(expected)} for the file, "
         f"{len(expected)} for the webhook), the oldest since {{since}}, longer than --max-age "
-        "2h: is the receiver down? the next sync given the sink retries them (a sink no longer "
-        "used: `opsaudit discard-events --sink file|webhook`)"
+        "2h: can the events file be appended to (a full or read-only disk, its permissions, a "
+        "directory in its place)? is the webhook's receiver down? the next sync given the sinks "
+        "retries them (a sink no longer used: `opsaudit discard-events --sink file|webhook`)"
     ]
 
     result = _discard(data, "webhook")
@@ -76,8 +77,12 @@ def test_a_dropped_sinks_backlog_is_discarded_and_the_other_sinks_kept(
     assert result.stdout.startswith(f"discarded {len(expected)} event(s) waiting for the webhook")
     assert _backlog(data) == {"file": len(expected), "webhook": 0}
     assert _discard(data, "webhook").stdout == "no event waits for the webhook\n"
-    assert [f.split(" (a sink")[1] for f in _backlog_findings(data, later)] == [
-        " no longer used: `opsaudit discard-events --sink file`)"
+    # The file alone waits: no webhook to ask about; said "is the receiver down?".
+    assert _backlog_findings(data, later) == [
+        f"{n} event(s) waiting for delivery ({n} for the file), the oldest since {{since}}, "
+        "longer than --max-age 2h: can the events file be appended to (a full or read-only "
+        "disk, its permissions, a directory in its place)? the next sync given the sink retries "
+        "them (a sink no longer used: `opsaudit discard-events --sink file`)"
     ]
 
     # The file, writable again, gets every event it waited for, once; the webhook none of them.

@@ -292,7 +292,11 @@ def test_receiver_down_for_a_whole_run_loses_nothing_and_check_reports_it(
     later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=3)
     findings = [f for f in run_check(data, as_of=later).findings if f.check == "events_backlog"]
     assert len(findings) == 1 and f"{len(expected)} event(s)" in findings[0].message
-    assert f"{len(expected)} for the webhook" in findings[0].message
+    assert f"({len(expected)} for the webhook)" in findings[0].message
+    assert findings[0].message.endswith(
+        "2h: is the webhook's receiver down? the next sync given the sink retries them (a sink "
+        "no longer used: `opsaudit discard-events --sink webhook`)"
+    )
     status = read_status(data)
     assert status.events["pending"] == {"file": 0, "webhook": len(expected)}
     assert f"events waiting for delivery: {len(expected)} for the webhook" in render_status(

@@ -4662,6 +4662,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s24rev-run-ended-between-the-state-reads",  # sync_runs `VALUES ()`: queries exit 7
+        "exporter/store/local/reader.py",
+        "    if not unrecorded:  # it ended between the two reads: the file has it, or will\n",
+        "    if False:\n",
+        ("tests/sync/test_status.py::test_sync_runs_read_as_a_run_ends_between_the_state_reads",),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

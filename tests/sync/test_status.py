@@ -217,3 +217,37 @@ def test_sync_runs_and_the_report_show_a_killed_run_killed(make_sim: Any, tmp_pa
     text = CliRunner().invoke(cli, ["report", *args])
     [data] = [line for line in text.stdout.splitlines() if line.startswith("Data ")]
     assert data.endswith(f"; last run started {started:%Y-%m-%dT%H:%M:%SZ}: killed"), data
+
+
+def test_sync_runs_read_as_a_run_ends_between_the_state_reads(
+    make_sim: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The reader asks the state whether a run is `running`, then reads the runs: a sync that
+    ended between the two (its `finish_run` committed) left no run to add, and the view was
+    `VALUES ()`: every `opsaudit query` and `report` at that moment failed, exit 7 (Parser
+    Error). The runs are then those of the file."""
+    from exporter.store.state import StateDB
+
+    sim = make_sim(seed=13, projects=2, shared_projects=0, orgs=1, days=1)
+    first = run_sync(sim, tmp_path)
+    state_file = tmp_path / "state.sqlite"
+    writer = StateDB(state_file)
+    writer.start_run("20990101T000000Z-ending", 4_000_000_000_000_000)  # a sync under way
+    read_runs = StateDB.runs_rows
+
+    def ended_meanwhile(self: StateDB) -> Any:
+        if self is not writer and writer.has_running_run():  # the sync ends now
+            writer.finish_run("20990101T000000Z-ending", 4_000_000_001_000_000, outcome="ok")
+        return read_runs(self)
+
+    monkeypatch.setattr(StateDB, "runs_rows", ended_meanwhile)
+    try:
+        result = CliRunner().invoke(
+            cli,
+            ["query", "--data-dir", str(tmp_path), "--format", "jsonl",
+             "SELECT run_id, outcome FROM sync_runs ORDER BY started_at"],
+        )  # fmt: skip
+    finally:
+        writer.close()
+    assert result.exit_code == 0, result.output
+    assert result.output == f'{{"run_id":"{first.run_id}","outcome":"ok"}}\n'

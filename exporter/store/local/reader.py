@@ -174,6 +174,8 @@ def _runs_not_exported(data_dir: Path, exported: Source) -> str | None:
     finally:
         state.close()
     unrecorded = [r for r in runs if r.finished_at is None]  # running in the state
+    if not unrecorded:  # it ended between the two reads: the file has it, or will
+        return None
     rows = ", ".join(
         "(" + ", ".join(_run_value(name, getattr(r, name)) for name in r._fields) + ")"
         for r in unrecorded

@@ -4349,8 +4349,8 @@ MUTANTS = [
     ),
     Mutant(
         "s23out-escapes-stripped-from-piped-output",  # csv to a pipe lost "\x1b[31m" of values
-        "exporter/cli/_common.py",
-        "            click.echo(text, nl=False, color=True)  # encoded whole before any of it is written\n",
+        "exporter/cli/_rows.py",
+        "            click.echo(text, nl=False, color=True)  # encoded whole before any is written\n",
         "            click.echo(text, nl=False)\n",
         ("tests/analytics/test_output_values.py::test_escapes_reach_a_pipe_as_they_are_stored",),
     ),
@@ -4669,6 +4669,16 @@ MUTANTS = [
         ("tests/sync/test_status.py::test_sync_runs_read_as_a_run_ends_between_the_state_reads",),
     ),
     Mutant(
+        "s24rev-closed-stdout-taken-for-a-bug",  # `report | true`: "a bug in opsaudit", exit 5
+        "exporter/cli/_rows.py",
+        "    except BrokenPipeError:\n        reader_gone()\n\n\ndef reader_gone() -> NoReturn:",
+        "    except ZeroDivisionError:\n        reader_gone()\n\n\ndef reader_gone() -> NoReturn:",
+        (
+            "tests/analytics/test_query_stream.py::"
+            "test_a_reader_gone_before_anything_was_written_ends_141",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',
@@ -4872,7 +4882,7 @@ MUTANTS = [
     ),
     Mutant(
         "output-unencodable-crashes",  # Latin-1 terminal, '\u2026' of a cut cell: exit 5
-        "exporter/cli/_common.py",
+        "exporter/cli/_rows.py",
         '            replaced = exc.object.encode(exc.encoding, "replace").decode(exc.encoding)\n',
         "            raise\n",
         ("tests/analytics/test_cli.py::test_a_terminal_without_the_ellipsis_gets_a_question_mark",),

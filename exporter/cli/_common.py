@@ -239,12 +239,9 @@ def emit(text: str | bytes, output: Path | None) -> None:
     """Print `text`, or write it to `output` (the `-o` of `output_options`); bytes as they are
     (UTF-8 already: the report's JSON)."""
     if output is None:
-        # color=True: else click strips each "\x1b[...m" of the data when stdout is no terminal.
-        try:
-            click.echo(text, nl=False, color=True)  # encoded whole before any of it is written
-        except UnicodeEncodeError as exc:  # Latin-1 and a cut cell's '\u2026': '?', not a crash
-            replaced = exc.object.encode(exc.encoding, "replace").decode(exc.encoding)
-            click.echo(replaced, nl=False, color=True)
+        from exporter.cli._rows import to_stdout
+
+        to_stdout(text)
     else:
         from exporter.core.layout import replace_output
 

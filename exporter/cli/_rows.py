@@ -117,6 +117,20 @@ def steady_heap() -> None:
         pass
 
 
+def to_stdout(text: str | bytes) -> None:
+    """`emit`'s stdout: a reader that closed it ends the command (`reader_gone`), whatever
+    prints (`report | true` said "unexpected error (BrokenPipeError)... a bug", exit 5)."""
+    # color=True: else click strips each "\x1b[...m" of the data when stdout is no terminal.
+    try:
+        try:
+            click.echo(text, nl=False, color=True)  # encoded whole before any is written
+        except UnicodeEncodeError as exc:  # Latin-1 and a cut cell's '\u2026': '?', not a crash
+            replaced = exc.object.encode(exc.encoding, "replace").decode(exc.encoding)
+            click.echo(replaced, nl=False, color=True)
+    except BrokenPipeError:
+        reader_gone()
+
+
 def reader_gone() -> NoReturn:
     """stdout's reader closed it (`opsaudit query ... | head`): it has what it wanted. No
     message and exit 141, as a tool killed by SIGPIPE (`cat`, `seq`) ends; what Python would

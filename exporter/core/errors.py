@@ -30,7 +30,7 @@ class ExitCode(enum.IntEnum):
     ATTENTION = 8  # `check` or `doctor` found something to fix (one line per finding)
     INCOMPLETE = 9  # `query` wrote rows, then could not read the rest: its output is cut
     INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + its number, the shell's convention
-    PIPE_CLOSED = 141  # `query`'s reader closed stdout (`| head`): 128 + SIGPIPE, as `cat` ends
+    PIPE_CLOSED = 141  # the reader closed stdout (`| head`): 128 + SIGPIPE, as `cat` ends
     TERMINATED = 143  # `sync` stopped by SIGTERM (systemctl stop): 128 + 15
 
 

@@ -217,3 +217,35 @@ def test_rows_reach_a_pipe_before_the_last_file_is_read(own_dir: Path) -> None:
         assert child.wait() == 9, err
     assert first.startswith(b'{"id":') and 0 < rest.count(b"\n") < 40_000
     assert "the output is incomplete" in err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["query", "--format", "csv", "SELECT 1 AS one"],
+        ["query", "--format", "table", "SELECT 1 AS one"],
+        ["report"],
+        ["status"],
+    ],
+    ids=["query-csv", "query-table", "report", "status"],
+)
+def test_a_reader_gone_before_anything_was_written_ends_141(big_dir: Path, args: list[str]) -> None:
+    """Only the streamed formats knew a closed stdout: `opsaudit report | true` (a reader that
+    exits at once, a monitoring probe timed out) said "unexpected error (BrokenPipeError)...
+    This is a bug in opsaudit", exit 5. Every command that prints its result ends as `query`'s
+    rows do: no message, exit 141."""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written
+    try:
+        child = subprocess.run(
+            [sys.executable, "-m", "exporter", args[0], "--data-dir", str(big_dir), *args[1:]],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert (child.returncode, child.stderr.decode()) == (141, "")

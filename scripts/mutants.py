@@ -4349,7 +4349,7 @@ MUTANTS = [
     ),
     Mutant(
         "s23out-escapes-stripped-from-piped-output",  # csv to a pipe lost "\x1b[31m" of values
-        "exporter/cli/_rows.py",
+        "exporter/cli/_stdout.py",
         "            click.echo(text, nl=False, color=True)  # encoded whole before any is written\n",
         "            click.echo(text, nl=False)\n",
         ("tests/analytics/test_output_values.py::test_escapes_reach_a_pipe_as_they_are_stored",),
@@ -4670,7 +4670,7 @@ MUTANTS = [
     ),
     Mutant(
         "s24rev-closed-stdout-taken-for-a-bug",  # `report | true`: "a bug in opsaudit", exit 5
-        "exporter/cli/_rows.py",
+        "exporter/cli/_stdout.py",
         "    except BrokenPipeError:\n        reader_gone()\n\n\ndef reader_gone() -> NoReturn:",
         "    except ZeroDivisionError:\n        reader_gone()\n\n\ndef reader_gone() -> NoReturn:",
         (
@@ -4882,7 +4882,7 @@ MUTANTS = [
     ),
     Mutant(
         "output-unencodable-crashes",  # Latin-1 terminal, '\u2026' of a cut cell: exit 5
-        "exporter/cli/_rows.py",
+        "exporter/cli/_stdout.py",
         '            replaced = exc.object.encode(exc.encoding, "replace").decode(exc.encoding)\n',
         "            raise\n",
         ("tests/analytics/test_cli.py::test_a_terminal_without_the_ellipsis_gets_a_question_mark",),

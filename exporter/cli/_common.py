@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from exporter.cli._stdout import to_stdout
 from exporter.core.errors import (
     AuthError,
     ConfigError,
@@ -239,8 +240,6 @@ def emit(text: str | bytes, output: Path | None) -> None:
     """Print `text`, or write it to `output` (the `-o` of `output_options`); bytes as they are
     (UTF-8 already: the report's JSON)."""
     if output is None:
-        from exporter.cli._rows import to_stdout
-
         to_stdout(text)
     else:
         from exporter.core.layout import replace_output

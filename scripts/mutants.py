@@ -4679,6 +4679,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "s24err-cut-rows-under-exit-7-unsaid",  # 2.9M rows printed, then exit 7: taken as whole
+        "exporter/cli/_rows.py",
+        "        if not out.printed:\n            raise\n",
+        "        raise\n",
+        (
+            "tests/analytics/test_query_stream.py::"
+            "test_an_error_after_rows_were_printed_says_they_are_incomplete",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

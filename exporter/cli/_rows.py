@@ -10,7 +10,7 @@ from typing import Any
 
 from exporter.cli._common import emit
 from exporter.cli._stdout import reader_gone
-from exporter.core.errors import ConfigError
+from exporter.core.errors import ConfigError, QueryError
 from exporter.core.output import OutputFile
 
 
@@ -31,6 +31,11 @@ class RowsOutput:
             self._file.write(piece.encode("utf-8"))
         except OSError as exc:
             raise self._cannot_write(exc) from None
+
+    @property
+    def printed(self) -> bool:
+        """Rows reached stdout (where they cannot be taken back)."""
+        return self._file is None and self._written
 
     def rewind(self) -> bool:
         """Ready to write the rows again from the first (they are read again): False when
@@ -87,6 +92,16 @@ def write_rows(
     except BrokenPipeError:
         out.discard()
         reader_gone()
+    except QueryError as exc:
+        out.discard()
+        if not out.printed:
+            raise
+        # DuckDB failed part way (a cast, `error()`): what reached stdout stays there; the
+        # error says it is not the whole result, so exit 7 is not read as "nothing printed".
+        raise QueryError(
+            f"{exc}\n(the rows printed before this error are not the whole result: the query "
+            "failed part way)"
+        ) from exc
     except BaseException:
         out.discard()
         raise

@@ -249,3 +249,28 @@ def test_a_reader_gone_before_anything_was_written_ends_141(big_dir: Path, args:
     finally:
         os.close(write_end)
     assert (child.returncode, child.stderr.decode()) == (141, "")
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl", "csv"])
+def test_an_error_after_rows_were_printed_says_they_are_incomplete(big_dir: Path, fmt: str) -> None:
+    """DuckDB can fail part way (a cast, `error()`, at row 300,000): the rows printed before stay
+    printed (stdout cannot take them back); the error says they are not the whole result, so
+    a script reading exit 7 and the message does not take them for one."""
+    # One list unnested: its rows come in order on one thread (a parallel `range` can reach
+    # the failing rows before any is printed).
+    sql = (
+        "SELECT i FROM (SELECT unnest(range(600000)) AS i) "
+        "WHERE i < 300000 OR error('boom') IS NOT NULL"
+    )
+    result = invoke("query", "--data-dir", str(big_dir), "--format", fmt, sql)
+    assert result.exit_code == 7
+    assert result.stdout  # some rows first
+    assert result.stderr.endswith(
+        "boom\n(the rows printed before this error are not the whole result: the query failed "
+        "part way)\n"
+    ), result.stderr
+    # -o FILE: nothing was printed, nothing is written: the error alone.
+    out = big_dir.parent / f"rows.{fmt}"
+    failed = invoke("query", "--data-dir", str(big_dir), "--format", fmt, "-o", str(out), sql)
+    assert (failed.exit_code, failed.stdout, out.exists()) == (7, "", False)
+    assert "not the whole result" not in failed.stderr

@@ -4549,7 +4549,7 @@ MUTANTS = [
     Mutant(
         "s24chk-left-out-projects-unexplained",  # --org-id runs: B's projects flagged, no reason
         "exporter/ops/check.py",
-        "            if newest_start is not None and _when(newest_start) > current:\n",
+        "            if not error and newest_start is not None and _when(newest_start) > current:\n",
         "            if False:\n",
         ("tests/ops/test_check.py::test_projects_a_scoped_run_left_out_say_so",),
     ),
@@ -4687,6 +4687,13 @@ MUTANTS = [
             "tests/analytics/test_query_stream.py::"
             "test_an_error_after_rows_were_printed_says_they_are_incomplete",
         ),
+    ),
+    Mutant(
+        "s24chk-failing-project-said-left-out",  # walked and failed, yet "the runs left it out"
+        "exporter/ops/check.py",
+        "            if not error and newest_start is not None and _when(newest_start) > current:\n",
+        "            if newest_start is not None and _when(newest_start) > current:\n",
+        ("tests/ops/test_check.py::test_a_project_failing_since_is_not_said_left_out",),
     ),
     Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0

@@ -366,8 +366,8 @@ def _check_state(
         since = ""
         if newest_start is not None and _when(newest_start) > report.last_success_at:
             since = (
-                "; the runs since did not cover every project (`--project` or `--org-id`, or "
-                "cut short by a budget)"
+                "; the runs since did not cover every project (`--project` or `--org-id`, cut "
+                "short by a budget or a stop, or a project failing)"
             )
         find(
             Finding(
@@ -424,7 +424,7 @@ def _check_state(
             when = f"last synced {_stamp(last)}"
             if current != last:
                 when += f", last found idle {_stamp(current)}"
-            if newest_start is not None and _when(newest_start) > current:
+            if not error and newest_start is not None and _when(newest_start) > current:
                 when_left = (
                     "; the runs since left it out (`--project` or `--org-id`, a budget, or a "
                     "listing that no longer shows it)"

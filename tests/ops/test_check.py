@@ -739,7 +739,8 @@ def test_projects_a_scoped_run_left_out_say_so(trail: tuple[Any, Path, dt.dateti
     expected = [
         f"stale_sync: last successful sync finished {stamp(at_us(whole))} "
         f"({_ago(as_of - at_us(whole))} ago), longer ago than --max-age 2h; the runs since did "
-        "not cover every project (`--project` or `--org-id`, or cut short by a budget)"
+        "not cover every project (`--project` or `--org-id`, cut short by a budget or a stop, or "
+        "a project failing)"
     ]
     for pid, last in synced_at(data_dir).items():
         if pid != kept:
@@ -753,3 +754,30 @@ def test_projects_a_scoped_run_left_out_say_so(trail: tuple[Any, Path, dt.dateti
 def _ago(delta: dt.timedelta) -> str:
     minutes = int(delta.total_seconds()) // 60
     return f"{minutes // 60}h {minutes % 60}m"
+
+
+def test_a_project_failing_since_is_not_said_left_out(trail: tuple[Any, Path, dt.datetime]) -> None:
+    """The runs since did walk it, and failed: its own error says why, not "left it out"."""
+    sim, data_dir, _ = trail
+    three_hours = 3 * 3600 * 1_000_000
+    for sql in (
+        "UPDATE runs SET started_us = started_us - ?, finished_us = finished_us - ?",
+        "UPDATE projects SET last_synced_us = last_synced_us - ?, current_us = current_us - ?",
+    ):
+        state_write(data_dir, sql, (three_hours, three_hours))
+    failing = sorted(sim.project_ids())[1]
+    sim.fail_requests(f"/projects/{failing}/operations", 400)
+    assert run_sync(sim, data_dir).outcome == "partial"
+    [(finished,)] = state_rows(data_dir, "SELECT max(finished_us) FROM runs")
+    [(last_us, error)] = state_rows(
+        data_dir, "SELECT last_synced_us, last_error FROM projects WHERE id = ?", (failing,)
+    )
+    as_of = at_us(finished) + dt.timedelta(minutes=1)
+    result = invoke("check", "--data-dir", str(data_dir), "--as-of", iso(as_of))
+    assert result.exit_code == 8
+    lines = [line for line in result.stdout.splitlines() if line.startswith("project_")]
+    assert [line for line in lines if failing in line] == [
+        f"project_not_synced: project {failing} last synced {stamp(at_us(last_us))} "
+        f"({_ago(as_of - at_us(last_us))} ago), longer ago than --max-age 2h",
+        f"project_error: project {failing} failed its last sync: {error}",
+    ]

@@ -720,12 +720,7 @@ def test_projects_a_scoped_run_left_out_say_so(trail: tuple[Any, Path, dt.dateti
     are stale, as before (a scoped run vouches for no other project), and the findings say why
     the runs since did not count, so the operator is not left to guess."""
     sim, data_dir, _ = trail
-    three_hours = 3 * 3600 * 1_000_000
-    for sql in (
-        "UPDATE runs SET started_us = started_us - ?, finished_us = finished_us - ?",
-        "UPDATE projects SET last_synced_us = last_synced_us - ?, current_us = current_us - ?",
-    ):
-        state_write(data_dir, sql, (three_hours, three_hours))
+    _three_hours_ago(data_dir)
     kept = sorted(sim.project_ids())[0]
     assert run_sync(sim, data_dir, project_ids=[kept]).outcome == "ok"
     [(finished,)] = state_rows(data_dir, "SELECT max(finished_us) FROM runs")
@@ -751,6 +746,16 @@ def test_projects_a_scoped_run_left_out_say_so(trail: tuple[Any, Path, dt.dateti
     assert (result.exit_code, result.stdout.splitlines()) == (8, expected)
 
 
+def _three_hours_ago(data_dir: Path) -> None:
+    """The trail's runs and walks moved 3 hours back, as if the last whole sync were that old."""
+    three_hours = 3 * 3600 * 1_000_000
+    for sql in (
+        "UPDATE runs SET started_us = started_us - ?, finished_us = finished_us - ?",
+        "UPDATE projects SET last_synced_us = last_synced_us - ?, current_us = current_us - ?",
+    ):
+        state_write(data_dir, sql, (three_hours, three_hours))
+
+
 def _ago(delta: dt.timedelta) -> str:
     minutes = int(delta.total_seconds()) // 60
     return f"{minutes // 60}h {minutes % 60}m"
@@ -759,12 +764,7 @@ def _ago(delta: dt.timedelta) -> str:
 def test_a_project_failing_since_is_not_said_left_out(trail: tuple[Any, Path, dt.datetime]) -> None:
     """The runs since did walk it, and failed: its own error says why, not "left it out"."""
     sim, data_dir, _ = trail
-    three_hours = 3 * 3600 * 1_000_000
-    for sql in (
-        "UPDATE runs SET started_us = started_us - ?, finished_us = finished_us - ?",
-        "UPDATE projects SET last_synced_us = last_synced_us - ?, current_us = current_us - ?",
-    ):
-        state_write(data_dir, sql, (three_hours, three_hours))
+    _three_hours_ago(data_dir)
     failing = sorted(sim.project_ids())[1]
     sim.fail_requests(f"/projects/{failing}/operations", 400)
     assert run_sync(sim, data_dir).outcome == "partial"

@@ -4696,6 +4696,26 @@ MUTANTS = [
         ("tests/ops/test_check.py::test_a_project_failing_since_is_not_said_left_out",),
     ),
     Mutant(
+        "s24out-dev-stdout-cut-by-a-whole-output",  # report/table -o /dev/stdout: header lost
+        "exporter/core/layout.py",
+        '        with open(path, "ab") as fh:\n            fh.write(data)\n        return\n',
+        '        with open(path, "wb") as fh:\n            fh.write(data)\n        return\n',
+        (
+            "tests/analytics/test_query_stream.py::"
+            "test_o_dev_stdout_writes_after_what_the_shell_wrote_before",
+        ),
+    ),
+    Mutant(
+        "s24out-dev-stdout-cut-by-streamed-rows",  # query --format csv -o /dev/stdout
+        "exporter/core/output.py",
+        '            return open(self.path, "ab")\n',
+        '            return open(self.path, "wb")\n',
+        (
+            "tests/analytics/test_query_stream.py::"
+            "test_o_dev_stdout_writes_after_what_the_shell_wrote_before",
+        ),
+    ),
+    Mutant(
         "empty-state-file-taken-for-a-new-dataset",  # the history started again, exit 0
         "exporter/core/layout.py",
         '    if has_state(root) or not any_file(root / VERSIONS_DIR, "*/*.parquet"):\n',

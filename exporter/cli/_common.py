@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from exporter.cli._stdout import to_stdout
 from exporter.core.errors import (
     AuthError,
     ConfigError,
@@ -240,6 +239,8 @@ def emit(text: str | bytes, output: Path | None) -> None:
     """Print `text`, or write it to `output` (the `-o` of `output_options`); bytes as they are
     (UTF-8 already: the report's JSON)."""
     if output is None:
+        from exporter.cli._stdout import to_stdout  # (not for --help: its import list)
+
         to_stdout(text)
     else:
         from exporter.core.layout import replace_output

@@ -211,7 +211,10 @@ def replace_output(path: Path, data: bytes) -> None:
         mode = None
     special = Path(os.path.abspath(path)).parts[1:2] in (("dev",), ("proc",))
     if special or (mode is not None and not stat.S_ISREG(mode)):
-        _write_in_place(path, data)
+        # Appended: `/dev/stdout` opened anew is the file the shell redirected to, with what
+        # was written before (`{ echo header; opsaudit ... -o /dev/stdout; } > f`): "wb" cut it.
+        with open(path, "ab") as fh:
+            fh.write(data)
         return
     kept = None if mode is None else stat.S_IMODE(mode)
     try:

@@ -94,8 +94,8 @@ class OutputFile:
             self._tmp = None
 
     def _open(self) -> BinaryIO:
-        if self._in_place:
-            return open(self.path, "wb")
+        if self._in_place:  # appended: `/dev/stdout`'s file keeps what the shell wrote before
+            return open(self.path, "ab")
         tmp = self._target.with_name(f".{self._target.name}.{uuid.uuid4().hex[:8]}.tmp")
         try:
             fh = open(tmp, "wb")  # noqa: SIM115 (kept open across writes, closed in close)

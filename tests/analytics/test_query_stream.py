@@ -274,3 +274,22 @@ def test_an_error_after_rows_were_printed_says_they_are_incomplete(big_dir: Path
     failed = invoke("query", "--data-dir", str(big_dir), "--format", fmt, "-o", str(out), sql)
     assert (failed.exit_code, failed.stdout, out.exists()) == (7, "", False)
     assert "not the whole result" not in failed.stderr
+
+
+@pytest.mark.parametrize("fmt", ["csv", "table"])
+@pytest.mark.parametrize("redirect", [">", ">>"])
+def test_o_dev_stdout_writes_after_what_the_shell_wrote_before(
+    big_dir: Path, tmp_path: Path, fmt: str, redirect: str
+) -> None:
+    """`{ echo header; opsaudit query -o /dev/stdout ...; } > f`: /dev/stdout is the file the
+    shell redirected to, opened anew; opened to write ("wb") it was cut, the header lost."""
+    out = tmp_path / "f"
+    out.write_text("before\n")
+    sql = "SELECT 1 AS a"
+    command = (
+        f"{{ echo header; {sys.executable} -m exporter query --data-dir {big_dir} "
+        f"--format {fmt} -o /dev/stdout '{sql}'; }} {redirect} {out}"
+    )
+    subprocess.run(["bash", "-c", command], check=True, cwd=ROOT)
+    expected = ("before\n" if redirect == ">>" else "") + "header\n" + _whole(big_dir, sql, fmt)
+    assert out.read_text() == expected

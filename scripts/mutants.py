@@ -1518,7 +1518,10 @@ MUTANTS = [
         "exporter/analytics/format.py",
         "    if max_rows is not None and len(rows) > max_rows:\n",
         "    if False:\n",
-        ("tests/analytics/test_cli.py::test_query_table_caps_rows_and_says_how_many_more",),
+        (
+            "tests/analytics/test_cli.py::test_query_table_caps_rows_and_says_how_many_more",
+            "tests/analytics/test_format.py::test_the_table_shows_max_rows_of_the_rows_it_is_given",
+        ),
     ),
     Mutant(
         "views-db-newest-storage",  # the DuckDB CLI releases on PyPI cannot open the file

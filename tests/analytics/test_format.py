@@ -258,3 +258,13 @@ def test_map_keys_are_written_as_their_values_are() -> None:
     assert render(columns[:1], [r[:1] for r in rows], "csv") == (
         't\n"{""2026-11-26T00:00:00Z"":3,""2026-11-27T12:30:00Z"":4}"\n'
     )
+
+
+def test_the_table_shows_max_rows_of_the_rows_it_is_given() -> None:
+    """`render` caps the table itself (a notebook's or the report's rows, not only the query's,
+    which reads no more than it shows): `max_rows` rows, then how many more."""
+    rows = [(1,), (2,), (3,)]
+    assert render(["n"], rows, "table", max_rows=2) == (
+        "n\n-\n1\n2\n(3 rows, 1 more rows not shown: --max-rows 0 shows all)\n"
+    )
+    assert render(["n"], rows[:2], "table", max_rows=2) == "n\n-\n1\n2\n(2 rows)\n"

@@ -227,13 +227,14 @@ def test_a_state_file_that_cannot_be_created_gets_the_advice_for_its_cause(
     )
 
 
+@pytest.mark.parametrize("fmt", ["csv", "markdown"])  # written as read; written whole
 @pytest.mark.parametrize(
     "dir_mode",
     [0o555, 0o333],  # no file can be created in it; one can, but it cannot be listed
     ids=["0555", "0333"],
 )
 def test_output_file_this_user_may_write_is_written_whatever_its_directory_allows(
-    synced: Path, tmp_path: Path, dir_mode: int
+    synced: Path, tmp_path: Path, dir_mode: int, fmt: str
 ) -> None:
     """`-o FILE` written aside and renamed over the old file (whole or not at all) refused a
     file this user may write in a directory it may not create a file in (a report under
@@ -247,7 +248,7 @@ def test_output_file_this_user_may_write_is_written_whatever_its_directory_allow
     out.write_text("the previous report\n")
     out.chmod(0o666)
     out_dir.chmod(dir_mode)
-    query = ("query", "--data-dir", str(synced), "--format", "csv", "SELECT id FROM operations")
+    query = ("query", "--data-dir", str(synced), "--format", fmt, "SELECT id FROM operations")
     try:
         done = _as_a_user(*query, "-o", str(out))
     finally:
